@@ -1,0 +1,76 @@
+"""The ``nbjobs`` console script: one entry point, one sub-command per task.
+
+Each sub-command lives with the part it belongs to and parses its own
+arguments; this module only dispatches, importing the part lazily so that
+``nbjobs submit`` does not pay for importing JupyterHub, and a minimal
+(runner-only) install still answers ``nbjobs --version``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+# name -> (module, function, one-line help). The function takes the remaining
+# argv and returns the process exit code.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("nbjobs.demo", "main", "start the single-machine demo"),
+    "service": ("nbjobs.job_service.app", "main", "run the job service"),
+    "submit": ("nbjobs.client.cli", "submit", "submit a notebook as a job"),
+    "list": ("nbjobs.client.cli", "list_jobs", "list your jobs"),
+    "status": ("nbjobs.client.cli", "status", "show one job"),
+    "logs": ("nbjobs.client.cli", "logs", "print (or follow) a job's log"),
+    "cancel": ("nbjobs.client.cli", "cancel", "cancel a job"),
+    "rerun": ("nbjobs.client.cli", "rerun", "run a finished job again"),
+    "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
+}
+
+
+def package_version() -> str:
+    """The installed distribution's version, or "unknown" from a bare checkout."""
+    try:
+        return version("nbjobs")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def usage() -> str:
+    """The top-level help text."""
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: nbjobs COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += ["", "Run `nbjobs COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch to a sub-command and return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if args else 2
+    if args[0] == "--version":
+        print(f"nbjobs {package_version()}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"nbjobs: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module_name, func_name, _ = COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        print(
+            f"nbjobs {name}: this install lacks what the command needs ({exc}). "
+            'Install the full distribution: pip install "nbjobs[all]"',
+            file=sys.stderr,
+        )
+        return 2
+    result: int = getattr(module, func_name)(rest)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

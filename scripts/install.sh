@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs nbjobs into ./.venv from this checkout, with everything it needs to
+# run on one machine: Python packages, configurable-http-proxy (for the hub)
+# and, with --dev, the test and lint tools and Debian's chromium for the
+# browser tests. Safe to run again: it only adds what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dev=0
+for arg in "$@"; do
+    case "$arg" in
+        --dev) dev=1 ;;
+        *) echo "usage: scripts/install.sh [--dev]" >&2; exit 2 ;;
+    esac
+done
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv with $($python --version)"
+    "$python" -m venv .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+
+if [ "$dev" = 1 ]; then
+    echo "==> installing nbjobs (editable) with the development tools"
+    python -m pip install --quiet -e ".[dev]"
+else
+    echo "==> installing nbjobs (editable)"
+    python -m pip install --quiet -e ".[all]"
+fi
+
+# JupyterHub's proxy is a Node program; keep it inside the venv.
+if [ ! -x .venv/node/bin/configurable-http-proxy ]; then
+    echo "==> installing configurable-http-proxy"
+    npm install --silent --no-audit --no-fund --prefix .venv/node configurable-http-proxy >/dev/null
+    mkdir -p .venv/node/bin
+    ln -sf ../node_modules/.bin/configurable-http-proxy .venv/node/bin/configurable-http-proxy
+fi
+ln -sf ../node/bin/configurable-http-proxy .venv/bin/configurable-http-proxy
+
+if [ "$dev" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+    echo "==> installing Debian's chromium for the browser tests"
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+echo "==> installed: $(nbjobs --version 2>/dev/null || echo nbjobs)"
