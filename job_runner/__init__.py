@@ -1,1 +1,31 @@
-"""x"""
+"""nbjobs.job_runner: execute one notebook as a job.
+
+The program inside every nbjobs job, on a GPU node or as a local process::
+
+    python -m nbjobs.job_runner INPUT OUTPUT [--parameters JSON|FILE] [-p NAME VALUE ...]
+        [--kernel NAME] [--timeout S] [--cell-timeout S] [--status-file FILE] [--cwd DIR]
+
+It needs only nbclient and nbformat (and a kernel), so any GPU image can carry
+it with ``pip install nbjobs``; it imports nothing else of nbjobs.
+
+Public API: :func:`run_notebook`, :class:`RunResult`, :class:`ExitCode`,
+:class:`BadInput`, and the status file's :class:`RunStatus`,
+:func:`read_status` and :class:`StatusFileError`.
+"""
+
+from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
+from .execute import RunResult, run_notebook
+from .status import FINAL_STATES, CellError, RunStatus, StatusFileError, read_status
+
+__all__ = [
+    "FINAL_STATES",
+    "STATE_FOR_EXIT_CODE",
+    "BadInput",
+    "CellError",
+    "ExitCode",
+    "RunResult",
+    "RunStatus",
+    "StatusFileError",
+    "read_status",
+    "run_notebook",
+]

@@ -1,1 +1,113 @@
-print("runner main")
+"""``python -m nbjobs.job_runner``: the command every job runs."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInput, ExitCode
+from .execute import run_notebook
+from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg
+from .status import RunStatus, utc_now, write_status
+
+EPILOG = """\
+exit codes:
+  0  succeeded: every cell ran
+  1  failed: a cell raised (not tagged raises-exception) or the kernel died;
+     OUTPUT holds the run up to and including that cell, with its traceback
+  2  bad input: INPUT unreadable or not a valid notebook, kernel not installed,
+     OUTPUT equal to INPUT or not writable, bad parameters or options;
+     nothing was run and nothing was written but the status file
+  3  timed out: --timeout or --cell-timeout reached; OUTPUT holds partial output
+  4  cancelled: SIGTERM or SIGINT received; OUTPUT holds partial output
+
+parameters (papermill-style): a cell tagged "injected-parameters" is inserted
+after the cell tagged "parameters" (first, if there is none). -p values are
+read as JSON when they parse (5, 2.5, true, null, [1,2], {"a":1}, "\\"quoted\\"")
+and as plain strings otherwise; -p wins over --parameters for the same name.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The runner's argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nbjobs.job_runner",
+        description="Execute a notebook headless as an nbjobs job and write the executed copy.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("input", metavar="INPUT", help="notebook to execute (never modified)")
+    parser.add_argument("output", metavar="OUTPUT", help="where to write the executed notebook")
+    parser.add_argument(
+        "--parameters", metavar="JSON|FILE", help="parameters as a JSON object or a JSON file"
+    )
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="one parameter (repeatable)",
+    )
+    parser.add_argument("--kernel", metavar="NAME", help="kernel to use instead of the notebook's")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for the whole run")
+    parser.add_argument("--cell-timeout", type=float, metavar="SECONDS", help="limit for each cell")
+    parser.add_argument(
+        "--status-file", metavar="FILE", help="JSON progress file, replaced atomically"
+    )
+    parser.add_argument("--cwd", metavar="DIR", help="working folder (default: the notebook's)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        parameters: dict[str, Any] = {}
+        if args.parameters:
+            parameters.update(parse_parameters_arg(args.parameters))
+        for name, value in args.parameter:
+            parameters[name] = parse_parameter_value(value)
+        result = run_notebook(
+            args.input,
+            args.output,
+            parameters=parameters,
+            kernel_name=args.kernel,
+            timeout=args.timeout,
+            cell_timeout=args.cell_timeout,
+            status_file=args.status_file,
+            cwd=args.cwd,
+            echo=True,
+        )
+    except (BadInput, ParameterError) as exc:
+        print(f"nbjobs-runner: error: {exc}", file=sys.stderr)
+        _record_bad_input(args, str(exc))
+        return int(ExitCode.BAD_INPUT)
+    return int(result.exit_code)
+
+
+def _record_bad_input(args: argparse.Namespace, message: str) -> None:
+    """Tell the job service why nothing ran, if the status file can be written."""
+    if not args.status_file:
+        return
+    now = utc_now()
+    status = RunStatus(
+        state="failed",
+        started_at=now,
+        finished_at=now,
+        input_path=str(Path(args.input).absolute()),
+        output_path=str(Path(args.output).absolute()),
+        exit_code=int(ExitCode.BAD_INPUT),
+        message=message,
+    )
+    with contextlib.suppress(OSError):
+        write_status(args.status_file, status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,577 @@
+"""Execute one notebook as a job: nbclient underneath, job semantics on top.
+
+What this adds to a plain nbclient run: a status file after every cell, cell
+output echoed to our own stdout/stderr as it arrives (the job's log), a
+whole-job deadline, SIGTERM handling, and an output notebook that is always
+written (atomically, next to nothing it could overwrite) with whatever ran,
+the failing cell's traceback and a banner saying what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+
+from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
+from .gpus import visible_gpus
+from .parameters import ParameterError, inject_parameters
+from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
+
+BANNER_TAG = "nbjobs-banner"
+FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class RunResult:
+    """What a finished run produced."""
+
+    exit_code: ExitCode
+    state: str
+    output_path: Path
+    message: str | None = None
+    error: CellError | None = None
+    cells_done: int = 0
+    cells_total: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_notebook(
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    *,
+    parameters: dict[str, Any] | None = None,
+    kernel_name: str | None = None,
+    timeout: float | None = None,
+    cell_timeout: float | None = None,
+    status_file: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    echo: bool = False,
+) -> RunResult:
+    """Execute ``input_path`` and write the executed notebook to ``output_path``.
+
+    The input is never modified. The output is written in every outcome but a
+    bad input: success, a cell that raised, a dead kernel, a time limit, and
+    SIGTERM/SIGINT (when called from the main thread). ``timeout`` limits the
+    whole run, ``cell_timeout`` each cell, in seconds. With ``echo``, cell
+    output is copied to this process's stdout/stderr as it arrives.
+
+    Raises :class:`BadInput` (nothing run, nothing written) when the input is
+    not a valid notebook, its kernel is not installed, the output would
+    overwrite the input or cannot be written, or the parameters do not fit.
+    """
+    job = NotebookJob.prepare(
+        input_path,
+        output_path,
+        parameters=parameters or {},
+        kernel_name=kernel_name,
+        timeout=timeout,
+        cell_timeout=cell_timeout,
+        status_file=status_file,
+        cwd=cwd,
+        echo=echo,
+    )
+    return asyncio.run(job.run())
+
+
+class _EchoingClient(NotebookClient):
+    """An nbclient that hands every output to a callback as it arrives."""
+
+    on_output: Callable[[dict[str, Any]], None] | None = None
+
+    def output(
+        self,
+        outs: list[NotebookNode],
+        msg: dict[str, Any],
+        display_id: str | None,
+        cell_index: int,
+    ) -> NotebookNode | None:
+        out = super().output(outs, msg, display_id, cell_index)
+        if self.on_output is not None:
+            self.on_output(msg)
+        return out
+
+
+class NotebookJob:
+    """One validated run, ready to execute. Build it with :meth:`prepare`."""
+
+    input_path: Path
+    output_path: Path
+    status_path: Path | None
+    timeout: float | None
+    cell_timeout: float | None
+    parameters: dict[str, Any]
+    echo: bool
+    nb: NotebookNode
+    cwd: Path
+    kernel_name: str
+    kernel_language: str
+    code_cells: list[int]
+    status: RunStatus
+
+    def __init__(self) -> None:
+        self.stop_reason: tuple[ExitCode, str] | None = None
+        self.current_number = 0  # 1-based position of the running cell among code cells
+        self.cell_durations: dict[int, float] = {}
+        self.warnings: list[str] = []
+        self._cells_task: asyncio.Future[None] | None = None
+        self._stdout: TextIO = sys.stdout
+        self._stderr: TextIO = sys.stderr
+
+    # -- preparation: every check that can fail before anything runs --------
+
+    @classmethod
+    def prepare(
+        cls,
+        input_path: str | os.PathLike[str],
+        output_path: str | os.PathLike[str],
+        *,
+        parameters: dict[str, Any],
+        kernel_name: str | None,
+        timeout: float | None,
+        cell_timeout: float | None,
+        status_file: str | os.PathLike[str] | None,
+        cwd: str | os.PathLike[str] | None,
+        echo: bool,
+    ) -> NotebookJob:
+        """Validate everything and load the notebook; raise :class:`BadInput` on any problem."""
+        job = cls()
+        job.input_path = Path(input_path).absolute()
+        job.output_path = Path(output_path).absolute()
+        job.status_path = Path(status_file).absolute() if status_file is not None else None
+        job.timeout = _positive_or_none(timeout, "--timeout")
+        job.cell_timeout = _positive_or_none(cell_timeout, "--cell-timeout")
+        job.parameters = dict(parameters)
+        job.echo = echo
+
+        job.nb = read_notebook(job.input_path)
+        if _same_file(job.input_path, job.output_path):
+            raise BadInput(
+                f"OUTPUT {job.output_path} is the INPUT notebook; the runner never overwrites "
+                "its input, choose another OUTPUT path"
+            )
+        check_writable_folder(job.output_path, "OUTPUT")
+        if job.status_path is not None:
+            check_writable_folder(job.status_path, "--status-file")
+        job.cwd = Path(cwd).absolute() if cwd is not None else job.input_path.parent
+        if not job.cwd.is_dir():
+            raise BadInput(f"--cwd {job.cwd} is not a folder")
+
+        spec_name = job.nb.metadata.get("kernelspec", {}).get("name")
+        job.kernel_name = kernel_name or spec_name or "python3"
+        job.kernel_language = find_kernel_language(job.kernel_name)
+
+        _strip_previous_run(job.nb)
+        try:
+            job.warnings = inject_parameters(job.nb, job.parameters, job.kernel_language)
+        except ParameterError as exc:
+            raise BadInput(str(exc)) from exc
+        job.code_cells = [
+            i for i, c in enumerate(job.nb.cells) if c.cell_type == "code" and c.source.strip()
+        ]
+        job.status = RunStatus(
+            state="starting",
+            cells_total=len(job.code_cells),
+            input_path=str(job.input_path),
+            output_path=str(job.output_path),
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
+        return job
+
+    # -- the run -------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        """Start the kernel, run every code cell, write the output; never raises for a cell."""
+        self.status.started_at = utc_now()
+        self._write_status()
+        self._log(
+            f"running {self.input_path.name} on kernel {self.kernel_name}: "
+            f"{len(self.code_cells)} code cells"
+        )
+        for warning in self.warnings:
+            self._log(f"warning: {warning}")
+        started = time.monotonic()
+        client = _EchoingClient(
+            self.nb,
+            kernel_name=self.kernel_name,
+            timeout=self.cell_timeout,
+            interrupt_on_timeout=False,
+            allow_errors=False,
+            shutdown_kernel="immediate",
+            resources={"metadata": {"path": str(self.cwd)}},
+        )
+        if self.echo:
+            client.on_output = self._echo_output
+
+        exit_code, message, error = ExitCode.SUCCEEDED, None, None
+        try:
+            async with client.async_setup_kernel():
+                self._install_signal_handlers()
+                self.status.state = "running"
+                self._write_status()
+                exit_code, message, error = await self._run_cells(client)
+        except DeadKernelError as exc:  # the kernel never came up, or died between cells
+            exit_code, message = self._stopped_or(ExitCode.FAILED, f"kernel died: {exc}")
+        except RuntimeError as exc:
+            exit_code, message = ExitCode.FAILED, f"kernel {self.kernel_name} failed: {exc}"
+        finally:
+            self._remove_signal_handlers()
+
+        return self._finish(exit_code, message, error, time.monotonic() - started)
+
+    async def _run_cells(
+        self, client: NotebookClient
+    ) -> tuple[ExitCode, str | None, CellError | None]:
+        loop = asyncio.get_running_loop()
+        deadline = None
+        if self.timeout is not None:
+            deadline = loop.call_later(
+                self.timeout,
+                self._stop,
+                ExitCode.TIMED_OUT,
+                f"timed out after {_seconds(self.timeout)} (job time limit)",
+            )
+        self._cells_task = asyncio.ensure_future(self._execute_cells(client))
+        current = None
+        try:
+            await self._cells_task
+            return ExitCode.SUCCEEDED, None, None
+        except CellExecutionError as exc:
+            current = self.status.current_cell
+            ename = getattr(exc, "ename", type(exc).__name__)
+            evalue = getattr(exc, "evalue", str(exc))
+            message = f"{self._cell_label()} raised {ename}: {evalue}".strip()
+            if ename == "StdinNotImplementedError":
+                message += (
+                    " (jobs have no keyboard: pass the value as a parameter instead of input())"
+                )
+            return ExitCode.FAILED, _one_line(message), self._cell_error(current, ename, evalue)
+        except CellTimeoutError:
+            current = self.status.current_cell
+            message = (
+                f"{self._cell_label()} ran longer than the per-cell limit of "
+                f"{_seconds(self.cell_timeout)}"
+            )
+            self._mark_cell(current, message)
+            return ExitCode.TIMED_OUT, message, CellError(current or 0, "CellTimeoutError", message)
+        except (DeadKernelError, asyncio.CancelledError):
+            current = self.status.current_cell
+            if self.stop_reason is None:
+                message = f"kernel died while running {self._cell_label()}"
+                self._mark_cell(current, message + " (out of memory, a crash, or os._exit)")
+                return ExitCode.FAILED, message, CellError(current or 0, "DeadKernelError", message)
+            exit_code, message = self.stop_reason
+            await self._interrupt_kernel(client)
+            self._mark_cell(current, message)
+            return exit_code, message, CellError(current or 0, exit_code.name, message)
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+
+    async def _execute_cells(self, client: NotebookClient) -> None:
+        total = len(self.code_cells)
+        for number, index in enumerate(self.code_cells, start=1):
+            cell = self.nb.cells[index]
+            self.status.current_cell = index
+            self.current_number = number
+            self._write_status()
+            self._log(f"cell {number}/{total} (notebook cell {index})")
+            started = time.monotonic()
+            try:
+                await client.async_execute_cell(cell, index)
+            finally:
+                self.cell_durations[index] = time.monotonic() - started
+            self.status.cells_done = number
+            self._write_status()
+
+    def _cell_label(self) -> str:
+        return f"code cell {self.current_number} of {len(self.code_cells)}"
+
+    # -- stopping ------------------------------------------------------------
+
+    def _stop(self, exit_code: ExitCode, message: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = (exit_code, message)
+            self._log(message)
+        if self._cells_task is not None and not self._cells_task.done():
+            self._cells_task.cancel()
+
+    def _stopped_or(self, exit_code: ExitCode, message: str) -> tuple[ExitCode, str]:
+        return self.stop_reason if self.stop_reason is not None else (exit_code, message)
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(
+                    sig, self._stop, ExitCode.CANCELLED, f"cancelled by {signal.Signals(sig).name}"
+                )
+            except (RuntimeError, ValueError):  # not the main thread: no signal handling
+                return
+
+    def _remove_signal_handlers(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        except (RuntimeError, ValueError):
+            pass
+
+    async def _interrupt_kernel(self, client: NotebookClient) -> None:
+        if client.km is None:
+            return
+        try:
+            await asyncio.wait_for(
+                asyncio.ensure_future(_maybe_await(client.km.interrupt_kernel())), 2
+            )
+        except Exception as exc:  # a kernel that is gone or hung is shut down right after
+            self._log(f"could not interrupt the kernel: {exc}")
+
+    # -- results -------------------------------------------------------------
+
+    def _cell_error(self, index: int | None, ename: str, evalue: str) -> CellError:
+        traceback: list[str] = []
+        if index is not None:
+            for out in self.nb.cells[index].get("outputs", []):
+                if out.get("output_type") == "error":
+                    ename, evalue = out.get("ename", ename), out.get("evalue", evalue)
+                    traceback = [_ANSI.sub("", line) for line in out.get("traceback", [])]
+        return CellError(index if index is not None else 0, ename, evalue, traceback)
+
+    def _mark_cell(self, index: int | None, message: str) -> None:
+        """Leave a visible note in the cell where the run stopped."""
+        if index is None:
+            return
+        note = nbformat.v4.new_output("stream", name="stderr", text=f"[nbjobs] {message}\n")
+        self.nb.cells[index].setdefault("outputs", []).append(note)
+
+    def _finish(
+        self, exit_code: ExitCode, message: str | None, error: CellError | None, duration: float
+    ) -> RunResult:
+        state = STATE_FOR_EXIT_CODE[exit_code]
+        for index, seconds in self.cell_durations.items():
+            self.nb.cells[index].metadata.setdefault("nbjobs", {})["duration_seconds"] = round(
+                seconds, 6
+            )
+        if exit_code != ExitCode.SUCCEEDED:
+            error = self._add_banner(state, message or state, error)
+        self.nb.metadata["nbjobs"] = {
+            "state": state,
+            "message": message,
+            "parameters": self.parameters,
+            "started_at": self.status.started_at,
+            "finished_at": utc_now(),
+            "duration_seconds": round(duration, 3),
+            "kernel": {"name": self.kernel_name, "language": self.kernel_language},
+            "host": self.status.host,
+            "input_path": str(self.input_path),
+            "cells_done": self.status.cells_done,
+            "cells_total": self.status.cells_total,
+            "gpus": visible_gpus(),
+            "warnings": self.warnings,
+            "error": None if error is None else _error_dict(error),
+        }
+        atomic_write_text(self.output_path, nbformat.writes(self.nb))
+
+        self.status.state = state
+        self.status.exit_code = int(exit_code)
+        self.status.message = message
+        self.status.error = error
+        self.status.finished_at = self.nb.metadata["nbjobs"]["finished_at"]
+        self._write_status()
+        outcome = f"{state} ({message})" if message else state
+        self._log(f"done: {outcome}; executed notebook: {self.output_path}")
+        return RunResult(
+            exit_code=exit_code,
+            state=state,
+            output_path=self.output_path,
+            message=message,
+            error=error,
+            cells_done=self.status.cells_done,
+            cells_total=self.status.cells_total,
+            warnings=self.warnings,
+        )
+
+    def _add_banner(self, state: str, message: str, error: CellError | None) -> CellError | None:
+        """Put a banner on top and an anchor above the failing cell, papermill-style.
+
+        Returns the error with ``cell_index`` pointing into the output notebook.
+        """
+        headline = {
+            "failed": "Execution failed",
+            "timed_out": "Execution timed out",
+            "cancelled": "Execution was cancelled",
+        }[state]
+        text = f"**nbjobs: {headline}.** {message}"
+        failed_index = error.cell_index if error is not None else None
+        if failed_index is not None:
+            text += f"  \n[Go to the cell where it stopped](#{FAILED_CELL_ANCHOR})."
+            anchor = nbformat.v4.new_markdown_cell(f'<span id="{FAILED_CELL_ANCHOR}"></span>')
+            anchor.metadata["tags"] = [BANNER_TAG]
+            self.nb.cells.insert(failed_index, anchor)
+        banner = nbformat.v4.new_markdown_cell(
+            f'<div class="alert alert-danger">\n\n{text}\n\n</div>'
+        )
+        banner.metadata["tags"] = [BANNER_TAG]
+        self.nb.cells.insert(0, banner)
+        if error is not None and failed_index is not None:
+            error.cell_index = failed_index + 2  # after the banner and the anchor
+        return error
+
+    # -- logging -------------------------------------------------------------
+
+    def _write_status(self) -> None:
+        if self.status_path is not None:
+            write_status(self.status_path, self.status)
+
+    def _log(self, line: str) -> None:
+        if self.echo:
+            print(f"[nbjobs] {line}", file=self._stderr, flush=True)
+
+    def _echo_output(self, msg: dict[str, Any]) -> None:
+        content = msg.get("content", {})
+        kind = msg.get("msg_type")
+        if kind == "stream":
+            stream = self._stderr if content.get("name") == "stderr" else self._stdout
+            stream.write(content.get("text", ""))
+            stream.flush()
+        elif kind == "error":
+            tb = "\n".join(_ANSI.sub("", line) for line in content.get("traceback", []))
+            self._stderr.write(tb + "\n")
+            self._stderr.flush()
+        elif kind in ("execute_result", "display_data"):
+            text = content.get("data", {}).get("text/plain")
+            if text:
+                self._stdout.write(text + "\n")
+                self._stdout.flush()
+
+
+# -- checks used by prepare ---------------------------------------------------
+
+
+def read_notebook(path: Path) -> NotebookNode:
+    """Load and validate a notebook, or raise :class:`BadInput` saying what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"INPUT {path} does not exist") from None
+    except IsADirectoryError:
+        raise BadInput(f"INPUT {path} is a folder, not a notebook") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"INPUT {path} is not a notebook: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read INPUT {path}: {exc.strerror}") from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"INPUT {path} is not a notebook: invalid JSON at line {exc.lineno} "
+            f"column {exc.colno} ({exc.msg})"
+        ) from None
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # nbformat raises several types for malformed notebooks
+        reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
+        raise BadInput(f"INPUT {path} is not a valid notebook: {reason}") from None
+    return nb
+
+
+def check_writable_folder(target: Path, what: str) -> None:
+    """Raise :class:`BadInput` unless a new file can be created beside ``target``."""
+    folder = target.parent
+    if target.is_dir():
+        raise BadInput(f"{what} {target} is a folder; give a file path")
+    if not folder.exists():
+        raise BadInput(f"{what} folder {folder} does not exist")
+    if not folder.is_dir():
+        raise BadInput(f"{what} folder {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".nbjobs-probe-")
+    except OSError as exc:
+        raise BadInput(f"cannot write to {what} folder {folder}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def find_kernel_language(name: str) -> str:
+    """The language of an installed kernel, or :class:`BadInput` listing what is installed."""
+    manager = KernelSpecManager()
+    try:
+        spec = manager.get_kernel_spec(name)
+    except NoSuchKernel:
+        installed = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+        raise BadInput(
+            f"kernel {name!r} is not installed here (installed: {installed}); "
+            "pass --kernel NAME or install it in the job image"
+        ) from None
+    return str(spec.language).lower()
+
+
+def _strip_previous_run(nb: NotebookNode) -> None:
+    """Drop what an earlier run added, so re-running an output starts clean."""
+    nb.cells = [c for c in nb.cells if BANNER_TAG not in c.get("metadata", {}).get("tags", [])]
+    nb.metadata.pop("nbjobs", None)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            cell.metadata.pop("nbjobs", None)
+            cell.metadata.pop("execution", None)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _positive_or_none(value: float | None, what: str) -> float | None:
+    if value is None:
+        return None
+    if value <= 0:
+        raise BadInput(f"{what} must be a positive number of seconds, not {value}")
+    return float(value)
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:g} s"
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _error_dict(error: CellError) -> dict[str, Any]:
+    return {
+        "cell_index": error.cell_index,
+        "ename": error.ename,
+        "evalue": error.evalue,
+        "traceback": error.traceback,
+    }
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value

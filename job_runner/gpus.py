@@ -1,0 +1,109 @@
+"""What GPUs this job can see, recorded in the output notebook.
+
+NVML (the ``pynvml`` module of nvidia-ml-py) when it is importable, else
+``nvidia-smi`` when it is on PATH, else nothing. Both list every GPU of the
+node; on one machine the job is confined by ``CUDA_VISIBLE_DEVICES``, so the
+list is filtered by it (indices or UUIDs) to what CUDA programs will use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from typing import Any
+
+
+def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Describe the GPUs this process may use.
+
+    Returns ``{"cuda_visible_devices": str | "unset", "devices": [...] | "none",
+    "source": "nvml" | "nvidia-smi" | "none"}`` where each device has index,
+    uuid, name and memory_total_mib.
+    """
+    env = dict(os.environ if env is None else env)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    devices, source = _query_nvml()
+    if devices is None:
+        devices, source = _query_nvidia_smi()
+    if devices is not None and visible is not None:
+        wanted = [v.strip() for v in visible.split(",") if v.strip()]
+        devices = [
+            d
+            for d in devices
+            if str(d["index"]) in wanted or any(d["uuid"].startswith(w) for w in wanted)
+        ]
+    return {
+        "cuda_visible_devices": "unset" if visible is None else visible,
+        "devices": devices if devices else "none",
+        "source": source if devices is not None else "none",
+    }
+
+
+def _selected(device: dict[str, Any], wanted: list[str]) -> bool:
+    """Whether CUDA_VISIBLE_DEVICES (indices or UUID prefixes) names this device."""
+    return str(device["index"]) in wanted or any(device["uuid"].startswith(w) for w in wanted)
+
+
+def _query_nvml() -> tuple[list[dict[str, Any]] | None, str]:
+    try:
+        import pynvml
+    except ImportError:
+        return None, "none"
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no device: NVML raises its own error types
+        return None, "none"
+    try:
+        devices = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            devices.append(
+                {
+                    "index": index,
+                    "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "memory_total_mib": int(memory.total) // (1024 * 1024),
+                }
+            )
+        return devices, "nvml"
+    except Exception:
+        return None, "none"
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _query_nvidia_smi() -> tuple[list[dict[str, Any]] | None, str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, "none"
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, "none"
+    devices = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 4:
+            continue
+        index, uuid, name, memory = parts
+        devices.append(
+            {
+                "index": int(index) if index.isdigit() else index,
+                "uuid": uuid,
+                "name": name,
+                "memory_total_mib": int(memory) if memory.isdigit() else memory,
+            }
+        )
+    return devices, "nvidia-smi"

@@ -1,0 +1,140 @@
+"""The status file: how a running job tells the world where it stands.
+
+The runner rewrites this JSON file atomically (temp file + rename) when it
+starts, after every cell and when it ends, so a reader (the job service, a
+``watch cat``) never sees half a file. This module is the one definition of
+the format; readers go through :func:`read_status`.
+
+Cell indices (``current_cell``, ``error.cell_index``) count the cells of the
+notebook being executed, including the injected-parameters cell; in a final
+status with an error they count the cells of the output notebook, which is
+what a person opens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+STATUS_VERSION = 1
+
+#: States a job can be in while the runner owns it. The job service adds
+#: ``queued`` before the runner starts.
+RUNNER_STATES = ("starting", "running", "succeeded", "failed", "timed_out", "cancelled")
+FINAL_STATES = ("succeeded", "failed", "timed_out", "cancelled")
+
+
+class StatusFileError(ValueError):
+    """The status file exists but cannot be read as a runner status."""
+
+
+@dataclass
+class CellError:
+    """The exception that stopped the run."""
+
+    cell_index: int
+    ename: str
+    evalue: str
+    traceback: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunStatus:
+    """One snapshot of a run, as written to the status file."""
+
+    state: str
+    cells_total: int = 0
+    cells_done: int = 0
+    current_cell: int | None = None
+    started_at: str | None = None
+    updated_at: str | None = None
+    finished_at: str | None = None
+    input_path: str = ""
+    output_path: str = ""
+    pid: int = 0
+    host: str = ""
+    exit_code: int | None = None
+    message: str | None = None
+    error: CellError | None = None
+    version: int = STATUS_VERSION
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended (in any way)."""
+        return self.state in FINAL_STATES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form written to the file."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunStatus:
+        """Build from the file's JSON; unknown keys (from newer runners) are ignored."""
+        if not isinstance(data, dict) or data.get("state") not in RUNNER_STATES:
+            raise StatusFileError(f"not a runner status: state={data.get('state')!r}")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        error = values.get("error")
+        if error is not None:
+            error_known = {f.name for f in fields(CellError)}
+            values["error"] = CellError(**{k: v for k, v in error.items() if k in error_known})
+        return cls(**values)
+
+
+def utc_now() -> str:
+    """The current time as an ISO 8601 UTC string, as the status file stores times."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def write_status(path: str | os.PathLike[str], status: RunStatus) -> None:
+    """Atomically replace the status file with ``status``."""
+    status.updated_at = utc_now()
+    atomic_write_text(Path(path), json.dumps(status.to_dict(), indent=1) + "\n")
+
+
+def read_status(path: str | os.PathLike[str]) -> RunStatus | None:
+    """Read a status file; ``None`` when the runner has not written one yet.
+
+    Raises :class:`StatusFileError` when the file exists but is not a status.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StatusFileError(f"cannot read status file {path}: {exc.strerror}") from exc
+    try:
+        return RunStatus.from_dict(json.loads(text))
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise StatusFileError(f"status file {path} is not valid: {exc}") from exc
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
+
+    Readers see the old content or the new one, never a mix; a crash leaves at
+    most a hidden temp file, never a truncated target. The file gets the usual
+    permissions for a new file (0666 less the umask), not the temp file's 0600.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
