@@ -18,6 +18,7 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
+from nbformat.corpus.words import generate_corpus_id as random_cell_id
+from nbformat.warnings import MissingIDFieldWarning
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
 from .gpus import visible_gpus
@@ -200,6 +203,9 @@ class NotebookJob:
 
     async def run(self) -> RunResult:
         """Start the kernel, run every code cell, write the output; never raises for a cell."""
+        # Our handlers go in first, and the kernel start runs as a task they can
+        # cancel: a cancel during start-up still ends with a status and an output.
+        self._install_signal_handlers()
         self.status.started_at = utc_now()
         self._write_status()
         self._log(
@@ -223,11 +229,21 @@ class NotebookJob:
 
         exit_code, message, error = ExitCode.SUCCEEDED, None, None
         try:
-            async with client.async_setup_kernel():
-                self._install_signal_handlers()
-                self.status.state = "running"
-                self._write_status()
-                exit_code, message, error = await self._run_cells(client)
+            self._cells_task = asyncio.ensure_future(self._start_kernel(client))
+            try:
+                await self._cells_task
+            except asyncio.CancelledError:
+                await self._shutdown_kernel(client)
+            if self.stop_reason is not None:
+                exit_code, message = self.stop_reason
+            else:
+                async with client.async_setup_kernel():
+                    # nbclient has just put in its own handlers (they only shut the kernel
+                    # down); ours interrupt the cell and keep the partial output.
+                    self._install_signal_handlers()
+                    self.status.state = "running"
+                    self._write_status()
+                    exit_code, message, error = await self._run_cells(client)
         except DeadKernelError as exc:  # the kernel never came up, or died between cells
             exit_code, message = self._stopped_or(ExitCode.FAILED, f"kernel died: {exc}")
         except RuntimeError as exc:
@@ -334,6 +350,21 @@ class NotebookJob:
                 loop.remove_signal_handler(sig)
         except (RuntimeError, ValueError):
             pass
+
+    async def _start_kernel(self, client: NotebookClient) -> None:
+        client.km = client.create_kernel_manager()
+        await client.async_start_new_kernel()
+        await client.async_start_new_kernel_client()
+
+    async def _shutdown_kernel(self, client: NotebookClient) -> None:
+        """Stop a kernel whose start was cancelled half-way."""
+        if client.kc is not None:
+            client.kc.stop_channels()
+        if client.km is not None and client.km.has_kernel:
+            try:
+                await _maybe_await(client.km.shutdown_kernel(now=True))
+            except Exception as exc:  # already gone: nothing left to stop
+                self._log(f"could not shut the kernel down: {exc}")
 
     async def _interrupt_kernel(self, client: NotebookClient) -> None:
         if client.km is None:
@@ -487,12 +518,23 @@ def read_notebook(path: Path) -> NotebookNode:
             f"column {exc.colno} ({exc.msg})"
         ) from None
     try:
-        nb = nbformat.reads(text, as_version=4)
-        nbformat.validate(nb)
+        with warnings.catch_warnings():
+            # A 4.5 notebook whose cells lack ids is common (hand-made, old tools);
+            # ids are added below rather than warned about in the job's log.
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            nb = nbformat.reads(text, as_version=4)
+            for cell in nb.cells:
+                if "id" not in cell and nb.nbformat_minor >= 5:
+                    cell["id"] = random_cell_id()
+            nbformat.validate(nb)
     except Exception as exc:  # nbformat raises several types for malformed notebooks
         reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
-        raise BadInput(f"INPUT {path} is not a valid notebook: {reason}") from None
+        raise BadInput(f"INPUT {path} is not a valid notebook: {_shorten(reason)}") from None
     return nb
+
+
+def _shorten(text: str, limit: int = 240) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def check_writable_folder(target: Path, what: str) -> None:

@@ -29,11 +29,7 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
         devices, source = _query_nvidia_smi()
     if devices is not None and visible is not None:
         wanted = [v.strip() for v in visible.split(",") if v.strip()]
-        devices = [
-            d
-            for d in devices
-            if str(d["index"]) in wanted or any(d["uuid"].startswith(w) for w in wanted)
-        ]
+        devices = [d for d in devices if _selected(d, wanted)]
     return {
         "cuda_visible_devices": "unset" if visible is None else visible,
         "devices": devices if devices else "none",

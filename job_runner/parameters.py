@@ -23,9 +23,9 @@ class ParameterError(ValueError):
 
 
 def parse_parameters_arg(text: str) -> dict[str, Any]:
-    """Parse ``--parameters``: inline JSON (starting with ``{``) or a JSON file's path."""
+    """Parse ``--parameters``: inline JSON (an object, or anything else JSON-looking) or a file."""
     source = text
-    if not text.lstrip().startswith("{"):
+    if not text.lstrip().startswith(("{", "[", '"')):
         try:
             with open(text, encoding="utf-8") as f:
                 source = f.read()

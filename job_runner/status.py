@@ -76,7 +76,9 @@ class RunStatus:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunStatus:
         """Build from the file's JSON; unknown keys (from newer runners) are ignored."""
-        if not isinstance(data, dict) or data.get("state") not in RUNNER_STATES:
+        if not isinstance(data, dict):
+            raise StatusFileError(f"not a runner status: a JSON {type(data).__name__}")
+        if data.get("state") not in RUNNER_STATES:
             raise StatusFileError(f"not a runner status: state={data.get('state')!r}")
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}

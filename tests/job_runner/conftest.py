@@ -1,0 +1,39 @@
+"""Fixtures for the runner tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from .helpers import PYTHON3, code
+
+
+@pytest.fixture
+def make_notebook(tmp_path: Path) -> Callable[..., Path]:
+    """Write a notebook of the given cells (strings become code cells) and return its path."""
+
+    def make(*cells: Any, name: str = "input.ipynb", kernelspec: dict | None = None) -> Path:
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = kernelspec or PYTHON3
+        nb.cells = [code(c) if isinstance(c, str) else c for c in cells]
+        path = tmp_path / name
+        nbformat.write(nb, path)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def not_writable_folder(tmp_path: Path) -> Path:
+    """A folder this process cannot create files in (root ignores modes, so use sysfs)."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    return folder

@@ -1,0 +1,159 @@
+"""Parameters, the papermill way: typed values in an injected cell after the `parameters` cell."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbjobs.job_runner import ExitCode
+
+from .helpers import code, markdown, run_cli
+
+TRICKY = {
+    "count": 3,
+    "rate": 2.5,
+    "big": 12345678901234567890,
+    "flag": True,
+    "off": False,
+    "nothing": None,
+    "items": [1, "two", [3.0, None]],
+    "config": {"a": 1, "nested": {"b": [True]}},
+    "text": 'it\'s "quoted"\nsecond line\\ with backslash',
+    "unicode": "Grüße, 東京 ✓ 🚀",
+    "empty": "",
+}
+
+
+def executed(path):
+    return nbformat.read(path, as_version=4)
+
+
+def test_values_keep_their_json_types(make_notebook, tmp_path):
+    names = ", ".join(TRICKY)
+    source = make_notebook(
+        code("\n".join(f"{name} = 'default'" for name in TRICKY), "parameters"),
+        f"import json\nprint(json.dumps([{names}]))",
+        f"print([type(v).__name__ for v in [{names}]])",
+    )
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps(TRICKY))
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "--parameters", params)
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    nb = executed(tmp_path / "out.ipynb")
+    printed = nb.cells[2].outputs[0]["text"]
+    assert json.loads(printed) == list(TRICKY.values())
+    types = nb.cells[3].outputs[0]["text"].strip()
+    assert types == str([type(v).__name__ for v in TRICKY.values()])
+    assert nb.metadata["nbjobs"]["parameters"] == TRICKY
+
+
+def test_injected_cell_follows_the_parameters_cell(make_notebook, tmp_path):
+    source = make_notebook(
+        markdown("# Report"),
+        "import math",
+        code("n = 1\nlabel = 'x'", "parameters"),
+        "print(n, label)",
+    )
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "-p", "n", "5", "-p", "label", "five")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    nb = executed(tmp_path / "out.ipynb")
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    assert tags[2] == ["parameters"]
+    assert tags[3] == ["injected-parameters"]
+    assert "n = 5" in nb.cells[3].source
+    assert "label = 'five'" in nb.cells[3].source
+    assert nb.cells[4].outputs[0]["text"] == "5 five\n"
+
+
+def test_without_a_parameters_cell_the_injected_cell_goes_first(make_notebook, tmp_path):
+    source = make_notebook(markdown("# Report"), "print(n * 2)")
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "-p", "n", "21")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    nb = executed(tmp_path / "out.ipynb")
+    assert nb.cells[0].metadata["tags"] == ["injected-parameters"]
+    assert "no cell is tagged 'parameters'" in nb.cells[0].source
+    assert nb.cells[2].outputs[0]["text"] == "42\n"
+    assert "no cell is tagged 'parameters'" in proc.stderr
+
+
+def test_unknown_parameter_warns_but_runs(make_notebook, tmp_path):
+    source = make_notebook(code("alpha = 0.1", "parameters"), "print(alpha, alhpa)")
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "-p", "alhpa", "0.5")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    nb = executed(tmp_path / "out.ipynb")
+    warning = "parameter(s) alhpa not defined in the parameters cell (it defines: alpha)"
+    assert warning in nb.cells[1].source
+    assert warning in " ".join(nb.metadata["nbjobs"]["warnings"])
+    assert nb.cells[2].outputs[0]["text"] == "0.1 0.5\n"
+
+
+def test_rerunning_an_output_replaces_the_injected_cell(make_notebook, tmp_path):
+    source = make_notebook(code("n = 0", "parameters"), "print(n)")
+    first = tmp_path / "first.ipynb"
+    second = tmp_path / "second.ipynb"
+
+    run_cli(source, first, "-p", "n", "1", check=True)
+    run_cli(first, second, "-p", "n", "2", check=True)
+
+    nb = executed(second)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1
+    assert "n = 2" in injected[0].source
+    assert sum("nbjobs-banner" in c.metadata.get("tags", []) for c in nb.cells) == 0
+    assert nb.cells[-1].outputs[0]["text"] == "2\n"
+
+
+def test_rerunning_a_failed_output_drops_the_old_banner(make_notebook, tmp_path):
+    source = make_notebook(code("fail = True", "parameters"), "assert not fail, 'asked to fail'")
+    failed = tmp_path / "failed.ipynb"
+    fixed = tmp_path / "fixed.ipynb"
+
+    assert run_cli(source, failed).returncode == ExitCode.FAILED
+    proc = run_cli(failed, fixed, "-p", "fail", "false")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    nb = executed(fixed)
+    assert not any("nbjobs-banner" in c.metadata.get("tags", []) for c in nb.cells)
+    assert nb.metadata["nbjobs"]["state"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("5", 5),
+        ("2.5", 2.5),
+        ("true", True),
+        ("null", None),
+        ("[1, 2]", [1, 2]),
+        ('{"a": 1}', {"a": 1}),
+        ('"007"', "007"),
+        ("plain words", "plain words"),
+    ],
+)
+def test_p_values_are_json_when_they_parse(make_notebook, tmp_path, raw, value):
+    source = make_notebook(code("v = None", "parameters"), "import json; print(json.dumps(v))")
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "-p", "v", raw)
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    assert json.loads(executed(tmp_path / "out.ipynb").cells[2].outputs[0]["text"]) == value
+
+
+def test_p_wins_over_parameters(make_notebook, tmp_path):
+    source = make_notebook(code("a = b = 0", "parameters"), "print(a, b)")
+
+    proc = run_cli(
+        source, tmp_path / "out.ipynb", "--parameters", '{"a": 1, "b": 1}', "-p", "b", "2"
+    )
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    assert executed(tmp_path / "out.ipynb").cells[2].outputs[0]["text"] == "1 2\n"

@@ -1,0 +1,147 @@
+"""Runs that end early: time limits, dead kernels, SIGTERM. Each keeps its partial output."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import nbformat
+import psutil
+import pytest
+from nbjobs.job_runner import ExitCode, read_status
+
+from .helpers import leftovers, run_cli, runner_command, wait_for
+
+
+def banner(nb: nbformat.NotebookNode) -> str:
+    first = nb.cells[0]
+    assert "nbjobs-banner" in first.metadata.get("tags", [])
+    return str(first.source)
+
+
+def test_job_timeout_keeps_what_ran(make_notebook, tmp_path):
+    source = make_notebook("print('done before the limit')", "import time; time.sleep(60)", "1")
+    output = tmp_path / "out.ipynb"
+    status = tmp_path / "s.json"
+
+    started = time.monotonic()
+    proc = run_cli(source, output, "--timeout", "3", "--status-file", status)
+
+    assert proc.returncode == ExitCode.TIMED_OUT, proc.stderr
+    assert time.monotonic() - started < 30
+    nb = nbformat.read(output, as_version=4)
+    assert "timed out after 3 s (job time limit)" in banner(nb)
+    assert nb.cells[1].outputs[0]["text"] == "done before the limit\n"
+    final = read_status(status)
+    assert final is not None
+    assert final.state == "timed_out"
+    assert final.cells_done == 1
+    assert final.error is not None
+    assert nb.cells[final.error.cell_index].source.startswith("import time")
+    assert nb.cells[-1].execution_count is None
+
+
+def test_cell_timeout_names_the_cell(make_notebook, tmp_path):
+    source = make_notebook("x = 1", "import time; time.sleep(60)")
+    output = tmp_path / "out.ipynb"
+    status = tmp_path / "s.json"
+
+    proc = run_cli(source, output, "--cell-timeout", "2", "--status-file", status)
+
+    assert proc.returncode == ExitCode.TIMED_OUT, proc.stderr
+    final = read_status(status)
+    assert final is not None
+    assert final.state == "timed_out"
+    assert final.message == "code cell 2 of 2 ran longer than the per-cell limit of 2 s"
+    nb = nbformat.read(output, as_version=4)
+    assert nb.cells[1].execution_count == 1  # the first cell's result is kept
+
+
+@pytest.mark.parametrize(
+    "death",
+    [
+        "import os; os._exit(3)",
+        "import ctypes; ctypes.string_at(0)",  # segfault
+        "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",  # what the OOM killer does
+    ],
+    ids=["os._exit", "segfault", "sigkill"],
+)
+def test_dead_kernel_fails_with_partial_output(make_notebook, tmp_path, death):
+    source = make_notebook("print('still here')", death, "print('never')")
+    output = tmp_path / "out.ipynb"
+    status = tmp_path / "s.json"
+
+    proc = run_cli(source, output, "--status-file", status)
+
+    assert proc.returncode == ExitCode.FAILED, proc.stderr
+    final = read_status(status)
+    assert final is not None
+    assert final.state == "failed"
+    assert final.message == "kernel died while running code cell 2 of 3"
+    nb = nbformat.read(output, as_version=4)
+    assert "kernel died" in banner(nb)
+    assert nb.cells[1].outputs[0]["text"] == "still here\n"
+    assert nb.cells[-1].execution_count is None
+    assert leftovers(tmp_path) == []
+
+
+def test_sigterm_interrupts_and_writes_partial_output(make_notebook, tmp_path):
+    source = make_notebook(
+        "print('before', flush=True)",
+        "import time\nfor i in range(600):\n    time.sleep(0.1)",
+        "print('never')",
+    )
+    output = tmp_path / "out.ipynb"
+    status = tmp_path / "s.json"
+    with subprocess.Popen(
+        runner_command(source, output, "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        wait_for(
+            lambda: (s := read_status(status)) is not None and s.cells_done == 1,
+            what="the first cell to finish",
+        )
+        kernels = [p for p in psutil.Process(proc.pid).children(recursive=True)]
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - sent
+
+    assert code == ExitCode.CANCELLED
+    assert took < 5, f"took {took:.1f} s to stop"
+    final = read_status(status)
+    assert final is not None
+    assert final.state == "cancelled"
+    assert final.message == "cancelled by SIGTERM"
+    nb = nbformat.read(output, as_version=4)
+    assert "cancelled by SIGTERM" in banner(nb)
+    assert nb.cells[1].outputs[0]["text"] == "before\n"
+    interrupted = nb.cells[final.error.cell_index] if final.error else None
+    assert interrupted is not None
+    assert interrupted.source.startswith("import time")
+    assert kernels
+    assert not any(p.is_running() and p.status() != "zombie" for p in kernels)
+
+
+def test_sigterm_during_kernel_start_still_reports(make_notebook, tmp_path):
+    source = make_notebook("print('x')")
+    status = tmp_path / "s.json"
+    with subprocess.Popen(
+        runner_command(source, tmp_path / "out.ipynb", "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        wait_for(
+            lambda: (s := read_status(status)) is not None and s.state == "starting",
+            what="the runner to start",
+        )
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+
+    assert code == ExitCode.CANCELLED
+    final = read_status(status)
+    assert final is not None
+    assert final.state == "cancelled"
+    assert (tmp_path / "out.ipynb").exists()
