@@ -15,3 +15,13 @@ if _os.path.isfile(_os.path.join(_checkout_root, "job_runner", "__init__.py")) a
     _checkout_root not in __path__
 ):
     __path__.append(_checkout_root)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the built extension (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "nbjobs"}]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """``jupyter server extension enable nbjobs`` means the server extension module."""
+    return [{"module": "nbjobs.server_extension"}]

@@ -26,6 +26,12 @@ python -m pip install --quiet --upgrade pip
 if [ "$dev" = 1 ]; then
     echo "==> installing nbjobs (editable) with the development tools"
     python -m pip install --quiet -e ".[dev]"
+    # Builds the Lab extension (TypeScript) with JupyterLab's jlpm, then links the
+    # build folder into the environment so a rebuild (jlpm build) shows on reload.
+    echo "==> building the JupyterLab extension"
+    jlpm install --silent >/dev/null
+    jlpm build >/dev/null
+    jupyter labextension develop --overwrite . >/dev/null
 else
     echo "==> installing nbjobs (editable)"
     python -m pip install --quiet -e ".[all]"

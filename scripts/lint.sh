@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every static check the project has, in one command: ruff (lint and format)
-# and mypy on the Python parts; the TypeScript checks join when the Lab
-# extension has sources.
+# and mypy on the Python parts; the TypeScript compiler's checks on the Lab
+# extension.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091
@@ -21,6 +21,6 @@ for part in job_runner job_service server_extension spawner hub_config; do
 done
 (cd build/typecheck && mypy --config-file ../../pyproject.toml -p nbjobs)
 if [ -f package.json ] && grep -q '"lint:check"' package.json; then
-    echo "==> eslint / prettier"
+    echo "==> TypeScript checks"
     jlpm run lint:check
 fi
