@@ -44,6 +44,7 @@ def test_parts_are_subpackages_not_top_level_modules(wheel):
     assert tops == {"nbjobs", f"{dist_prefix(wheel)}.dist-info", f"{dist_prefix(wheel)}.data"}
     assert "nbjobs/job_runner/__main__.py" in names
     assert "nbjobs/server_extension/__init__.py" in names
+    assert "nbjobs/examples/hello.ipynb" in names  # what `nbjobs demo` runs
 
 
 def test_the_lab_extension_and_server_config_are_installed_where_jupyter_looks(wheel):
