@@ -241,8 +241,7 @@ class NotebookJob:
                     # nbclient has just put in its own handlers (they only shut the kernel
                     # down); ours interrupt the cell and keep the partial output.
                     self._install_signal_handlers()
-                    self.status.state = "running"
-                    self._write_status()
+                    self.status.state = "running"  # written with the first cell
                     exit_code, message, error = await self._run_cells(client)
         except DeadKernelError as exc:  # the kernel never came up, or died between cells
             exit_code, message = self._stopped_or(ExitCode.FAILED, f"kernel died: {exc}")
@@ -303,12 +302,14 @@ class NotebookJob:
                 deadline.cancel()
 
     async def _execute_cells(self, client: NotebookClient) -> None:
+        # One status write per cell boundary: it says both how many cells are done
+        # and which one runs now (the write is the progress reporting's main cost).
         total = len(self.code_cells)
+        self.status.current_cell = self.code_cells[0] if self.code_cells else None
+        self._write_status()
         for number, index in enumerate(self.code_cells, start=1):
             cell = self.nb.cells[index]
-            self.status.current_cell = index
             self.current_number = number
-            self._write_status()
             self._log(f"cell {number}/{total} (notebook cell {index})")
             started = time.monotonic()
             try:
@@ -316,7 +317,9 @@ class NotebookJob:
             finally:
                 self.cell_durations[index] = time.monotonic() - started
             self.status.cells_done = number
-            self._write_status()
+            if number < total:
+                self.status.current_cell = self.code_cells[number]
+                self._write_status()
 
     def _cell_label(self) -> str:
         return f"code cell {self.current_number} of {len(self.code_cells)}"

@@ -1,0 +1,166 @@
+"""Runner benchmark: nbjobs' job_runner against papermill and `jupyter execute`.
+
+    python bench/runner_bench.py [--repeat N] [--cases trivial,many,big]
+
+Every tool runs the same notebooks, one after the other in rounds (so that a
+noisy neighbour slows all of them alike), as the separate process a job would
+be. Printed per case: the median wall time and peak memory of each tool, and
+ratios against the baselines measured in the same run. No absolute time is a
+result here; the ratios are.
+
+Cases:
+  trivial  3 tiny cells: start-up cost (interpreter, kernel, write)
+  many     500 tiny cells: per-cell overhead, where the runner's status file
+           (rewritten after every cell) and log echo would show
+  big      one cell printing 50 MB: memory and time with large outputs
+
+Tools:
+  runner         python -m nbjobs.job_runner IN OUT --status-file S (what a job runs)
+  runner-quiet   the same without a status file (the progress reporting's cost)
+  nbclient       plain nbclient in a fresh interpreter: execute, write (the floor)
+  jupyter-execute  jupyter execute --output OUT IN (nbclient's own CLI)
+  papermill      papermill IN OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+
+PLAIN_NBCLIENT = """
+import sys, nbformat
+from nbclient import NotebookClient
+nb = nbformat.read(sys.argv[1], as_version=4)
+NotebookClient(nb, kernel_name="python3").execute()
+nbformat.write(nb, sys.argv[2])
+"""
+
+
+def notebook(cells: list[str]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    return nb
+
+
+CASES: dict[str, Callable[[], nbformat.NotebookNode]] = {
+    "trivial": lambda: notebook(["x = 1", "y = x + 1", "print(y)"]),
+    "many": lambda: notebook([f"v{i} = {i}" for i in range(500)]),
+    # 50 MB in 1 MB writes, as a chatty training loop would print it.
+    "big": lambda: notebook(["import sys\nfor _ in range(50):\n    sys.stdout.write('x' * 2**20)"]),
+}
+
+
+def tools(python: str) -> dict[str, Callable[[Path, Path, Path], list[str]]]:
+    bindir = Path(python).parent
+    runner = [python, "-m", "nbjobs.job_runner"]
+    return {
+        "runner": lambda i, o, s: [*runner, str(i), str(o), "--status-file", str(s)],
+        "runner-quiet": lambda i, o, s: [*runner, str(i), str(o)],
+        "nbclient": lambda i, o, s: [python, "-c", PLAIN_NBCLIENT, str(i), str(o)],
+        "jupyter-execute": lambda i, o, s: [
+            str(bindir / "jupyter-execute"),
+            f"--output={o.stem}",
+            str(i),
+        ],
+        "papermill": lambda i, o, s: [
+            str(bindir / "papermill"),
+            "--no-progress-bar",
+            str(i),
+            str(o),
+        ],
+    }
+
+
+def run_once(command: list[str], cwd: Path) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB, largest process of the tree that was waited for)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark run failed ({proc.returncode}): {' '.join(command)}")
+    return elapsed, usage.ru_maxrss
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per case (default 5)")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated cases")
+    parser.add_argument("--tools", default=None, help="comma-separated tools (default all)")
+    args = parser.parse_args()
+
+    python = sys.executable
+    available = tools(python)
+    if shutil.which("papermill", path=str(Path(python).parent)) is None:
+        print("papermill is not installed (pip install papermill); skipping it")
+        available.pop("papermill")
+    chosen = args.tools.split(",") if args.tools else list(available)
+    cases = args.cases.split(",")
+    results: dict[str, dict[str, tuple[float, int]]] = {}
+
+    with tempfile.TemporaryDirectory(prefix="nbjobs-bench-") as tmp:
+        work = Path(tmp)
+        for case in cases:
+            source = work / f"{case}.ipynb"
+            nbformat.write(CASES[case](), source)
+            rounds = args.repeat if case != "big" else max(3, args.repeat // 2)
+            samples: dict[str, list[tuple[float, int]]] = {t: [] for t in chosen}
+            print(f"{case}: {rounds} rounds of {', '.join(chosen)}", flush=True)
+            for round_ in range(rounds):
+                order = chosen[round_ % len(chosen) :] + chosen[: round_ % len(chosen)]
+                for tool in order:
+                    out = work / f"{case}-{tool}.ipynb"
+                    status = work / f"{case}-{tool}.status.json"
+                    samples[tool].append(run_once(available[tool](source, out, status), work))
+                    out.unlink(missing_ok=True)
+            results[case] = {
+                t: (
+                    statistics.median(s[0] for s in samples[t]),
+                    int(statistics.median(s[1] for s in samples[t])),
+                )
+                for t in chosen
+            }
+
+    report(results, chosen)
+    return 0
+
+
+def report(results: dict[str, dict[str, tuple[float, int]]], chosen: list[str]) -> None:
+    baselines = [b for b in ("nbclient", "papermill") if b in chosen]
+    print()
+    for case, by_tool in results.items():
+        print(f"== {case}")
+        header = f"  {'tool':<16}{'median s':>10}{'peak MiB':>10}"
+        header += "".join(f"{'÷ ' + b:>14}" for b in baselines)
+        print(header)
+        for tool, (seconds, rss) in by_tool.items():
+            line = f"  {tool:<16}{seconds:>10.2f}{rss / 1024:>10.0f}"
+            line += "".join(f"{seconds / by_tool[b][0]:>14.2f}" for b in baselines)
+            print(line)
+    if {"many", "trivial"} <= results.keys() and {"runner", "nbclient"} <= set(chosen):
+        print("\n== per-cell cost, (many - trivial) / 497 cells")
+        per_cell = {t: (results["many"][t][0] - results["trivial"][t][0]) / 497 for t in chosen}
+        for tool, cost in per_cell.items():
+            ratio = cost / per_cell["nbclient"] if per_cell["nbclient"] > 0 else float("nan")
+            print(f"  {tool:<16}{cost * 1000:>8.2f} ms  ÷ nbclient {ratio:.2f}")
+        overhead = per_cell["runner"] / per_cell["nbclient"] - 1
+        print(f"\nrunner's per-cell overhead over plain nbclient: {overhead:+.1%} (goal: < +10%)")
+    if "papermill" in chosen and "runner" in chosen:
+        worst = max(r["runner"][0] / r["papermill"][0] for r in results.values())
+        print(f"runner ÷ papermill, worst case: {worst:.2f} (goal: <= 1.00)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
