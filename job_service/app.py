@@ -1,0 +1,164 @@
+"""``nbjobs service``: the job service as a process (a JupyterHub service, or standalone).
+
+Under a hub (``JUPYTERHUB_SERVICE_PREFIX`` and ``JUPYTERHUB_API_TOKEN`` in the
+environment, as the hub sets them for a managed service) it listens where the
+hub says and checks callers' tokens with the hub. Standalone it listens on
+``--port`` and accepts the tokens in ``--StaticTokenAuth.tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlparse
+
+from tornado import httpserver, web
+from traitlets import Dict, Instance, Integer, Type, Unicode, default
+from traitlets.config import Application
+
+from nbjobs.config import ConfigError, NbjobsConfig, load_config
+
+from .auth import Authenticator, HubTokenAuth, StaticTokenAuth
+from .backends import Backend
+from .backends.local import LocalBackend
+from .db import connect
+from .handlers import routes
+from .service import JobService
+
+
+def backend_class_for(kind: str) -> type[Backend]:
+    """The backend class for ``backend.kind`` in nbjobs.yaml."""
+    if kind == "kubernetes":
+        try:
+            from .backends.kubernetes import KubernetesBackend
+        except ImportError as exc:
+            raise ConfigError(
+                f"backend kind 'kubernetes' is not available here ({exc}); "
+                "install nbjobs[kubernetes]"
+            ) from None
+        return KubernetesBackend
+    return LocalBackend
+
+
+class JobServiceApp(Application):  # type: ignore[misc]
+    """The nbjobs job service."""
+
+    name = "nbjobs-service"
+    description = __doc__
+
+    config_file = Unicode(
+        os.environ.get("NBJOBS_CONFIG", ""), help="path of nbjobs.yaml (default: built-in)"
+    ).tag(config=True)
+    ip = Unicode("127.0.0.1", help="address to listen on (standalone)").tag(config=True)
+    port = Integer(8787, help="port to listen on (standalone)").tag(config=True)
+    prefix = Unicode(help="URL prefix (in a hub: JUPYTERHUB_SERVICE_PREFIX)").tag(config=True)
+    backend_class = Type(
+        None, klass=Backend, allow_none=True, help="override the backend nbjobs.yaml names"
+    ).tag(config=True)
+    auth_class = Type(
+        None, klass=Authenticator, allow_none=True, help="how callers are authenticated"
+    ).tag(config=True)
+    tornado_settings = Dict(help="extra tornado settings").tag(config=True)
+
+    aliases = {
+        "config": "JobServiceApp.config_file",
+        "ip": "JobServiceApp.ip",
+        "port": "JobServiceApp.port",
+        "prefix": "JobServiceApp.prefix",
+        "log-level": "Application.log_level",
+    }
+
+    nbjobs_config = Instance(NbjobsConfig, allow_none=True)
+    service = Instance(JobService, allow_none=True)
+
+    @default("prefix")
+    def _prefix(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
+
+    @property
+    def in_hub(self) -> bool:
+        return bool(os.environ.get("JUPYTERHUB_API_TOKEN"))
+
+    def initialize(self, argv: Sequence[str] | None = None) -> None:
+        super().initialize(argv)
+        self.nbjobs_config = load_config(self.config_file or None)
+        if self.in_hub and (url := os.environ.get("JUPYTERHUB_SERVICE_URL")):
+            parsed = urlparse(url)
+            self.ip = parsed.hostname or self.ip
+            self.port = parsed.port or self.port
+
+    def make_service(self) -> JobService:
+        assert self.nbjobs_config is not None
+        cls = self.backend_class or backend_class_for(self.nbjobs_config.backend.kind)
+        backend = cls(self.nbjobs_config, parent=self, log=self.log)
+        sessions = connect(self.nbjobs_config.database.url)
+        return JobService(self.nbjobs_config, backend, sessions, log=self.log)
+
+    def make_auth(self) -> Authenticator:
+        assert self.nbjobs_config is not None
+        cls = self.auth_class or (HubTokenAuth if self.in_hub else StaticTokenAuth)
+        auth: Authenticator = cls(parent=self, log=self.log)
+        auth.admins = self.nbjobs_config.admin
+        return auth
+
+    def make_web_app(self, service: JobService, auth: Authenticator) -> web.Application:
+        settings: dict[str, Any] = {
+            "nbjobs_service": service,
+            "nbjobs_auth": auth,
+            "log_function": self._log_request,
+        }
+        settings.update(self.tornado_settings)
+        return web.Application(routes(self.prefix), **settings)
+
+    def _log_request(self, handler: web.RequestHandler) -> None:
+        status = handler.get_status()
+        level = logging.INFO if status < 400 else logging.WARNING
+        if status >= 500:
+            level = logging.ERROR
+        self.log.log(
+            level,
+            "%d %s %s %.1fms",
+            status,
+            handler.request.method,
+            handler.request.path,
+            1000 * handler.request.request_time(),
+        )
+
+    async def run(self) -> None:
+        """Serve until SIGTERM or SIGINT."""
+        self.service = self.make_service()
+        await self.service.start()
+        app = self.make_web_app(self.service, self.make_auth())
+        server = httpserver.HTTPServer(app, xheaders=True)
+        server.listen(self.port, self.ip)
+        self.log.info(
+            "nbjobs job service at http://%s:%s%sapi/ (%s backend)",
+            self.ip,
+            self.port,
+            self.prefix,
+            self.service.backend.__class__.__name__,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        self.log.info("stopping; running jobs go on and are adopted at the next start")
+        server.stop()
+        await self.service.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``nbjobs service [--config nbjobs.yaml] [--port N]``."""
+    app = JobServiceApp()
+    try:
+        app.initialize(list(argv) if argv is not None else None)
+    except ConfigError as exc:
+        print(f"nbjobs service: {exc}", flush=True)
+        return 2
+    asyncio.run(app.run())
+    return 0

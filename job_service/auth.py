@@ -1,0 +1,80 @@
+"""Who is calling the job service: a JupyterHub token, or a configured API token.
+
+In a hub, every request carries a JupyterHub token; the hub says whose it is,
+their groups and scopes (``custom:nbjobs:admin`` makes an nbjobs admin, as do
+hub admins and the ``admin`` section of ``nbjobs.yaml``). Standalone, the
+service accepts the tokens it was configured with (like JupyterHub's own
+``api_tokens``); there is no user table of nbjobs' own either way.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from traitlets import Dict, Unicode
+from traitlets.config import LoggingConfigurable
+
+from nbjobs.config import AdminConfig
+
+from .service import Caller
+
+ADMIN_SCOPE = "custom:nbjobs:admin"
+SUBMIT_SCOPE = "custom:nbjobs:submit"
+
+
+def bearer_token(headers: Any, query_token: str | None = None) -> str | None:
+    """The token of a request: ``Authorization: token X`` / ``Bearer X``, or ``?token=``."""
+    header = headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() in ("token", "bearer") and value.strip():
+        return value.strip()
+    return query_token or None
+
+
+class Authenticator(LoggingConfigurable):  # type: ignore[misc]
+    """Turns a request's token into a :class:`Caller` (None: not authenticated)."""
+
+    admins = AdminConfig()
+
+    async def caller_for_token(self, token: str) -> Caller | None:
+        raise NotImplementedError
+
+    def is_admin(self, name: str, groups: frozenset[str], extra: bool = False) -> bool:
+        return extra or name in self.admins.users or bool(groups & set(self.admins.groups))
+
+
+class StaticTokenAuth(Authenticator):
+    """Tokens from configuration: ``{token: user}`` with ``user_groups`` for their groups."""
+
+    tokens = Dict(key_trait=Unicode(), value_trait=Unicode(), help="API token -> user name").tag(
+        config=True
+    )
+    user_groups = Dict(help="user name -> list of group names").tag(config=True)
+
+    async def caller_for_token(self, token: str) -> Caller | None:
+        for known, name in self.tokens.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                groups = frozenset(self.user_groups.get(name, []))
+                return Caller(name, groups, self.is_admin(name, groups))
+        return None
+
+
+class HubTokenAuth(Authenticator):
+    """Tokens checked with the JupyterHub API (``jupyterhub.services.auth.HubAuth``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        from jupyterhub.services.auth import HubAuth
+
+        self.hub_auth = HubAuth(parent=self)
+
+    async def caller_for_token(self, token: str) -> Caller | None:
+        model = await self.hub_auth.user_for_token(token, use_cache=True, sync=False)
+        if not model or model.get("kind", "user") != "user":
+            return None
+        name = model["name"]
+        groups = frozenset(model.get("groups") or [])
+        scopes = set(model.get("scopes") or [])
+        admin = bool(model.get("admin")) or ADMIN_SCOPE in scopes
+        return Caller(name, groups, self.is_admin(name, groups, admin))

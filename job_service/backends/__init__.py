@@ -1,0 +1,5 @@
+"""Job backends: where a job the service decided to start actually runs."""
+
+from .base import Backend, Launched, LaunchSpec, Outcome
+
+__all__ = ["Backend", "LaunchSpec", "Launched", "Outcome"]

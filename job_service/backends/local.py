@@ -1,0 +1,255 @@
+"""The local backend: each job is a ``python -m nbjobs.job_runner`` process on this machine.
+
+GPUs are handed out whole through ``CUDA_VISIBLE_DEVICES``; a shared
+(fractional) flavor takes one of ``slots_per_gpu`` slots of a GPU that no
+whole-GPU job holds. Jobs with no GPU take one of ``cpu_slots``. Jobs run in
+their own session, so the service can stop a job's whole process tree (the
+runner and its kernel) and a service restart leaves them running, to be
+adopted again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+from traitlets import Float, List, Unicode
+
+from nbjobs.config import Flavor
+
+from .base import Backend, Launched, LaunchSpec, Outcome
+
+
+def discover_gpus() -> list[str]:
+    """GPU indices NVML reports on this machine; none without a driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no device
+        return []
+    try:
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    except Exception:
+        return []
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+@dataclass
+class _Running:
+    job_id: str
+    pid: int
+    created: float
+    gpus: list[str]
+    shared: bool
+    process: asyncio.subprocess.Process | None = None
+    #: every process of the job's tree seen so far, (pid, create_time)
+    tree: set[tuple[int, float]] = field(default_factory=set)
+
+
+class LocalBackend(Backend):
+    """Jobs as processes of this machine."""
+
+    python = Unicode(sys.executable, help="the Python that runs job_runner").tag(config=True)
+    runner_args = List(Unicode(), help="extra job_runner arguments for every job").tag(config=True)
+    cancel_grace = Float(10.0, help="seconds a cancelled runner gets to save its output").tag(
+        config=True
+    )
+    poll_interval = Float(0.5, help="seconds between checks of adopted jobs").tag(config=True)
+
+    def __init__(self, config_file: Any, **kwargs: Any) -> None:
+        super().__init__(config_file, **kwargs)
+        local = self.nbjobs.backend.local
+        self.gpus = [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus()
+        self.slots_per_gpu = local.slots_per_gpu
+        self.cpu_slots = local.cpu_slots
+        self.running: dict[str, _Running] = {}
+
+    # -- capacity --------------------------------------------------------------
+
+    def can_ever_fit(self, flavor: Flavor) -> str | None:
+        if flavor.gpus > len(self.gpus):
+            have = f"{len(self.gpus)} GPU{'s' if len(self.gpus) != 1 else ''}"
+            return (
+                f"flavor {flavor.name!r} needs {flavor.gpus} GPU(s) and this machine has {have}; "
+                "pick a smaller flavor"
+            )
+        if flavor.gpus == 0 and self.cpu_slots == 0:
+            return f"flavor {flavor.name!r} runs without a GPU and cpu_slots is 0 here"
+        return None
+
+    def _holders(self) -> dict[str, list[_Running]]:
+        holders: dict[str, list[_Running]] = {g: [] for g in self.gpus}
+        for job in self.running.values():
+            for gpu in job.gpus:
+                holders.setdefault(gpu, []).append(job)
+        return holders
+
+    def _pick(self, flavor: Flavor) -> list[str] | None:
+        holders = self._holders()
+        if flavor.gpus == 0:
+            cpu_jobs = sum(1 for j in self.running.values() if not j.gpus)
+            return [] if cpu_jobs < self.cpu_slots else None
+        if flavor.shared:
+            # Fill a GPU that already has sharers before opening a new one.
+            open_ = [
+                g
+                for g, hs in holders.items()
+                if all(h.shared for h in hs) and len(hs) < self.slots_per_gpu
+            ]
+            open_.sort(key=lambda g: (-len(holders[g]), self.gpus.index(g)))
+            return open_[:1] or None
+        free = [g for g, hs in holders.items() if not hs]
+        return free[: flavor.gpus] if len(free) >= flavor.gpus else None
+
+    def free_for(self, flavor: Flavor) -> int:
+        holders = self._holders()
+        if flavor.gpus == 0:
+            return max(0, self.cpu_slots - sum(1 for j in self.running.values() if not j.gpus))
+        if flavor.shared:
+            return sum(
+                self.slots_per_gpu - len(hs) for hs in holders.values() if all(h.shared for h in hs)
+            )
+        return sum(1 for hs in holders.values() if not hs) // flavor.gpus
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def command(self, spec: LaunchSpec) -> list[str]:
+        """The runner's command line for this job."""
+        command = [self.python, "-m", "nbjobs.job_runner", str(spec.snapshot_file)]
+        command += [str(spec.output_file), "--status-file", str(spec.status_file)]
+        command += ["--cwd", str(spec.cwd)]
+        if spec.parameters:
+            command += ["--parameters", json.dumps(spec.parameters)]
+        if spec.time_limit:
+            command += ["--timeout", f"{spec.time_limit:g}"]
+        return command + list(self.runner_args)
+
+    async def start(self, spec: LaunchSpec) -> Launched:
+        gpus = self._pick(spec.flavor)
+        if gpus is None:
+            raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
+        env = dict(os.environ)
+        env.update(spec.flavor.env)
+        # An empty value hides every GPU: a CPU flavor must not grab one by accident.
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        env["NBJOBS_JOB_ID"] = spec.job_id
+        env.pop("JUPYTERHUB_API_TOKEN", None)  # the job gets no credentials of ours
+        spec.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a local file, opened once)
+            process = await asyncio.create_subprocess_exec(
+                *self.command(spec),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                cwd=spec.cwd,
+                env=env,
+                start_new_session=True,
+            )
+        created = psutil.Process(process.pid).create_time()
+        self.running[spec.job_id] = _Running(
+            spec.job_id, process.pid, created, gpus, spec.flavor.shared, process
+        )
+        ref = f"{spec.job_id}:{process.pid}:{created:.3f}"
+        self.log.info(
+            "job %s: runner pid %s on GPUs [%s]", spec.job_id, process.pid, ",".join(gpus)
+        )
+        return Launched(ref=ref, gpus=gpus)
+
+    def _lookup(self, ref: str) -> _Running | None:
+        return self.running.get(ref.split(":", 1)[0])
+
+    async def wait(self, ref: str) -> Outcome:
+        job = self._lookup(ref)
+        if job is None:
+            return Outcome(None, "the job's process was not known to this service")
+        if job.process is not None:
+            waiter = asyncio.ensure_future(job.process.wait())
+            while not waiter.done():
+                self._note_tree(job)
+                await asyncio.wait([waiter], timeout=self.poll_interval)
+            code = waiter.result()
+        else:
+            while self._alive(job.pid, job.created):
+                self._note_tree(job)
+                await asyncio.sleep(self.poll_interval)
+            code = None
+        self._kill_leftovers(job)
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals else str(-code)
+            return Outcome(code, f"the runner was killed by {name}")
+        return Outcome(code)
+
+    async def cancel(self, ref: str) -> None:
+        job = self._lookup(ref)
+        if job is None or not self._alive(job.pid, job.created):
+            return
+        self._note_tree(job)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job.pid, signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cancel_grace
+        while loop.time() < deadline and self._alive(job.pid, job.created):  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        if self._alive(job.pid, job.created):
+            self.log.warning("job %s: runner ignored SIGTERM; killing its tree", job.job_id)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(job.pid, signal.SIGKILL)
+        self._kill_leftovers(job)
+
+    def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
+        try:
+            job_id, pid, created = ref.split(":")
+            pid_, created_ = int(pid), float(created)
+        except ValueError:
+            return False
+        if not self._alive(pid_, created_):
+            return False
+        self.running[job_id] = _Running(job_id, pid_, created_, list(gpus), flavor.shared)
+        return True
+
+    def release(self, ref: str) -> None:
+        job_id = ref.split(":", 1)[0]
+        self.running.pop(job_id, None)
+
+    # -- process tree ----------------------------------------------------------
+
+    @staticmethod
+    def _alive(pid: int, created: float) -> bool:
+        try:
+            process = psutil.Process(pid)
+            return (
+                abs(process.create_time() - created) < 0.01
+                and process.status() != psutil.STATUS_ZOMBIE
+            )
+        except psutil.Error:
+            return False
+
+    def _note_tree(self, job: _Running) -> None:
+        """Remember the job's descendants: kernels live in their own sessions and outlive a
+        killed runner, so they are found from this list, not from the (dead) parent."""
+        try:
+            root = psutil.Process(job.pid)
+            for child in root.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    job.tree.add((child.pid, child.create_time()))
+        except psutil.Error:
+            pass
+
+    def _kill_leftovers(self, job: _Running) -> None:
+        for pid, created in job.tree:
+            if self._alive(pid, created):
+                self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
+                with contextlib.suppress(psutil.Error):
+                    psutil.Process(pid).kill()

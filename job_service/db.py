@@ -1,0 +1,145 @@
+"""Job records, through SQLAlchemy: SQLite by default, any SQLAlchemy URL (PostgreSQL) by config.
+
+The schema is created on start and upgraded in place: a column added in a
+later version is added to an existing table (``upgrade_schema``); the
+version reached is kept in ``nbjobs_schema``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    event,
+    inspect,
+    text,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+SCHEMA_VERSION = 1
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Datetimes stored naive in UTC (SQLite keeps no zone) and read back aware."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return value.replace(tzinfo=timezone.utc) if value is not None else None
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class JobRecord(Base):
+    """One submission."""
+
+    __tablename__ = "nbjobs_jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    #: submission order, for a stable queue order when times tie
+    seq: Mapped[int] = mapped_column(Integer, index=True)
+    user: Mapped[str] = mapped_column(String(255), index=True)
+    groups: Mapped[list[str]] = mapped_column(JSON, default=list)
+    name: Mapped[str] = mapped_column(String(255))
+    flavor: Mapped[str] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    #: paths as the user sees them (relative to their folder)
+    path: Mapped[str] = mapped_column(Text)
+    output_path: Mapped[str] = mapped_column(Text)
+    #: absolute paths on the service's machine
+    source_file: Mapped[str] = mapped_column(Text)
+    snapshot_file: Mapped[str] = mapped_column(Text)
+    output_file: Mapped[str] = mapped_column(Text)
+    job_dir: Mapped[str] = mapped_column(Text)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    time_limit: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: the devices (local) or resources (Kubernetes) the backend gave it
+    gpus: Mapped[list[str]] = mapped_column(JSON, default=list)
+    #: the backend's handle (a pid, a Kubernetes Job name)
+    backend_ref: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    waiting_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    cells_done: Mapped[int] = mapped_column(Integer, default=0)
+    cells_total: Mapped[int] = mapped_column(Integer, default=0)
+    current_cell: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cancel_requested: Mapped[int] = mapped_column(Integer, default=0)
+    rerun_of: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+    def gpu_seconds(self, now: datetime) -> float:
+        """GPU time this job held (so far, if it runs)."""
+        if self.started_at is None or not self.gpu_count:
+            return 0.0
+        end = self.finished_at or now
+        return max(0.0, (end - self.started_at).total_seconds()) * self.gpu_count
+
+
+class SchemaVersion(Base):
+    __tablename__ = "nbjobs_schema"
+
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+
+
+def connect(url: str) -> sessionmaker[Any]:
+    """An engine for ``url`` with the schema in place, as a session factory."""
+    kwargs: dict[str, Any] = {"future": True}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        event.listen(engine, "connect", _sqlite_pragmas)
+    upgrade_schema(engine)
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers (the API) go on while the scheduler writes.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def upgrade_schema(engine: Engine) -> None:
+    """Create missing tables, add columns a newer version defines, record the version."""
+    Base.metadata.create_all(engine)
+    inspector = inspect(engine)
+    with engine.begin() as conn:
+        for table in Base.metadata.sorted_tables:
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in have:
+                    kind = column.type.compile(dialect=engine.dialect)
+                    conn.execute(
+                        text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+                    )
+        current = conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()
+        if current is None or current < SCHEMA_VERSION:
+            conn.execute(text("DELETE FROM nbjobs_schema"))
+            conn.execute(
+                text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
+            )

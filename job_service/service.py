@@ -1,0 +1,759 @@
+"""The job service's core: who may run what, when; the queue; what happened.
+
+Transport-free: the tornado handlers (and the server extension, in
+single-user mode) call these methods with a :class:`Caller`. Errors a caller
+can fix are :class:`ServiceError` with an HTTP status and a sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, StatusFileError, read_status
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from nbjobs.config import Flavor, NbjobsConfig, Quota
+from nbjobs.models import (
+    ACTIVE_STATES,
+    FlavorInfo,
+    Job,
+    JobError,
+    JobList,
+    JobState,
+    Progress,
+    SubmitRequest,
+    UpdateRequest,
+    Usage,
+    UsageRow,
+)
+from nbjobs.storage import (
+    PathRefused,
+    job_folder,
+    output_path_for,
+    relative_to_user,
+    resolve_notebook_path,
+    user_folder,
+)
+
+from .backends import Backend, LaunchSpec
+from .db import JobRecord
+
+PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: a user name, their groups, whether they administer nbjobs."""
+
+    name: str
+    groups: frozenset[str] = field(default_factory=frozenset)
+    admin: bool = False
+
+
+class ServiceError(Exception):
+    """A request the service refuses; ``status`` is the HTTP status, the text says what to do."""
+
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Invalid(ServiceError):
+    status = 400
+
+
+class Forbidden(ServiceError):
+    status = 403
+
+
+class NotFound(ServiceError):
+    status = 404
+
+
+class Conflict(ServiceError):
+    status = 409
+
+
+class OverQuota(ServiceError):
+    status = 429
+
+
+class JobService:
+    """Queue, quotas and records over one backend."""
+
+    def __init__(
+        self,
+        config: NbjobsConfig,
+        backend: Backend,
+        sessions: sessionmaker[Session],
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.sessions = sessions
+        self.log = log or logging.getLogger("nbjobs.job_service")
+        self._wake = asyncio.Event()
+        self._followers: dict[str, asyncio.Task[None]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._seq = 0
+        self._stopping = False
+
+    # -- life ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Recover jobs a previous run left, then start scheduling."""
+        with self.sessions() as db:
+            self._seq = db.scalar(select(func.max(JobRecord.seq))) or 0
+        await self._recover()
+        self._loop_task = asyncio.ensure_future(self._schedule_loop())
+
+    async def stop(self) -> None:
+        """Stop scheduling; running jobs go on (a restart adopts them)."""
+        self._stopping = True
+        tasks = [t for t in [self._loop_task, *self._followers.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.backend.shutdown()
+
+    async def _recover(self) -> None:
+        with self.sessions() as db:
+            active = db.scalars(
+                select(JobRecord).where(JobRecord.state.in_([s.value for s in ACTIVE_STATES]))
+            ).all()
+            for record in active:
+                flavor = self.config.flavor(record.flavor)
+                if (
+                    record.backend_ref
+                    and flavor is not None
+                    and self.backend.adopt(record.backend_ref, record.gpus, flavor)
+                ):
+                    self.log.info("job %s: adopted after restart", record.id)
+                    self._follow(record.id, record.backend_ref)
+                    continue
+                # Gone while we were away: the status file says how it ended, if it did.
+                self._finish(db, record, exit_code=None, note=None, lost=True)
+            db.commit()
+
+    # -- what a caller may use ---------------------------------------------------
+
+    def may_use(self, caller: Caller, flavor: Flavor) -> bool:
+        """Whether the caller may run this flavor (its groups, a class, or admin)."""
+        if caller.admin or not flavor.groups:
+            return True
+        if caller.groups & set(flavor.groups):
+            return True
+        return any(
+            caller.name in c.students + c.teachers and flavor.name in c.flavors
+            for c in self.config.classes
+        )
+
+    def quota_for(self, caller: Caller) -> Quota:
+        """The caller's quota: their own entry, else the most generous of their groups."""
+        quotas = self.config.quotas
+        if caller.name in quotas.users:
+            return quotas.users[caller.name]
+        mine = [quotas.groups[g] for g in sorted(caller.groups) if g in quotas.groups]
+        if not mine:
+            return quotas.default
+
+        def most(values: list[Any]) -> Any:
+            return None if any(v is None for v in values) else max(values)
+
+        return Quota(
+            max_running_gpus=most([q.max_running_gpus for q in mine]),
+            max_queued_jobs=most([q.max_queued_jobs for q in mine]),
+            gpu_hours=most([q.gpu_hours for q in mine]),
+            period=mine[0].period,
+        )
+
+    def flavors_for(self, caller: Caller) -> list[FlavorInfo]:
+        """Flavors the caller may use, with free capacity and queue length now."""
+        with self.sessions() as db:
+            queued = Counter(
+                db.scalars(
+                    select(JobRecord.flavor).where(JobRecord.state == JobState.QUEUED.value)
+                ).all()
+            )
+        return [
+            FlavorInfo(
+                name=f.name,
+                display_name=f.label,
+                description=f.description,
+                gpus=f.gpus,
+                gpu_type=f.gpu_type,
+                shared=f.shared,
+                cpu=f.cpu,
+                memory=f.memory,
+                time_limit=f.time_limit,
+                available=self.backend.free_for(f),
+                queued=queued.get(f.name, 0),
+            )
+            for f in self.config.flavors
+            if self.may_use(caller, f) and self.backend.can_ever_fit(f) is None
+        ]
+
+    # -- submit ------------------------------------------------------------------
+
+    async def submit(
+        self, caller: Caller, request: SubmitRequest, rerun_of: str | None = None
+    ) -> Job:
+        """Check, snapshot and queue a notebook; return the queued job."""
+        flavor = self.config.flavor(request.flavor)
+        if flavor is None or not self.may_use(caller, flavor):
+            names = ", ".join(f.name for f in self.config.flavors if self.may_use(caller, f))
+            raise Forbidden(
+                f"you may not use flavor {request.flavor!r}; your flavors are: {names or 'none'}"
+            )
+        why_not = self.backend.can_ever_fit(flavor)
+        if why_not:
+            raise Conflict(why_not)
+        if request.priority not in (None, 0) and not caller.admin:
+            raise Forbidden("only admins may set a job's priority; submit without it")
+        if request.time_limit and flavor.time_limit and request.time_limit > flavor.time_limit:
+            raise Invalid(
+                f"time_limit {request.time_limit:g} s is longer than flavor {flavor.name!r} allows "
+                f"({flavor.time_limit:g} s); ask for less or pick another flavor"
+            )
+
+        folder = user_folder(self.config.storage, caller.name)
+        try:
+            source = resolve_notebook_path(folder, request.path)
+        except PathRefused as exc:
+            raise Invalid(str(exc)) from None
+        try:
+            nb = nbformat.read(source, as_version=4)
+            nbformat.validate(nb)
+        except Exception as exc:  # nbformat raises several kinds for a broken notebook
+            reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
+            raise Invalid(
+                f"{request.path!r} is not a valid notebook ({reason[:200]}); "
+                "open it in JupyterLab, fix it and save"
+            ) from None
+
+        with self.sessions() as db:
+            self._check_quota_at_submit(db, caller, flavor)
+            now = utcnow()
+            job_id = uuid.uuid4().hex[:12]
+            jobdir = job_folder(folder, job_id)
+            jobdir.mkdir(parents=True)
+            snapshot = jobdir / "input.ipynb"
+            shutil.copyfile(source, snapshot)
+            output = output_path_for(source, job_id, now)
+            self._seq += 1
+            record = JobRecord(
+                id=job_id,
+                seq=self._seq,
+                user=caller.name,
+                groups=sorted(caller.groups),
+                name=source.stem,
+                flavor=flavor.name,
+                state=JobState.QUEUED.value,
+                priority=request.priority or 0,
+                path=relative_to_user(folder, source),
+                output_path=relative_to_user(folder, output),
+                source_file=str(source),
+                snapshot_file=str(snapshot),
+                output_file=str(output),
+                job_dir=str(jobdir),
+                parameters=request.parameters,
+                time_limit=request.time_limit or flavor.time_limit,
+                gpu_count=flavor.gpus,
+                gpus=[],
+                submitted_at=now,
+                rerun_of=rerun_of,
+            )
+            db.add(record)
+            db.commit()
+            self.log.info(
+                "job %s: queued by %s (%s, %s)", job_id, caller.name, record.path, flavor.name
+            )
+            job = self._to_model(db, record)
+        self._wake.set()
+        return job
+
+    def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
+        quota = self.quota_for(caller)
+        if quota.max_queued_jobs is not None:
+            queued = db.scalar(
+                select(func.count())
+                .select_from(JobRecord)
+                .where(JobRecord.user == caller.name, JobRecord.state == JobState.QUEUED.value)
+            )
+            if (queued or 0) >= quota.max_queued_jobs:
+                raise OverQuota(
+                    f"you have {queued} jobs waiting, the most you may have queued; "
+                    "wait for some to start or cancel some"
+                )
+        if flavor.gpus and quota.gpu_hours is not None:
+            used = self._gpu_hours(db, caller.name, quota.period)
+            if used >= quota.gpu_hours:
+                raise OverQuota(
+                    f"you have used {used:.1f} of your {quota.gpu_hours:g} GPU-hours this "
+                    f"{quota.period}; use a CPU flavor or ask your admin for more"
+                )
+
+    def _gpu_hours(self, db: Session, user: str, period: str) -> float:
+        now = utcnow()
+        since = now - PERIODS[period]
+        records = db.scalars(
+            select(JobRecord).where(
+                JobRecord.user == user,
+                JobRecord.gpu_count > 0,
+                JobRecord.started_at.is_not(None),
+                (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since),
+            )
+        ).all()
+        seconds = 0.0
+        for r in records:
+            assert r.started_at is not None
+            start = max(r.started_at, since)
+            end = r.finished_at or now
+            seconds += max(0.0, (end - start).total_seconds()) * r.gpu_count
+        return seconds / 3600
+
+    # -- read --------------------------------------------------------------------
+
+    def _visible(self, caller: Caller, record: JobRecord | None, job_id: str) -> JobRecord:
+        if record is None or (record.user != caller.name and not caller.admin):
+            raise NotFound(f"no job {job_id!r} of yours; `nbjobs list` shows your jobs")
+        return record
+
+    def get(self, caller: Caller, job_id: str) -> Job:
+        """One job, with its live progress."""
+        with self.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            return self._to_model(db, record)
+
+    def list_jobs(
+        self,
+        caller: Caller,
+        *,
+        state: str | None = None,
+        flavor: str | None = None,
+        user: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> JobList:
+        """The caller's jobs (an admin: everyone's, or one user's), newest first."""
+        if user is not None and user != caller.name and not caller.admin:
+            raise Forbidden("only admins may list other users' jobs")
+        states = [s for s in (state or "").split(",") if s]
+        unknown = [s for s in states if s not in {j.value for j in JobState}]
+        if unknown:
+            raise Invalid(
+                f"unknown state {unknown[0]!r}; states are: {', '.join(j.value for j in JobState)}"
+            )
+        if not 1 <= limit <= 500:
+            raise Invalid("limit must be between 1 and 500")
+        if offset < 0:
+            raise Invalid("offset must be 0 or more")
+        query = select(JobRecord)
+        who = user if user is not None else (None if caller.admin else caller.name)
+        if who is not None:
+            query = query.where(JobRecord.user == who)
+        if states:
+            query = query.where(JobRecord.state.in_(states))
+        if flavor:
+            query = query.where(JobRecord.flavor == flavor)
+        with self.sessions() as db:
+            total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
+            records = db.scalars(
+                query.order_by(JobRecord.seq.desc()).limit(limit).offset(offset)
+            ).all()
+            positions = self._queue_positions(db)
+            jobs = [self._to_model(db, r, positions) for r in records]
+        return JobList(jobs=jobs, total=total, limit=limit, offset=offset)
+
+    def log_file(self, caller: Caller, job_id: str) -> Path:
+        """The job's log (it may not exist yet while queued)."""
+        with self.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            return Path(record.job_dir) / "log.txt"
+
+    def is_final(self, job_id: str) -> bool:
+        with self.sessions() as db:
+            record = db.get(JobRecord, job_id)
+            return record is None or JobState(record.state).final
+
+    def usage(self, caller: Caller) -> Usage:
+        """Jobs and GPU-hours per user and per group this period (admins: everyone)."""
+        period = self.config.quotas.default.period
+        now = utcnow()
+        since = now - PERIODS[period]
+        with self.sessions() as db:
+            query = select(JobRecord).where(
+                (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since)
+            )
+            if not caller.admin:
+                query = query.where(JobRecord.user == caller.name)
+            records = db.scalars(query).all()
+        users: dict[str, UsageRow] = {}
+        groups: dict[str, UsageRow] = {}
+        for r in records:
+            start = max(r.started_at, since) if r.started_at else None
+            hours = 0.0
+            if start is not None and r.gpu_count:
+                hours = (
+                    max(0.0, ((r.finished_at or now) - start).total_seconds()) * r.gpu_count / 3600
+                )
+            for name, table in [(r.user, users)] + [(g, groups) for g in r.groups]:
+                row = table.setdefault(
+                    name, UsageRow(name=name, jobs=0, running=0, queued=0, gpu_hours=0)
+                )
+                row.jobs += 1
+                row.running += r.state in {s.value for s in ACTIVE_STATES}
+                row.queued += r.state == JobState.QUEUED.value
+                row.gpu_hours = round(row.gpu_hours + hours, 4)
+        order = lambda rows: sorted(rows.values(), key=lambda u: (-u.gpu_hours, u.name))  # noqa: E731
+        return Usage(since=since, period=period, users=order(users), groups=order(groups))
+
+    # -- change ------------------------------------------------------------------
+
+    async def cancel(self, caller: Caller, job_id: str) -> Job:
+        """Cancel a queued job at once; ask a running one to stop (it keeps its output)."""
+        with self.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            state = JobState(record.state)
+            if state.final:
+                raise Conflict(f"job {job_id} already ended ({state.value}); nothing to cancel")
+            if state is JobState.QUEUED:
+                record.state = JobState.CANCELLED.value
+                record.finished_at = utcnow()
+                record.message = f"cancelled by {caller.name} before it started"
+                record.waiting_reason = None
+                db.commit()
+                self._wake.set()
+                return self._to_model(db, record)
+            record.cancel_requested = 1
+            ref = record.backend_ref
+            db.commit()
+        if ref:
+            await self.backend.cancel(ref)
+            follower = self._followers.get(job_id)
+            if follower is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(follower)
+        return self.get(caller, job_id)
+
+    async def rerun(self, caller: Caller, job_id: str) -> Job:
+        """Queue the same notebook (its current version), flavor and parameters again."""
+        with self.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            if not JobState(record.state).final:
+                raise Conflict(f"job {job_id} is still {record.state}; cancel it first or wait")
+            request = SubmitRequest(
+                path=record.path,
+                flavor=record.flavor,
+                parameters=record.parameters,
+                priority=record.priority if caller.admin else None,
+            )
+            owner = Caller(record.user, frozenset(record.groups), admin=False)
+        # An admin re-running someone's job runs it as its owner, with the owner's limits.
+        as_ = caller if owner.name == caller.name else owner
+        return await self.submit(as_, request, rerun_of=job_id)
+
+    def forget(self, caller: Caller, job_id: str) -> None:
+        """Remove a finished job from the list; its output notebook and files stay."""
+        with self.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            if not JobState(record.state).final:
+                raise Conflict(f"job {job_id} is still {record.state}; cancel it first")
+            db.delete(record)
+            db.commit()
+
+    def update(self, caller: Caller, job_id: str, request: UpdateRequest) -> Job:
+        """Admins: change a queued job's priority (bump it up the queue)."""
+        if not caller.admin:
+            raise Forbidden("only admins may change a job's priority")
+        with self.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            if record.state != JobState.QUEUED.value:
+                raise Conflict(f"job {job_id} is {record.state}; only a queued job can move")
+            record.priority = request.priority
+            db.commit()
+            self._wake.set()
+            return self._to_model(db, record)
+
+    # -- the queue ---------------------------------------------------------------
+
+    async def _schedule_loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self.schedule()
+            except Exception:
+                self.log.exception("scheduling failed; trying again")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=2.0)
+            self._wake.clear()
+
+    async def schedule(self) -> None:
+        """Start every queued job that capacity and quotas allow, best first.
+
+        Order: priority, then fair share (users running fewer jobs first), then
+        submission. A job that does not fit now is passed over, with the reason
+        recorded, and the rest may start.
+        """
+        with self.sessions() as db:
+            queued = db.scalars(
+                select(JobRecord).where(JobRecord.state == JobState.QUEUED.value)
+            ).all()
+            if not queued:
+                return
+            active = db.scalars(
+                select(JobRecord).where(JobRecord.state.in_([s.value for s in ACTIVE_STATES]))
+            ).all()
+            running_jobs = Counter(r.user for r in active)
+            running_gpus = Counter()
+            for r in active:
+                running_gpus[r.user] += r.gpu_count
+            pending = list(queued)
+            to_start: list[JobRecord] = []
+            hours_cache: dict[tuple[str, str], float] = {}
+            while pending:
+                pending.sort(key=lambda r: (-r.priority, running_jobs[r.user], r.seq))
+                started_one = False
+                for record in list(pending):
+                    reason = self._why_waiting(db, record, running_gpus, hours_cache)
+                    if reason is not None:
+                        record.waiting_reason = reason
+                        pending.remove(record)
+                        continue
+                    record.state = JobState.STARTING.value
+                    record.waiting_reason = None
+                    try:
+                        await self._launch(record)
+                    except Exception as exc:
+                        self.log.exception("job %s: could not start", record.id)
+                        record.state = JobState.FAILED.value
+                        record.finished_at = utcnow()
+                        record.message = f"the backend could not start the job: {exc}"
+                    pending.remove(record)
+                    to_start.append(record)
+                    running_jobs[record.user] += 1
+                    running_gpus[record.user] += record.gpu_count
+                    started_one = True
+                    break  # re-sort: fair share changed
+                if not started_one:
+                    break
+            db.commit()
+            for record in to_start:
+                if record.backend_ref and record.state == JobState.STARTING.value:
+                    self._follow(record.id, record.backend_ref)
+
+    def _why_waiting(
+        self,
+        db: Session,
+        record: JobRecord,
+        running_gpus: Counter[str],
+        hours_cache: dict[tuple[str, str], float],
+    ) -> str | None:
+        flavor = self.config.flavor(record.flavor)
+        if flavor is None:
+            return f"flavor {record.flavor!r} no longer exists; cancel and resubmit"
+        caller = Caller(record.user, frozenset(record.groups))
+        quota = self.quota_for(caller)
+        if (
+            flavor.gpus
+            and quota.max_running_gpus is not None
+            and running_gpus[record.user] + flavor.gpus > quota.max_running_gpus
+        ):
+            return (
+                f"waiting for your other jobs: you may use {quota.max_running_gpus} GPU(s) at "
+                f"once and are using {running_gpus[record.user]}"
+            )
+        if flavor.gpus and quota.gpu_hours is not None:
+            key = (record.user, quota.period)
+            if key not in hours_cache:
+                hours_cache[key] = self._gpu_hours(db, record.user, quota.period)
+            if hours_cache[key] >= quota.gpu_hours:
+                return (
+                    f"your {quota.gpu_hours:g} GPU-hours for this {quota.period} are used up; "
+                    "it starts when the period rolls over, or cancel it"
+                )
+        if self.backend.free_for(flavor) < 1:
+            return f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
+        return None
+
+    async def _launch(self, record: JobRecord) -> None:
+        flavor = self.config.flavor(record.flavor)
+        assert flavor is not None
+        jobdir = Path(record.job_dir)
+        spec = LaunchSpec(
+            job_id=record.id,
+            user=record.user,
+            flavor=flavor,
+            snapshot_file=Path(record.snapshot_file),
+            output_file=Path(record.output_file),
+            status_file=jobdir / "status.json",
+            log_file=jobdir / "log.txt",
+            cwd=Path(record.source_file).parent,
+            parameters=record.parameters,
+            time_limit=record.time_limit,
+        )
+        launched = await self.backend.start(spec)
+        record.backend_ref = launched.ref
+        record.gpus = launched.gpus
+        record.started_at = utcnow()
+
+    def _follow(self, job_id: str, ref: str) -> None:
+        self._followers[job_id] = asyncio.ensure_future(self._follow_job(job_id, ref))
+
+    async def _follow_job(self, job_id: str, ref: str) -> None:
+        try:
+            with self.sessions() as db:
+                record = db.get(JobRecord, job_id)
+                limit = record.time_limit if record else None
+            note = None
+            try:
+                # The runner enforces the limit itself; this is the backstop.
+                grace = 60.0
+                outcome = await asyncio.wait_for(
+                    self.backend.wait(ref), timeout=limit + grace if limit else None
+                )
+            except asyncio.TimeoutError:
+                await self.backend.cancel(ref)
+                outcome = await self.backend.wait(ref)
+                note = "timed_out"
+            with self.sessions() as db:
+                record = db.get(JobRecord, job_id)
+                if record is not None:
+                    self._finish(db, record, outcome.exit_code, outcome.message, forced=note)
+                    db.commit()
+        finally:
+            self.backend.release(ref)
+            self._followers.pop(job_id, None)
+            self._wake.set()
+
+    def _finish(
+        self,
+        db: Session,
+        record: JobRecord,
+        exit_code: int | None,
+        note: str | None,
+        *,
+        lost: bool = False,
+        forced: str | None = None,
+    ) -> None:
+        """Record how a job ended, from the runner's status file and the exit code."""
+        status = None
+        with contextlib.suppress(StatusFileError, OSError):
+            status = read_status(Path(record.job_dir) / "status.json")
+        final_status = status is not None and status.exit_code is not None
+        if status is not None:
+            record.cells_done, record.cells_total = status.cells_done, status.cells_total
+            record.current_cell = status.current_cell
+        if final_status:
+            assert status is not None
+            record.exit_code = status.exit_code
+            state = status.state
+            record.message = status.message
+            if status.error is not None:
+                record.error = {
+                    "cell_index": status.error.cell_index,
+                    "ename": status.error.ename,
+                    "evalue": status.error.evalue,
+                }
+        elif exit_code is not None and exit_code >= 0 and exit_code in {e.value for e in ExitCode}:
+            record.exit_code = exit_code
+            state = STATE_FOR_EXIT_CODE[ExitCode(exit_code)]
+            record.message = note
+        else:
+            record.exit_code = exit_code
+            state = JobState.FAILED.value
+            if lost:
+                record.message = (
+                    "the job's process was gone when the job service restarted; re-run it"
+                )
+            else:
+                record.message = note or "the runner ended without reporting; see the log"
+        if record.cancel_requested and state in (JobState.CANCELLED.value, JobState.FAILED.value):
+            state = JobState.CANCELLED.value
+            record.message = record.message or "cancelled"
+        if forced == "timed_out":
+            state = JobState.TIMED_OUT.value
+            record.message = (
+                f"stopped by the job service after its time limit ({record.time_limit:g} s)"
+            )
+        record.state = state
+        record.finished_at = utcnow()
+        self.log.info(
+            "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
+        )
+
+    # -- views -------------------------------------------------------------------
+
+    def _queue_positions(self, db: Session) -> dict[str, int]:
+        queued = db.execute(
+            select(JobRecord.id)
+            .where(JobRecord.state == JobState.QUEUED.value)
+            .order_by(JobRecord.priority.desc(), JobRecord.seq)
+        ).scalars()
+        return {job_id: i for i, job_id in enumerate(queued, start=1)}
+
+    def _to_model(
+        self, db: Session, record: JobRecord, positions: dict[str, int] | None = None
+    ) -> Job:
+        state = JobState(record.state)
+        progress = Progress(
+            cells_done=record.cells_done,
+            cells_total=record.cells_total,
+            current_cell=record.current_cell,
+        )
+        if state in ACTIVE_STATES:
+            with contextlib.suppress(StatusFileError, OSError):
+                live = read_status(Path(record.job_dir) / "status.json")
+                if live is not None:
+                    progress = Progress(
+                        cells_done=live.cells_done,
+                        cells_total=live.cells_total,
+                        current_cell=live.current_cell,
+                    )
+                    if live.state == "running":
+                        state = JobState.RUNNING
+        position = None
+        if state is JobState.QUEUED:
+            positions = positions if positions is not None else self._queue_positions(db)
+            position = positions.get(record.id)
+        return Job(
+            id=record.id,
+            user=record.user,
+            name=record.name,
+            path=record.path,
+            output_path=record.output_path,
+            flavor=record.flavor,
+            state=state,
+            queue_position=position,
+            waiting_reason=record.waiting_reason if state is JobState.QUEUED else None,
+            progress=progress,
+            parameters=record.parameters or {},
+            priority=record.priority,
+            gpus=record.gpus or [],
+            submitted_at=record.submitted_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            exit_code=record.exit_code,
+            message=record.message,
+            error=JobError(**record.error) if record.error else None,
+            rerun_of=record.rerun_of,
+            time_limit=record.time_limit,
+        )

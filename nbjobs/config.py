@@ -1,0 +1,359 @@
+"""``nbjobs.yaml``: the one file admins and teachers edit, its schema and its loader.
+
+Shared by the job service, the spawner and the hub config (DESIGN.md: one
+schema). A file that does not validate is refused as a whole, with the line
+and a sentence saying what is wrong; nothing is half-applied.
+
+A minimal file (everything else has a default)::
+
+    flavors:
+      - name: gpu
+        gpus: 1
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+_DURATION = re.compile(
+    r"^\s*(?:(\d+(?:\.\d+)?)\s*d)?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*"
+    r"(?:(\d+(?:\.\d+)?)\s*m)?\s*(?:(\d+(?:\.\d+)?)\s*s)?\s*$"
+)
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ConfigError(ValueError):
+    """``nbjobs.yaml`` cannot be used; ``str()`` is the file, line and reason."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        self.path, self.line, self.reason = path, line, message
+        where = path or "nbjobs.yaml"
+        if line is not None:
+            where += f", line {line}"
+        super().__init__(f"{where}: {message}")
+
+
+def parse_duration(value: Any) -> float | None:
+    """Seconds from ``90``, ``"90s"``, ``"30m"``, ``"2h"``, ``"1h30m"`` or ``"1d"``."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or text like '2h' or '30m'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match or not any(match.groups()):
+            raise ValueError(f"{value!r} is not a duration; write seconds or e.g. '90m', '2h'")
+        d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        seconds = d * 86400 + h * 3600 + m * 60 + s
+    if seconds <= 0:
+        raise ValueError("a duration must be more than zero")
+    return seconds
+
+
+Duration = Annotated[float | None, BeforeValidator(parse_duration)]
+
+
+def _quantity(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value)
+    if not _QUANTITY.match(text):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (like 4, 500m, 16Gi)")
+    return text
+
+
+Quantity = Annotated[str | None, BeforeValidator(_quantity)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StorageConfig(_Model):
+    """Where users' files live: one folder per user under ``root``."""
+
+    #: the shared folder (NFS on a cluster; any folder on one machine)
+    root: Path = Path("nbjobs-home")
+    #: a user's folder under root; ``{username}`` is the escaped user name
+    user_dir: str = "{username}"
+    #: where the user's folder appears inside notebook and job pods
+    mount_path: str = "/home/jovyan"
+    #: the Kubernetes volume holding root (e.g. ``{"nfs": {"server": ..., "path": ...}}``)
+    volume: dict[str, Any] | None = None
+    uid: int | None = 1000
+    gid: int | None = 100
+
+    @field_validator("user_dir")
+    @classmethod
+    def _has_username(cls, value: str) -> str:
+        if "{username}" not in value:
+            raise ValueError("user_dir must contain {username}, e.g. 'home/{username}'")
+        if value.startswith("/") or ".." in Path(value).parts:
+            raise ValueError("user_dir is relative to root and may not contain '..'")
+        return value
+
+
+class DatabaseConfig(_Model):
+    """Job records: any SQLAlchemy URL; SQLite by default, PostgreSQL for production."""
+
+    url: str = "sqlite:///nbjobs.sqlite"
+
+
+class LocalBackendConfig(_Model):
+    """Jobs as processes on this machine."""
+
+    #: GPU indices to hand out, or "auto" (NVML, when present; else none)
+    gpus: list[int] | Literal["auto"] = "auto"
+    #: how many shared-flavor jobs may share one GPU
+    slots_per_gpu: int = Field(default=2, ge=1)
+    #: jobs with no GPU that may run at once
+    cpu_slots: int = Field(default=2, ge=0)
+
+
+class KueueConfig(_Model):
+    queue_name: str
+
+
+class KubernetesBackendConfig(_Model):
+    """Jobs as Kubernetes ``batch/v1`` Jobs."""
+
+    namespace: str = "nbjobs"
+    kueue: KueueConfig | None = None
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    service_account: str | None = None
+
+
+class BackendConfig(_Model):
+    kind: Literal["local", "kubernetes"] = "local"
+    local: LocalBackendConfig = LocalBackendConfig()
+    kubernetes: KubernetesBackendConfig = KubernetesBackendConfig()
+
+
+class Flavor(_Model):
+    """What a job runs on: GPUs, CPU, memory, image, time limit; and who may use it."""
+
+    name: str
+    display_name: str | None = None
+    description: str = ""
+    gpus: int = Field(default=0, ge=0)
+    #: the extended resource to ask for (a MIG slice: ``nvidia.com/mig-1g.10gb``)
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_type: str | None = None
+    #: a fractional GPU: the job gets a slot of a GPU shared with other such jobs
+    shared: bool = False
+    cpu: Quantity = None
+    memory: Quantity = None
+    image: str | None = None
+    time_limit: Duration = 4 * 3600.0
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    affinity: dict[str, Any] | None = None
+    priority_class: str | None = None
+    #: JupyterHub groups allowed to use it; empty means everyone
+    groups: list[str] = []
+    env: dict[str, str] = {}
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        if not _NAME.match(value) or len(value) > 40:
+            raise ValueError(
+                f"flavor name {value!r} must be lowercase letters, digits and '-' "
+                "(at most 40), like 'a100-1'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _shared_needs_one_gpu(self) -> Flavor:
+        if self.shared and self.gpus != 1:
+            raise ValueError("a shared (fractional) flavor takes a slot of one GPU: set gpus: 1")
+        return self
+
+    @property
+    def label(self) -> str:
+        """The name a person sees."""
+        return self.display_name or self.name
+
+
+class Profile(_Model):
+    """A CPU-only notebook server size users pick at spawn."""
+
+    name: str
+    display_name: str | None = None
+    description: str = ""
+    cpu: Quantity = "1"
+    memory: Quantity = "2Gi"
+    image: str | None = None
+    groups: list[str] = []
+    default: bool = False
+
+
+class Quota(_Model):
+    """Limits for a user (or each member of a group). None means no limit."""
+
+    max_running_gpus: int | None = Field(default=None, ge=0)
+    max_queued_jobs: int | None = Field(default=None, ge=0)
+    gpu_hours: float | None = Field(default=None, ge=0)
+    period: Literal["day", "week", "month"] = "week"
+
+
+class QuotaConfig(_Model):
+    default: Quota = Quota(max_running_gpus=2, max_queued_jobs=20)
+    groups: dict[str, Quota] = {}
+    users: dict[str, Quota] = {}
+
+
+class ClassConfig(_Model):
+    """A teacher's class: a roster, its flavors and its GPU-hours."""
+
+    name: str
+    teachers: list[str] = []
+    students: list[str] = []
+    flavors: list[str] = []
+    gpu_hours: float | None = Field(default=None, ge=0)
+    period: Literal["day", "week", "month"] = "week"
+
+
+class AdminConfig(_Model):
+    """Who administers nbjobs (besides JupyterHub admins)."""
+
+    users: list[str] = []
+    groups: list[str] = []
+
+
+class NbjobsConfig(_Model):
+    """The whole of ``nbjobs.yaml``."""
+
+    storage: StorageConfig = StorageConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    backend: BackendConfig = BackendConfig()
+    flavors: list[Flavor] = [Flavor(name="cpu", display_name="CPU only", gpus=0)]
+    profiles: list[Profile] = [Profile(name="default", display_name="Default", default=True)]
+    quotas: QuotaConfig = QuotaConfig()
+    classes: list[ClassConfig] = []
+    admin: AdminConfig = AdminConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NbjobsConfig:
+        names = [f.name for f in self.flavors]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"flavor names must be unique; repeated: {', '.join(dupes)}")
+        for cls in self.classes:
+            unknown = [f for f in cls.flavors if f not in names]
+            if unknown:
+                raise ValueError(
+                    f"class {cls.name!r} lists unknown flavor(s) {', '.join(unknown)}; "
+                    f"flavors are: {', '.join(names)}"
+                )
+        return self
+
+    def flavor(self, name: str) -> Flavor | None:
+        """The flavor called ``name``, if any."""
+        return next((f for f in self.flavors if f.name == name), None)
+
+
+def load_config(path: str | Path | None) -> NbjobsConfig:
+    """Read and validate ``nbjobs.yaml``; ``None`` gives the defaults.
+
+    Relative paths in the file (storage root, a SQLite database) are taken
+    relative to the file's folder. Raises :class:`ConfigError` with the line.
+    """
+    if path is None:
+        return NbjobsConfig()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from None
+    config = parse_config(text, source=str(path))
+    return _anchor_paths(config, path.parent.absolute())
+
+
+def parse_config(text: str, source: str = "nbjobs.yaml") -> NbjobsConfig:
+    """Validate YAML text; :class:`ConfigError` names the line of the first problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"not valid YAML: {exc.problem}", path=source, line=line) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "the file must be a mapping of sections (storage:, flavors:, ...)", path=source, line=1
+        )
+    try:
+        return NbjobsConfig.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        location = tuple(error["loc"])
+        line = _line_of(root, location)
+        where = ".".join(str(p) for p in location)
+        reason = _reason(error)
+        message = f"{where}: {reason}" if where else reason
+        raise ConfigError(message, path=source, line=line) from None
+
+
+def _reason(error: Any) -> str:
+    message = str(error["msg"])
+    message = message.removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return "unknown setting (check its spelling and indentation)"
+    if error["type"] == "missing":
+        return "required setting is missing"
+    return message
+
+
+def _line_of(node: yaml.Node | None, location: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``location`` (or its nearest parent)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in location:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value == str(part):
+                    child = value
+                    break
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(part, int)
+            and 0 <= part < len(node.value)
+        ):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+        line = node.start_mark.line + 1
+    return line
+
+
+def _anchor_paths(config: NbjobsConfig, base: Path) -> NbjobsConfig:
+    storage = config.storage
+    if not storage.root.is_absolute():
+        storage = storage.model_copy(update={"root": base / storage.root})
+    database = config.database
+    prefix = "sqlite:///"
+    if database.url.startswith(prefix) and not database.url.startswith(prefix + "/"):
+        rest = database.url[len(prefix) :]
+        if rest and rest != ":memory:":
+            database = database.model_copy(update={"url": prefix + str(base / rest)})
+    return config.model_copy(update={"storage": storage, "database": database})

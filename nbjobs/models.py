@@ -1,0 +1,162 @@
+"""The job models shared by the job service, the server extension and the CLI.
+
+These are the JSON bodies of the REST API (``api/openapi.yaml`` describes the
+same shapes); the service builds them, the clients read them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class JobState(str, Enum):
+    """Where a job is.
+
+    ``queued → starting → running → succeeded | failed | cancelled | timed_out``
+    """
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+    @property
+    def final(self) -> bool:
+        """Whether the job is over."""
+        return self in FINAL_STATES
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT}
+)
+ACTIVE_STATES = frozenset({JobState.STARTING, JobState.RUNNING})
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SubmitRequest(_Body):
+    """``POST api/jobs``: run this notebook on this flavor."""
+
+    #: the notebook, relative to the user's folder (as JupyterLab shows it)
+    path: str = Field(min_length=1, max_length=4096)
+    flavor: str = Field(min_length=1, max_length=64)
+    parameters: dict[str, Any] = {}
+    #: admins only: higher runs first (default 0)
+    priority: int | None = Field(default=None, ge=-100, le=100)
+    #: a shorter time limit than the flavor's, in seconds
+    time_limit: float | None = Field(default=None, gt=0)
+
+    @field_validator("parameters")
+    @classmethod
+    def _identifiers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = [name for name in value if not name.isidentifier()]
+        if bad:
+            raise ValueError(f"parameter names must be Python identifiers: {', '.join(bad)}")
+        return value
+
+
+class UpdateRequest(_Body):
+    """``PATCH api/jobs/{id}``: admins change a queued job's priority."""
+
+    priority: int = Field(ge=-100, le=100)
+
+
+class Progress(BaseModel):
+    cells_done: int = 0
+    cells_total: int = 0
+    #: index of the cell running now, in the notebook being executed
+    current_cell: int | None = None
+
+
+class JobError(BaseModel):
+    cell_index: int | None = None
+    ename: str
+    evalue: str
+
+
+class Job(BaseModel):
+    """One job as the API shows it."""
+
+    id: str
+    user: str
+    name: str
+    #: the source notebook and the executed copy, relative to the user's folder
+    path: str
+    output_path: str
+    flavor: str
+    state: JobState
+    #: 1 = next to start; only while queued
+    queue_position: int | None = None
+    #: why a queued job is not running yet (a quota, no free GPU)
+    waiting_reason: str | None = None
+    progress: Progress = Progress()
+    parameters: dict[str, Any] = {}
+    priority: int = 0
+    gpus: list[str] = []
+    submitted_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    #: one line for a person: what happened
+    message: str | None = None
+    error: JobError | None = None
+    rerun_of: str | None = None
+    time_limit: float | None = None
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+    total: int
+    limit: int
+    offset: int
+
+
+class FlavorInfo(BaseModel):
+    """A flavor the caller may use, with live availability."""
+
+    name: str
+    display_name: str
+    description: str = ""
+    gpus: int
+    gpu_type: str | None = None
+    shared: bool = False
+    cpu: str | None = None
+    memory: str | None = None
+    time_limit: float | None = None
+    #: GPUs (or shared slots) free right now for this flavor
+    available: int
+    #: jobs of this flavor waiting to start
+    queued: int
+
+
+class UsageRow(BaseModel):
+    name: str
+    jobs: int
+    running: int
+    queued: int
+    gpu_hours: float
+
+
+class Usage(BaseModel):
+    since: datetime
+    period: str
+    users: list[UsageRow]
+    groups: list[UsageRow]
+
+
+class ErrorBody(BaseModel):
+    """Every error the API returns: a sentence that says what to do."""
+
+    message: str

@@ -1,0 +1,164 @@
+"""A real job service on loopback: tornado, SQLite in a temp folder, the local backend
+running real job_runner processes with real kernels. Tokens stand in for the hub's."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nbformat
+import pytest
+import yaml
+from nbjobs.job_service.app import JobServiceApp
+from nbjobs.job_service.service import JobService
+from tornado.httpserver import HTTPServer
+
+from nbjobs.config import parse_config
+from nbjobs.storage import user_folder
+
+TOKENS = {"ada-token": "ada", "bob-token": "bob", "root-token": "root", "eve-token": "eve"}
+GROUPS = {"ada": ["students"], "bob": ["students"], "eve": ["staff"]}
+
+BASE_CONFIG: dict[str, Any] = {
+    "backend": {"kind": "local", "local": {"gpus": [0, 1], "slots_per_gpu": 2, "cpu_slots": 2}},
+    "flavors": [
+        {"name": "cpu", "gpus": 0, "time_limit": "10m"},
+        {"name": "gpu", "display_name": "1 GPU", "gpus": 1, "time_limit": "10m"},
+        {"name": "gpu2", "gpus": 2},
+        {"name": "slice", "gpus": 1, "shared": True},
+        {"name": "staff-only", "gpus": 1, "groups": ["staff"]},
+        {"name": "short", "gpus": 0, "time_limit": 3},
+    ],
+    "quotas": {"default": {"max_running_gpus": 2, "max_queued_jobs": 300}},
+    "admin": {"users": ["root"]},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def notebook(*cells: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    return nb
+
+
+@dataclass
+class Service:
+    url: str
+    root: Path
+    app: JobServiceApp
+    service: JobService
+    server: HTTPServer
+    config_file: Path
+
+    def home(self, user: str) -> Path:
+        folder = user_folder(self.service.config.storage, user)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def write(self, user: str, relpath: str, *cells: str) -> Path:
+        path = self.home(user) / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook(*cells), path)
+        return path
+
+    def client(self, user: str | None) -> httpx.AsyncClient:
+        token = {v: k for k, v in TOKENS.items()}.get(user or "", "")
+        headers = {"Authorization": f"token {token}"} if user else {}
+        return httpx.AsyncClient(base_url=self.url + "api/", headers=headers, timeout=60)
+
+    async def submit(self, user: str, path: str, flavor: str = "cpu", **extra: Any) -> dict:
+        async with self.client(user) as c:
+            r = await c.post("jobs", json={"path": path, "flavor": flavor, **extra})
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    async def job(self, user: str, job_id: str) -> dict:
+        async with self.client(user) as c:
+            r = await c.get(f"jobs/{job_id}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def wait(
+        self,
+        user: str,
+        job_id: str,
+        until: Callable[[dict], bool] | None = None,
+        timeout: float = 90,
+    ) -> dict:
+        done = until or (lambda j: j["state"] in ("succeeded", "failed", "cancelled", "timed_out"))
+        deadline = time.monotonic() + timeout
+        while True:
+            job = await self.job(user, job_id)
+            if done(job):
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} stuck: {job}")
+            await asyncio.sleep(0.1)
+
+
+async def start_service(tmp_path: Path, overrides: dict[str, Any] | None = None) -> Service:
+    data = {**BASE_CONFIG, **(overrides or {})}
+    data.setdefault("storage", {"root": str(tmp_path / "home")})
+    data.setdefault("database", {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"})
+    config_file = tmp_path / "nbjobs.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    parse_config(config_file.read_text())  # fail early on a bad test config
+    port = free_port()
+    app = JobServiceApp()
+    app.initialize(
+        [
+            f"--config={config_file}",
+            f"--port={port}",
+            "--JobServiceApp.prefix=/services/nbjobs/",
+            f"--StaticTokenAuth.tokens={TOKENS!r}",
+            f"--StaticTokenAuth.user_groups={GROUPS!r}",
+            "--LocalBackend.cancel_grace=5",
+            "--LocalBackend.poll_interval=0.1",
+        ]
+    )
+    service = app.make_service()
+    await service.start()
+    server = HTTPServer(app.make_web_app(service, app.make_auth()))
+    server.listen(port, "127.0.0.1")
+    url = f"http://127.0.0.1:{port}/services/nbjobs/"
+    return Service(url, tmp_path, app, service, server, config_file)
+
+
+async def stop_service(svc: Service) -> None:
+    svc.server.stop()
+    await svc.service.stop()
+
+
+@pytest.fixture
+async def svc(tmp_path) -> AsyncIterator[Service]:
+    s = await start_service(tmp_path)
+    try:
+        yield s
+    finally:
+        # Jobs a test left running would outlive it: cancel them.
+        backend = s.service.backend
+        for job in list(backend.running.values()):  # type: ignore[attr-defined]
+            await backend.cancel(f"{job.job_id}:{job.pid}:{job.created:.3f}")
+        await stop_service(s)
+
+
+@pytest.fixture
+def start(tmp_path) -> Callable[..., Any]:
+    """Start (another) service over the same folder and database."""
+    return lambda overrides=None: start_service(tmp_path, overrides)

@@ -1,0 +1,152 @@
+"""Submitting, following and finishing jobs through the real API."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+
+async def test_submit_runs_the_notebook_and_writes_output_next_to_it(svc):
+    svc.write("ada", "work/train.ipynb", "print('trained')", "21 * 2")
+
+    job = await svc.submit("ada", "work/train.ipynb", "cpu", parameters={"epochs": 3})
+
+    assert job["state"] == "queued"
+    assert job["user"] == "ada"
+    assert job["name"] == "train"
+    assert job["path"] == "work/train.ipynb"
+    assert job["output_path"].startswith("work/train.")
+    assert job["output_path"].endswith(f".{job['id'][:8]}.ipynb")
+    done = await svc.wait("ada", job["id"])
+    assert done["state"] == "succeeded", done
+    assert done["exit_code"] == 0
+    assert done["progress"] == {"cells_done": 3, "cells_total": 3, "current_cell": 2}
+    assert done["started_at"] <= done["finished_at"]
+    out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    assert out.metadata["nbjobs"]["parameters"] == {"epochs": 3}
+    assert out.cells[1].outputs[0]["text"] == "trained\n"
+
+
+async def test_later_edits_do_not_change_a_submitted_job(svc):
+    source = svc.write("ada", "nb.ipynb", "import time; time.sleep(1)", "print('original')")
+    job = await svc.submit("ada", "nb.ipynb")
+
+    nbformat.write(nbformat.v4.new_notebook(), source)  # the user keeps editing
+
+    done = await svc.wait("ada", job["id"])
+    assert done["state"] == "succeeded"
+    out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "original\n"
+
+
+async def test_a_failing_cell_is_reported_with_partial_output(svc):
+    svc.write("ada", "bad.ipynb", "print('ok')", "raise RuntimeError('no data')", "print('x')")
+
+    job = await svc.submit("ada", "bad.ipynb")
+    done = await svc.wait("ada", job["id"])
+
+    assert done["state"] == "failed"
+    assert done["exit_code"] == 1
+    assert done["message"] == "code cell 2 of 3 raised RuntimeError: no data"
+    assert done["error"]["ename"] == "RuntimeError"
+    out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    assert out.cells[done["error"]["cell_index"]].outputs[0]["evalue"] == "no data"
+
+
+async def test_kernel_death_is_a_failure_with_a_reason(svc):
+    svc.write("ada", "die.ipynb", "import os; os._exit(1)")
+
+    job = await svc.submit("ada", "die.ipynb")
+    done = await svc.wait("ada", job["id"])
+
+    assert done["state"] == "failed"
+    assert "kernel died" in done["message"]
+
+
+async def test_flavor_time_limit_stops_the_job(svc):
+    svc.write("ada", "slow.ipynb", "print('start', flush=True)", "import time; time.sleep(60)")
+
+    job = await svc.submit("ada", "slow.ipynb", "short")
+    done = await svc.wait("ada", job["id"])
+
+    assert done["state"] == "timed_out"
+    assert done["time_limit"] == 3
+    assert (svc.home("ada") / done["output_path"]).exists()
+
+
+async def test_logs_hold_the_cell_output_and_follow_streams_until_the_end(svc):
+    svc.write(
+        "ada",
+        "log.ipynb",
+        "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.5)",
+    )
+    job = await svc.submit("ada", "log.ipynb")
+
+    async with svc.client("ada") as c:
+        followed = await c.get(f"jobs/{job['id']}/logs", params={"follow": "1"}, timeout=90)
+        whole = await c.get(f"jobs/{job['id']}/logs")
+        tail = await c.get(f"jobs/{job['id']}/logs", params={"offset": len(whole.content) - 20})
+
+    assert followed.status_code == 200
+    for i in range(3):
+        assert f"tick {i}" in followed.text
+    assert "[nbjobs] done: succeeded" in followed.text
+    assert whole.text == followed.text
+    assert tail.content == whole.content[-20:]
+    assert (await svc.job("ada", job["id"]))["state"] == "succeeded"
+
+
+async def test_rerun_queues_the_same_notebook_again(svc):
+    svc.write("ada", "again.ipynb", "x = 1")
+    first = await svc.submit("ada", "again.ipynb", parameters={"x": 2})
+    await svc.wait("ada", first["id"])
+
+    async with svc.client("ada") as c:
+        r = await c.post(f"jobs/{first['id']}/rerun")
+
+    assert r.status_code == 201
+    second = r.json()
+    assert second["id"] != first["id"]
+    assert second["rerun_of"] == first["id"]
+    assert second["parameters"] == {"x": 2}
+    assert second["output_path"] != first["output_path"]
+    assert (await svc.wait("ada", second["id"]))["state"] == "succeeded"
+
+
+async def test_rerun_of_an_unfinished_job_is_a_conflict(svc):
+    svc.write("ada", "long.ipynb", "import time; time.sleep(30)")
+    job = await svc.submit("ada", "long.ipynb")
+
+    async with svc.client("ada") as c:
+        r = await c.post(f"jobs/{job['id']}/rerun")
+
+    assert r.status_code == 409
+    assert "cancel it first or wait" in r.json()["message"]
+
+
+async def test_forget_removes_a_finished_job_but_keeps_its_output(svc):
+    svc.write("ada", "f.ipynb", "1")
+    job = await svc.submit("ada", "f.ipynb")
+    done = await svc.wait("ada", job["id"])
+
+    async with svc.client("ada") as c:
+        gone = await c.delete(f"jobs/{job['id']}")
+        after = await c.get(f"jobs/{job['id']}")
+
+    assert gone.status_code == 204
+    assert after.status_code == 404
+    assert (svc.home("ada") / done["output_path"]).exists()
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+async def test_list_is_paginated_newest_first(svc, limit):
+    svc.write("ada", "p.ipynb", "1")
+    ids = [(await svc.submit("ada", "p.ipynb"))["id"] for _ in range(3)]
+
+    async with svc.client("ada") as c:
+        page1 = (await c.get("jobs", params={"limit": limit})).json()
+        page2 = (await c.get("jobs", params={"limit": limit, "offset": limit})).json()
+
+    assert page1["total"] == 3
+    assert [j["id"] for j in page1["jobs"]] == ids[::-1][:limit]
+    assert [j["id"] for j in page2["jobs"]] == ids[::-1][limit : 2 * limit]
