@@ -38,6 +38,8 @@ from .parameters import ParameterError, inject_parameters
 from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
 
 BANNER_TAG = "nbjobs-banner"
+#: the most the status file lags behind the run (see NotebookJob._write_progress)
+PROGRESS_COALESCE = 0.025
 FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -135,6 +137,8 @@ class NotebookJob:
         self.cell_durations: dict[int, float] = {}
         self.warnings: list[str] = []
         self._cells_task: asyncio.Future[None] | None = None
+        self._last_write = 0.0
+        self._deferred_write: asyncio.TimerHandle | None = None
         self._stdout: TextIO = sys.stdout
         self._stderr: TextIO = sys.stderr
 
@@ -319,7 +323,7 @@ class NotebookJob:
             self.status.cells_done = number
             if number < total:
                 self.status.current_cell = self.code_cells[number]
-                self._write_status()
+                self._write_progress()
 
     def _cell_label(self) -> str:
         return f"code cell {self.current_number} of {len(self.code_cells)}"
@@ -473,8 +477,25 @@ class NotebookJob:
     # -- logging -------------------------------------------------------------
 
     def _write_status(self) -> None:
+        if self._deferred_write is not None:
+            self._deferred_write.cancel()
+            self._deferred_write = None
         if self.status_path is not None:
             write_status(self.status_path, self.status)
+            self._last_write = time.monotonic()
+
+    def _write_progress(self) -> None:
+        """Progress after a cell: written at once, unless the last write was under
+        PROGRESS_COALESCE ago; then once, that much later, with whatever is newest.
+        A run of tiny cells costs a few writes, and no reader is ever more than
+        PROGRESS_COALESCE behind."""
+        if self.status_path is None or self._deferred_write is not None:
+            return
+        wait = self._last_write + PROGRESS_COALESCE - time.monotonic()
+        if wait <= 0:
+            self._write_status()
+        else:
+            self._deferred_write = asyncio.get_running_loop().call_later(wait, self._write_status)
 
     def _log(self, line: str) -> None:
         if self.echo:

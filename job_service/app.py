@@ -44,7 +44,7 @@ def backend_class_for(kind: str) -> type[Backend]:
     return LocalBackend
 
 
-class JobServiceApp(Application):  # type: ignore[misc]
+class JobServiceApp(Application):
     """The nbjobs job service."""
 
     name = "nbjobs-service"
@@ -84,7 +84,7 @@ class JobServiceApp(Application):  # type: ignore[misc]
         return bool(os.environ.get("JUPYTERHUB_API_TOKEN"))
 
     def initialize(self, argv: Sequence[str] | None = None) -> None:
-        super().initialize(argv)
+        super().initialize(list(argv) if argv is not None else None)
         self.nbjobs_config = load_config(self.config_file or None)
         if self.in_hub and (url := os.environ.get("JUPYTERHUB_SERVICE_URL")):
             parsed = urlparse(url)

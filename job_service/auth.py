@@ -32,7 +32,7 @@ def bearer_token(headers: Any, query_token: str | None = None) -> str | None:
     return query_token or None
 
 
-class Authenticator(LoggingConfigurable):  # type: ignore[misc]
+class Authenticator(LoggingConfigurable):
     """Turns a request's token into a :class:`Caller` (None: not authenticated)."""
 
     admins = AdminConfig()

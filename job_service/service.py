@@ -509,9 +509,10 @@ class JobService:
     async def schedule(self) -> None:
         """Start every queued job that capacity and quotas allow, best first.
 
-        Order: priority, then fair share (users running fewer jobs first), then
-        submission. A job that does not fit now is passed over, with the reason
-        recorded, and the rest may start.
+        Order: priority, then fair share (users running fewer jobs first, then
+        round-robin: the user who started a job least recently), then
+        submission. A job that does not fit now is passed over, with the
+        reason recorded, and the rest may start.
         """
         with self.sessions() as db:
             queued = db.scalars(
@@ -523,14 +524,29 @@ class JobService:
                 select(JobRecord).where(JobRecord.state.in_([s.value for s in ACTIVE_STATES]))
             ).all()
             running_jobs = Counter(r.user for r in active)
-            running_gpus = Counter()
+            # Round-robin between users: whoever started a job least recently goes first.
+            last_start: dict[str, float] = {
+                user: when.timestamp()
+                for user, when in db.execute(
+                    select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
+                ).all()
+                if when is not None
+            }
+            running_gpus: Counter[str] = Counter()
             for r in active:
                 running_gpus[r.user] += r.gpu_count
             pending = list(queued)
             to_start: list[JobRecord] = []
             hours_cache: dict[tuple[str, str], float] = {}
             while pending:
-                pending.sort(key=lambda r: (-r.priority, running_jobs[r.user], r.seq))
+                pending.sort(
+                    key=lambda r: (
+                        -r.priority,
+                        running_jobs[r.user],
+                        last_start.get(r.user, 0.0),
+                        r.seq,
+                    )
+                )
                 started_one = False
                 for record in list(pending):
                     reason = self._why_waiting(db, record, running_gpus, hours_cache)
@@ -550,6 +566,7 @@ class JobService:
                     pending.remove(record)
                     to_start.append(record)
                     running_jobs[record.user] += 1
+                    last_start[record.user] = utcnow().timestamp()
                     running_gpus[record.user] += record.gpu_count
                     started_one = True
                     break  # re-sort: fair share changed

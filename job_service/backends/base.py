@@ -51,7 +51,7 @@ class Outcome:
     message: str | None = None
 
 
-class Backend(LoggingConfigurable):  # type: ignore[misc]
+class Backend(LoggingConfigurable):
     """Base class of job backends (configurable: ``JobService.backend_class``)."""
 
     def __init__(self, config_file: NbjobsConfig, **kwargs: Any) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,10 @@ def discover_gpus() -> list[str]:
             pynvml.nvmlShutdown()
 
 
+#: runner processes left running when a service stopped (see LocalBackend.shutdown)
+_DETACHED: list[subprocess.Popen[bytes]] = []
+
+
 @dataclass
 class _Running:
     job_id: str
@@ -53,7 +58,7 @@ class _Running:
     created: float
     gpus: list[str]
     shared: bool
-    process: asyncio.subprocess.Process | None = None
+    process: subprocess.Popen[bytes] | None = None
     #: every process of the job's tree seen so far, (pid, create_time)
     tree: set[tuple[int, float]] = field(default_factory=set)
 
@@ -147,12 +152,14 @@ class LocalBackend(Backend):
         env["NBJOBS_JOB_ID"] = spec.job_id
         env.pop("JUPYTERHUB_API_TOKEN", None)  # the job gets no credentials of ours
         spec.log_file.parent.mkdir(parents=True, exist_ok=True)
+        # A plain Popen, polled: the job must be able to outlive this service (a
+        # restart adopts it), which an asyncio subprocess transport does not allow.
         with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a local file, opened once)
-            process = await asyncio.create_subprocess_exec(
-                *self.command(spec),
-                stdin=asyncio.subprocess.DEVNULL,
+            process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
+                self.command(spec),
+                stdin=subprocess.DEVNULL,
                 stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
+                stderr=subprocess.STDOUT,
                 cwd=spec.cwd,
                 env=env,
                 start_new_session=True,
@@ -175,11 +182,9 @@ class LocalBackend(Backend):
         if job is None:
             return Outcome(None, "the job's process was not known to this service")
         if job.process is not None:
-            waiter = asyncio.ensure_future(job.process.wait())
-            while not waiter.done():
+            while (code := job.process.poll()) is None:
                 self._note_tree(job)
-                await asyncio.wait([waiter], timeout=self.poll_interval)
-            code = waiter.result()
+                await asyncio.sleep(self.poll_interval)
         else:
             while self._alive(job.pid, job.created):
                 self._note_tree(job)
@@ -187,7 +192,10 @@ class LocalBackend(Backend):
             code = None
         self._kill_leftovers(job)
         if code is not None and code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals else str(-code)
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
             return Outcome(code, f"the runner was killed by {name}")
         return Outcome(code)
 
@@ -219,9 +227,17 @@ class LocalBackend(Backend):
         self.running[job_id] = _Running(job_id, pid_, created_, list(gpus), flavor.shared)
         return True
 
+    async def shutdown(self) -> None:
+        # Jobs go on without us; keep their Popen objects referenced so that
+        # dropping them does not count as losing track of a child.
+        for job in self.running.values():
+            if job.process is not None and job.process.poll() is None:
+                _DETACHED.append(job.process)
+
     def release(self, ref: str) -> None:
-        job_id = ref.split(":", 1)[0]
-        self.running.pop(job_id, None)
+        job = self.running.pop(ref.split(":", 1)[0], None)
+        if job is not None and job.process is not None and job.process.poll() is None:
+            _DETACHED.append(job.process)  # released while still running: a service stop
 
     # -- process tree ----------------------------------------------------------
 

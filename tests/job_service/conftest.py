@@ -35,7 +35,10 @@ BASE_CONFIG: dict[str, Any] = {
         {"name": "staff-only", "gpus": 1, "groups": ["staff"]},
         {"name": "short", "gpus": 0, "time_limit": 3},
     ],
-    "quotas": {"default": {"max_running_gpus": 2, "max_queued_jobs": 300}},
+    "quotas": {
+        "default": {"max_running_gpus": 2, "max_queued_jobs": 300},
+        "users": {"root": {}},  # no limits: tests of capacity use root
+    },
     "admin": {"users": ["root"]},
 }
 

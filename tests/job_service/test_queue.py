@@ -1,0 +1,213 @@
+"""The queue: GPUs never doubly booked, quotas, priority, fair share, cancel, many submissions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nbformat
+import psutil
+
+SHOW_GPUS = "import os; print('GPUS=' + os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
+
+
+def running(job):
+    return job["state"] == "running"
+
+
+def gpus_printed(svc, user, job):
+    out = nbformat.read(svc.home(user) / job["output_path"], as_version=4)
+    texts = [o.get("text", "") for c in out.cells for o in c.get("outputs", [])]
+    (line,) = [t for t in texts if t.startswith("GPUS=")]
+    return line.strip().removeprefix("GPUS=")
+
+
+async def test_each_job_gets_its_own_gpus_and_the_rest_wait(svc):
+    svc.write("root", "g.ipynb", SHOW_GPUS, "import time; time.sleep(3)")
+    first = await svc.submit("root", "g.ipynb", "gpu")
+    second = await svc.submit("root", "g.ipynb", "gpu")
+    third = await svc.submit("root", "g.ipynb", "gpu")
+
+    a = await svc.wait("root", first["id"], running)
+    b = await svc.wait("root", second["id"], running)
+    waiting = await svc.job("root", third["id"])
+
+    assert {tuple(a["gpus"]), tuple(b["gpus"])} == {("0",), ("1",)}
+    assert waiting["state"] == "queued"
+    assert waiting["queue_position"] == 1
+    assert waiting["waiting_reason"] == "waiting for a free GPU for 1 GPU"
+    done = [await svc.wait("root", j["id"]) for j in (first, second, third)]
+    assert [j["state"] for j in done] == ["succeeded"] * 3
+    assert {gpus_printed(svc, "root", j) for j in done[:2]} == {"0", "1"}
+
+
+async def test_cpu_flavors_see_no_gpu(svc):
+    svc.write("ada", "c.ipynb", SHOW_GPUS)
+
+    done = await svc.wait("ada", (await svc.submit("ada", "c.ipynb", "cpu"))["id"])
+
+    assert done["gpus"] == []
+    assert gpus_printed(svc, "ada", done) == ""
+
+
+async def test_shared_slices_fill_one_gpu_before_the_next_and_block_whole_gpus(svc):
+    svc.write("root", "s.ipynb", SHOW_GPUS, "import time; time.sleep(4)")
+    slices = [await svc.submit("root", "s.ipynb", "slice") for _ in range(3)]
+    started = [await svc.wait("root", j["id"], running) for j in slices]
+    whole = await svc.submit("root", "s.ipynb", "gpu")
+
+    gpus = sorted(j["gpus"][0] for j in started)
+    assert gpus == ["0", "0", "1"]  # two share GPU 0, the third opens GPU 1
+    await asyncio.sleep(0.5)
+    assert (await svc.job("root", whole["id"]))["state"] == "queued"
+    assert (await svc.wait("root", whole["id"]))["state"] == "succeeded"
+
+
+async def test_running_gpu_quota_makes_jobs_wait_with_the_reason(svc):
+    svc.write("ada", "q.ipynb", "import time; time.sleep(3)")
+    big = await svc.submit("ada", "q.ipynb", "gpu2")
+    await svc.wait("ada", big["id"], running)
+    svc.write("bob", "q.ipynb", "1")
+
+    more = await svc.submit("ada", "q.ipynb", "gpu")
+    await asyncio.sleep(0.5)
+    waiting = await svc.job("ada", more["id"])
+
+    assert waiting["state"] == "queued"
+    assert waiting["waiting_reason"] == (
+        "waiting for your other jobs: you may use 2 GPU(s) at once and are using 2"
+    )
+    assert (await svc.wait("ada", more["id"]))["state"] == "succeeded"
+
+
+async def test_queued_job_limit_refuses_with_429(start):
+    svc = await start({"quotas": {"default": {"max_queued_jobs": 1}}})
+    try:
+        svc.write("ada", "l.ipynb", "import time; time.sleep(10)")
+        for _ in range(2):  # two run (cpu_slots: 2)
+            await svc.wait("ada", (await svc.submit("ada", "l.ipynb"))["id"], running)
+        await svc.submit("ada", "l.ipynb")  # one waits
+
+        async with svc.client("ada") as c:
+            r = await c.post("jobs", json={"path": "l.ipynb", "flavor": "cpu"})
+
+        assert r.status_code == 429
+        assert r.json()["message"] == (
+            "you have 1 jobs waiting, the most you may have queued; "
+            "wait for some to start or cancel some"
+        )
+    finally:
+        for job in list(svc.service.backend.running.values()):
+            await svc.service.backend.cancel(f"{job.job_id}:{job.pid}:{job.created:.3f}")
+        svc.server.stop()
+        await svc.service.stop()
+
+
+async def test_used_up_gpu_hours_refuse_gpu_flavors_but_not_cpu(start):
+    svc = await start({"quotas": {"default": {"gpu_hours": 0}}})
+    try:
+        svc.write("ada", "h.ipynb", "1")
+        async with svc.client("ada") as c:
+            gpu = await c.post("jobs", json={"path": "h.ipynb", "flavor": "gpu"})
+            cpu = await c.post("jobs", json={"path": "h.ipynb", "flavor": "cpu"})
+
+        assert gpu.status_code == 429
+        assert "you have used 0.0 of your 0 GPU-hours this week" in gpu.json()["message"]
+        assert cpu.status_code == 201
+    finally:
+        svc.server.stop()
+        await svc.service.stop()
+
+
+async def test_cancel_stops_the_whole_process_tree_and_keeps_partial_output(svc):
+    svc.write(
+        "ada", "c.ipynb", "print('before', flush=True)", "import time\nwhile True: time.sleep(0.1)"
+    )
+    job = await svc.submit("ada", "c.ipynb")
+    await svc.wait("ada", job["id"], lambda j: j["progress"]["cells_done"] == 1)
+    backend = svc.service.backend
+    runner = backend.running[job["id"]]
+    tree = [*psutil.Process(runner.pid).children(recursive=True), psutil.Process(runner.pid)]
+
+    async with svc.client("ada") as c:
+        r = await c.post(f"jobs/{job['id']}/cancel")
+
+    assert r.status_code == 200
+    done = await svc.wait("ada", job["id"])
+    assert done["state"] == "cancelled"
+    out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    assert out.cells[1].outputs[0]["text"] == "before\n"
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
+    async with svc.client("ada") as c:
+        again = await c.post(f"jobs/{job['id']}/cancel")
+    assert again.status_code == 409
+
+
+async def test_cancel_a_queued_job_at_once(svc):
+    svc.write("root", "w.ipynb", "import time; time.sleep(5)")
+    hog = await svc.submit("root", "w.ipynb", "gpu2")
+    await svc.wait("root", hog["id"], running)
+    queued = await svc.submit("root", "w.ipynb", "gpu")
+
+    async with svc.client("root") as c:
+        r = await c.post(f"jobs/{queued['id']}/cancel")
+
+    assert r.json()["state"] == "cancelled"
+    assert r.json()["message"] == "cancelled by root before it started"
+    assert r.json()["started_at"] is None
+
+
+async def test_admin_priority_jumps_the_queue(svc):
+    svc.write("root", "p.ipynb", "import time; time.sleep(2)")
+    hog = await svc.submit("root", "p.ipynb", "gpu2")
+    await svc.wait("root", hog["id"], running)
+    svc.write("ada", "p.ipynb", "1")
+    early = await svc.submit("ada", "p.ipynb", "gpu2")
+    late = await svc.submit("ada", "p.ipynb", "gpu2")
+
+    async with svc.client("ada") as c:
+        refused = await c.patch(f"jobs/{late['id']}", json={"priority": 10})
+    async with svc.client("root") as c:
+        bumped = await c.patch(f"jobs/{late['id']}", json={"priority": 10})
+
+    assert refused.status_code == 403
+    assert bumped.json()["queue_position"] == 1
+    assert (await svc.job("ada", early["id"]))["queue_position"] == 2
+    first, second = await svc.wait("ada", late["id"]), await svc.wait("ada", early["id"])
+    assert first["started_at"] < second["started_at"]
+
+
+async def test_fair_share_lets_a_second_user_in_before_the_first_users_backlog(start):
+    svc = await start({"backend": {"kind": "local", "local": {"gpus": [0], "cpu_slots": 1}}})
+    try:
+        svc.write("ada", "f.ipynb", "import time; time.sleep(1)")
+        svc.write("bob", "f.ipynb", "import time; time.sleep(1)")
+        ada = [await svc.submit("ada", "f.ipynb") for _ in range(3)]
+        bob = await svc.submit("bob", "f.ipynb")
+
+        done = [await svc.wait("root", j["id"], timeout=120) for j in [*ada, bob]]
+
+        order = sorted(done, key=lambda j: j["started_at"])
+        assert [j["user"] for j in order][:2] == ["ada", "bob"]
+    finally:
+        svc.server.stop()
+        await svc.service.stop()
+
+
+async def test_two_hundred_submissions_at_once_are_each_recorded_once(svc):
+    svc.write("ada", "many.ipynb", "1")
+    svc.write("root", "hog.ipynb", "import time; time.sleep(30)")
+    hog = await svc.submit("root", "hog.ipynb", "gpu2")  # holds both GPUs: the rest queue
+    await svc.wait("root", hog["id"], running)
+
+    async with svc.client("ada") as c:
+        responses = await asyncio.gather(
+            *(c.post("jobs", json={"path": "many.ipynb", "flavor": "gpu"}) for _ in range(200))
+        )
+        listed = (await c.get("jobs", params={"limit": 500})).json()
+
+    assert [r.status_code for r in responses] == [201] * 200
+    ids = {r.json()["id"] for r in responses}
+    assert len(ids) == 200
+    assert listed["total"] == 200
+    assert {j["id"] for j in listed["jobs"]} == ids
+    assert sorted(j["queue_position"] for j in listed["jobs"]) == list(range(1, 201))
