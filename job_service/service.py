@@ -13,6 +13,7 @@ import logging
 import shutil
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -104,8 +105,11 @@ class JobService:
         backend: Backend,
         sessions: sessionmaker[Session],
         log: logging.Logger | None = None,
+        folder_for: Callable[[str], Path] | None = None,
     ) -> None:
         self.config = config
+        #: a user's folder; by default from nbjobs.yaml's storage (single-user: the server's root)
+        self.folder_for = folder_for or (lambda name: user_folder(self.config.storage, name))
         self.backend = backend
         self.sessions = sessions
         self.log = log or logging.getLogger("nbjobs.job_service")
@@ -235,7 +239,7 @@ class JobService:
                 f"({flavor.time_limit:g} s); ask for less or pick another flavor"
             )
 
-        folder = user_folder(self.config.storage, caller.name)
+        folder = self.folder_for(caller.name)
         try:
             source = resolve_notebook_path(folder, request.path)
         except PathRefused as exc:

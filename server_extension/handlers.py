@@ -1,13 +1,26 @@
-"""HTTP handlers of the server extension."""
+"""HTTP handlers of the server extension: ``{base_url}nbjobs/api/...`` for JupyterLab.
+
+Every request is authenticated by jupyter-server (``@web.authenticated``, its
+XSRF checks) and then forwarded to the job service with this server's own
+JupyterHub token, which belongs to the server's user: the service sees that
+user and nobody else. Without a hub the "job service" is one this server hosts
+itself on loopback (see :mod:`.local`); the forwarding is the same.
+"""
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import tornado.web
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.iostream import StreamClosedError
+
+#: response headers worth passing back to the browser
+PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control")
 
 
 def nbjobs_version() -> str:
@@ -18,15 +31,130 @@ def nbjobs_version() -> str:
         return "0+unknown"
 
 
+class Upstream:
+    """Where the job service is, and the token that speaks for this server's user."""
+
+    def __init__(self, url: str | None, token: str | None, mode: str) -> None:
+        self.url = url.rstrip("/") + "/" if url else None
+        self.token = token
+        self.mode = mode  # "hub" or "local"
+
+
 class HealthHandler(APIHandler):
-    """``GET nbjobs/api/health``: lets the Lab extension check the server side is there."""
+    """``GET nbjobs/api/health``: the extension is loaded; which job service it uses."""
 
-    @tornado.web.authenticated
-    def get(self) -> None:
-        self.finish({"status": "ok", "version": nbjobs_version()})
+    @web.authenticated
+    async def get(self) -> None:
+        upstream: Upstream = self.settings["nbjobs_upstream"]
+        self.finish(
+            {
+                "status": "ok",
+                "version": nbjobs_version(),
+                "mode": upstream.mode,
+                "service": upstream.url is not None,
+            }
+        )
 
 
-def setup_handlers(web_app: Any) -> None:
+class ForwardHandler(APIHandler):
+    """Every other ``nbjobs/api/…`` request, passed to the job service unchanged."""
+
+    async def _forward(self, path: str) -> None:
+        upstream: Upstream = self.settings["nbjobs_upstream"]
+        if upstream.url is None or upstream.token is None:
+            if upstream.mode == "hub":
+                raise web.HTTPError(
+                    503, "this server does not know the job service (NBJOBS_URL); ask your admin"
+                )
+            raise web.HTTPError(
+                503, "the nbjobs job service is not running yet; try again in a few seconds"
+            )
+        url = upstream.url + "api/" + path
+        if self.request.query:
+            url += "?" + self.request.query
+        body = self.request.body if self.request.method in ("POST", "PATCH", "PUT") else None
+        follow = self.get_query_argument("follow", "") in ("1", "true", "yes")
+        streaming = path.endswith("/logs") and follow
+        request = HTTPRequest(
+            url,
+            method=self.request.method or "GET",
+            headers={
+                "Authorization": f"token {upstream.token}",
+                "Content-Type": self.request.headers.get("Content-Type", "application/json"),
+            },
+            body=body if body is not None else (b"" if self.request.method == "POST" else None),
+            allow_nonstandard_methods=True,
+            request_timeout=24 * 3600 if streaming else 120,
+            header_callback=self._on_header if streaming else None,
+            streaming_callback=self._on_chunk if streaming else None,
+        )
+        try:
+            response = await AsyncHTTPClient().fetch(request, raise_error=False)
+        except (OSError, HTTPClientError) as exc:
+            raise web.HTTPError(
+                502, "cannot reach the nbjobs job service (%s); ask your admin", exc
+            ) from None
+        except StreamClosedError:
+            return  # the browser went away while following a log
+        if streaming:
+            self.finish()
+            return
+        if response.code == 599:
+            raise web.HTTPError(
+                502, "cannot reach the nbjobs job service (%s); ask your admin", response.error
+            )
+        self.set_status(response.code)
+        for name in PASSED_HEADERS:
+            if name in response.headers:
+                self.set_header(name, response.headers[name])
+        self.finish(response.body or None)
+
+    def _on_header(self, line: str) -> None:
+        if line.startswith("HTTP/"):
+            self.set_status(int(line.split()[1]))
+        elif ":" in line:
+            name, _, value = line.partition(":")
+            if name.strip().title() in PASSED_HEADERS:
+                self.set_header(name.strip(), value.strip())
+
+    def _on_chunk(self, chunk: bytes) -> None:
+        self.write(chunk)
+        self.flush()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        # The job service's shape for errors, so the Lab reads one format.
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = self._reason
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message}))
+
+    @web.authenticated
+    async def get(self, path: str) -> None:
+        await self._forward(path)
+
+    @web.authenticated
+    async def post(self, path: str) -> None:
+        await self._forward(path)
+
+    @web.authenticated
+    async def patch(self, path: str) -> None:
+        await self._forward(path)
+
+    @web.authenticated
+    async def delete(self, path: str) -> None:
+        await self._forward(path)
+
+
+def setup_handlers(web_app: Any, upstream: Upstream) -> None:
     """Mount the handlers under the server's base URL."""
+    web_app.settings["nbjobs_upstream"] = upstream
     base = url_path_join(web_app.settings["base_url"], "nbjobs", "api")
-    web_app.add_handlers(".*$", [(url_path_join(base, "health"), HealthHandler)])
+    web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base, "health"), HealthHandler),
+            (url_path_join(base, "(?P<path>(?!health$).+)"), ForwardHandler),
+        ],
+    )

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -20,10 +22,14 @@ class Server:
     url: str
     token: str
     root: Path
+    log: Path
 
-    def get(self, path: str, token: str | None = None, **kwargs) -> requests.Response:
+    def request(self, method: str, path: str, token: str | None = None, **kwargs: Any):
         headers = {"Authorization": f"token {self.token if token is None else token}"}
-        return requests.get(f"{self.url}{path}", headers=headers, timeout=30, **kwargs)
+        return requests.request(method, f"{self.url}{path}", headers=headers, timeout=60, **kwargs)
+
+    def get(self, path: str, token: str | None = None, **kwargs: Any) -> requests.Response:
+        return self.request("GET", path, token, **kwargs)
 
 
 def free_port() -> int:
@@ -33,30 +39,34 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def server(tmp_path) -> Iterator[Server]:
-    root = tmp_path / "home"
-    root.mkdir()
-    port, token = free_port(), secrets.token_hex(16)
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter_server",
-            "--no-browser",
-            f"--port={port}",
-            "--ip=127.0.0.1",
-            f"--ServerApp.root_dir={root}",
-            f"--IdentityProvider.token={token}",
-            "--ServerApp.base_url=/user/ada/",
-            "--allow-root",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=root,
-    )
-    url = f"http://127.0.0.1:{port}/user/ada/"
-    try:
+def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
+    """Start jupyter-server (in its own folders, so no user config leaks in)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = []
+
+    def start(env: dict[str, str] | None = None) -> Server:
+        root = tmp_path / "home"
+        root.mkdir(exist_ok=True)
+        port, token = free_port(), secrets.token_hex(16)
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+        base_env.pop("NBJOBS_URL", None)
+        base_env.update(
+            JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+            JUPYTER_DATA_DIR=str(tmp_path / "data"),
+            JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+            **(env or {}),
+        )
+        log_path = tmp_path / f"server-{len(procs)}.log"
+        log = log_path.open("w")
+        logs.append(log)
+        command = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}"]
+        command += ["--ip=127.0.0.1", f"--ServerApp.root_dir={root}", "--allow-root"]
+        command += [f"--IdentityProvider.token={token}", "--ServerApp.base_url=/user/ada/"]
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=base_env
+        )
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}/user/ada/"
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -65,10 +75,18 @@ def server(tmp_path) -> Iterator[Server]:
             except requests.ConnectionError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp_path / "server.log").read_text())
+                raise RuntimeError(log_path.read_text())
             time.sleep(0.1)
-        yield Server(url, token, root)
-    finally:
+        return Server(url, token, root, log_path)
+
+    yield start
+    for proc in procs:
         proc.terminate()
         proc.wait(timeout=30)
+    for log in logs:
         log.close()
+
+
+@pytest.fixture
+def server(start_server) -> Server:
+    return start_server()

@@ -5,13 +5,41 @@ from __future__ import annotations
 from importlib.metadata import version
 
 
-def test_health_answers_with_the_version(server):
+def test_health_answers_with_the_version_and_mode(server):
     response = server.get("nbjobs/api/health")
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "version": version("nbjobs")}
+    body = response.json()
+    assert body["version"] == version("nbjobs")
+    assert body["status"] == "ok"
+    assert body["mode"] == "local"
 
 
-def test_health_needs_a_token(server):
-    assert server.get("nbjobs/api/health", token="").status_code == 403
-    assert server.get("nbjobs/api/health", token="wrong").status_code == 403
+def test_every_route_needs_the_servers_token(server):
+    for method, path in [
+        ("GET", "nbjobs/api/health"),
+        ("GET", "nbjobs/api/jobs"),
+        ("POST", "nbjobs/api/jobs"),
+        ("GET", "nbjobs/api/flavors"),
+        ("POST", "nbjobs/api/jobs/abc/cancel"),
+        ("DELETE", "nbjobs/api/jobs/abc"),
+    ]:
+        assert server.request(method, path, token="").status_code == 403, (method, path)
+        assert server.request(method, path, token="wrong").status_code == 403, (method, path)
+
+
+def test_the_extension_is_listed_as_enabled():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter", "server", "extension", "list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    text = out.stdout + out.stderr
+    assert (
+        "nbjobs.server_extension \x1b[32menabled" in text
+        or "nbjobs.server_extension enabled" in text
+    )

@@ -1,0 +1,1 @@
+"""The user CLI's client of the job service (stdlib only)."""

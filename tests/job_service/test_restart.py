@@ -1,0 +1,134 @@
+"""Nothing is lost: a service restart keeps queued jobs and adopts or explains running ones."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import psutil
+from nbjobs.job_service.db import connect
+
+from .conftest import stop_service
+
+
+def running(job):
+    return job["state"] == "running"
+
+
+async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
+    first = await start()
+    first.write("root", "r.ipynb", "print('a', flush=True)", "import time; time.sleep(4)", "2")
+    running_job = await first.submit("root", "r.ipynb", "gpu2")
+    await first.wait("root", running_job["id"], running)
+    queued_job = await first.submit("root", "r.ipynb", "gpu")
+    pid = first.service.backend.running[running_job["id"]].pid
+
+    await stop_service(first)  # the service goes away; the job does not
+    assert psutil.pid_exists(pid)
+    second = await start()
+    try:
+        adopted = await second.job("root", running_job["id"])
+        assert adopted["state"] == "running"
+        assert second.service.backend.running[running_job["id"]].pid == pid
+
+        done = await second.wait("root", running_job["id"])
+        after = await second.wait("root", queued_job["id"])
+
+        assert done["state"] == "succeeded"
+        assert done["progress"]["cells_done"] == 3
+        assert after["state"] == "succeeded"  # queued before the restart, run after it
+        assert after["gpus"] == ["0"]
+    finally:
+        await stop_service(second)
+
+
+async def test_a_job_that_ended_while_the_service_was_down_gets_its_real_outcome(start):
+    first = await start()
+    first.write("ada", "q.ipynb", "import time; time.sleep(1)", "raise ValueError('late')")
+    job = await first.submit("ada", "q.ipynb")
+    await first.wait("ada", job["id"], running)
+    pid = first.service.backend.running[job["id"]].pid
+    await stop_service(first)
+    psutil.Process(pid).wait(timeout=60)  # it finishes while nobody watches
+
+    second = await start()
+    try:
+        done = await second.job("ada", job["id"])
+        assert done["state"] == "failed"
+        assert done["message"] == "code cell 2 of 2 raised ValueError: late"
+    finally:
+        await stop_service(second)
+
+
+async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason(start):
+    first = await start()
+    first.write("ada", "k.ipynb", "import time; time.sleep(60)")
+    job = await first.submit("ada", "k.ipynb")
+    await first.wait("ada", job["id"], running)
+    runner = first.service.backend.running[job["id"]]
+    kernels = psutil.Process(runner.pid).children(recursive=True)
+    await stop_service(first)
+    for process in [psutil.Process(runner.pid), *kernels]:
+        process.kill()
+
+    second = await start()
+    try:
+        done = await second.job("ada", job["id"])
+        assert done["state"] == "failed"
+        assert done["message"] == (
+            "the job's process was gone when the job service restarted; re-run it"
+        )
+    finally:
+        await stop_service(second)
+
+
+async def test_a_killed_runner_fails_the_job_and_its_kernel_is_stopped(svc):
+    svc.write("ada", "kill.ipynb", "import time; time.sleep(60)")
+    job = await svc.submit("ada", "kill.ipynb")
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    runner = svc.service.backend.running[job["id"]]
+    await svc.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
+    kernel = psutil.Process(runner.pid).children(recursive=True)[-1]
+
+    os.kill(runner.pid, signal.SIGKILL)
+    done = await svc.wait("ada", job["id"])
+
+    assert done["state"] == "failed"
+    assert done["message"] == "the runner was killed by SIGKILL"
+    kernel.wait(timeout=10)  # the orphaned kernel was stopped too
+    assert not kernel.is_running()
+
+
+def test_the_schema_is_upgraded_in_place(tmp_path):
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as conn:  # a table from an older version, without later columns
+        conn.execute("CREATE TABLE nbjobs_jobs (id VARCHAR(32) PRIMARY KEY, seq INTEGER)")
+        conn.execute("INSERT INTO nbjobs_jobs VALUES ('abc', 1)")
+
+    connect(f"sqlite:///{db}")
+
+    with sqlite3.connect(db) as conn:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(nbjobs_jobs)")}
+        version = conn.execute("SELECT version FROM nbjobs_schema").fetchall()
+        kept = conn.execute("SELECT id FROM nbjobs_jobs").fetchall()
+    assert {"state", "rerun_of", "cancel_requested", "output_file"} <= columns
+    assert version == [(1,)]
+    assert kept == [("abc",)]
+
+
+def test_a_malformed_config_stops_the_service_with_the_line(tmp_path):
+    config = tmp_path / "nbjobs.yaml"
+    config.write_text("flavors:\n  - name: gpu\n    gpus: two\n")
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", "service", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert proc.returncode == 2
+    assert f"{config}, line 3: flavors.0.gpus: Input should be a valid integer" in proc.stdout
