@@ -8,12 +8,14 @@ version reached is kept in ``nbjobs_schema``.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     DateTime,
     Float,
+    Index,
     Integer,
     String,
     Text,
@@ -22,7 +24,7 @@ from sqlalchemy import (
     inspect,
     text,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -52,6 +54,8 @@ class JobRecord(Base):
     """One submission."""
 
     __tablename__ = "nbjobs_jobs"
+    # a user's page of jobs, newest first: the API's most common query
+    __table_args__ = (Index("ix_nbjobs_jobs_user_seq", "user", "seq"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     #: submission order, for a stable queue order when times tie
@@ -109,6 +113,9 @@ def connect(url: str) -> sessionmaker[Any]:
     kwargs: dict[str, Any] = {"future": True}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        database = make_url(url).database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)

@@ -52,4 +52,10 @@ if [ "$dev" = 1 ] && [ ! -x /usr/bin/chromium ]; then
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+if [ "$dev" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "==> installing Debian's PostgreSQL server for the database tests"
+    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
 echo "==> installed: $(nbjobs --version 2>/dev/null || echo nbjobs)"

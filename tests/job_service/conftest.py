@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,3 +165,57 @@ async def svc(tmp_path) -> AsyncIterator[Service]:
 def start(tmp_path) -> Callable[..., Any]:
     """Start (another) service over the same folder and database."""
     return lambda overrides=None: start_service(tmp_path, overrides)
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return found[-1].parent if found else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server (Debian's package) on loopback, for this test session.
+
+    PostgreSQL refuses to run as root, so as root it runs as ``nobody``.
+    """
+    import os
+    import shutil
+    import subprocess
+
+    bindir = _postgres_bin()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL is not installed; scripts/install.sh --dev installs it")
+    import tempfile
+
+    # Not under pytest's tmp folder: it is private to root, and the server runs as nobody.
+    data = Path(tempfile.mkdtemp(prefix="nbjobs-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(data, "nobody", "nogroup")
+        as_user = ["runuser", "-u", "nobody", "--"]
+    run = lambda *cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True)  # noqa: E731
+    run(str(bindir / "initdb"), "-D", str(data / "db"), "-A", "trust", "-U", "nbjobs")
+    port = free_port()
+    command = [*as_user, str(bindir / "postgres"), "-D", str(data / "db"), "-p", str(port)]
+    command += ["-k", str(data), "-h", "127.0.0.1", "-c", "fsync=off"]
+    server = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"postgresql+psycopg2://nbjobs@127.0.0.1:{port}/postgres"
+    import sqlalchemy
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            sqlalchemy.create_engine(url).connect().close()
+            break
+        except sqlalchemy.exc.OperationalError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+    shutil.rmtree(data, ignore_errors=True)

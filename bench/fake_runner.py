@@ -1,0 +1,24 @@
+"""A stand-in for job_runner in the service benchmarks: it only takes time.
+
+Same command line as ``python -m nbjobs.job_runner`` (INPUT OUTPUT --status-file
+S --parameters JSON ...). It notes when it started (``S.started``), sleeps
+``parameters["seconds"]`` and writes a final status, so the service benchmarks
+measure the service (dispatch, queue, packing), not kernels. It imports only
+the standard library, to start as fast as Python can.
+"""
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+
+started = time.time()
+argv = sys.argv[1:]
+status_file = argv[argv.index("--status-file") + 1]
+with open(status_file + ".started", "w") as f:
+    f.write(repr(started))
+parameters = json.loads(argv[argv.index("--parameters") + 1]) if "--parameters" in argv else {}
+time.sleep(float(parameters.get("seconds", 0)))
+now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+with open(status_file, "w") as f:
+    json.dump({"state": "succeeded", "exit_code": 0, "started_at": now, "finished_at": now}, f)

@@ -1,0 +1,289 @@
+"""Job service benchmark: dispatch latency, packing, a class's GPU use, API paging.
+
+    python bench/service_bench.py [--quick]
+
+A real job service (tornado, SQLite, the local backend) in this process,
+called over HTTP on loopback. Jobs run bench/fake_runner.py, which only
+sleeps, so what is measured is the service. Every figure is a median or a
+ratio against a baseline measured in the same run.
+
+  dispatch  submit -> runner process running, p50/p95, minus the runner's own
+            start-up (the same program started directly); goal p50 < 100 ms
+  packing   200 jobs of mixed length on 4 GPUs: makespan / (total work / 4);
+            goal < 1.05
+  class     40 users alternating think time and short GPU bursts on 4 GPUs:
+            GPU busy fraction with nbjobs vs each user holding a GPU all
+            session; p95 queue wait
+  api       list a page of jobs with 10,000 in the database vs 100: p50, ratio;
+            service memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nbformat
+from nbjobs.job_service.auth import StaticTokenAuth
+from nbjobs.job_service.backends.base import LaunchSpec
+from nbjobs.job_service.backends.local import LocalBackend
+from nbjobs.job_service.db import JobRecord, connect
+from nbjobs.job_service.handlers import routes
+from nbjobs.job_service.service import JobService
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+
+from nbjobs.config import NbjobsConfig
+from nbjobs.storage import user_folder
+
+FAKE = Path(__file__).with_name("fake_runner.py")
+
+
+class FakeRunnerBackend(LocalBackend):
+    """The local backend, running the stand-in runner."""
+
+    def command(self, spec: LaunchSpec) -> list[str]:
+        command = [sys.executable, "-S", str(FAKE), str(spec.snapshot_file)]
+        command += [str(spec.output_file), "--status-file", str(spec.status_file)]
+        if spec.parameters:
+            command += ["--parameters", json.dumps(spec.parameters)]
+        return command
+
+
+class Bench:
+    def __init__(self, work: Path, gpus: int, users: list[str]) -> None:
+        self.work = work
+        self.config = NbjobsConfig.model_validate(
+            {
+                "storage": {"root": str(work / "home")},
+                "database": {"url": f"sqlite:///{work / 'jobs.sqlite'}"},
+                "backend": {"local": {"gpus": list(range(gpus)), "cpu_slots": 64}},
+                "flavors": [{"name": "cpu", "gpus": 0}, {"name": "gpu", "gpus": 1}],
+                "quotas": {"default": {}},
+            }
+        )
+        self.users = users
+        self.tokens = {f"t-{u}": u for u in users}
+
+    async def __aenter__(self) -> Bench:
+        backend = FakeRunnerBackend(self.config, poll_interval=0.02)
+        self.service = JobService(self.config, backend, connect(self.config.database.url))
+        await self.service.start()
+        auth = StaticTokenAuth()
+        auth.tokens = self.tokens
+        app_ = __import__("tornado.web", fromlist=["Application"]).Application(
+            routes("/"), nbjobs_service=self.service, nbjobs_auth=auth
+        )
+        sockets = bind_sockets(0, "127.0.0.1")
+        self.server = HTTPServer(app_)
+        self.server.add_sockets(sockets)
+        self.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}/api/"
+        for user in self.users:
+            home = user_folder(self.config.storage, user)
+            home.mkdir(parents=True, exist_ok=True)
+            nb = nbformat.v4.new_notebook()
+            nbformat.write(nb, home / "job.ipynb")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.stop()
+        await self.service.stop()
+
+    def client(self, user: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"token t-{user}"}, timeout=120
+        )
+
+    async def submit(self, c: httpx.AsyncClient, flavor: str, seconds: float) -> dict[str, Any]:
+        r = await c.post(
+            "jobs", json={"path": "job.ipynb", "flavor": flavor, "parameters": {"seconds": seconds}}
+        )
+        r.raise_for_status()
+        return dict(r.json())
+
+    async def wait_all(
+        self, c: httpx.AsyncClient, ids: list[str], user: str | None = None
+    ) -> list[dict]:
+        pending, done = set(ids), {}
+        while pending:
+            page = (await c.get("jobs", params={"limit": 500, "state": "succeeded,failed"})).json()
+            for job in page["jobs"]:
+                if job["id"] in pending:
+                    pending.discard(job["id"])
+                    done[job["id"]] = job
+            if pending:
+                await asyncio.sleep(0.05)
+        return [done[i] for i in ids]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def dispatch(work: Path, rounds: int) -> None:
+    # The runner's own start-up: the stand-in started directly, as the backend would.
+    direct = []
+    for i in range(rounds):
+        status = work / f"direct-{i}.json"
+        t0 = time.time()
+        subprocess.run(
+            [sys.executable, "-S", str(FAKE), "in", "out", "--status-file", str(status)], check=True
+        )
+        direct.append(float(Path(f"{status}.started").read_text()) - t0)
+    latencies = []
+    async with Bench(work / "dispatch", gpus=1, users=["ada"]) as bench, bench.client("ada") as c:
+        for _ in range(rounds):
+            t0 = time.time()
+            job = await bench.submit(c, "cpu", 0)
+            started = (
+                Path(bench.service.folder_for("ada"))
+                / ".nbjobs/jobs"
+                / job["id"]
+                / "status.json.started"
+            )
+            while not started.exists():
+                await asyncio.sleep(0.001)
+            latencies.append(float(started.read_text()) - t0)
+            await bench.wait_all(c, [job["id"]])
+    base = statistics.median(direct)
+    over = [x - base for x in latencies]
+    print("== dispatch: submit -> runner running")
+    print(f"  runner's own start-up (direct)   p50 {base * 1000:7.1f} ms")
+    print(
+        f"  through the service              p50 {statistics.median(latencies) * 1000:7.1f} ms"
+        f"   p95 {pct(latencies, 95) * 1000:7.1f} ms"
+    )
+    print(
+        f"  service's share (above start-up) p50 {statistics.median(over) * 1000:7.1f} ms"
+        f"   p95 {pct(over, 95) * 1000:7.1f} ms   (goal: p50 < 100 ms)"
+    )
+
+
+async def packing(work: Path, jobs: int) -> None:
+    rng = random.Random(7)
+    lengths = [rng.choice([0.2, 0.5, 1.0, 2.0]) for _ in range(jobs)]
+    async with Bench(work / "packing", gpus=4, users=["ada"]) as bench, bench.client("ada") as c:
+        t0 = time.monotonic()
+        ids = [(await bench.submit(c, "gpu", s))["id"] for s in lengths]
+        await bench.wait_all(c, ids)
+        makespan = time.monotonic() - t0
+    ideal = sum(lengths) / 4
+    print(f"== packing: {jobs} jobs, {sum(lengths):.0f} s of work on 4 GPUs")
+    print(f"  makespan / ideal (work / 4) = {makespan / ideal:.3f}   (goal: < 1.05)")
+
+
+async def class_trace(work: Path, users: int, session: float) -> None:
+    rng = random.Random(11)
+    names = [f"s{i:02d}" for i in range(users)]
+    burst_total = 0.0
+    waits: list[float] = []
+    async with Bench(work / "class", gpus=4, users=names) as bench:
+
+        async def student(name: str) -> None:
+            nonlocal burst_total
+            async with bench.client(name) as c:
+                end = time.monotonic() + session
+                while time.monotonic() < end:
+                    await asyncio.sleep(rng.uniform(2.0, 8.0))  # reading, typing
+                    seconds = rng.uniform(0.3, 1.5)  # a short GPU burst
+                    burst_total += seconds
+                    job = await bench.submit(c, "gpu", seconds)
+                    (done,) = await bench.wait_all(c, [job["id"]])
+                    start = datetime.fromisoformat(done["started_at"])
+                    waits.append(
+                        (start - datetime.fromisoformat(done["submitted_at"])).total_seconds()
+                    )
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(student(n) for n in names))
+        elapsed = time.monotonic() - t0
+    nbjobs_util = burst_total / (4 * elapsed)
+    held_util = burst_total / (users * elapsed)
+    print(f"== class: {users} users, {elapsed:.0f} s, bursts on 4 GPUs")
+    print(f"  GPU busy fraction, nbjobs (4 GPUs shared):          {nbjobs_util:.2f}")
+    print(f"  GPU busy fraction, a GPU held per session ({users} GPUs): {held_util:.2f}")
+    print(f"  ratio {nbjobs_util / held_util:.1f}x; p95 queue wait {pct(waits, 95):.2f} s")
+
+
+async def api(work: Path, rounds: int) -> None:
+    results = {}
+    for count in (100, 10_000):
+        async with Bench(work / f"api-{count}", gpus=1, users=["ada", "root"]) as bench:
+            now = datetime.now(timezone.utc)
+            with bench.service.sessions() as db:
+                db.add_all(
+                    JobRecord(
+                        id=f"{i:012x}",
+                        seq=i,
+                        user="ada" if i % 2 else "root",
+                        groups=[],
+                        name="job",
+                        flavor="cpu",
+                        state="succeeded",
+                        priority=0,
+                        path="job.ipynb",
+                        output_path="job.out.ipynb",
+                        source_file="x",
+                        snapshot_file="x",
+                        output_file="x",
+                        job_dir="x",
+                        parameters={},
+                        gpu_count=0,
+                        gpus=[],
+                        submitted_at=now - timedelta(seconds=i),
+                        started_at=now,
+                        finished_at=now,
+                    )
+                    for i in range(count)
+                )
+                db.commit()
+            async with bench.client("ada") as c:
+                samples = []
+                for i in range(rounds):
+                    t0 = time.perf_counter()
+                    r = await c.get("jobs", params={"limit": 50, "offset": (i * 50) % (count // 2)})
+                    samples.append(time.perf_counter() - t0)
+                    assert r.status_code == 200
+            results[count] = statistics.median(samples)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("== api: GET jobs?limit=50")
+    print(
+        f"  p50 with 100 jobs {results[100] * 1000:.1f} ms, "
+        f"with 10,000 {results[10_000] * 1000:.1f} ms; ratio {results[10_000] / results[100]:.2f}"
+    )
+    print(f"  peak memory of this process (service + benchmark): {rss:.0f} MiB")
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="nbjobs-sbench-") as tmp:
+        work = Path(tmp)
+        await dispatch(work, 10 if args.quick else 30)
+        await packing(work, 40 if args.quick else 200)
+        await class_trace(work, 40, 20 if args.quick else 60)
+        await api(work, 20 if args.quick else 100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, for a smoke run")
+    asyncio.run(main_async(parser.parse_args()))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("JUPYTERHUB_API_TOKEN", None)
+    sys.exit(main())

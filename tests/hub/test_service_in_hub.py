@@ -1,0 +1,173 @@
+"""The job service as a real JupyterHub-managed service: hub tokens, groups, RBAC scopes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import requests
+import yaml
+
+from nbjobs.storage import escape_username
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+HUB_CONFIG = """
+import sys
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
+c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allowed_users = {{"ada", "bob", "root", "op"}}
+c.Authenticator.admin_users = {{"root"}}
+c.JupyterHub.load_groups = {{"staff": {{"users": ["bob"]}}}}
+c.JupyterHub.custom_scopes = {{
+    "custom:nbjobs:admin": {{"description": "see and manage everyone's nbjobs jobs"}},
+}}
+c.JupyterHub.load_roles = [
+    {{"name": "nbjobs-operators", "users": ["op"], "scopes": ["custom:nbjobs:admin"]}},
+    {{"name": "token-maker", "services": ["test-admin"], "scopes": ["tokens", "admin:users"]}},
+]
+c.JupyterHub.services = [
+    {{
+        "name": "nbjobs",
+        "url": "http://127.0.0.1:{service_port}",
+        "command": [sys.executable, "-m", "nbjobs.cli", "service", "--config", "{tmp}/nbjobs.yaml"],
+        "display": False,
+    }},
+    {{"name": "test-admin", "api_token": "{admin_token}"}},
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hub")
+    port, hub_port, service_port = free_port(), free_port(), free_port()
+    admin_token = secrets.token_hex(16)
+    (tmp / "nbjobs.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "storage": {"root": str(tmp / "home")},
+                "database": {"url": f"sqlite:///{tmp}/jobs.sqlite"},
+                "backend": {"local": {"gpus": [], "cpu_slots": 2}},
+                "flavors": [
+                    {"name": "cpu", "gpus": 0},
+                    {"name": "staff-cpu", "gpus": 0, "groups": ["staff"]},
+                ],
+            }
+        )
+    )
+    (tmp / "jupyterhub_config.py").write_text(
+        HUB_CONFIG.format(
+            port=port,
+            hub_port=hub_port,
+            service_port=service_port,
+            tmp=tmp,
+            admin_token=admin_token,
+        )
+    )
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
+    log = (tmp / "hub.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterhub", "-f", str(tmp / "jupyterhub_config.py")],
+        cwd=tmp,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
+                break
+        except requests.ConnectionError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError((tmp / "hub.log").read_text()[-5000:])
+        time.sleep(0.3)
+
+    def token_for(user: str) -> str:
+        r = requests.post(
+            f"{url}/hub/api/users/{user}/tokens",
+            headers={"Authorization": f"token {admin_token}"},
+            json={"note": "test"},
+            timeout=30,
+        )
+        r.raise_for_status()
+        return str(r.json()["token"])
+
+    for user in ("ada", "bob", "root", "op"):
+        requests.post(
+            f"{url}/hub/api/users/{user}",
+            headers={"Authorization": f"token {admin_token}"},
+            timeout=30,
+        )
+    tokens = {user: token_for(user) for user in ("ada", "bob", "root", "op")}
+    yield url + "/services/nbjobs/api/", tokens, tmp / "home"
+    proc.terminate()
+    proc.wait(timeout=60)
+    log.close()
+
+
+def api(hub, user, method, path, **kwargs):
+    url, tokens, _ = hub
+    headers = {"Authorization": f"token {tokens[user]}"} if user else {}
+    return requests.request(method, url + path, headers=headers, timeout=60, **kwargs)
+
+
+def test_the_hub_token_says_who_is_calling(hub):
+    assert api(hub, "ada", "GET", "health").json()["user"] == "ada"
+    assert api(hub, None, "GET", "health").status_code == 401
+    wrong = requests.get(hub[0] + "jobs", headers={"Authorization": "token nope"}, timeout=30)
+    assert wrong.status_code == 401
+
+
+def test_groups_come_from_the_hub(hub):
+    ada = [f["name"] for f in api(hub, "ada", "GET", "flavors").json()]
+    bob = [f["name"] for f in api(hub, "bob", "GET", "flavors").json()]
+
+    assert "staff-cpu" not in ada
+    assert "staff-cpu" in bob
+
+
+def test_jobs_belong_to_the_token_owner_and_admins_come_from_hub_rbac(hub):
+    home = hub[2] / escape_username("bob")
+    home.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print('bob was here')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, home / "b.ipynb")
+
+    job = api(hub, "bob", "POST", "jobs", json={"path": "b.ipynb", "flavor": "cpu"}).json()
+    deadline = time.monotonic() + 90
+    while api(hub, "bob", "GET", f"jobs/{job['id']}").json()["state"] != "succeeded":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+
+    assert job["user"] == "bob"
+    # root is a hub admin; op holds the custom:nbjobs:admin scope through a role.
+    assert api(hub, "root", "GET", f"jobs/{job['id']}").status_code == 200
+    assert api(hub, "op", "GET", "jobs", params={"user": "bob"}).json()["total"] == 1
+    # Plain users cannot look at others' jobs.
+    assert api(hub, "ada", "GET", f"jobs/{job['id']}").status_code == 404
+    assert api(hub, "ada", "GET", "jobs", params={"user": "bob"}).status_code == 403
