@@ -12,7 +12,7 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
-from traitlets import Dict, Unicode
+from traitlets import Bool, Dict, Unicode
 from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import AdminConfig
@@ -63,6 +63,12 @@ class StaticTokenAuth(Authenticator):
 class HubTokenAuth(Authenticator):
     """Tokens checked with the JupyterHub API (``jupyterhub.services.auth.HubAuth``)."""
 
+    require_submit_scope = Bool(
+        False,
+        help="only callers holding the custom:nbjobs:submit scope may submit (define the "
+        "scope in JupyterHub.custom_scopes and grant it through roles)",
+    ).tag(config=True)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         from jupyterhub.services.auth import HubAuth
@@ -76,5 +82,6 @@ class HubTokenAuth(Authenticator):
         name = model["name"]
         groups = frozenset(model.get("groups") or [])
         scopes = set(model.get("scopes") or [])
-        admin = bool(model.get("admin")) or ADMIN_SCOPE in scopes
-        return Caller(name, groups, self.is_admin(name, groups, admin))
+        admin = self.is_admin(name, groups, bool(model.get("admin")) or ADMIN_SCOPE in scopes)
+        may_submit = admin or not self.require_submit_scope or SUBMIT_SCOPE in scopes
+        return Caller(name, groups, admin, may_submit=may_submit)

@@ -64,6 +64,8 @@ class Caller:
     name: str
     groups: frozenset[str] = field(default_factory=frozenset)
     admin: bool = False
+    #: False when the hub requires custom:nbjobs:submit and this caller lacks it
+    may_submit: bool = True
 
 
 class ServiceError(Exception):
@@ -222,6 +224,11 @@ class JobService:
         self, caller: Caller, request: SubmitRequest, rerun_of: str | None = None
     ) -> Job:
         """Check, snapshot and queue a notebook; return the queued job."""
+        if not caller.may_submit:
+            raise Forbidden(
+                "you may not submit jobs here (your hub account lacks the custom:nbjobs:submit "
+                "scope); ask your admin"
+            )
         flavor = self.config.flavor(request.flavor)
         if flavor is None or not self.may_use(caller, flavor):
             names = ", ".join(f.name for f in self.config.flavors if self.may_use(caller, f))
@@ -474,6 +481,8 @@ class JobService:
             owner = Caller(record.user, frozenset(record.groups), admin=False)
         # An admin re-running someone's job runs it as its owner, with the owner's limits.
         as_ = caller if owner.name == caller.name else owner
+        if not caller.may_submit:
+            as_ = caller  # refused in submit, with the reason
         return await self.submit(as_, request, rerun_of=job_id)
 
     def forget(self, caller: Caller, job_id: str) -> None:

@@ -47,6 +47,35 @@ def discover_gpus() -> list[str]:
             pynvml.nvmlShutdown()
 
 
+def _descendants(pid: int) -> list[int]:
+    """A process's descendants, from /proc/PID/task/*/children where Linux has it (cheap:
+    it reads only this tree), else from psutil (which reads every process on the machine)."""
+    if not os.path.exists(f"/proc/{pid}/task"):
+        return []
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        try:
+            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            stack.extend(children)
+    return found
+
+
 #: runner processes left running when a service stopped (see LocalBackend.shutdown)
 _DETACHED: list[subprocess.Popen[bytes]] = []
 
@@ -61,6 +90,8 @@ class _Running:
     process: subprocess.Popen[bytes] | None = None
     #: every process of the job's tree seen so far, (pid, create_time)
     tree: set[tuple[int, float]] = field(default_factory=set)
+    #: a Linux pidfd that becomes readable when the runner exits (-1: none, poll)
+    pidfd: int | None = None
 
 
 class LocalBackend(Backend):
@@ -184,11 +215,11 @@ class LocalBackend(Backend):
         if job.process is not None:
             while (code := job.process.poll()) is None:
                 self._note_tree(job)
-                await asyncio.sleep(self.poll_interval)
+                await self._exited_or_timeout(job)
         else:
             while self._alive(job.pid, job.created):
                 self._note_tree(job)
-                await asyncio.sleep(self.poll_interval)
+                await self._exited_or_timeout(job)
             code = None
         self._kill_leftovers(job)
         if code is not None and code < 0:
@@ -198,6 +229,32 @@ class LocalBackend(Backend):
                 name = f"signal {-code}"
             return Outcome(code, f"the runner was killed by {name}")
         return Outcome(code)
+
+    async def _exited_or_timeout(self, job: _Running) -> None:
+        """Sleep until the runner exits, or poll_interval (to note its process tree).
+
+        On Linux a pidfd says at once when the process ends (child or adopted), so
+        a finished job frees its GPUs without waiting for the next poll.
+        """
+        if job.pidfd is None and hasattr(os, "pidfd_open"):
+            try:
+                job.pidfd = os.pidfd_open(job.pid)
+            except OSError:
+                job.pidfd = -1  # gone already, or not allowed: poll
+        if job.pidfd is None or job.pidfd < 0:
+            await asyncio.sleep(self.poll_interval)
+            return
+        loop = asyncio.get_running_loop()
+        exited = asyncio.Event()
+        loop.add_reader(job.pidfd, exited.set)
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(exited.wait(), timeout=self.poll_interval)
+        finally:
+            loop.remove_reader(job.pidfd)
+        if exited.is_set():
+            os.close(job.pidfd)
+            job.pidfd = -1
 
     async def cancel(self, ref: str) -> None:
         job = self._lookup(ref)
@@ -236,6 +293,10 @@ class LocalBackend(Backend):
 
     def release(self, ref: str) -> None:
         job = self.running.pop(ref.split(":", 1)[0], None)
+        if job is not None and job.pidfd is not None and job.pidfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(job.pidfd)
+            job.pidfd = -1
         if job is not None and job.process is not None and job.process.poll() is None:
             _DETACHED.append(job.process)  # released while still running: a service stop
 
@@ -255,13 +316,9 @@ class LocalBackend(Backend):
     def _note_tree(self, job: _Running) -> None:
         """Remember the job's descendants: kernels live in their own sessions and outlive a
         killed runner, so they are found from this list, not from the (dead) parent."""
-        try:
-            root = psutil.Process(job.pid)
-            for child in root.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    job.tree.add((child.pid, child.create_time()))
-        except psutil.Error:
-            pass
+        for pid in _descendants(job.pid):
+            with contextlib.suppress(psutil.Error):
+                job.tree.add((pid, psutil.Process(pid).create_time()))
 
     def _kill_leftovers(self, job: _Running) -> None:
         for pid, created in job.tree:

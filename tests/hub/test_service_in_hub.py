@@ -39,16 +39,21 @@ c.Authenticator.admin_users = {{"root"}}
 c.JupyterHub.load_groups = {{"staff": {{"users": ["bob"]}}}}
 c.JupyterHub.custom_scopes = {{
     "custom:nbjobs:admin": {{"description": "see and manage everyone's nbjobs jobs"}},
+    "custom:nbjobs:submit": {{"description": "submit notebooks as nbjobs jobs"}},
 }}
 c.JupyterHub.load_roles = [
     {{"name": "nbjobs-operators", "users": ["op"], "scopes": ["custom:nbjobs:admin"]}},
+    {{"name": "nbjobs-users", "groups": ["staff"], "scopes": ["custom:nbjobs:submit"]}},
     {{"name": "token-maker", "services": ["test-admin"], "scopes": ["tokens", "admin:users"]}},
 ]
 c.JupyterHub.services = [
     {{
         "name": "nbjobs",
         "url": "http://127.0.0.1:{service_port}",
-        "command": [sys.executable, "-m", "nbjobs.cli", "service", "--config", "{tmp}/nbjobs.yaml"],
+        "command": [
+            sys.executable, "-m", "nbjobs.cli", "service", "--config", "{tmp}/nbjobs.yaml",
+            "--HubTokenAuth.require_submit_scope=True",
+        ],
         "display": False,
     }},
     {{"name": "test-admin", "api_token": "{admin_token}"}},
@@ -171,3 +176,16 @@ def test_jobs_belong_to_the_token_owner_and_admins_come_from_hub_rbac(hub):
     # Plain users cannot look at others' jobs.
     assert api(hub, "ada", "GET", f"jobs/{job['id']}").status_code == 404
     assert api(hub, "ada", "GET", "jobs", params={"user": "bob"}).status_code == 403
+
+
+def test_submitting_can_require_the_custom_submit_scope(hub):
+    home = hub[2] / escape_username("ada")
+    home.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nbformat.write(nb, home / "a.ipynb")
+
+    refused = api(hub, "ada", "POST", "jobs", json={"path": "a.ipynb", "flavor": "cpu"})
+
+    assert refused.status_code == 403
+    assert "lacks the custom:nbjobs:submit scope" in refused.json()["message"]
+    assert api(hub, "ada", "GET", "jobs").status_code == 200  # reading is still allowed

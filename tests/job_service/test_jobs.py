@@ -150,3 +150,32 @@ async def test_list_is_paginated_newest_first(svc, limit):
     assert page1["total"] == 3
     assert [j["id"] for j in page1["jobs"]] == ids[::-1][:limit]
     assert [j["id"] for j in page2["jobs"]] == ids[::-1][limit : 2 * limit]
+
+
+async def test_usage_counts_gpu_hours_per_user_and_group(svc):
+    svc.write("ada", "u.ipynb", "import time; time.sleep(1)")
+    svc.write("bob", "u.ipynb", "1")
+    gpu_job = await svc.submit("ada", "u.ipynb", "gpu")
+    cpu_job = await svc.submit("bob", "u.ipynb", "cpu")
+    gpu_done = await svc.wait("ada", gpu_job["id"])
+    await svc.wait("bob", cpu_job["id"])
+
+    async with svc.client("root") as c:
+        everyone = (await c.get("usage")).json()
+    async with svc.client("bob") as c:
+        mine = (await c.get("usage")).json()
+
+    users = {row["name"]: row for row in everyone["users"]}
+    from datetime import datetime
+
+    held = (
+        datetime.fromisoformat(gpu_done["finished_at"])
+        - datetime.fromisoformat(gpu_done["started_at"])
+    ).total_seconds() / 3600
+    assert users["ada"]["gpu_hours"] == pytest.approx(held, abs=1e-4)
+    assert users["ada"]["gpu_hours"] > 0
+    assert users["bob"]["gpu_hours"] == 0  # a CPU flavor holds no GPU
+    groups = {row["name"]: row for row in everyone["groups"]}
+    assert groups["students"]["jobs"] == 2
+    assert everyone["period"] == "week"
+    assert [row["name"] for row in mine["users"]] == ["bob"]  # users see only themselves
