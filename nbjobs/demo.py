@@ -1,59 +1,188 @@
-"""``nbjobs demo``: see a notebook run as a job on this machine.
+"""``nbjobs demo``: the whole platform on this machine, in one command.
 
-Until the single-machine hub lands, the demo runs ``examples/hello.ipynb``
-through the job runner exactly as a job would (a separate process, a status
-file, the log streamed), and shows where the executed notebook went.
+Starts a real JupyterHub on localhost (configurable-http-proxy, the local
+CPU-only spawner) with the nbjobs job service on the local backend, a demo
+class (students ada and bob, teacher tess) and an admin, each with the example
+notebook in their folder. Prints the URL and the logins; Ctrl-C stops it all.
+Everything lives in ``--workdir`` (default ``.nbjobs-demo``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+
+import yaml
+
+from nbjobs.storage import escape_username
 
 # In the wheel the examples sit inside the package; in a checkout, beside it.
 _HERE = Path(__file__).resolve().parent
 EXAMPLES = _HERE / "examples" if (_HERE / "examples").is_dir() else _HERE.parent / "examples"
+PASSWORD = "nbjobs"
+STUDENTS, TEACHERS, ADMINS = ["ada", "bob"], ["tess"], ["admin"]
+
+HUB_CONFIG = """\
+# Written by `nbjobs demo`; rewritten at every start.
+import os
+from nbjobs.hub_config import configure
+
+configure(c, {config!r}, service_port={service_port})
+c.JupyterHub.ip = {ip!r}
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = "sqlite:///{workdir}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "{workdir}/jupyterhub_cookie_secret"
+c.ConfigurableHTTPProxy.pid_file = "{workdir}/proxy.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = {password!r}
+c.Authenticator.allowed_users = {users!r}
+c.Authenticator.admin_users = {admins!r}
+c.Spawner.default_url = "/lab"
+if os.geteuid() == 0:  # servers run as the hub's user: let jupyter-server run as root
+    c.Spawner.args = ["--allow-root"]
+"""
+
+
+def demo_config(gpus: bool) -> dict:
+    flavors = [{"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "30m"}]
+    if gpus:
+        flavors.append({"name": "gpu", "display_name": "1 GPU", "gpus": 1, "time_limit": "1h"})
+    return {
+        "storage": {"root": "home"},
+        "database": {"url": "sqlite:///jobs.sqlite"},
+        "backend": {"kind": "local", "local": {"gpus": "auto", "cpu_slots": 2}},
+        "flavors": flavors,
+        "quotas": {"default": {"max_running_gpus": 1, "max_queued_jobs": 20, "gpu_hours": 10}},
+        "classes": [
+            {
+                "name": "demo-class",
+                "teachers": TEACHERS,
+                "students": STUDENTS,
+                "flavors": [f["name"] for f in flavors],
+            }
+        ],
+        "admin": {"users": ADMINS},
+    }
+
+
+def prepare(workdir: Path, ip: str, port: int, hub_port: int, service_port: int) -> Path:
+    """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config."""
+    from nbjobs.job_service.backends.local import discover_gpus
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "nbjobs.yaml"
+    config.write_text(yaml.safe_dump(demo_config(bool(discover_gpus())), sort_keys=False))
+    for user in STUDENTS + TEACHERS + ADMINS:
+        home = workdir / "home" / escape_username(user)
+        home.mkdir(parents=True, exist_ok=True)
+        if not (home / "hello.ipynb").exists():
+            shutil.copyfile(EXAMPLES / "hello.ipynb", home / "hello.ipynb")
+    hub_config = workdir / "jupyterhub_config.py"
+    hub_config.write_text(
+        HUB_CONFIG.format(
+            config=str(config),
+            service_port=service_port,
+            ip=ip,
+            port=port,
+            hub_port=hub_port,
+            workdir=workdir,
+            password=PASSWORD,
+            users=set(STUDENTS + TEACHERS + ADMINS),
+            admins=set(ADMINS),
+        )
+    )
+    return hub_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the example notebook as a job and report where its output is."""
-    parser = argparse.ArgumentParser(prog="nbjobs demo", description=__doc__)
-    parser.add_argument(
-        "--workdir",
-        default=".nbjobs-demo",
-        help="folder standing in for the user's shared storage (default: .nbjobs-demo)",
-    )
-    parser.add_argument(
-        "-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="parameter"
-    )
+    """Start the demo hub and wait for Ctrl-C."""
+    parser = argparse.ArgumentParser(prog="nbjobs demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", default=".nbjobs-demo", help="where the demo keeps its files")
+    parser.add_argument("--ip", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="the hub's public port")
+    parser.add_argument("--hub-port", type=int, default=8081)
+    parser.add_argument("--service-port", type=int, default=8787)
     args = parser.parse_args(argv)
 
-    source = EXAMPLES / "hello.ipynb"
-    if not source.is_file():
-        print(f"nbjobs demo: the example {source} is missing from this install", file=sys.stderr)
-        return 2
     workdir = Path(args.workdir).absolute()
-    workdir.mkdir(parents=True, exist_ok=True)
-    notebook = workdir / "hello.ipynb"
-    shutil.copyfile(source, notebook)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    output = workdir / f"hello.{stamp}.output.ipynb"
-    status = workdir / f".hello.{stamp}.status.json"
+    hub_config = prepare(workdir, args.ip, args.port, args.hub_port, args.service_port)
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    if shutil.which("configurable-http-proxy", path=env["PATH"]) is None:
+        print(
+            "nbjobs demo: configurable-http-proxy is not installed; run scripts/install.sh "
+            "(or: npm install -g configurable-http-proxy)",
+            file=sys.stderr,
+        )
+        return 2
+    log_path = workdir / "jupyterhub.log"
+    with open(log_path, "ab") as log:
+        hub = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(hub_config)],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://{args.ip}:{args.port}"
+    print(f"nbjobs demo: starting JupyterHub (log: {log_path}) ...", flush=True)
+    if not _wait_up(f"{url}/hub/api/", hub):
+        print(f"nbjobs demo: the hub did not start; see {log_path}", file=sys.stderr)
+        _stop(hub)
+        return 1
+    print(
+        f"\nnbjobs demo is running at {url}\n\n"
+        f"  log in as ada or bob (students), tess (teacher) or admin; password: {PASSWORD}\n"
+        "  open hello.ipynb and submit it as a job; results appear next to it\n"
+        f"  files: {workdir}\n\nCtrl-C stops the demo.",
+        flush=True,
+    )
+    stop = False
 
-    command = [sys.executable, "-m", "nbjobs.job_runner", str(notebook), str(output)]
-    command += ["--status-file", str(status)]
-    for name, value in args.p:
-        command += ["-p", name, value]
-    print(f"nbjobs demo: running {notebook} as a job\n  $ {' '.join(command)}\n", flush=True)
-    code = subprocess.call(command)
-    print()
-    if output.exists():
-        print(f"nbjobs demo: the executed notebook is {output}")
-        print(f"  open it with: jupyter lab {output}")
-    print(f"nbjobs demo: the job ended with exit code {code} (status in {status})")
-    return code
+    def on_signal(_sig: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    while not stop and hub.poll() is None:
+        time.sleep(0.2)
+    if hub.poll() is not None and not stop:
+        print(f"nbjobs demo: the hub exited ({hub.returncode}); see {log_path}", file=sys.stderr)
+        return 1
+    print("\nnbjobs demo: stopping ...", flush=True)
+    _stop(hub)
+    print("nbjobs demo: stopped", flush=True)
+    return 0
+
+
+def _wait_up(url: str, hub: subprocess.Popen[bytes], timeout: float = 120) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and hub.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
+def _stop(hub: subprocess.Popen[bytes]) -> None:
+    if hub.poll() is None:
+        hub.send_signal(signal.SIGTERM)
+        try:
+            hub.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(hub.pid, signal.SIGKILL)
+            hub.wait()

@@ -1,0 +1,77 @@
+"""Turn ``nbjobs.yaml`` into JupyterHub configuration."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from nbjobs.config import ConfigError, NbjobsConfig, load_config
+
+SERVICE_NAME = "nbjobs"
+CUSTOM_SCOPES = {
+    "custom:nbjobs:submit": {"description": "Submit notebooks as nbjobs jobs."},
+    "custom:nbjobs:admin": {"description": "See and manage everyone's nbjobs jobs."},
+}
+
+
+def configure(
+    c: Any, config_path: str | None = None, service_port: int | None = None
+) -> NbjobsConfig:
+    """Fill JupyterHub's config object ``c`` from nbjobs.yaml.
+
+    The job service becomes a hub-managed service; every user may submit (the
+    ``user`` role gets ``custom:nbjobs:submit``); the ``admin`` section of
+    nbjobs.yaml gets ``custom:nbjobs:admin``; classes become groups. A bad
+    nbjobs.yaml stops the hub with the line and the reason.
+    """
+    path = config_path or os.environ.get("NBJOBS_CONFIG")
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        raise SystemExit(f"nbjobs: {exc}") from None
+    port = service_port or int(os.environ.get("NBJOBS_SERVICE_PORT", "8787"))
+    service_url = f"http://127.0.0.1:{port}"
+
+    command = [sys.executable, "-m", "nbjobs.cli", "service"]
+    if path:
+        command += ["--config", os.path.abspath(path)]
+    c.JupyterHub.services = [
+        *list(c.JupyterHub.get("services", [])),
+        {
+            "name": SERVICE_NAME,
+            "url": service_url,
+            "command": command,
+            "display": False,
+            "environment": {"NBJOBS_CONFIG": os.path.abspath(path) if path else ""},
+        },
+    ]
+    c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
+    roles = list(c.JupyterHub.get("load_roles", []))
+    roles.append({"name": "user", "scopes": ["self", "custom:nbjobs:submit"]})
+    if config.admin.users or config.admin.groups:
+        roles.append(
+            {
+                "name": "nbjobs-admins",
+                "users": list(config.admin.users),
+                "groups": list(config.admin.groups),
+                "scopes": ["custom:nbjobs:admin", "custom:nbjobs:submit"],
+            }
+        )
+    c.JupyterHub.load_roles = roles
+    groups = dict(c.JupyterHub.get("load_groups", {}))
+    for cls in config.classes:
+        groups[cls.name] = {"users": sorted(set(cls.students) | set(cls.teachers))}
+    c.JupyterHub.load_groups = groups
+
+    if config.backend.kind == "local":
+        c.JupyterHub.spawner_class = "nbjobs.spawner.local.LocalCPUSpawner"
+        c.LocalCPUSpawner.nbjobs_config_file = os.path.abspath(path) if path else ""
+        # the service listens under its hub prefix, also on its own address
+        c.LocalCPUSpawner.nbjobs_service_url = f"{service_url}/services/{SERVICE_NAME}/"
+    else:
+        raise SystemExit(
+            "nbjobs: backend kind 'kubernetes' needs the Kubernetes spawner, which this "
+            "version does not ship yet; use backend: {kind: local}"
+        )
+    return config

@@ -1,0 +1,1 @@
+"""Spawners for CPU-only notebook servers: Kubernetes (KubeSpawner) and a local twin."""

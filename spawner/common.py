@@ -1,0 +1,64 @@
+"""What both spawners give every notebook server, built by pure functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nbjobs.config import NbjobsConfig
+
+#: what a notebook server's JUPYTERHUB_API_TOKEN may do, besides what JupyterHub gives
+#: every server: tell the job service who its user is (name, groups) and submit for them.
+#: JupyterHub grants only the subset the user holds.
+SERVER_TOKEN_SCOPES = [
+    "access:servers!server",
+    "users:activity!user",
+    "read:users:name!user",
+    "read:users:groups!user",
+    "custom:nbjobs:submit",
+]
+
+
+def cpu_only_env(service_url: str | None, user_folder: str) -> dict[str, str]:
+    """Environment of a CPU-only notebook server.
+
+    ``CUDA_VISIBLE_DEVICES=""`` hides GPUs from CUDA programs started in it, and
+    ``NVIDIA_VISIBLE_DEVICES=void`` stops the NVIDIA container runtime from
+    mounting any GPU into it. ``NBJOBS_URL`` tells the server extension (and the
+    ``nbjobs`` CLI in its terminals) where the job service is; ``NBJOBS_ROOT`` is
+    the user's folder, the root that notebook paths are relative to.
+    """
+    env = {
+        "CUDA_VISIBLE_DEVICES": "",
+        "NVIDIA_VISIBLE_DEVICES": "void",
+        "NBJOBS_ROOT": user_folder,
+    }
+    if service_url:
+        env["NBJOBS_URL"] = service_url
+    return env
+
+
+def profile_list(config: NbjobsConfig, groups: set[str], admin: bool) -> list[dict[str, Any]]:
+    """Profiles this user may pick, in KubeSpawner's ``profile_list`` shape."""
+    out = []
+    for profile in config.profiles:
+        if profile.groups and not admin and not groups & set(profile.groups):
+            continue
+        override: dict[str, Any] = {"cpu_limit": _cpu(profile.cpu), "mem_limit": profile.memory}
+        if profile.image:
+            override["image"] = profile.image
+        out.append(
+            {
+                "display_name": profile.display_name or profile.name,
+                "slug": profile.name,
+                "description": profile.description,
+                "default": profile.default,
+                "kubespawner_override": override,
+            }
+        )
+    return out
+
+
+def _cpu(value: str | None) -> float | None:
+    if value is None:
+        return None
+    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)

@@ -1,0 +1,53 @@
+"""The local twin of the Kubernetes spawner: notebook servers as processes on one machine.
+
+Same contract: CPU-only (no GPU visible to CUDA), the user's folder under the
+local shared root as the server's root (created on first spawn), and the
+environment that points the server extension at the job service.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from jupyterhub.spawner import SimpleLocalProcessSpawner
+from traitlets import Unicode
+
+from nbjobs.config import load_config
+from nbjobs.storage import user_folder
+
+from .common import SERVER_TOKEN_SCOPES, cpu_only_env
+
+
+class LocalCPUSpawner(SimpleLocalProcessSpawner):
+    """Runs each user's notebook server as a local process, CPU-only."""
+
+    nbjobs_config_file = Unicode(
+        os.environ.get("NBJOBS_CONFIG", ""), help="nbjobs.yaml (storage root, service)"
+    ).tag(config=True)
+    nbjobs_service_url = Unicode(
+        os.environ.get("NBJOBS_URL", ""), help="the job service's API root for the server"
+    ).tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not self.server_token_scopes:  # type: ignore[has-type]
+            self.server_token_scopes = list(SERVER_TOKEN_SCOPES)
+
+    def user_folder(self) -> str:
+        config = load_config(self.nbjobs_config_file or None)
+        return str(user_folder(config.storage, self.user.name))
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        folder = self.user_folder()
+        env.update(cpu_only_env(self.nbjobs_service_url or None, folder))
+        env["HOME"] = folder
+        return env
+
+    async def start(self) -> Any:
+        folder = self.user_folder()
+        os.makedirs(folder, exist_ok=True)
+        self.home_dir_template = folder
+        self.notebook_dir = folder
+        return await super().start()

@@ -1,0 +1,141 @@
+"""`nbjobs demo` end to end, the way a browser uses it: log in, spawn, submit, read."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import nbformat
+import psutil
+import pytest
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("demo")
+    port = free_port()
+    command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
+    command += [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "Ctrl-C stops the demo" in line or proc.poll() is not None:
+            break
+    assert proc.poll() is None, "".join(lines)
+    yield f"http://127.0.0.1:{port}", workdir, proc, "".join(lines)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
+def login(url: str, user: str) -> requests.Session:
+    s = requests.Session()
+    s.get(f"{url}/hub/login", timeout=30)
+    r = s.post(
+        f"{url}/hub/login",
+        data={"username": user, "password": "nbjobs", "_xsrf": s.cookies.get("_xsrf")},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert r.status_code == 302, r.text
+    return s
+
+
+def xsrf(s: requests.Session, path: str) -> str:
+    return next(c.value for c in s.cookies if c.name == "_xsrf" and c.path == path)
+
+
+def start_server(url: str, s: requests.Session, user: str) -> None:
+    r = s.post(f"{url}/hub/api/users/{user}/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
+    assert r.status_code in (201, 202), r.text
+    deadline = time.monotonic() + 90
+    while not s.get(f"{url}/hub/api/users/{user}").json()["servers"].get("", {}).get("ready"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert s.get(f"{url}/user/{user}/lab").status_code == 200
+
+
+def test_the_demo_prints_where_to_go_and_who_to_be(demo):
+    url, _, _, out = demo
+    assert f"nbjobs demo is running at {url}" in out
+    assert "password: nbjobs" in out
+
+
+def test_a_student_submits_from_her_notebook_server_and_gets_the_result(demo):
+    url, workdir, _, _ = demo
+    s = login(url, "ada")
+    start_server(url, s, "ada")
+    api = f"{url}/user/ada/nbjobs/api/"
+
+    flavors = s.get(api + "flavors").json()
+    refused = s.post(api + "jobs", json={"path": "hello.ipynb", "flavor": "cpu"})
+    job = s.post(
+        api + "jobs",
+        json={"path": "hello.ipynb", "flavor": "cpu", "parameters": {"steps": 5}},
+        headers={"X-XSRFToken": xsrf(s, "/user/ada/")},
+    ).json()
+    deadline = time.monotonic() + 90
+    while (state := s.get(api + f"jobs/{job['id']}").json())["state"] not in (
+        "succeeded",
+        "failed",
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+
+    assert [f["name"] for f in flavors][:1] == ["cpu"]
+    assert refused.status_code == 403  # a cookie without the XSRF token
+    assert job["user"] == "ada"
+    assert state["state"] == "succeeded", state
+    output = workdir / "home" / "ada" / state["output_path"]
+    assert nbformat.read(output, as_version=4).metadata["nbjobs"]["parameters"] == {"steps": 5}
+
+
+def test_notebook_servers_are_cpu_only_and_know_the_service(demo):
+    url, workdir, _, _ = demo
+    s = login(url, "bob")
+    start_server(url, s, "bob")
+    servers = [
+        p
+        for p in psutil.process_iter(["cmdline", "environ"])
+        if p.info["environ"] and p.info["environ"].get("JUPYTERHUB_USER") == "bob"
+    ]
+    assert servers
+    env = servers[0].info["environ"]
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert env["NBJOBS_URL"].endswith("/services/nbjobs/")
+    assert env["NBJOBS_ROOT"] == str(workdir / "home" / "bob")
+
+
+def test_ctrl_c_stops_the_demo_and_its_hub(demo):
+    _, _, proc, _ = demo
+    children = psutil.Process(proc.pid).children(recursive=True)
+
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0
+    assert "nbjobs demo: stopped" in out
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
