@@ -40,9 +40,18 @@ def escape_username(name: str) -> str:
     return "".join(out)
 
 
+def user_subpath(storage: StorageConfig, username: str) -> str:
+    """The user's folder relative to the storage root: the one place the name is escaped.
+
+    The service's folder, the notebook pod's ``subPath`` and the job pod's
+    ``subPath`` are all built from it, so they always agree.
+    """
+    return storage.user_dir.format(username=escape_username(username))
+
+
 def user_folder(storage: StorageConfig, username: str) -> Path:
     """The user's folder on this machine (the service's view of the shared storage)."""
-    return Path(storage.root) / storage.user_dir.format(username=escape_username(username))
+    return Path(storage.root) / user_subpath(storage, username)
 
 
 def resolve_notebook_path(folder: Path, path: str) -> Path:

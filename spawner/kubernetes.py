@@ -1,0 +1,126 @@
+"""The Kubernetes spawner: KubeSpawner, with notebook pods that are CPU-only for real.
+
+- A GPU or any other extended-resource limit (``nvidia.com/gpu``, a MIG slice,
+  ``amd.com/gpu``) in the spawner's settings or a profile is refused when the
+  server starts, with a sentence saying why; and ``NVIDIA_VISIBLE_DEVICES=void``
+  keeps the NVIDIA runtime from mounting GPUs into the pod anyway.
+- The user's folder on the shared volume is mounted at the path job pods use
+  (:func:`nbjobs.storage.user_subpath` builds it for both).
+- Profiles come from nbjobs.yaml, filtered by the user's groups; a profile
+  choice that was not offered is a 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubespawner import KubeSpawner
+from tornado import web
+from traitlets import Unicode
+
+from nbjobs.config import NbjobsConfig, StorageConfig, load_config
+from nbjobs.storage import user_subpath
+
+from .common import SERVER_TOKEN_SCOPES, cpu_only_env, profile_list
+
+#: resources a notebook pod may ask for; anything else is an accelerator or device
+ALLOWED_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
+VOLUME_NAME = "nbjobs-home"
+
+
+def storage_volume(storage: StorageConfig, username: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shared volume and the mount of the user's folder, as KubeSpawner takes them."""
+    if storage.volume is None:
+        raise ValueError(
+            "nbjobs.yaml storage.volume is not set; give the shared volume, e.g. "
+            "{nfs: {server: nfs.example.org, path: /export/home}}"
+        )
+    volume = {"name": VOLUME_NAME, **storage.volume}
+    mount = {
+        "name": VOLUME_NAME,
+        "mountPath": storage.mount_path,
+        "subPath": user_subpath(storage, username),
+    }
+    return volume, mount
+
+
+def gpu_requests(settings: dict[str, Any]) -> list[str]:
+    """Extended resources asked for in KubeSpawner settings (limits and guarantees)."""
+    found = []
+    for key in ("extra_resource_limits", "extra_resource_guarantees"):
+        for name in settings.get(key) or {}:
+            if name not in ALLOWED_RESOURCES:
+                found.append(name)
+    return sorted(set(found))
+
+
+class NbjobsKubeSpawner(KubeSpawner):
+    """KubeSpawner for nbjobs' CPU-only notebook pods."""
+
+    nbjobs_config_file = Unicode("", help="nbjobs.yaml (storage, profiles)").tag(config=True)
+    nbjobs_service_url = Unicode("", help="the job service's API root, seen from pods").tag(
+        config=True
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.server_token_scopes:  # type: ignore[has-type]
+            self.server_token_scopes = list(SERVER_TOKEN_SCOPES)
+        self.profile_list = self._profiles_for_user
+
+    @property
+    def nbjobs(self) -> NbjobsConfig:
+        if not hasattr(self, "_nbjobs_config"):
+            self._nbjobs_config = load_config(self.nbjobs_config_file or None)
+        return self._nbjobs_config
+
+    def _profiles_for_user(self, spawner: KubeSpawner) -> list[dict[str, Any]]:
+        groups = {
+            g.name if hasattr(g, "name") else str(g) for g in getattr(self.user, "groups", [])
+        }
+        return profile_list(self.nbjobs, groups, bool(getattr(self.user, "admin", False)))
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        env.update(cpu_only_env(self.nbjobs_service_url or None, self.nbjobs.storage.mount_path))
+        return env
+
+    async def load_user_options(self) -> None:
+        try:
+            await super().load_user_options()
+        except ValueError as exc:  # KubeSpawner's words for a profile it does not know
+            offered = ", ".join(p["slug"] for p in self._profiles_for_user(self))
+            raise web.HTTPError(
+                400, f"{exc}; the profiles you may choose are: {offered or 'none'}"
+            ) from None
+
+    async def get_pod_manifest(self) -> Any:
+        asked = gpu_requests(
+            {
+                "extra_resource_limits": self.extra_resource_limits,
+                "extra_resource_guarantees": self.extra_resource_guarantees,
+            }
+        )
+        if asked:
+            raise web.HTTPError(
+                400,
+                f"notebook servers are CPU-only in nbjobs, but this one asks for "
+                f"{', '.join(asked)}; remove it from the profile and submit GPU work as a job",
+            )
+        storage = self.nbjobs.storage
+        volume, mount = storage_volume(storage, self.user.name)
+        self.volumes = _with(self.volumes, volume)
+        self.volume_mounts = _with(self.volume_mounts, mount)
+        if storage.uid is not None:
+            self.uid = storage.uid
+        if storage.gid is not None:
+            self.gid = self.fs_gid = storage.gid
+        self.notebook_dir = storage.mount_path
+        return await super().get_pod_manifest()
+
+
+def _with(items: Any, item: dict[str, Any]) -> Any:
+    """Add our volume (or mount) to KubeSpawner's list-or-dict setting, replacing ours."""
+    if isinstance(items, dict):
+        return {**items, VOLUME_NAME: item}
+    return [i for i in items if i.get("name") != VOLUME_NAME] + [item]
