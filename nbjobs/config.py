@@ -66,7 +66,10 @@ def parse_duration(value: Any) -> float | None:
     return seconds
 
 
-Duration = Annotated[float | None, BeforeValidator(parse_duration)]
+# What the file may hold (the JSON Schema says so) and what the loader makes of it.
+Duration = Annotated[
+    float | None, BeforeValidator(parse_duration, json_schema_input_type=float | str | None)
+]
 
 
 def _quantity(value: Any) -> str | None:
@@ -78,7 +81,9 @@ def _quantity(value: Any) -> str | None:
     return text
 
 
-Quantity = Annotated[str | None, BeforeValidator(_quantity)]
+Quantity = Annotated[
+    str | None, BeforeValidator(_quantity, json_schema_input_type=int | float | str | None)
+]
 
 
 class _Model(BaseModel):

@@ -1,0 +1,82 @@
+"""nbjobs.yaml: examples load, the published JSON Schema is the loader's, errors name the line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from nbjobs.config import ConfigError, NbjobsConfig, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "hub_config" / "examples").glob("*.yaml"))
+SCHEMA_FILE = ROOT / "hub_config" / "nbjobs.schema.json"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_every_example_loads_and_matches_the_schema(example):
+    config = load_config(example)
+    jsonschema.validate(yaml.safe_load(example.read_text()), json.loads(SCHEMA_FILE.read_text()))
+    assert config.flavors
+
+
+def test_the_published_schema_is_generated_from_the_loader():
+    schema = NbjobsConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "nbjobs.yaml"
+    assert json.loads(SCHEMA_FILE.read_text()) == schema, (
+        "hub_config/nbjobs.schema.json is stale: regenerate it from NbjobsConfig"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("flavors: [", "line 1: not valid YAML"),
+        ("- just\n- a list\n", "line 1: the file must be a mapping of sections"),
+        ("storage:\n  rooot: /x\n", "line 2: storage.rooot: unknown setting"),
+        ("flavors:\n  - name: A100\n", "line 2: flavors.0.name: flavor name 'A100' must be"),
+        (
+            "flavors:\n  - name: g\n    gpus: two\n",
+            "line 3: flavors.0.gpus: Input should be a valid integer",
+        ),
+        (
+            "flavors:\n  - name: g\n    time_limit: forever\n",
+            "line 3: flavors.0.time_limit: 'forever' is not a duration",
+        ),
+        ("flavors:\n  - name: g\n    memory: 16GB\n", "is not a Kubernetes quantity"),
+        (
+            "flavors:\n  - name: s\n    gpus: 2\n    shared: true\n",
+            "a shared (fractional) flavor takes a slot of one GPU",
+        ),
+        ("flavors:\n  - {name: a}\n  - {name: a}\n", "flavor names must be unique; repeated: a"),
+        ("classes:\n  - {name: c, flavors: [nope]}\n", "class 'c' lists unknown flavor(s) nope"),
+        ("storage:\n  user_dir: home\n", "user_dir must contain {username}"),
+        ("quotas:\n  default:\n    gpu_hours: -1\n", "line 3: quotas.default.gpu_hours"),
+    ],
+)
+def test_bad_files_name_the_line_and_the_reason(text, expected):
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="nbjobs.yaml")
+    assert expected in str(info.value)
+
+
+def test_relative_paths_are_relative_to_the_file(tmp_path):
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "conf" / "nbjobs.yaml"
+    path.write_text("storage: {root: home}\ndatabase: {url: 'sqlite:///jobs.sqlite'}\n")
+
+    config = load_config(path)
+
+    assert config.storage.root == tmp_path / "conf" / "home"
+    assert config.database.url == f"sqlite:///{tmp_path / 'conf' / 'jobs.sqlite'}"
+
+
+def test_durations():
+    config = parse_config(
+        "flavors:\n  - {name: a, time_limit: 1h30m}\n  - {name: b, time_limit: 90}\n"
+    )
+    assert [f.time_limit for f in config.flavors] == [5400, 90]
