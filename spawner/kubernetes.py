@@ -109,8 +109,8 @@ class NbjobsKubeSpawner(KubeSpawner):
             )
         storage = self.nbjobs.storage
         volume, mount = storage_volume(storage, self.user.name)
-        self.volumes = _with(self.volumes, volume)
-        self.volume_mounts = _with(self.volume_mounts, mount)
+        self.volumes = _with(self.volumes, volume)  # type: ignore[has-type]
+        self.volume_mounts = _with(self.volume_mounts, mount)  # type: ignore[has-type]
         if storage.uid is not None:
             self.uid = storage.uid
         if storage.gid is not None:
