@@ -213,9 +213,10 @@ class JobService:
                 time_limit=f.time_limit,
                 available=self.backend.free_for(f),
                 queued=queued.get(f.name, 0),
+                unavailable=self.backend.can_ever_fit(f),
             )
             for f in self.config.flavors
-            if self.may_use(caller, f) and self.backend.can_ever_fit(f) is None
+            if self.may_use(caller, f)
         ]
 
     # -- submit ------------------------------------------------------------------
@@ -276,7 +277,7 @@ class JobService:
                 seq=self._seq,
                 user=caller.name,
                 groups=sorted(caller.groups),
-                name=source.stem,
+                name=(request.name or "").strip() or source.stem,
                 flavor=flavor.name,
                 state=JobState.QUEUED.value,
                 priority=request.priority or 0,
@@ -477,6 +478,7 @@ class JobService:
                 flavor=record.flavor,
                 parameters=record.parameters,
                 priority=record.priority if caller.admin else None,
+                name=record.name,
             )
             owner = Caller(record.user, frozenset(record.groups), admin=False)
         # An admin re-running someone's job runs it as its owner, with the owner's limits.

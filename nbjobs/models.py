@@ -57,6 +57,8 @@ class SubmitRequest(_Body):
     priority: int | None = Field(default=None, ge=-100, le=100)
     #: a shorter time limit than the flavor's, in seconds
     time_limit: float | None = Field(default=None, gt=0)
+    #: what the Jobs list calls the job; the notebook's name when left out
+    name: str | None = Field(default=None, max_length=255)
 
     @field_validator("parameters")
     @classmethod
@@ -139,6 +141,8 @@ class FlavorInfo(BaseModel):
     available: int
     #: jobs of this flavor waiting to start
     queued: int
+    #: why no job of this flavor could ever start here (None: it can)
+    unavailable: str | None = None
 
 
 class UsageRow(BaseModel):
@@ -160,3 +164,46 @@ class ErrorBody(BaseModel):
     """Every error the API returns: a sentence that says what to do."""
 
     message: str
+    #: a refused roster: each bad entry
+    problems: list[RosterProblem] | None = None
+
+
+class ClassInfo(BaseModel):
+    """A class: a JupyterHub group of students, its teachers, flavors and GPU-hours."""
+
+    name: str
+    teachers: list[str] = []
+    students: list[str] = []
+    #: the flavors its students may use (empty: whatever they could use anyway)
+    flavors: list[str] = []
+    #: GPU-hours each student may use per period (None: the usual quota)
+    gpu_hours: float | None = None
+    period: str = "week"
+    #: "nbjobs.yaml" (an admin's, read-only here) or "hub" (a teacher's)
+    source: str = "hub"
+
+
+class CreateClass(_Body):
+    """``POST api/classes``: a teacher provisions a class from a roster."""
+
+    name: str = Field(min_length=1, max_length=63)
+    students: list[str] = []
+    flavors: list[str] = []
+    gpu_hours: float | None = Field(default=None, ge=0)
+    period: str = Field(default="week", pattern="^(day|week|month)$")
+    #: co-teachers besides the caller
+    teachers: list[str] = []
+
+
+class RosterChange(_Body):
+    """``POST`` / ``DELETE api/classes/{name}/students``: students to add or remove."""
+
+    students: list[str] = Field(min_length=1)
+
+
+class RosterProblem(BaseModel):
+    """One bad roster entry: its position in the request's list, the name, why."""
+
+    index: int
+    student: str
+    reason: str

@@ -179,3 +179,29 @@ async def test_usage_counts_gpu_hours_per_user_and_group(svc):
     assert groups["students"]["jobs"] == 2
     assert everyone["period"] == "week"
     assert [row["name"] for row in mine["users"]] == ["bob"]  # users see only themselves
+
+
+async def test_a_job_keeps_the_name_given_at_submit_and_on_rerun(svc):
+    svc.write("ada", "n.ipynb", "1")
+
+    job = await svc.submit("ada", "n.ipynb", name="  lr sweep 0.1 ")
+    await svc.wait("ada", job["id"])
+    async with svc.client("ada") as c:
+        again = (await c.post(f"jobs/{job['id']}/rerun")).json()
+    unnamed = await svc.submit("ada", "n.ipynb")
+
+    assert job["name"] == "lr sweep 0.1"
+    assert again["name"] == "lr sweep 0.1"
+    assert unnamed["name"] == "n"
+
+
+async def test_a_flavor_the_machine_cannot_run_is_listed_with_the_reason(svc):
+    config = svc.service.config
+    big = config.flavors[2].model_copy(update={"gpus": 4, "name": "gpu4"})
+    svc.service.config = config.model_copy(update={"flavors": [*config.flavors, big]})
+
+    async with svc.client("root") as c:
+        flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+
+    assert flavors["gpu"]["unavailable"] is None
+    assert "needs 4 GPU(s) and this machine has 2 GPUs" in flavors["gpu4"]["unavailable"]
