@@ -1,49 +1,276 @@
 /**
- * nbjobs' JupyterLab extension: the Submit Job button and the Jobs panel.
+ * nbjobs' JupyterLab extension: Submit Job (notebook toolbar, command palette,
+ * file browser menu), the Jobs panel, the job log viewer and notifications
+ * when a job ends.
  *
- * This first version only registers the plugin and checks that the nbjobs
- * server extension answers; the UI arrives with the Lab extension issue.
+ * It talks only to this server's `{base_url}nbjobs/api/` (the server
+ * extension), so it works the same in a plain `jupyter lab` and in a hub.
  */
 import {
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
+  ILayoutRestorer,
+  type JupyterFrontEnd,
+  type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
+import {
+  ICommandPalette,
+  Notification,
+  WidgetTracker,
+  showErrorMessage
+} from '@jupyterlab/apputils';
+import type { MainAreaWidget } from '@jupyterlab/apputils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
+
+import { NbjobsAPI, NbjobsError } from './api';
+import { formatDuration, elapsedSeconds } from './format';
+import { submitIcon } from './icons';
+import { type LogView, createLogWidget } from './logview';
+import { JobsModel } from './model';
+import { JobsPanel } from './panel';
+import { parametersSource } from './notebookjson';
+import { SubmitDialog, SubmitForm } from './submit';
+import { DOMAIN, type Translate } from './translate';
+import type { IJob } from './types';
 
 const PLUGIN_ID = 'nbjobs:plugin';
 
-/** Ask the server extension whether it is loaded; resolves to its version or null. */
-export async function serverVersion(): Promise<string | null> {
-  const settings = ServerConnection.makeSettings();
-  const url = URLExt.join(settings.baseUrl, 'nbjobs', 'api', 'health');
-  try {
-    const response = await ServerConnection.makeRequest(url, {}, settings);
-    if (!response.ok) {
-      return null;
-    }
-    const body = (await response.json()) as { version?: string };
-    return body.version ?? null;
-  } catch {
-    return null;
-  }
+/** Command ids. */
+export namespace CommandIDs {
+  export const submit = 'nbjobs:submit';
+  export const showJobs = 'nbjobs:show-jobs';
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Submit notebooks as GPU jobs and follow them.',
   autoStart: true,
-  activate: (app: JupyterFrontEnd): void => {
-    void serverVersion().then(version => {
-      if (version === null) {
-        console.warn(
-          'nbjobs: the server extension is not answering; is nbjobs installed in the server environment?'
-        );
-      } else {
-        console.info(`nbjobs ${version} is active`);
+  requires: [INotebookTracker],
+  optional: [ITranslator, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    notebooks: INotebookTracker,
+    translator: ITranslator | null,
+    palette: ICommandPalette | null,
+    fileBrowser: IDefaultFileBrowser | null,
+    restorer: ILayoutRestorer | null
+  ): void => {
+    const bundle = (translator ?? nullTranslator).load(DOMAIN);
+    const trans: Translate = (msgid, ...args) => bundle.__(msgid, ...(args as string[]));
+    const api = new NbjobsAPI(trans, app.serviceManager.serverSettings);
+    const model = new JobsModel(api);
+    const logs = new WidgetTracker<MainAreaWidget<LogView>>({ namespace: 'nbjobs-logs' });
+
+    const actions = {
+      cancel: async (job: IJob) => {
+        await report(api.cancel(job.id), trans);
+        await model.refresh();
+      },
+      rerun: async (job: IJob) => {
+        const again = await report(api.rerun(job.id), trans);
+        if (again) {
+          Notification.info(trans('Job "%1" queued again.', again.name), { autoClose: 4000 });
+        }
+        await model.refresh();
+      },
+      remove: async (job: IJob) => {
+        await report(api.remove(job.id), trans);
+        await model.refresh();
+      },
+      openOutput: (job: IJob) => openOutput(app, job),
+      viewLog: async (job: IJob) => {
+        const existing = logs.find(w => w.content.job.id === job.id);
+        if (existing) {
+          app.shell.activateById(existing.id);
+          return;
+        }
+        const widget = createLogWidget(api, job, trans);
+        await logs.add(widget);
+        app.shell.add(widget, 'main');
+        app.shell.activateById(widget.id);
+      }
+    };
+
+    const panel = new JobsPanel(model, actions, trans);
+    app.shell.add(panel, 'left', { rank: 650 });
+    restorer?.add(panel, 'nbjobs-jobs-panel');
+
+    const showJobs = () => app.shell.activateById(panel.id);
+    app.commands.addCommand(CommandIDs.showJobs, {
+      label: trans('Show Jobs'),
+      caption: trans('Open the Jobs panel'),
+      execute: showJobs
+    });
+
+    app.commands.addCommand(CommandIDs.submit, {
+      label: trans('Submit Job'),
+      caption: trans('Run this notebook as a job on a GPU flavor'),
+      icon: submitIcon,
+      isEnabled: args =>
+        args.from === 'filebrowser' ? fileBrowser !== null : notebooks.currentWidget !== null,
+      execute: async args => {
+        const path = notebookToSubmit(args.from === 'filebrowser', notebooks, fileBrowser);
+        if (path === null) {
+          await showErrorMessage(
+            trans('Submit Job'),
+            trans('Open a notebook (or select one in the file browser) to submit it as a job.')
+          );
+          return;
+        }
+        const job = await submitNotebook(app, api, notebooks, path, trans);
+        if (job) {
+          Notification.success(
+            trans('Job "%1" submitted to flavor %2.', job.name, job.flavor),
+            {
+              autoClose: 5000,
+              actions: [{ label: trans('Show Jobs'), callback: showJobs }]
+            }
+          );
+          await model.refresh();
+        }
       }
     });
+
+    palette?.addItem({ command: CommandIDs.submit, category: 'nbjobs' });
+    palette?.addItem({ command: CommandIDs.showJobs, category: 'nbjobs' });
+
+    model.ended.connect((_, jobs) => {
+      for (const job of jobs) {
+        notifyEnded(job, trans, () => void openOutput(app, job), () =>
+          void actions.viewLog(job)
+        );
+      }
+    });
+    // One look at startup: are jobs running whose end the user should hear about?
+    void model.refresh();
   }
 };
+
+/** The path of the notebook the command should submit, or null. */
+function notebookToSubmit(
+  fromFileBrowser: boolean,
+  notebooks: INotebookTracker,
+  fileBrowser: IDefaultFileBrowser | null
+): string | null {
+  if (fromFileBrowser) {
+    const item = fileBrowser ? Array.from(fileBrowser.selectedItems())[0] : undefined;
+    return item && item.type === 'notebook' ? item.path : null;
+  }
+  return notebooks.currentWidget?.context.path ?? null;
+}
+
+/** Save if needed, ask for flavor and parameters, send; the accepted job or null. */
+async function submitNotebook(
+  app: JupyterFrontEnd,
+  api: NbjobsAPI,
+  notebooks: INotebookTracker,
+  path: string,
+  trans: Translate
+): Promise<IJob | null> {
+  const open = notebooks.find(panel => panel.context.path === path);
+  if (open) {
+    if (!open.context.isReady || !open.context.contentsModel) {
+      await showErrorMessage(
+        trans('Submit Job'),
+        trans('Save this notebook to a file first; a job runs the saved file.')
+      );
+      return null;
+    }
+    if (open.context.model.dirty) {
+      await open.context.save();
+      Notification.info(trans('Saved %1 before submitting it.', path), { autoClose: 4000 });
+    }
+  }
+  let notebook: unknown;
+  let flavors;
+  try {
+    const contents = app.serviceManager.contents;
+    [notebook, flavors] = await Promise.all([
+      contents.get(path, { content: true, type: 'notebook' }).then(m => m.content),
+      api.flavors()
+    ]);
+  } catch (error) {
+    await showErrorMessage(
+      trans('Submit Job'),
+      error instanceof NbjobsError
+        ? error.message
+        : trans('Could not read %1; save it and try again.', path)
+    );
+    return null;
+  }
+  const localPath = app.serviceManager.contents.localPath(path);
+  const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans);
+  const dialog = new SubmitDialog(form, request => api.submit(request), trans);
+  await dialog.launch();
+  return dialog.job;
+}
+
+/** Open a job's executed notebook; a failed one at its failing cell. */
+async function openOutput(app: JupyterFrontEnd, job: IJob): Promise<void> {
+  const widget = await app.commands.execute('docmanager:open', { path: job.output_path });
+  const index = job.error?.cell_index;
+  if (!(widget instanceof NotebookPanel) || index === null || index === undefined) {
+    return;
+  }
+  await widget.context.ready;
+  await widget.revealed;
+  const notebook = widget.content;
+  const cell = notebook.widgets[index];
+  if (cell) {
+    notebook.activeCellIndex = index;
+    await notebook.scrollToCell(cell, 'center');
+  }
+}
+
+/** A notification for a job that ended, with what the user may want next. */
+function notifyEnded(
+  job: IJob,
+  trans: Translate,
+  openIt: () => void,
+  showLog: () => void
+): void {
+  const took = formatDuration(elapsedSeconds(job, new Date()));
+  const open = { label: trans('Open output'), callback: openIt };
+  const log = { label: trans('View log'), callback: showLog };
+  switch (job.state) {
+    case 'succeeded':
+      Notification.success(trans('Job "%1" succeeded after %2.', job.name, took), {
+        autoClose: 8000,
+        actions: [open]
+      });
+      break;
+    case 'failed':
+      Notification.error(
+        trans('Job "%1" failed: %2', job.name, job.message ?? trans('see its log')),
+        { autoClose: false, actions: [open, log] }
+      );
+      break;
+    case 'timed_out':
+      Notification.warning(
+        trans('Job "%1" reached its time limit and was stopped.', job.name),
+        { autoClose: false, actions: [open, log] }
+      );
+      break;
+    case 'cancelled':
+      Notification.info(trans('Job "%1" was cancelled.', job.name), {
+        autoClose: 5000,
+        actions: job.started_at ? [open] : []
+      });
+      break;
+  }
+}
+
+/** Await an API call; show its failure as a notification and resolve to null. */
+async function report<T>(call: Promise<T>, trans: Translate): Promise<T | null> {
+  try {
+    return await call;
+  } catch (error) {
+    Notification.error(
+      error instanceof NbjobsError ? error.message : trans('Something went wrong: %1', String(error)),
+      { autoClose: 8000 }
+    );
+    return null;
+  }
+}
 
 export default plugin;

@@ -1,0 +1,142 @@
+/**
+ * Calls to the nbjobs server extension (`{base_url}nbjobs/api/...`).
+ *
+ * Every failure becomes an `NbjobsError` whose message is a sentence for the
+ * user: the job service's own sentence when it gave one, else what is wrong
+ * (the server extension is missing, the server cannot be reached) and what to do.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import { type Translate, plain } from './translate';
+import type { IFlavor, IJob, IJobList, ISubmitRequest } from './types';
+
+/** Why a call failed, for deciding how to show it. */
+export type FailureKind =
+  /** the server extension is not there (404 on its URL) */
+  | 'missing'
+  /** the Jupyter server, or the job service behind it, cannot be reached */
+  | 'unreachable'
+  /** the job service refused or failed, and said why */
+  | 'refused';
+
+export class NbjobsError extends Error {
+  constructor(
+    message: string,
+    readonly kind: FailureKind,
+    readonly status: number
+  ) {
+    super(message);
+  }
+}
+
+/** The client of one Jupyter server's nbjobs API. */
+export class NbjobsAPI {
+  constructor(
+    private readonly trans: Translate = plain,
+    readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+  ) {}
+
+  /** The absolute URL of an API path (for links and tests). */
+  url(path: string): string {
+    return URLExt.join(this.settings.baseUrl, 'nbjobs', 'api', path);
+  }
+
+  flavors(): Promise<IFlavor[]> {
+    return this.json<IFlavor[]>('flavors');
+  }
+
+  jobs(limit = 100): Promise<IJobList> {
+    return this.json<IJobList>(`jobs?limit=${limit}`);
+  }
+
+  submit(request: ISubmitRequest): Promise<IJob> {
+    return this.json<IJob>('jobs', { method: 'POST', body: JSON.stringify(request) });
+  }
+
+  cancel(id: string): Promise<IJob> {
+    return this.json<IJob>(`jobs/${encodeURIComponent(id)}/cancel`, { method: 'POST' });
+  }
+
+  rerun(id: string): Promise<IJob> {
+    return this.json<IJob>(`jobs/${encodeURIComponent(id)}/rerun`, { method: 'POST' });
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.fetch(`jobs/${encodeURIComponent(id)}`, { method: 'DELETE' });
+  }
+
+  /** The log from `offset` bytes on; with `follow`, a stream that lasts until the job ends. */
+  logs(
+    id: string,
+    options: { follow?: boolean; offset?: number; signal?: AbortSignal } = {}
+  ): Promise<Response> {
+    const query = `follow=${options.follow ? 1 : 0}&offset=${options.offset ?? 0}`;
+    return this.fetch(`jobs/${encodeURIComponent(id)}/logs?${query}`, {
+      signal: options.signal
+    });
+  }
+
+  private async json<T>(path: string, init: RequestInit = {}): Promise<T> {
+    const response = await this.fetch(path, init);
+    return (await response.json()) as T;
+  }
+
+  private async fetch(path: string, init: RequestInit): Promise<Response> {
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(this.url(path), init, this.settings);
+    } catch (error) {
+      if ((error as Error)?.name === 'AbortError') {
+        throw error;
+      }
+      throw new NbjobsError(
+        this.trans(
+          'JupyterLab cannot reach its server. Check your network connection, then reload the page.'
+        ),
+        'unreachable',
+        0
+      );
+    }
+    if (response.ok) {
+      return response;
+    }
+    throw await this.failure(response);
+  }
+
+  private async failure(response: Response): Promise<NbjobsError> {
+    let message: string | null = null;
+    try {
+      const body = await response.json();
+      message = typeof body?.message === 'string' && body.message ? body.message : null;
+    } catch {
+      // not JSON: a page from the server or a proxy, not from nbjobs
+    }
+    const status = response.status;
+    if (status === 404 && message === null) {
+      return new NbjobsError(
+        this.trans(
+          'The nbjobs server extension is not running in this Jupyter server, so jobs cannot be submitted from here. Ask your admin to install nbjobs where the server runs (`jupyter server extension list` should show nbjobs enabled).'
+        ),
+        'missing',
+        status
+      );
+    }
+    if (status === 502 || status === 503 || status === 504) {
+      return new NbjobsError(
+        message ??
+          this.trans('The nbjobs job service is not answering; try again in a minute, or ask your admin.'),
+        'unreachable',
+        status
+      );
+    }
+    if (status === 403 && message && /xsrf/i.test(message)) {
+      message = this.trans('Your session has expired; reload the page and log in again.');
+    }
+    return new NbjobsError(
+      message ?? this.trans('The server answered %1 %2.', status, response.statusText),
+      'refused',
+      status
+    );
+  }
+}

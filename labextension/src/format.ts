@@ -1,0 +1,131 @@
+/**
+ * How the Jobs panel and the Submit dialog put jobs and flavors into words.
+ *
+ * Pure functions of the API's JSON and the current time, so they are tested
+ * without a browser.
+ */
+import { type Translate, plain } from './translate';
+import { FINAL_STATES, type IFlavor, type IJob, type JobState } from './types';
+
+/** Whether the job is over. */
+export function isFinal(state: JobState): boolean {
+  return FINAL_STATES.has(state);
+}
+
+/** Whether the job is waiting or computing (the panel should poll briskly). */
+export function isActive(state: JobState): boolean {
+  return !isFinal(state);
+}
+
+/** A duration for people: `45s`, `3m 07s`, `2h 05m`, `3d 4h`. */
+export function formatDuration(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s}s`;
+  }
+  const pad = (n: number) => String(n).padStart(2, '0');
+  if (s < 3600) {
+    return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  }
+  if (s < 86400) {
+    return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`;
+  }
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+/**
+ * Seconds the job has been in its current phase: waiting since submission
+ * while queued, running since it started, and its run time once over.
+ */
+export function elapsedSeconds(job: IJob, now: Date): number {
+  const from = Date.parse(
+    job.state === 'queued' || !job.started_at ? job.submitted_at : job.started_at
+  );
+  const to = job.finished_at ? Date.parse(job.finished_at) : now.getTime();
+  return Math.max(0, (to - from) / 1000);
+}
+
+/** The job's state in a few words, with the queue position while it waits. */
+export function stateLabel(job: IJob, trans: Translate = plain): string {
+  switch (job.state) {
+    case 'queued':
+      return job.queue_position
+        ? trans('Queued, #%1 in line', job.queue_position)
+        : trans('Queued');
+    case 'starting':
+      return trans('Starting');
+    case 'running':
+      return trans('Running');
+    case 'succeeded':
+      return trans('Succeeded');
+    case 'failed':
+      return trans('Failed');
+    case 'cancelled':
+      return trans('Cancelled');
+    case 'timed_out':
+      return trans('Timed out');
+  }
+}
+
+/** Cells done out of all, as a fraction in [0, 1]; null before the runner counted them. */
+export function progressFraction(job: IJob): number | null {
+  const { cells_done, cells_total } = job.progress;
+  if (!cells_total) {
+    return null;
+  }
+  return Math.min(1, Math.max(0, cells_done / cells_total));
+}
+
+/** `3 of 5 cells`, or null when nothing is known yet. */
+export function progressLabel(job: IJob, trans: Translate = plain): string | null {
+  const { cells_done, cells_total } = job.progress;
+  if (!cells_total) {
+    return null;
+  }
+  return trans('%1 of %2 cells', Math.min(cells_done, cells_total), cells_total);
+}
+
+/** What a flavor gives: `1 × A100 · 8 CPU · 32Gi · up to 1h 00m`. */
+export function flavorResources(flavor: IFlavor, trans: Translate = plain): string {
+  const parts: string[] = [];
+  if (flavor.gpus > 0) {
+    const type = flavor.gpu_type ? ` ${flavor.gpu_type}` : '';
+    parts.push(
+      flavor.shared
+        ? trans('shared%1 GPU', type)
+        : trans('%1 ×%2 GPU', flavor.gpus, type)
+    );
+  } else {
+    parts.push(trans('no GPU'));
+  }
+  if (flavor.cpu) {
+    parts.push(trans('%1 CPU', flavor.cpu));
+  }
+  if (flavor.memory) {
+    parts.push(trans('%1 memory', flavor.memory));
+  }
+  if (flavor.time_limit) {
+    parts.push(trans('up to %1', formatDuration(flavor.time_limit)));
+  }
+  return parts.join(' · ');
+}
+
+/** Live availability: `2 free now · 3 waiting`, or why the flavor cannot run. */
+export function flavorAvailability(flavor: IFlavor, trans: Translate = plain): string {
+  if (flavor.unavailable) {
+    return flavor.unavailable;
+  }
+  const free =
+    flavor.available > 0
+      ? trans('%1 free now', flavor.available)
+      : trans('none free now: a job will wait');
+  const waiting =
+    flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
+  return `${free} · ${waiting}`;
+}
+
+/** The flavor to pre-select: the first that can start now, else the first usable. */
+export function defaultFlavor(flavors: IFlavor[]): IFlavor | null {
+  const usable = flavors.filter(f => !f.unavailable);
+  return usable.find(f => f.available > 0) ?? usable[0] ?? null;
+}

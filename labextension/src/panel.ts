@@ -1,0 +1,303 @@
+/**
+ * The Jobs panel: the user's jobs, newest first, with what each is doing and
+ * what can be done with it.
+ *
+ * Rows are kept per job id and updated in place, so a poll never moves the
+ * keyboard focus or the scroll position.
+ */
+import {
+  type LabIcon,
+  deleteIcon,
+  launchIcon,
+  listIcon,
+  redoIcon,
+  refreshIcon,
+  stopIcon
+} from '@jupyterlab/ui-components';
+import type { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
+import {
+  elapsedSeconds,
+  formatDuration,
+  isActive,
+  progressFraction,
+  progressLabel,
+  stateLabel
+} from './format';
+import { jobsIcon } from './icons';
+import type { JobsModel } from './model';
+import type { Translate } from './translate';
+import type { IJob } from './types';
+
+/** What the panel's buttons do; the plugin supplies them. */
+export interface IJobActions {
+  cancel(job: IJob): Promise<void>;
+  rerun(job: IJob): Promise<void>;
+  openOutput(job: IJob): Promise<void>;
+  viewLog(job: IJob): Promise<void>;
+  remove(job: IJob): Promise<void>;
+}
+
+export class JobsPanel extends Widget {
+  constructor(
+    private readonly model: JobsModel,
+    private readonly actions: IJobActions,
+    private readonly trans: Translate
+  ) {
+    super();
+    this.id = 'nbjobs-jobs-panel';
+    this.addClass('nbjobs-JobsPanel');
+    this.title.icon = jobsIcon;
+    this.title.caption = trans('Jobs');
+
+    const header = document.createElement('div');
+    header.className = 'nbjobs-JobsPanel-header';
+    const title = document.createElement('h2');
+    title.className = 'nbjobs-JobsPanel-title';
+    title.textContent = trans('Jobs');
+    const refresh = iconButton(refreshIcon, trans('Refresh the list'), () =>
+      this.model.refresh()
+    );
+    refresh.classList.add('nbjobs-JobsPanel-refresh');
+    header.append(title, refresh);
+
+    this._notice = document.createElement('div');
+    this._notice.className = 'nbjobs-JobsPanel-notice';
+    this._notice.setAttribute('role', 'status');
+
+    this._list = document.createElement('ul');
+    this._list.className = 'nbjobs-JobList';
+    this._list.setAttribute('aria-label', trans('Your jobs, newest first'));
+
+    this.node.append(header, this._notice, this._list);
+    model.changed.connect(this._render, this);
+  }
+
+  dispose(): void {
+    this.model.changed.disconnect(this._render, this);
+    window.clearInterval(this._clock);
+    super.dispose();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this.model.setVisible(true);
+    this._render();
+    // Elapsed times tick locally; only the poll talks to the server.
+    this._clock = window.setInterval(() => this._tick(), 1000);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this.model.setVisible(false);
+    window.clearInterval(this._clock);
+  }
+
+  private _render(): void {
+    const { jobs, error, loaded } = this.model;
+    const trans = this.trans;
+    if (error) {
+      this._setNotice(error.message, 'error');
+    } else if (!loaded) {
+      this._setNotice(trans('Loading your jobs…'), 'info');
+    } else if (jobs.length === 0) {
+      this._setNotice(
+        trans('No jobs yet. Open a notebook and press Submit Job in its toolbar.'),
+        'info'
+      );
+    } else {
+      this._setNotice('', 'none');
+    }
+
+    const seen = new Set<string>();
+    let previous: HTMLElement | null = null;
+    for (const job of jobs) {
+      seen.add(job.id);
+      let row = this._rows.get(job.id);
+      if (!row) {
+        row = new JobRow(this.actions, trans);
+        this._rows.set(job.id, row);
+      }
+      row.update(job);
+      // Keep DOM order = list order without re-inserting rows that are in place.
+      const expected: ChildNode | null = previous ? previous.nextSibling : this._list.firstChild;
+      if (expected !== row.node) {
+        this._list.insertBefore(row.node, expected);
+      }
+      previous = row.node;
+    }
+    for (const [id, row] of this._rows) {
+      if (!seen.has(id)) {
+        row.node.remove();
+        this._rows.delete(id);
+      }
+    }
+  }
+
+  private _tick(): void {
+    for (const row of this._rows.values()) {
+      row.tick();
+    }
+  }
+
+  private _setNotice(text: string, kind: 'error' | 'info' | 'none'): void {
+    this._notice.textContent = text;
+    this._notice.dataset.kind = kind;
+    this._notice.hidden = kind === 'none';
+  }
+
+  private _rows = new Map<string, JobRow>();
+  private _list: HTMLUListElement;
+  private _notice: HTMLDivElement;
+  private _clock = 0;
+}
+
+/** One job's row. */
+class JobRow {
+  readonly node: HTMLLIElement;
+
+  constructor(
+    actions: IJobActions,
+    private readonly trans: Translate
+  ) {
+    this.node = document.createElement('li');
+    this.node.className = 'nbjobs-Job';
+
+    const top = div('nbjobs-Job-top');
+    this._name = div('nbjobs-Job-name');
+    this._state = div('nbjobs-Job-state');
+    top.append(this._name, this._state);
+
+    const meta = div('nbjobs-Job-meta');
+    this._flavor = span('nbjobs-Job-flavor');
+    this._elapsed = span('nbjobs-Job-elapsed');
+    meta.append(this._flavor, this._elapsed);
+
+    this._progress = document.createElement('div');
+    this._progress.className = 'nbjobs-Job-progress';
+    this._progress.setAttribute('role', 'progressbar');
+    this._progress.setAttribute('aria-valuemin', '0');
+    this._progressBar = div('nbjobs-Job-progressBar');
+    this._progress.append(this._progressBar);
+    this._progressText = div('nbjobs-Job-progressText');
+
+    this._message = div('nbjobs-Job-message');
+
+    const buttons = div('nbjobs-Job-actions');
+    const run = (fn: (job: IJob) => Promise<void>) => () => fn(this._job!);
+    this._cancel = iconButton(stopIcon, trans('Cancel'), run(j => actions.cancel(j)), trans('Cancel'));
+    this._rerun = iconButton(redoIcon, trans('Re-run'), run(j => actions.rerun(j)), trans('Re-run'));
+    this._open = iconButton(launchIcon, trans('Open output'), run(j => actions.openOutput(j)), trans('Output'));
+    this._log = iconButton(listIcon, trans('View log'), run(j => actions.viewLog(j)), trans('Log'));
+    this._remove = iconButton(deleteIcon, trans('Remove from list'), run(j => actions.remove(j)));
+    buttons.append(this._cancel, this._rerun, this._open, this._log, this._remove);
+
+    this.node.append(top, meta, this._progress, this._progressText, this._message, buttons);
+  }
+
+  update(job: IJob): void {
+    const trans = this.trans;
+    this._job = job;
+    this.node.dataset.state = job.state;
+    this.node.dataset.jobId = job.id;
+    this._name.textContent = job.name;
+    this._name.title = trans('%1 (job %2)', job.path, job.id);
+    this._state.textContent = stateLabel(job, trans);
+    this._flavor.textContent = job.flavor;
+    this._flavor.title = trans('Flavor');
+
+    const fraction = progressFraction(job);
+    const showProgress = job.state === 'running' || job.state === 'starting';
+    this._progress.hidden = !showProgress;
+    this._progressText.hidden = !showProgress;
+    const label = progressLabel(job, trans) ?? trans('starting the kernel…');
+    this._progressBar.style.width = `${Math.round((fraction ?? 0) * 100)}%`;
+    this._progress.setAttribute('aria-valuemax', String(job.progress.cells_total || 1));
+    this._progress.setAttribute('aria-valuenow', String(job.progress.cells_done));
+    this._progress.setAttribute('aria-label', label);
+    this._progressText.textContent = label;
+
+    const message =
+      job.state === 'queued' ? job.waiting_reason : isActive(job.state) ? null : job.message;
+    this._message.textContent = message ?? '';
+    this._message.hidden = !message;
+
+    const active = isActive(job.state);
+    this._cancel.hidden = !active;
+    this._rerun.hidden = active;
+    this._remove.hidden = active;
+    // The output notebook exists once the runner started writing it.
+    this._open.hidden = !(job.started_at || job.state === 'succeeded' || job.state === 'failed');
+    this._open.title =
+      job.state === 'failed' && job.error?.cell_index !== null && job.error
+        ? trans('Open the output at the failing cell')
+        : trans('Open the output notebook');
+    this.tick();
+  }
+
+  tick(): void {
+    if (this._job) {
+      const seconds = elapsedSeconds(this._job, new Date());
+      this._elapsed.textContent =
+        this._job.state === 'queued'
+          ? this.trans('waiting %1', formatDuration(seconds))
+          : formatDuration(seconds);
+    }
+  }
+
+  private _job: IJob | null = null;
+  private _name: HTMLDivElement;
+  private _state: HTMLDivElement;
+  private _flavor: HTMLSpanElement;
+  private _elapsed: HTMLSpanElement;
+  private _progress: HTMLDivElement;
+  private _progressBar: HTMLDivElement;
+  private _progressText: HTMLDivElement;
+  private _message: HTMLDivElement;
+  private _cancel: HTMLButtonElement;
+  private _rerun: HTMLButtonElement;
+  private _open: HTMLButtonElement;
+  private _log: HTMLButtonElement;
+  private _remove: HTMLButtonElement;
+}
+
+function div(className: string): HTMLDivElement {
+  const node = document.createElement('div');
+  node.className = className;
+  return node;
+}
+
+function span(className: string): HTMLSpanElement {
+  const node = document.createElement('span');
+  node.className = className;
+  return node;
+}
+
+/** A button with an icon (and optionally a short text); disabled while its action runs. */
+function iconButton(
+  icon: LabIcon,
+  description: string,
+  onClick: () => Promise<void>,
+  text?: string
+): HTMLButtonElement {
+  const button = document.createElement('button');
+  button.type = 'button';
+  button.className = 'jp-Button jp-mod-minimal nbjobs-Button';
+  button.title = description;
+  button.setAttribute('aria-label', description);
+  button.append(icon.element({ tag: 'span', className: 'nbjobs-Button-icon' }));
+  if (text) {
+    const label = document.createElement('span');
+    label.className = 'nbjobs-Button-label';
+    label.textContent = text;
+    button.append(label);
+  }
+  button.addEventListener('click', () => {
+    button.disabled = true;
+    void onClick().finally(() => {
+      button.disabled = false;
+    });
+  });
+  return button;
+}

@@ -1,0 +1,286 @@
+/**
+ * The Submit Job dialog: pick a flavor, adjust parameters, name the job, send.
+ *
+ * The dialog stays open until the job service accepts the job; a refusal is
+ * shown inside it as the service's own sentence, so the user can fix the
+ * choice and press Enter again.
+ */
+import { Dialog } from '@jupyterlab/apputils';
+import { Widget } from '@lumino/widgets';
+
+import { NbjobsError } from './api';
+import { defaultFlavor, flavorAvailability, flavorResources } from './format';
+import {
+  type IParameter,
+  type JSONValue,
+  checkValue,
+  parseParameterCell
+} from './params';
+import type { Translate } from './translate';
+import type { IFlavor, IJob, ISubmitRequest } from './types';
+
+/** The form inside the dialog. */
+export class SubmitForm extends Widget {
+  constructor(
+    readonly path: string,
+    private readonly flavors: IFlavor[],
+    parameterSource: string | null,
+    private readonly trans: Translate
+  ) {
+    super();
+    this.addClass('nbjobs-SubmitForm');
+    const form = document.createElement('form');
+    // Enter submits through the dialog; a native submit would reload the page.
+    form.addEventListener('submit', event => event.preventDefault());
+
+    const notebook = document.createElement('p');
+    notebook.className = 'nbjobs-SubmitForm-notebook';
+    notebook.textContent = trans('Run %1 as a job on:', path);
+    form.append(notebook);
+
+    form.append(this._flavorChoice());
+    this._parameters = parameterSource === null ? null : parseParameterCell(parameterSource);
+    form.append(this._parameterFields());
+
+    const nameLabel = document.createElement('label');
+    nameLabel.className = 'nbjobs-SubmitForm-name';
+    nameLabel.textContent = trans('Job name (optional)');
+    this._name = document.createElement('input');
+    this._name.type = 'text';
+    this._name.className = 'jp-mod-styled';
+    this._name.maxLength = 255;
+    this._name.placeholder = path.replace(/^.*\//, '').replace(/\.ipynb$/, '');
+    nameLabel.append(this._name);
+    form.append(nameLabel);
+
+    this._error = document.createElement('div');
+    this._error.className = 'nbjobs-SubmitForm-error';
+    this._error.setAttribute('role', 'alert');
+    this._error.hidden = true;
+    form.append(this._error);
+    this.node.append(form);
+  }
+
+  /** The request to send, or null after marking what must be fixed. */
+  request(): ISubmitRequest | null {
+    this.showError(null);
+    const flavor = this._flavorInputs.find(input => input.checked)?.value;
+    if (!flavor) {
+      this.showError(this.trans('Pick a flavor to run the job on.'));
+      return null;
+    }
+    const parameters: { [name: string]: JSONValue } = {};
+    let firstBad: HTMLInputElement | null = null;
+    for (const [parameter, input, message] of this._parameterInputs) {
+      const checked = checkValue(parameter.name, parameter.kind, input.value, this.trans);
+      input.setAttribute('aria-invalid', String(!checked.ok));
+      message.textContent = checked.ok ? '' : checked.error;
+      message.hidden = checked.ok;
+      if (!checked.ok) {
+        firstBad = firstBad ?? input;
+        continue;
+      }
+      // Only values the user changed are passed; the cell keeps the rest.
+      if (JSON.stringify(checked.value) !== JSON.stringify(parameter.value)) {
+        parameters[parameter.name] = checked.value;
+      }
+    }
+    if (firstBad) {
+      firstBad.focus();
+      return null;
+    }
+    const request: ISubmitRequest = { path: this.path, flavor, parameters };
+    const name = this._name.value.trim();
+    if (name) {
+      request.name = name;
+    }
+    return request;
+  }
+
+  /** Show the server's sentence (or clear it). */
+  showError(message: string | null): void {
+    this._error.textContent = message ?? '';
+    this._error.hidden = !message;
+  }
+
+  /** Grey the form out while the request is on its way. */
+  setBusy(busy: boolean): void {
+    this.node.classList.toggle('nbjobs-mod-busy', busy);
+    this.node.setAttribute('aria-busy', String(busy));
+  }
+
+  private _flavorChoice(): HTMLElement {
+    const trans = this.trans;
+    const fieldset = document.createElement('fieldset');
+    fieldset.className = 'nbjobs-FlavorList';
+    const legend = document.createElement('legend');
+    legend.textContent = trans('Flavor');
+    fieldset.append(legend);
+    if (this.flavors.length === 0) {
+      const none = document.createElement('p');
+      none.textContent = trans('No flavor is available to you. Ask your admin or teacher for access.');
+      fieldset.append(none);
+      return fieldset;
+    }
+    const preselected = defaultFlavor(this.flavors);
+    for (const flavor of this.flavors) {
+      const label = document.createElement('label');
+      label.className = 'nbjobs-Flavor';
+      label.dataset.flavor = flavor.name;
+      const input = document.createElement('input');
+      input.type = 'radio';
+      input.name = 'nbjobs-flavor';
+      input.value = flavor.name;
+      input.disabled = Boolean(flavor.unavailable);
+      input.checked = flavor === preselected;
+      const text = document.createElement('span');
+      text.className = 'nbjobs-Flavor-text';
+      const title = document.createElement('span');
+      title.className = 'nbjobs-Flavor-title';
+      title.textContent =
+        flavor.display_name && flavor.display_name !== flavor.name
+          ? `${flavor.display_name} (${flavor.name})`
+          : flavor.name;
+      const resources = document.createElement('span');
+      resources.className = 'nbjobs-Flavor-resources';
+      resources.textContent = flavorResources(flavor, trans);
+      const availability = document.createElement('span');
+      availability.className = 'nbjobs-Flavor-availability';
+      availability.dataset.free = String(flavor.available > 0 && !flavor.unavailable);
+      availability.textContent = flavorAvailability(flavor, trans);
+      text.append(title, resources, availability);
+      if (flavor.description) {
+        const description = document.createElement('span');
+        description.className = 'nbjobs-Flavor-description';
+        description.textContent = flavor.description;
+        text.append(description);
+      }
+      label.classList.toggle('nbjobs-mod-disabled', input.disabled);
+      label.append(input, text);
+      fieldset.append(label);
+      this._flavorInputs.push(input);
+    }
+    return fieldset;
+  }
+
+  private _parameterFields(): HTMLElement {
+    const trans = this.trans;
+    const fieldset = document.createElement('fieldset');
+    fieldset.className = 'nbjobs-Parameters';
+    const legend = document.createElement('legend');
+    legend.textContent = trans('Parameters');
+    fieldset.append(legend);
+    const note = document.createElement('p');
+    note.className = 'nbjobs-Parameters-note';
+    if (this._parameters === null) {
+      note.textContent = trans(
+        'This notebook has no cell tagged "parameters"; it runs as saved.'
+      );
+      fieldset.append(note);
+      return fieldset;
+    }
+    note.textContent = this._parameters.parameters.length
+      ? trans('From the cell tagged "parameters". Changed values replace the defaults.')
+      : trans('The "parameters" cell has no simple assignments to change.');
+    fieldset.append(note);
+    for (const parameter of this._parameters.parameters) {
+      const row = document.createElement('label');
+      row.className = 'nbjobs-Parameter';
+      const name = document.createElement('span');
+      name.className = 'nbjobs-Parameter-name';
+      name.textContent = parameter.name;
+      const input = document.createElement('input');
+      input.type = 'text';
+      input.className = 'jp-mod-styled';
+      input.name = parameter.name;
+      input.value = parameter.text;
+      input.spellcheck = false;
+      const kind = document.createElement('span');
+      kind.className = 'nbjobs-Parameter-kind';
+      kind.textContent = parameter.kind === 'none' ? trans('any') : parameter.kind;
+      const message = document.createElement('span');
+      message.className = 'nbjobs-Parameter-error';
+      message.hidden = true;
+      row.append(name, input, kind, message);
+      fieldset.append(row);
+      this._parameterInputs.push([parameter, input, message]);
+    }
+    if (this._parameters.skipped.length) {
+      const skipped = document.createElement('p');
+      skipped.className = 'nbjobs-Parameters-note';
+      skipped.textContent = trans(
+        'Kept as written: %1',
+        this._parameters.skipped.map(s => s.split('\n')[0]).join('; ')
+      );
+      fieldset.append(skipped);
+    }
+    return fieldset;
+  }
+
+  private _parameters: ReturnType<typeof parseParameterCell> | null;
+  private _flavorInputs: HTMLInputElement[] = [];
+  private _parameterInputs: [IParameter, HTMLInputElement, HTMLSpanElement][] = [];
+  private _name: HTMLInputElement;
+  private _error: HTMLDivElement;
+}
+
+/** A dialog that sends the job before it closes, and stays open on a refusal. */
+export class SubmitDialog extends Dialog<IJob | null> {
+  constructor(
+    private readonly form: SubmitForm,
+    private readonly send: (request: ISubmitRequest) => Promise<IJob>,
+    trans: Translate
+  ) {
+    const buttons = [
+      Dialog.cancelButton({ label: trans('Cancel') }),
+      Dialog.okButton({ label: trans('Submit'), ariaLabel: trans('Submit the job') })
+    ];
+    super({
+      title: trans('Submit Job'),
+      body: form,
+      buttons,
+      defaultButton: 1,
+      focusNodeSelector: 'input[name="nbjobs-flavor"]:checked, input'
+    });
+    this.addClass('nbjobs-SubmitDialog');
+    this._buttonList = buttons;
+  }
+
+  /** The job the service accepted, once the dialog closed with Submit. */
+  get job(): IJob | null {
+    return this._job;
+  }
+
+  resolve(index?: number): void {
+    const button = this._buttonList[index ?? 1];
+    if (!button?.accept) {
+      super.resolve(index);
+      return;
+    }
+    if (this._sending) {
+      return;
+    }
+    const request = this.form.request();
+    if (request === null) {
+      return;
+    }
+    this._sending = true;
+    this.form.setBusy(true);
+    this.send(request)
+      .then(job => {
+        this._job = job;
+        super.resolve(index ?? 1);
+      })
+      .catch(error => {
+        this.form.showError(error instanceof NbjobsError ? error.message : String(error));
+      })
+      .finally(() => {
+        this._sending = false;
+        this.form.setBusy(false);
+      });
+  }
+
+  private _buttonList: Dialog.IButton[];
+  private _job: IJob | null = null;
+  private _sending = false;
+}

@@ -1,0 +1,168 @@
+import { describe, expect, it } from 'vitest';
+
+import {
+  defaultFlavor,
+  elapsedSeconds,
+  flavorAvailability,
+  flavorResources,
+  formatDuration,
+  progressFraction,
+  progressLabel,
+  stateLabel
+} from '../src/format';
+import type { IFlavor, IJob } from '../src/types';
+
+function job(overrides: Partial<IJob>): IJob {
+  return {
+    id: 'abc123',
+    user: 'ada',
+    name: 'train',
+    path: 'train.ipynb',
+    output_path: 'train.out.ipynb',
+    flavor: 'a100',
+    state: 'queued',
+    queue_position: null,
+    waiting_reason: null,
+    progress: { cells_done: 0, cells_total: 0, current_cell: null },
+    parameters: {},
+    priority: 0,
+    gpus: [],
+    submitted_at: '2024-05-01T10:00:00Z',
+    started_at: null,
+    finished_at: null,
+    exit_code: null,
+    message: null,
+    error: null,
+    rerun_of: null,
+    time_limit: null,
+    ...overrides
+  };
+}
+
+function flavor(overrides: Partial<IFlavor>): IFlavor {
+  return {
+    name: 'a100',
+    display_name: '1 × A100',
+    description: '',
+    gpus: 1,
+    gpu_type: 'A100',
+    shared: false,
+    cpu: '8',
+    memory: '32Gi',
+    time_limit: 3600,
+    available: 2,
+    queued: 0,
+    unavailable: null,
+    ...overrides
+  };
+}
+
+describe('formatDuration', () => {
+  it.each([
+    [0, '0s'],
+    [45.9, '45s'],
+    [187, '3m 07s'],
+    [7500, '2h 05m'],
+    [3 * 86400 + 4 * 3600 + 59, '3d 4h'],
+    [-5, '0s']
+  ])('%s seconds is %s', (seconds, text) => {
+    expect(formatDuration(seconds)).toBe(text);
+  });
+});
+
+describe('elapsedSeconds', () => {
+  const now = new Date('2024-05-01T10:10:00Z');
+
+  it('counts waiting from submission while queued', () => {
+    expect(elapsedSeconds(job({ state: 'queued' }), now)).toBe(600);
+  });
+
+  it('counts running from the start', () => {
+    const running = job({ state: 'running', started_at: '2024-05-01T10:09:30Z' });
+    expect(elapsedSeconds(running, now)).toBe(30);
+  });
+
+  it('stops at the end for a finished job', () => {
+    const done = job({
+      state: 'succeeded',
+      started_at: '2024-05-01T10:01:00Z',
+      finished_at: '2024-05-01T10:03:05Z'
+    });
+    expect(elapsedSeconds(done, now)).toBe(125);
+  });
+
+  it('uses the submission time for a job cancelled before it started', () => {
+    const cancelled = job({ state: 'cancelled', finished_at: '2024-05-01T10:00:20Z' });
+    expect(elapsedSeconds(cancelled, now)).toBe(20);
+  });
+});
+
+describe('stateLabel', () => {
+  it('shows the queue position while waiting', () => {
+    expect(stateLabel(job({ state: 'queued', queue_position: 3 }))).toBe('Queued, #3 in line');
+    expect(stateLabel(job({ state: 'queued' }))).toBe('Queued');
+  });
+
+  it('names every other state', () => {
+    const states = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+    expect(states.map(state => stateLabel(job({ state })))).toEqual([
+      'Starting',
+      'Running',
+      'Succeeded',
+      'Failed',
+      'Cancelled',
+      'Timed out'
+    ]);
+  });
+});
+
+describe('progress', () => {
+  it('is cells done over all cells', () => {
+    const running = job({
+      state: 'running',
+      progress: { cells_done: 2, cells_total: 5, current_cell: 3 }
+    });
+    expect(progressFraction(running)).toBe(0.4);
+    expect(progressLabel(running)).toBe('2 of 5 cells');
+  });
+
+  it('is unknown before the runner counted the cells', () => {
+    expect(progressFraction(job({ state: 'starting' }))).toBeNull();
+    expect(progressLabel(job({ state: 'starting' }))).toBeNull();
+  });
+
+  it('never goes past the end', () => {
+    const odd = job({ progress: { cells_done: 7, cells_total: 5, current_cell: null } });
+    expect(progressFraction(odd)).toBe(1);
+    expect(progressLabel(odd)).toBe('5 of 5 cells');
+  });
+});
+
+describe('flavors', () => {
+  it('says what a flavor gives', () => {
+    expect(flavorResources(flavor({}))).toBe('1 × A100 GPU · 8 CPU · 32Gi memory · up to 1h 00m');
+    expect(flavorResources(flavor({ gpus: 0, gpu_type: null, cpu: null, memory: null, time_limit: null }))).toBe(
+      'no GPU'
+    );
+    expect(flavorResources(flavor({ shared: true, gpu_type: 'A100 MIG 1g.10gb' }))).toContain(
+      'shared A100 MIG 1g.10gb GPU'
+    );
+  });
+
+  it('says what is free, what waits, or why it cannot run', () => {
+    expect(flavorAvailability(flavor({ available: 2, queued: 0 }))).toBe('2 free now · no queue');
+    expect(flavorAvailability(flavor({ available: 0, queued: 3 }))).toBe(
+      'none free now: a job will wait · 3 waiting'
+    );
+    expect(flavorAvailability(flavor({ unavailable: 'needs 4 GPU(s)' }))).toBe('needs 4 GPU(s)');
+  });
+
+  it('pre-selects the first flavor that can start now', () => {
+    const busy = flavor({ name: 'busy', available: 0 });
+    const broken = flavor({ name: 'broken', unavailable: 'no' });
+    const free = flavor({ name: 'free', available: 1 });
+    expect(defaultFlavor([broken, busy, free])?.name).toBe('free');
+    expect(defaultFlavor([broken, busy])?.name).toBe('busy');
+    expect(defaultFlavor([broken])).toBeNull();
+  });
+});
