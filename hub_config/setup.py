@@ -12,7 +12,24 @@ SERVICE_NAME = "nbjobs"
 CUSTOM_SCOPES = {
     "custom:nbjobs:submit": {"description": "Submit notebooks as nbjobs jobs."},
     "custom:nbjobs:admin": {"description": "See and manage everyone's nbjobs jobs."},
+    "custom:nbjobs:teach": {
+        "description": "Provision nbjobs classes (rosters, flavors, GPU-hours) and see their jobs."
+    },
 }
+#: what the job service itself may do in the hub: learn who callers are (their
+#: tokens, names and groups) and, for teachers, keep class groups and create the
+#: accounts a roster names. Nothing else: no servers, no tokens of others.
+SERVICE_SCOPES = [
+    "list:users",
+    "read:users:name",
+    "read:users:groups",
+    "admin:users",
+    "list:groups",
+    "read:groups",
+    "admin:groups",
+    "groups",
+    "delete:groups",
+]
 
 
 def configure(
@@ -49,6 +66,17 @@ def configure(
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
     roles = list(c.JupyterHub.get("load_roles", []))
     roles.append({"name": "user", "scopes": ["self", "custom:nbjobs:submit"]})
+    roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})
+    teachers = set(config.teachers.users) | {t for cls in config.classes for t in cls.teachers}
+    if teachers or config.teachers.groups:
+        roles.append(
+            {
+                "name": "nbjobs-teachers",
+                "users": sorted(teachers),
+                "groups": list(config.teachers.groups),
+                "scopes": ["custom:nbjobs:teach", "custom:nbjobs:submit"],
+            }
+        )
     if config.admin.users or config.admin.groups:
         roles.append(
             {
@@ -70,8 +98,10 @@ def configure(
         # the service listens under its hub prefix, also on its own address
         c.LocalCPUSpawner.nbjobs_service_url = f"{service_url}/services/{SERVICE_NAME}/"
     else:
-        raise SystemExit(
-            "nbjobs: backend kind 'kubernetes' needs the Kubernetes spawner, which this "
-            "version does not ship yet; use backend: {kind: local}"
+        c.JupyterHub.spawner_class = "nbjobs.spawner.kubernetes.NbjobsKubeSpawner"
+        c.NbjobsKubeSpawner.nbjobs_config_file = os.path.abspath(path) if path else ""
+        # pods reach the service through the hub's proxy, never with credentials of their own
+        c.NbjobsKubeSpawner.nbjobs_service_url = os.environ.get(
+            "NBJOBS_PUBLIC_SERVICE_URL", f"http://proxy-public/services/{SERVICE_NAME}/"
         )
     return config

@@ -25,6 +25,7 @@ from nbjobs.config import ConfigError, NbjobsConfig, load_config
 from .auth import Authenticator, HubTokenAuth, StaticTokenAuth
 from .backends import Backend
 from .backends.local import LocalBackend
+from .classes import ClassRegistry, HubGroups
 from .db import connect
 from .handlers import routes
 from .service import JobService
@@ -96,13 +97,18 @@ class JobServiceApp(Application):
         cls = self.backend_class or backend_class_for(self.nbjobs_config.backend.kind)
         backend = cls(self.nbjobs_config, parent=self, log=self.log)
         sessions = connect(self.nbjobs_config.database.url)
-        return JobService(self.nbjobs_config, backend, sessions, log=self.log)
+        hub = None
+        if self.in_hub and os.environ.get("JUPYTERHUB_API_URL"):
+            hub = HubGroups(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"])
+        classes = ClassRegistry(self.nbjobs_config, hub, log=self.log)
+        return JobService(self.nbjobs_config, backend, sessions, log=self.log, classes=classes)
 
     def make_auth(self) -> Authenticator:
         assert self.nbjobs_config is not None
         cls = self.auth_class or (HubTokenAuth if self.in_hub else StaticTokenAuth)
         auth: Authenticator = cls(parent=self, log=self.log)
         auth.admins = self.nbjobs_config.admin
+        auth.teachers = self.nbjobs_config.teachers
         return auth
 
     def make_web_app(self, service: JobService, auth: Authenticator) -> web.Application:

@@ -15,12 +15,13 @@ from typing import Any
 from traitlets import Bool, Dict, Unicode
 from traitlets.config import LoggingConfigurable
 
-from nbjobs.config import AdminConfig
+from nbjobs.config import AdminConfig, TeachersConfig
 
 from .service import Caller
 
 ADMIN_SCOPE = "custom:nbjobs:admin"
 SUBMIT_SCOPE = "custom:nbjobs:submit"
+TEACH_SCOPE = "custom:nbjobs:teach"
 
 
 def bearer_token(headers: Any, query_token: str | None = None) -> str | None:
@@ -36,12 +37,16 @@ class Authenticator(LoggingConfigurable):
     """Turns a request's token into a :class:`Caller` (None: not authenticated)."""
 
     admins = AdminConfig()
+    teachers = TeachersConfig()
 
     async def caller_for_token(self, token: str) -> Caller | None:
         raise NotImplementedError
 
     def is_admin(self, name: str, groups: frozenset[str], extra: bool = False) -> bool:
         return extra or name in self.admins.users or bool(groups & set(self.admins.groups))
+
+    def is_teacher(self, name: str, groups: frozenset[str], extra: bool = False) -> bool:
+        return extra or name in self.teachers.users or bool(groups & set(self.teachers.groups))
 
 
 class StaticTokenAuth(Authenticator):
@@ -56,7 +61,12 @@ class StaticTokenAuth(Authenticator):
         for known, name in self.tokens.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 groups = frozenset(self.user_groups.get(name, []))
-                return Caller(name, groups, self.is_admin(name, groups))
+                return Caller(
+                    name,
+                    groups,
+                    self.is_admin(name, groups),
+                    teacher=self.is_teacher(name, groups),
+                )
         return None
 
 
@@ -84,4 +94,5 @@ class HubTokenAuth(Authenticator):
         scopes = set(model.get("scopes") or [])
         admin = self.is_admin(name, groups, bool(model.get("admin")) or ADMIN_SCOPE in scopes)
         may_submit = admin or not self.require_submit_scope or SUBMIT_SCOPE in scopes
-        return Caller(name, groups, admin, may_submit=may_submit)
+        teacher = self.is_teacher(name, groups, TEACH_SCOPE in scopes)
+        return Caller(name, groups, admin, may_submit=may_submit, teacher=teacher)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from nbjobs.models import SubmitRequest, UpdateRequest
+from nbjobs.models import CreateClass, RosterChange, SubmitRequest, UpdateRequest
 
 from .auth import Authenticator, bearer_token
 from .service import Caller, JobService, ServiceError
@@ -46,6 +46,7 @@ class APIHandler(web.RequestHandler):
             self.set_header("WWW-Authenticate", 'token realm="nbjobs"')
             raise web.HTTPError(401, reason="send a JupyterHub API token: Authorization: token …")
         self.caller = caller
+        await self.service.classes.refresh()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         message = self._reason
@@ -56,6 +57,12 @@ class APIHandler(web.RequestHandler):
                 message = exc.log_message % exc.args if exc.args else exc.log_message
             elif isinstance(exc, web.HTTPError) and exc.reason:
                 message = exc.reason
+            problems = getattr(exc, "problems", None)
+            if problems:
+                self.set_header("Content-Type", "application/json")
+                body = {"message": message, "problems": [p.model_dump() for p in problems]}
+                self.finish(json.dumps(body))
+                return
         if status_code >= 500:
             message = "the job service failed on this request; its log says why"
         self.set_header("Content-Type", "application/json")
@@ -97,7 +104,7 @@ class APIHandler(web.RequestHandler):
         try:
             return await coro if asyncio.iscoroutine(coro) else coro
         except ServiceError as exc:
-            raise web.HTTPError(exc.status, "%s", exc.message) from None
+            raise _http_error(exc) from None
 
 
 class HealthHandler(APIHandler):
@@ -120,6 +127,7 @@ class JobsHandler(APIHandler):
             state=self.get_query_argument("state", None),
             flavor=self.get_query_argument("flavor", None),
             user=self.get_query_argument("user", None),
+            class_name=self.get_query_argument("class", None),
             limit=self.int_arg("limit", 50),
             offset=self.int_arg("offset", 0),
         )
@@ -205,6 +213,57 @@ class LogsHandler(APIHandler):
         return offset
 
 
+class ClassesHandler(APIHandler):
+    """``GET api/classes``: the caller's classes (admins: all); ``POST``: create one."""
+
+    async def get(self) -> None:
+        self.send(self.service.classes.visible_to(self.caller))
+
+    async def post(self) -> None:
+        request = self.body(CreateClass)
+        info = await self._call(self.service.classes.create(self.caller, request))
+        self.set_header("Location", self.request.path.rstrip("/") + f"/{info.name}")
+        self.send(info, status=HTTPStatus.CREATED)
+
+
+class ClassHandler(APIHandler):
+    """``GET`` / ``DELETE api/classes/{name}``."""
+
+    async def get(self, name: str) -> None:
+        info = self.service.classes.get(name)
+        if info is None or not (self.caller.admin or self.caller.name in info.teachers):
+            raise web.HTTPError(
+                404, "no class %r of yours; `nbjobs class list` shows your classes", name
+            )
+        self.send(info)
+
+    async def delete(self, name: str) -> None:
+        await self._call(self.service.classes.delete(self.caller, name))
+        self.set_status(204)
+        self.finish()
+
+
+class ClassStudentsHandler(APIHandler):
+    """``POST`` adds students to a class, ``DELETE`` removes them (all or none)."""
+
+    async def post(self, name: str) -> None:
+        change = self.body(RosterChange)
+        classes = self.service.classes
+        self.send(await self._call(classes.add_students(self.caller, name, change.students)))
+
+    async def delete(self, name: str) -> None:
+        change = self.body(RosterChange)
+        classes = self.service.classes
+        self.send(await self._call(classes.remove_students(self.caller, name, change.students)))
+
+
+def _http_error(exc: ServiceError) -> web.HTTPError:
+    """The HTTP error for a refusal; a roster's problems ride along for the body."""
+    error = web.HTTPError(exc.status, "%s", exc.message)
+    error.problems = getattr(exc, "problems", None)  # type: ignore[attr-defined]
+    return error
+
+
 class UsageHandler(APIHandler):
     async def get(self) -> None:
         self.send(self.service.usage(self.caller))
@@ -226,4 +285,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + job + "/rerun", RerunHandler),
         (api + job + "/logs", LogsHandler),
         (api + "/usage", UsageHandler),
+        (api + "/classes/?", ClassesHandler),
+        (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
+        (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
     ]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, StatusFileError, read_status
@@ -50,6 +50,9 @@ from nbjobs.storage import (
 from .backends import Backend, LaunchSpec
 from .db import JobRecord
 
+if TYPE_CHECKING:
+    from .classes import ClassRegistry
+
 PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
 
 
@@ -66,6 +69,8 @@ class Caller:
     admin: bool = False
     #: False when the hub requires custom:nbjobs:submit and this caller lacks it
     may_submit: bool = True
+    #: may provision classes (custom:nbjobs:teach, or nbjobs.yaml's teachers)
+    teacher: bool = False
 
 
 class ServiceError(Exception):
@@ -108,8 +113,13 @@ class JobService:
         sessions: sessionmaker[Session],
         log: logging.Logger | None = None,
         folder_for: Callable[[str], Path] | None = None,
+        classes: ClassRegistry | None = None,
     ) -> None:
+        from .classes import ClassRegistry
+
         self.config = config
+        #: classes from nbjobs.yaml and, in a hub, teachers' groups
+        self.classes = classes or ClassRegistry(config, log=log)
         #: a user's folder; by default from nbjobs.yaml's storage (single-user: the server's root)
         self.folder_for = folder_for or (lambda name: user_folder(self.config.storage, name))
         self.backend = backend
@@ -163,15 +173,22 @@ class JobService:
     # -- what a caller may use ---------------------------------------------------
 
     def may_use(self, caller: Caller, flavor: Flavor) -> bool:
-        """Whether the caller may run this flavor (its groups, a class, or admin)."""
-        if caller.admin or not flavor.groups:
+        """Whether the caller may run this flavor (its groups, a class, or admin).
+
+        A student of classes that name flavors gets those flavors, and no other
+        open flavor (the teacher chose what the class uses); flavors granted to
+        one of the caller's groups stay theirs. Teachers get their classes' flavors.
+        """
+        if caller.admin:
             return True
         if caller.groups & set(flavor.groups):
             return True
-        return any(
-            caller.name in c.students + c.teachers and flavor.name in c.flavors
-            for c in self.config.classes
-        )
+        if any(flavor.name in c.flavors for c in self.classes.taught_by(caller.name)):
+            return True
+        restricting = [c for c in self.classes.of_student(caller.name) if c.flavors]
+        if restricting:
+            return any(flavor.name in c.flavors for c in restricting)
+        return not flavor.groups
 
     def quota_for(self, caller: Caller) -> Quota:
         """The caller's quota: their own entry, else the most generous of their groups."""
@@ -179,6 +196,14 @@ class JobService:
         if caller.name in quotas.users:
             return quotas.users[caller.name]
         mine = [quotas.groups[g] for g in sorted(caller.groups) if g in quotas.groups]
+        budgets = [c for c in self.classes.of_student(caller.name) if c.gpu_hours is not None]
+        if budgets:
+            # A class's GPU-hours replace the usual budget; its other limits stay.
+            best = max(budgets, key=lambda c: c.gpu_hours or 0.0)
+            mine = [
+                q.model_copy(update={"gpu_hours": best.gpu_hours, "period": best.period})
+                for q in (mine or [quotas.default])
+            ]
         if not mine:
             return quotas.default
 
@@ -345,8 +370,16 @@ class JobService:
 
     # -- read --------------------------------------------------------------------
 
-    def _visible(self, caller: Caller, record: JobRecord | None, job_id: str) -> JobRecord:
-        if record is None or (record.user != caller.name and not caller.admin):
+    def _visible(
+        self, caller: Caller, record: JobRecord | None, job_id: str, *, own: bool = False
+    ) -> JobRecord:
+        """The record if the caller may see it (``own``: only its owner or an admin)."""
+        allowed = record is not None and (
+            record.user == caller.name
+            or caller.admin
+            or (not own and self.classes.teaches(caller.name, record.user))
+        )
+        if record is None or not allowed:
             raise NotFound(f"no job {job_id!r} of yours; `nbjobs list` shows your jobs")
         return record
 
@@ -363,12 +396,30 @@ class JobService:
         state: str | None = None,
         flavor: str | None = None,
         user: str | None = None,
+        class_name: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> JobList:
-        """The caller's jobs (an admin: everyone's, or one user's), newest first."""
-        if user is not None and user != caller.name and not caller.admin:
-            raise Forbidden("only admins may list other users' jobs")
+        """The caller's jobs, newest first.
+
+        An admin sees everyone's (or one user's); a teacher may ask for one of
+        their students (``user``) or a whole class of theirs (``class_name``).
+        """
+        if (
+            user is not None
+            and user != caller.name
+            and not caller.admin
+            and not self.classes.teaches(caller.name, user)
+        ):
+            raise Forbidden("only admins and the user's teachers may list another user's jobs")
+        members: list[str] | None = None
+        if class_name is not None:
+            cls = self.classes.get(class_name)
+            if cls is None or not (caller.admin or caller.name in cls.teachers):
+                raise NotFound(
+                    f"no class {class_name!r} of yours; `nbjobs class list` shows your classes"
+                )
+            members = cls.students
         states = [s for s in (state or "").split(",") if s]
         unknown = [s for s in states if s not in {j.value for j in JobState}]
         if unknown:
@@ -381,6 +432,9 @@ class JobService:
             raise Invalid("offset must be 0 or more")
         query = select(JobRecord)
         who = user if user is not None else (None if caller.admin else caller.name)
+        if members is not None:
+            query = query.where(JobRecord.user.in_(members))
+            who = user
         if who is not None:
             query = query.where(JobRecord.user == who)
         if states:
@@ -408,7 +462,7 @@ class JobService:
             return record is None or JobState(record.state).final
 
     def usage(self, caller: Caller) -> Usage:
-        """Jobs and GPU-hours per user and per group this period (admins: everyone)."""
+        """Jobs and GPU-hours per user and group this period (admins: all; teachers: theirs)."""
         period = self.config.quotas.default.period
         now = utcnow()
         since = now - PERIODS[period]
@@ -417,7 +471,9 @@ class JobService:
                 (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since)
             )
             if not caller.admin:
-                query = query.where(JobRecord.user == caller.name)
+                # a teacher also sees their students
+                students = {s for c in self.classes.taught_by(caller.name) for s in c.students}
+                query = query.where(JobRecord.user.in_({caller.name, *students}))
             records = db.scalars(query).all()
         users: dict[str, UsageRow] = {}
         groups: dict[str, UsageRow] = {}
@@ -470,7 +526,7 @@ class JobService:
     async def rerun(self, caller: Caller, job_id: str) -> Job:
         """Queue the same notebook (its current version), flavor and parameters again."""
         with self.sessions() as db:
-            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id, own=True)
             if not JobState(record.state).final:
                 raise Conflict(f"job {job_id} is still {record.state}; cancel it first or wait")
             request = SubmitRequest(
@@ -490,7 +546,7 @@ class JobService:
     def forget(self, caller: Caller, job_id: str) -> None:
         """Remove a finished job from the list; its output notebook and files stay."""
         with self.sessions() as db:
-            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id, own=True)
             if not JobState(record.state).final:
                 raise Conflict(f"job {job_id} is still {record.state}; cancel it first")
             db.delete(record)

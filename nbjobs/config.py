@@ -132,16 +132,40 @@ class LocalBackendConfig(_Model):
 
 
 class KueueConfig(_Model):
+    """Hand every job to Kueue: its LocalQueue orders, admits and fair-shares them."""
+
+    #: the LocalQueue (in the jobs' namespace) every job is submitted to
     queue_name: str
+    #: a Kueue WorkloadPriorityClass for nbjobs' jobs (label ``kueue.x-k8s.io/priority-class``)
+    priority_class: str | None = None
 
 
 class KubernetesBackendConfig(_Model):
     """Jobs as Kubernetes ``batch/v1`` Jobs."""
 
+    #: the namespace of the jobs (the job service's ServiceAccount has a Role there)
     namespace: str = "nbjobs"
+    #: with Kueue, every job is created suspended and Kueue admits it; nbjobs does not wait
+    #: for free GPUs itself
     kueue: KueueConfig | None = None
+    #: how long a finished Job (and its pod's log) stays in the cluster
     ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    #: the job pods' ServiceAccount (its token is never mounted); None: the namespace default
     service_account: str | None = None
+    #: the image of flavors that name none; it must have nbjobs installed (``pip install nbjobs``)
+    default_image: str | None = None
+    #: the Python in the image that runs ``-m nbjobs.job_runner``
+    python: str = "python"
+    #: seconds Kubernetes adds to a flavor's time limit before it stops a job (the runner
+    #: stops at the limit itself and saves its output; this is the backstop)
+    deadline_grace_seconds: int = Field(default=120, ge=0)
+    #: seconds a stopped job gets to save its partial output before it is killed
+    termination_grace_seconds: int = Field(default=30, ge=0)
+    #: nodes no new job may start on (maintenance); running jobs finish. Labelling a node
+    #: ``nbjobs.io/drain=true`` does the same without a restart of the service
+    drained_nodes: list[str] = []
+    #: ``Always``, ``IfNotPresent`` or ``Never``; None: Kubernetes' default for the tag
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
 
 
 class BackendConfig(_Model):
@@ -235,6 +259,17 @@ class ClassConfig(_Model):
     period: Literal["day", "week", "month"] = "week"
 
 
+class TeachersConfig(_Model):
+    """Who may provision classes (``nbjobs class create``) without an admin."""
+
+    users: list[str] = []
+    groups: list[str] = []
+    #: the most GPU-hours per student per period a teacher may give a class (None: no cap)
+    max_gpu_hours: float | None = Field(default=None, ge=0)
+    #: flavors teachers may give their classes; empty means every flavor
+    flavors: list[str] = []
+
+
 class AdminConfig(_Model):
     """Who administers nbjobs (besides JupyterHub admins)."""
 
@@ -252,6 +287,7 @@ class NbjobsConfig(_Model):
     profiles: list[Profile] = [Profile(name="default", display_name="Default", default=True)]
     quotas: QuotaConfig = QuotaConfig()
     classes: list[ClassConfig] = []
+    teachers: TeachersConfig = TeachersConfig()
     admin: AdminConfig = AdminConfig()
 
     @model_validator(mode="after")
@@ -260,6 +296,12 @@ class NbjobsConfig(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"flavor names must be unique; repeated: {', '.join(dupes)}")
+        unknown = [f for f in self.teachers.flavors if f not in names]
+        if unknown:
+            raise ValueError(
+                f"teachers.flavors lists unknown flavor(s) {', '.join(unknown)}; "
+                f"flavors are: {', '.join(names)}"
+            )
         for cls in self.classes:
             unknown = [f for f in cls.flavors if f not in names]
             if unknown:

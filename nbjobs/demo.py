@@ -70,6 +70,7 @@ def demo_config(gpus: bool) -> dict:
                 "flavors": [f["name"] for f in flavors],
             }
         ],
+        "teachers": {"users": TEACHERS},
         "admin": {"users": ADMINS},
     }
 

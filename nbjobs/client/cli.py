@@ -30,7 +30,11 @@ FINAL = set(EXIT_FOR_STATE)
 
 
 class ClientError(Exception):
-    """Something to tell the user, then exit with ``REFUSED``."""
+    """Something to tell the user, then exit with ``REFUSED``; ``body``: the service's answer."""
+
+    def __init__(self, message: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.body = body or {}
 
 
 class Client:
@@ -56,11 +60,12 @@ class Client:
             return urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             try:
-                message = json.loads(exc.read() or b"{}").get("message")
+                body = json.loads(exc.read() or b"{}")
             except ValueError:
-                message = None
+                body = {}
+            body = body if isinstance(body, dict) else {}
             raise ClientError(
-                message or f"the job service answered {exc.code} {exc.reason}"
+                body.get("message") or f"the job service answered {exc.code} {exc.reason}", body
             ) from None
         except urllib.error.URLError as exc:
             raise ClientError(
@@ -225,20 +230,28 @@ def list_jobs(argv: Sequence[str]) -> int:
     parser = _parser("list", "Your jobs, newest first.")
     parser.add_argument("--state", help="only these states (comma-separated)")
     parser.add_argument("--flavor")
-    parser.add_argument("--user", help="another user's jobs (admins)")
+    parser.add_argument("--user", help="another user's jobs (admins, the user's teachers)")
+    parser.add_argument("--class", dest="class_name", help="a class's jobs (its teachers)")
     parser.add_argument("--limit", type=int, default=20)
 
     def action(client: Client, args: argparse.Namespace) -> int:
         page = client.call(
-            "GET", "jobs", state=args.state, flavor=args.flavor, user=args.user, limit=args.limit
+            "GET",
+            "jobs",
+            state=args.state,
+            flavor=args.flavor,
+            user=args.user,
+            limit=args.limit,
+            **{"class": args.class_name},
         )
         if args.json:
             print(json.dumps(page))
         elif not page["jobs"]:
             print("no jobs")
         else:
+            others = args.user or args.class_name
             for job in page["jobs"]:
-                print(_show(job))
+                print(f"{job['user']:<14}{_show(job)}" if others else _show(job))
             if page["total"] > len(page["jobs"]):
                 print(f"({len(page['jobs'])} of {page['total']}; --limit for more)")
         return 0

@@ -1,0 +1,238 @@
+"""``nbjobs class create / add / remove / list / delete``: teachers provision classes.
+
+A class is a JupyterHub group of students with the flavors they may use and
+the GPU-hours each may spend per period. The teacher runs these commands with
+their own JupyterHub token (``$JUPYTERHUB_API_TOKEN`` in a JupyterLab terminal);
+the job service checks that the token holds ``custom:nbjobs:teach`` and that
+the teacher owns the class, then changes the group in the hub (see
+:mod:`nbjobs.job_service.classes` for why the service, not the token, does it).
+
+A roster is a CSV file, one student a line. A header row naming the column
+(``username``, ``user``, ``login`` or ``name``) is optional; without one the
+first column is the user name. Blank lines and lines starting with ``#`` are
+skipped. A bad roster changes nothing and every problem is reported with its
+line number.
+
+Exit codes: 0 done; 2 refused (the message says why) or the service could not
+be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nbjobs.client.cli import REFUSED, Client, ClientError, _client
+
+HEADER_NAMES = {"username", "user", "login", "name", "student"}
+
+
+class RosterError(ClientError):
+    """A roster file that cannot be read; the text names the line."""
+
+
+def read_roster(path: str) -> list[tuple[int, str]]:
+    """``(line number, user name)`` for every student in a roster CSV file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise RosterError(f"cannot read roster {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise RosterError(f"roster {path} is not UTF-8 text; save it as CSV (UTF-8)") from None
+    return parse_roster(text, path)
+
+
+def parse_roster(text: str, source: str = "roster") -> list[tuple[int, str]]:
+    """The students of a roster's text, each with its line number."""
+    rows: list[tuple[int, list[str]]] = []
+    reader = csv.reader(io.StringIO(text))
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
+                continue
+            rows.append((line, [cell.strip() for cell in row]))
+    except csv.Error as exc:
+        raise RosterError(f"{source}, line {reader.line_num}: not valid CSV ({exc})") from None
+    column = 0
+    if rows and any(cell.lower() in HEADER_NAMES for cell in rows[0][1]):
+        header = [cell.lower() for cell in rows[0][1]]
+        column = next(i for i, cell in enumerate(header) if cell in HEADER_NAMES)
+        rows = rows[1:]
+    students = []
+    for line, row in rows:
+        name = row[column] if column < len(row) else ""
+        if not name:
+            raise RosterError(f"{source}, line {line}: no user name in column {column + 1}")
+        students.append((line, name))
+    if not students:
+        raise RosterError(f"{source} names no students; put one user name per line")
+    return students
+
+
+def _problems(exc: ClientError, lines: list[int], source: str) -> str:
+    """The service's roster problems, each on its own line with the roster's line number."""
+    problems = exc.body.get("problems") or []
+    if not problems:
+        return str(exc)
+    out = [f"the roster has {len(problems)} problem(s); nothing was changed:"]
+    for p in problems:
+        index = p.get("index", 0)
+        line = lines[index] if 0 <= index < len(lines) else 0
+        where = f"{source}, line {line}" if line else "command line"
+        out.append(f"  {where}: {p.get('student')!r}: {p.get('reason')}")
+    return "\n".join(out)
+
+
+def _students(args: argparse.Namespace) -> tuple[list[str], list[int], str]:
+    """Students from --roster and/or the command line, with where each came from."""
+    entries: list[tuple[int, str]] = []
+    source = "command line"
+    if getattr(args, "roster", None):
+        entries = read_roster(args.roster)
+        source = args.roster
+    entries += [(0, name) for name in getattr(args, "students", None) or []]
+    return [name for _, name in entries], [line for line, _ in entries], source
+
+
+def _show(cls: dict[str, Any]) -> str:
+    hours = "usual quota" if cls.get("gpu_hours") is None else f"{cls['gpu_hours']:g}"
+    rows = [
+        ("class", cls["name"]),
+        ("teachers", ", ".join(cls["teachers"]) or "-"),
+        ("flavors", ", ".join(cls["flavors"]) or "(the students' usual flavors)"),
+        ("GPU-hours", f"{hours} per student per {cls['period']}"),
+        ("students", f"{len(cls['students'])}: " + ", ".join(cls["students"])),
+    ]
+    if cls.get("source") == "nbjobs.yaml":
+        rows.append(("defined in", "nbjobs.yaml (an admin changes it there)"))
+    return "\n".join(f"{k + ':':<11}{v}" for k, v in rows)
+
+
+# -- the commands ---------------------------------------------------------------
+
+
+def create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    students, lines, source = _students(args)
+    body = {
+        "name": args.name,
+        "students": students,
+        "flavors": [f for f in (args.flavors or "").split(",") if f],
+        "gpu_hours": args.gpu_hours,
+        "period": args.period,
+        "teachers": args.teacher or [],
+    }
+    try:
+        result: dict[str, Any] = client.call("POST", "classes", body)
+    except ClientError as exc:
+        raise ClientError(_problems(exc, lines, source)) from None
+    return result
+
+
+def add(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    students, lines, source = _students(args)
+    try:
+        result: dict[str, Any] = client.call(
+            "POST", f"classes/{args.name}/students", {"students": students}
+        )
+    except ClientError as exc:
+        raise ClientError(_problems(exc, lines, source)) from None
+    return result
+
+
+def remove(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    students, lines, source = _students(args)
+    try:
+        result: dict[str, Any] = client.call(
+            "DELETE", f"classes/{args.name}/students", {"students": students}
+        )
+    except ClientError as exc:
+        raise ClientError(_problems(exc, lines, source)) from None
+    return result
+
+
+def main(argv: Sequence[str]) -> int:
+    """``nbjobs class COMMAND ...``."""
+    parser = argparse.ArgumentParser(
+        prog="nbjobs class",
+        description="Provision classes: a roster, the flavors its students may use, and "
+        "how many GPU-hours each may spend.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", help="the job service (default: $NBJOBS_URL)")
+    common.add_argument("--token", help="your JupyterHub API token (default: $NBJOBS_TOKEN)")
+    common.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("create", parents=[common], help="create a class from a roster")
+    p.add_argument("name", help="the class (a JupyterHub group), like ml101")
+    p.add_argument("--roster", help="CSV file, one student a line")
+    p.add_argument("students", nargs="*", help="students (besides the roster's)")
+    p.add_argument("--flavors", help="comma-separated flavors the students may use")
+    p.add_argument("--gpu-hours", type=float, help="GPU-hours per student per period")
+    p.add_argument("--period", choices=["day", "week", "month"], default="week")
+    p.add_argument("--teacher", action="append", help="a co-teacher (repeat for more)")
+
+    for name, verb in (("add", "add students to"), ("remove", "remove students from")):
+        p = commands.add_parser(name, parents=[common], help=f"{verb} a class")
+        p.add_argument("name")
+        p.add_argument("students", nargs="*")
+        p.add_argument("--roster", help="CSV file, one student a line")
+
+    p = commands.add_parser(
+        "list", parents=[common], help="your classes; with a NAME, that class's roster"
+    )
+    p.add_argument("name", nargs="?")
+
+    p = commands.add_parser(
+        "delete", parents=[common], help="delete a class (students and their jobs stay)"
+    )
+    p.add_argument("name")
+
+    args = parser.parse_args(list(argv))
+    try:
+        client = _client(args)
+        if args.command in ("create", "add", "remove"):
+            if not args.students and not args.roster and args.command != "create":
+                raise ClientError("name students, or give --roster FILE")
+            result = {"create": create, "add": add, "remove": remove}[args.command](client, args)
+            if args.json:
+                print(json.dumps(result))
+            else:
+                done = {"create": "created", "add": "updated", "remove": "updated"}[args.command]
+                print(f"{done} class {result['name']}\n{_show(result)}")
+        elif args.command == "list":
+            if args.name:
+                cls = client.call("GET", f"classes/{args.name}")
+                print(json.dumps(cls) if args.json else _show(cls))
+            else:
+                classes = client.call("GET", "classes")
+                if args.json:
+                    print(json.dumps(classes))
+                elif not classes:
+                    print("no classes; `nbjobs class create NAME --roster FILE` makes one")
+                else:
+                    for cls in classes:
+                        hours = cls["gpu_hours"]
+                        print(
+                            f"{cls['name']:<16}{len(cls['students']):>4} students  "
+                            f"flavors: {', '.join(cls['flavors']) or '-':<20}  "
+                            f"GPU-hours: {'-' if hours is None else f'{hours:g}'}/{cls['period']}"
+                        )
+        elif args.command == "delete":
+            client.call("DELETE", f"classes/{args.name}")
+            print(
+                f"deleted class {args.name}; its students' accounts, files and jobs are kept"
+                if not args.json
+                else json.dumps({"deleted": args.name})
+            )
+    except ClientError as exc:
+        print(f"nbjobs class {args.command}: {exc}", file=sys.stderr)
+        return REFUSED
+    return 0

@@ -1,0 +1,396 @@
+"""Classes: a teacher's roster, its flavors and GPU-hours, kept as JupyterHub groups.
+
+A class is a JupyterHub group whose ``properties`` hold ``nbjobs_class``
+(teachers, flavors, GPU-hours per student and period). Admins may also declare
+classes in ``nbjobs.yaml``; those are read-only here.
+
+Why the job service makes the group changes and not the teacher's token
+directly: JupyterHub's scopes can be narrowed to one group (``groups!group=ml101``),
+but roles can only be defined in the hub's configuration, never through its
+API, so a class a teacher creates today cannot get a role of its own until
+the hub restarts. The service therefore acts as the class's role: a teacher
+(scope ``custom:nbjobs:teach``) calls it with their own hub token, the service
+checks that the teacher owns the class (the group's ``nbjobs_class.teachers``),
+and only then changes that one group through the hub's REST API with its own
+token. Nothing else of the hub is reachable to the teacher this way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+from nbjobs.config import NbjobsConfig
+from nbjobs.models import ClassInfo, CreateClass, RosterProblem
+
+from .service import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
+
+#: the key of a class's settings in its JupyterHub group's properties
+PROPERTY = "nbjobs_class"
+CLASS_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+
+
+class RosterRefused(ServiceError):
+    """A roster with bad entries; nothing was changed. ``problems`` lists each one."""
+
+    status = 400
+
+    def __init__(self, problems: list[RosterProblem]) -> None:
+        shown = "; ".join(f"{p.student!r}: {p.reason}" for p in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        super().__init__(
+            f"the roster has {len(problems)} problem(s), nothing was changed: {shown}{more}"
+        )
+        self.problems = problems
+
+
+class HubError(ServiceError):
+    """The hub refused or failed a change the service asked for."""
+
+    status = 502
+
+
+class HubGroups:
+    """The few JupyterHub REST calls a class needs, with the service's own token."""
+
+    def __init__(self, api_url: str, token: str) -> None:
+        self.api_url = api_url.rstrip("/") + "/"
+        self.token = token
+        self.http = AsyncHTTPClient()
+
+    async def _call(self, method: str, path: str, body: Any = None, ok: Iterable[int] = ()) -> Any:
+        request = HTTPRequest(
+            self.api_url + path,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+            body=json.dumps(body) if body is not None else None,
+            allow_nonstandard_methods=True,
+            request_timeout=30,
+        )
+        try:
+            response = await self.http.fetch(request)
+        except HTTPClientError as exc:
+            if exc.code in ok:
+                return None
+            detail = ""
+            if exc.response is not None and exc.response.body:
+                try:
+                    detail = json.loads(exc.response.body).get("message", "")
+                except ValueError:
+                    detail = ""
+            raise HubError(
+                f"JupyterHub refused {method} {path} ({exc.code} {detail or exc.message}); "
+                "check that the nbjobs service's role grants it (see hub_config)"
+            ) from None
+        return json.loads(response.body) if response.body else None
+
+    async def groups(self) -> list[dict[str, Any]]:
+        result = await self._call("GET", "groups")
+        return list(result or [])
+
+    async def user_exists(self, name: str) -> bool:
+        return await self._call("GET", f"users/{quote(name, safe='')}", ok=[404]) is not None
+
+    async def create_users(self, names: list[str]) -> None:
+        if names:
+            await self._call("POST", "users", {"usernames": names})
+
+    async def delete_user(self, name: str) -> None:
+        await self._call("DELETE", f"users/{quote(name, safe='')}", ok=[404])
+
+    async def create_group(self, name: str, users: list[str]) -> None:
+        await self._call("POST", f"groups/{quote(name, safe='')}", {"users": users})
+
+    async def set_properties(self, name: str, properties: dict[str, Any]) -> None:
+        await self._call("PUT", f"groups/{quote(name, safe='')}/properties", properties)
+
+    async def add_users(self, name: str, users: list[str]) -> None:
+        await self._call("POST", f"groups/{quote(name, safe='')}/users", {"users": users})
+
+    async def remove_users(self, name: str, users: list[str]) -> None:
+        await self._call("DELETE", f"groups/{quote(name, safe='')}/users", {"users": users})
+
+    async def delete_group(self, name: str) -> None:
+        await self._call("DELETE", f"groups/{quote(name, safe='')}", ok=[404])
+
+
+class ClassRegistry:
+    """Every class, from nbjobs.yaml and (in a hub) from the hub's groups.
+
+    Reads are synchronous and served from a cache that :meth:`refresh` fills
+    (the API handlers refresh before each request, at most every ``max_age``
+    seconds); changes made through this registry update the cache at once.
+    """
+
+    def __init__(
+        self,
+        config: NbjobsConfig,
+        hub: HubGroups | None = None,
+        log: logging.Logger | None = None,
+        max_age: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.hub = hub
+        self.log = log or logging.getLogger("nbjobs.job_service")
+        self.max_age = max_age
+        self._hub_classes: dict[str, ClassInfo] = {}
+        self._all_groups: set[str] = set()
+        self._fetched = 0.0
+
+    # -- reading ---------------------------------------------------------------
+
+    async def refresh(self, force: bool = False) -> None:
+        """Re-read the hub's groups if the cache is older than ``max_age``."""
+        if self.hub is None or (not force and time.monotonic() - self._fetched < self.max_age):
+            return
+        try:
+            groups = await self.hub.groups()
+        except ServiceError as exc:
+            # Keep serving the last known classes rather than failing every request.
+            self.log.warning("cannot read classes from the hub: %s", exc.message)
+            return
+        classes = {}
+        for group in groups:
+            settings = (group.get("properties") or {}).get(PROPERTY)
+            if isinstance(settings, dict):
+                classes[group["name"]] = _from_group(group["name"], group.get("users"), settings)
+        self._hub_classes = classes
+        self._all_groups = {g["name"] for g in groups}
+        self._fetched = time.monotonic()
+
+    def all(self) -> list[ClassInfo]:
+        """Every class, nbjobs.yaml's first."""
+        static = [
+            ClassInfo(
+                name=c.name,
+                teachers=list(c.teachers),
+                students=list(c.students),
+                flavors=list(c.flavors),
+                gpu_hours=c.gpu_hours,
+                period=c.period,
+                source="nbjobs.yaml",
+            )
+            for c in self.config.classes
+        ]
+        names = {c.name for c in static}
+        return static + [c for n, c in sorted(self._hub_classes.items()) if n not in names]
+
+    def get(self, name: str) -> ClassInfo | None:
+        return next((c for c in self.all() if c.name == name), None)
+
+    def of_student(self, user: str) -> list[ClassInfo]:
+        """The classes a user is a student of."""
+        return [c for c in self.all() if user in c.students]
+
+    def taught_by(self, user: str) -> list[ClassInfo]:
+        """The classes a user teaches."""
+        return [c for c in self.all() if user in c.teachers]
+
+    def teaches(self, teacher: str, student: str) -> bool:
+        """Whether ``teacher`` teaches a class ``student`` is in."""
+        return any(student in c.students for c in self.taught_by(teacher))
+
+    def visible_to(self, caller: Caller) -> list[ClassInfo]:
+        return self.all() if caller.admin else self.taught_by(caller.name)
+
+    # -- changing --------------------------------------------------------------
+
+    def _owned(self, caller: Caller, name: str) -> ClassInfo:
+        cls = self.get(name)
+        if cls is None or not (caller.admin or caller.name in cls.teachers):
+            raise NotFound(f"no class {name!r} of yours; `nbjobs class list` shows your classes")
+        if cls.source != "hub":
+            raise Conflict(f"class {name!r} is defined in nbjobs.yaml; an admin changes it there")
+        return cls
+
+    def _need_hub(self) -> HubGroups:
+        if self.hub is None:
+            raise Conflict(
+                "classes are JupyterHub groups, and this job service runs without a hub; "
+                "define classes in nbjobs.yaml instead"
+            )
+        return self.hub
+
+    def _check_may_teach(self, caller: Caller) -> None:
+        if not (caller.admin or caller.teacher):
+            raise Forbidden(
+                "only teachers may provision classes (your hub account lacks the "
+                "custom:nbjobs:teach scope); ask your admin to add you to nbjobs.yaml's teachers"
+            )
+
+    def check_roster(self, students: list[str], class_name: str) -> list[str]:
+        """The roster's names, or :class:`RosterRefused` naming every bad entry."""
+        problems = []
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(students):
+            name = raw.strip()
+            if not USER_NAME.match(name):
+                problems.append(
+                    RosterProblem(
+                        index=index,
+                        student=raw,
+                        reason="not a valid user name (letters, digits and . _ @ + -)",
+                    )
+                )
+            elif name in seen:
+                problems.append(
+                    RosterProblem(
+                        index=index,
+                        student=name,
+                        reason=f"listed twice (first as entry {seen[name] + 1})",
+                    )
+                )
+            else:
+                seen[name] = index
+                other = next((c for c in self.of_student(name) if c.name != class_name), None)
+                if other is not None:
+                    problems.append(
+                        RosterProblem(
+                            index=index,
+                            student=name,
+                            reason=f"already a student of class {other.name!r}",
+                        )
+                    )
+        if problems:
+            raise RosterRefused(problems)
+        return list(seen)
+
+    def _check_settings(self, request: CreateClass) -> float | None:
+        """The class's GPU-hours per student (the admin's cap when the teacher gave none)."""
+        teachers = self.config.teachers
+        names = [f.name for f in self.config.flavors]
+        allowed = teachers.flavors or names
+        bad = [f for f in request.flavors if f not in allowed]
+        if bad:
+            raise Invalid(
+                f"flavor(s) {', '.join(bad)} cannot be given to a class; "
+                f"teachers may give: {', '.join(allowed)}"
+            )
+        cap = teachers.max_gpu_hours
+        if cap is not None and request.gpu_hours is not None and request.gpu_hours > cap:
+            raise Invalid(
+                f"a class may have at most {cap:g} GPU-hours per student per {request.period}; "
+                f"pass --gpu-hours {cap:g} or less"
+            )
+        return request.gpu_hours if request.gpu_hours is not None else cap
+
+    async def create(self, caller: Caller, request: CreateClass) -> ClassInfo:
+        """Create the class's group with its students; all of it or nothing."""
+        self._check_may_teach(caller)
+        hub = self._need_hub()
+        if not CLASS_NAME.match(request.name):
+            raise Invalid(
+                f"class name {request.name!r} must be lowercase letters, digits, '-' and '_' "
+                "(at most 63), like 'ml101'"
+            )
+        gpu_hours = self._check_settings(request)
+        await self.refresh(force=True)
+        if self.get(request.name) is not None or request.name in self._all_groups:
+            raise Conflict(f"a class or group named {request.name!r} exists; pick another name")
+        students = self.check_roster(request.students, request.name)
+        teachers = sorted({caller.name, *request.teachers} - {"", *students})
+        bad_teachers = [t for t in teachers if not USER_NAME.match(t)]
+        if bad_teachers:
+            raise Invalid(f"not a valid teacher name: {', '.join(bad_teachers)}")
+        created = await self._ensure_users(hub, [*students, *teachers])
+        info = ClassInfo(
+            name=request.name,
+            teachers=teachers,
+            students=students,
+            flavors=list(request.flavors),
+            gpu_hours=gpu_hours,
+            period=request.period,
+        )
+        try:
+            await hub.create_group(request.name, students)
+            await hub.set_properties(request.name, {PROPERTY: _settings(info)})
+        except ServiceError:
+            await hub.delete_group(request.name)
+            for name in created:
+                await hub.delete_user(name)
+            raise
+        self._hub_classes[info.name] = info
+        self._all_groups.add(info.name)
+        self.log.info(
+            "class %s created by %s with %d students", info.name, caller.name, len(students)
+        )
+        return info
+
+    async def add_students(self, caller: Caller, name: str, students: list[str]) -> ClassInfo:
+        """Add students (all or none) to a class the caller teaches."""
+        hub = self._need_hub()
+        await self.refresh(force=True)
+        cls = self._owned(caller, name)
+        wanted = self.check_roster(students, name)
+        new = [s for s in wanted if s not in cls.students]
+        if new:
+            await self._ensure_users(hub, new)
+            await hub.add_users(name, new)
+        info = cls.model_copy(update={"students": [*cls.students, *new]})
+        self._hub_classes[name] = info
+        return info
+
+    async def remove_students(self, caller: Caller, name: str, students: list[str]) -> ClassInfo:
+        """Take students out of a class the caller teaches (their jobs stay theirs)."""
+        hub = self._need_hub()
+        await self.refresh(force=True)
+        cls = self._owned(caller, name)
+        unknown = [s for s in students if s not in cls.students]
+        if unknown:
+            raise RosterRefused(
+                [
+                    RosterProblem(index=i, student=s, reason=f"not a student of class {name!r}")
+                    for i, s in enumerate(students)
+                    if s in unknown
+                ]
+            )
+        await hub.remove_users(name, students)
+        info = cls.model_copy(update={"students": [s for s in cls.students if s not in students]})
+        self._hub_classes[name] = info
+        return info
+
+    async def delete(self, caller: Caller, name: str) -> None:
+        """Delete a class the caller teaches: the group goes, users and jobs stay."""
+        hub = self._need_hub()
+        await self.refresh(force=True)
+        self._owned(caller, name)
+        await hub.delete_group(name)
+        self._hub_classes.pop(name, None)
+        self._all_groups.discard(name)
+        self.log.info("class %s deleted by %s", name, caller.name)
+
+    async def _ensure_users(self, hub: HubGroups, names: list[str]) -> list[str]:
+        """Create the hub accounts a roster names that do not exist yet; return those."""
+        missing = [n for n in names if not await hub.user_exists(n)]
+        await hub.create_users(missing)
+        return missing
+
+
+def _settings(info: ClassInfo) -> dict[str, Any]:
+    return {
+        "teachers": info.teachers,
+        "flavors": info.flavors,
+        "gpu_hours": info.gpu_hours,
+        "period": info.period,
+    }
+
+
+def _from_group(name: str, users: Any, settings: dict[str, Any]) -> ClassInfo:
+    period = settings.get("period")
+    hours = settings.get("gpu_hours")
+    return ClassInfo(
+        name=name,
+        teachers=[str(t) for t in settings.get("teachers") or []],
+        students=[str(u) for u in users or []],
+        flavors=[str(f) for f in settings.get("flavors") or []],
+        gpu_hours=float(hours) if isinstance(hours, int | float) else None,
+        period=period if period in ("day", "week", "month") else "week",
+    )

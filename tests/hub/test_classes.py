@@ -1,0 +1,272 @@
+"""Teachers provision classes through a real JupyterHub configured by hub_config.
+
+The hub runs hub_config's ``configure()`` on an nbjobs.yaml (its roles, custom
+scopes and the managed job service); teachers run the real ``nbjobs class``
+command with their own hub tokens; the outcome is read back from the hub's
+own REST API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import requests
+import yaml
+
+from nbjobs.storage import escape_username
+
+from .test_service_in_hub import free_port
+
+HUB_CONFIG = """
+from nbjobs.hub_config import configure
+configure(c, {config!r}, service_port={service_port})
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
+c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allowed_users = {{"tess", "tom", "ada", "bob", "eve"}}
+c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin_token!r}}})
+c.JupyterHub.load_roles.append(
+    {{"name": "token-maker", "services": ["test-admin"],
+      "scopes": ["tokens", "admin:users", "admin:groups", "read:groups", "list:groups"]}}
+)
+"""
+
+NBJOBS = {
+    "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 2}},
+    "flavors": [
+        {"name": "cpu", "gpus": 0},
+        {"name": "lab-cpu", "gpus": 0, "groups": ["nobody"]},
+        {"name": "big-cpu", "gpus": 0, "groups": ["nobody"]},
+    ],
+    "teachers": {"users": ["tess", "tom"], "flavors": ["cpu", "lab-cpu"], "max_gpu_hours": 5},
+}
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("classes")
+    port, hub_port, service_port = free_port(), free_port(), free_port()
+    admin_token = secrets.token_hex(16)
+    config = dict(NBJOBS)
+    config["storage"] = {"root": str(tmp / "home")}
+    config["database"] = {"url": f"sqlite:///{tmp}/jobs.sqlite"}
+    (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(config))
+    (tmp / "jupyterhub_config.py").write_text(
+        HUB_CONFIG.format(
+            config=str(tmp / "nbjobs.yaml"),
+            port=port,
+            hub_port=hub_port,
+            service_port=service_port,
+            tmp=tmp,
+            admin_token=admin_token,
+        )
+    )
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
+    log = (tmp / "hub.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterhub", "-f", str(tmp / "jupyterhub_config.py")],
+        cwd=tmp,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
+                break
+        except requests.ConnectionError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError((tmp / "hub.log").read_text()[-5000:])
+        time.sleep(0.3)
+    admin = {"Authorization": f"token {admin_token}"}
+    tokens = {}
+    for user in ("tess", "tom", "ada", "bob", "eve"):
+        r = requests.post(
+            f"{url}/hub/api/users/{user}/tokens", headers=admin, json={"note": "t"}, timeout=30
+        )
+        r.raise_for_status()
+        tokens[user] = r.json()["token"]
+    yield Hub(url, tokens, admin, tmp)
+    proc.terminate()
+    proc.wait(timeout=60)
+    log.close()
+
+
+class Hub:
+    def __init__(self, url: str, tokens: dict[str, str], admin: dict[str, str], tmp: Path):
+        self.url, self.tokens, self.admin, self.tmp = url, tokens, admin, tmp
+        self.service = f"{url}/services/nbjobs/"
+
+    def nbjobs(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run the real `nbjobs` command as ``user`` (their token, the service's URL)."""
+        env = dict(os.environ, NBJOBS_URL=self.service, NBJOBS_TOKEN=self.tokens[user])
+        return subprocess.run(
+            [sys.executable, "-m", "nbjobs.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.tmp,
+        )
+
+    def api(self, user: str, method: str, path: str, **kwargs) -> requests.Response:
+        headers = {"Authorization": f"token {self.tokens[user]}"}
+        return requests.request(
+            method, self.service + "api/" + path, headers=headers, timeout=60, **kwargs
+        )
+
+    def group(self, name: str) -> dict | None:
+        r = requests.get(f"{self.url}/hub/api/groups/{name}", headers=self.admin, timeout=30)
+        return r.json() if r.status_code == 200 else None
+
+    def user_exists(self, name: str) -> bool:
+        r = requests.get(f"{self.url}/hub/api/users/{name}", headers=self.admin, timeout=30)
+        return r.status_code == 200
+
+    def roster(self, name: str, text: str) -> str:
+        path = self.tmp / name
+        path.write_text(text)
+        return str(path)
+
+
+def test_a_teacher_creates_a_class_from_a_roster(hub):
+    roster = hub.roster("ml101.csv", "username,full name\nada,Ada L.\n\n# late\ndora,Dora E.\n")
+
+    done = hub.nbjobs(
+        "tess", "class", "create", "ml101", "--roster", roster, "--flavors", "lab-cpu",
+        "--gpu-hours", "3",
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert "created class ml101" in done.stdout
+    group = hub.group("ml101")
+    assert group is not None
+    assert sorted(group["users"]) == ["ada", "dora"]
+    assert group["properties"]["nbjobs_class"]["teachers"] == ["tess"]
+    assert group["properties"]["nbjobs_class"]["gpu_hours"] == 3
+    # dora had never logged in: the roster created her hub account
+    assert hub.user_exists("dora")
+    # Students see the class's flavors and no others; everyone else sees the open ones.
+    assert [f["name"] for f in hub.api("ada", "GET", "flavors").json()] == ["lab-cpu"]
+    assert [f["name"] for f in hub.api("bob", "GET", "flavors").json()] == ["cpu"]
+    listed = hub.nbjobs("tess", "class", "list")
+    assert listed.returncode == 0
+    assert "ml101" in listed.stdout
+    assert "2 students" in listed.stdout
+
+
+def test_a_bad_roster_names_every_line_and_changes_nothing(hub):
+    assert hub.nbjobs("tess", "class", "create", "first", "bob").returncode == 0
+    roster = hub.roster(
+        "bad.csv", "carol\nnot a name\ncarol\nbob\nfrank\n"
+    )  # line 2 invalid, 3 duplicate, 4 in another class
+
+    refused = hub.nbjobs("tom", "class", "create", "second", "--roster", roster)
+
+    assert refused.returncode == 2
+    assert "nothing was changed" in refused.stderr
+    assert "bad.csv, line 2: 'not a name': not a valid user name" in refused.stderr
+    assert "bad.csv, line 3: 'carol': listed twice" in refused.stderr
+    assert "bad.csv, line 4: 'bob': already a student of class 'first'" in refused.stderr
+    assert hub.group("second") is None
+    assert not hub.user_exists("carol")
+    assert not hub.user_exists("frank")
+
+
+def test_a_class_belongs_to_its_teachers(hub):
+    created = hub.nbjobs("tess", "class", "create", "owned", "eve", "--json")
+    # without --gpu-hours the class gets the most the admin allows
+    assert json.loads(created.stdout)["gpu_hours"] == 5
+
+    other = hub.nbjobs("tom", "class", "add", "owned", "zed")
+    student = hub.nbjobs("eve", "class", "create", "mine", "bob")
+
+    assert other.returncode == 2
+    assert "no class 'owned' of yours" in other.stderr
+    assert "zed" not in hub.group("owned")["users"]
+    assert student.returncode == 2
+    assert "lacks the custom:nbjobs:teach scope" in student.stderr
+    assert hub.group("mine") is None
+    assert hub.nbjobs("tom", "class", "list", "owned").returncode == 2
+
+
+def test_teachers_may_not_exceed_what_the_admin_allows(hub):
+    too_much = hub.nbjobs("tess", "class", "create", "greedy", "zoe", "--gpu-hours", "50")
+    wrong_flavor = hub.nbjobs("tess", "class", "create", "greedy", "zoe", "--flavors", "big-cpu")
+
+    assert too_much.returncode == 2
+    assert "at most 5 GPU-hours per student" in too_much.stderr
+    assert wrong_flavor.returncode == 2
+    assert "teachers may give: cpu, lab-cpu" in wrong_flavor.stderr
+    assert hub.group("greedy") is None
+
+
+def test_add_remove_and_delete_keep_students_and_their_work(hub):
+    assert hub.nbjobs("tess", "class", "create", "cv", "gus").returncode == 0
+
+    added = hub.nbjobs("tess", "class", "add", "cv", "hal", "ivy")
+    again = hub.nbjobs("tess", "class", "add", "cv", "hal", "hal")
+    removed = hub.nbjobs("tess", "class", "remove", "cv", "gus")
+    not_there = hub.nbjobs("tess", "class", "remove", "cv", "nobody")
+
+    assert added.returncode == 0, added.stderr
+    assert again.returncode == 2
+    assert "command line: 'hal': listed twice" in again.stderr
+    assert removed.returncode == 0
+    assert sorted(hub.group("cv")["users"]) == ["hal", "ivy"]
+    assert not_there.returncode == 2
+    assert "not a student of class 'cv'" in not_there.stderr
+
+    deleted = hub.nbjobs("tess", "class", "delete", "cv")
+
+    assert deleted.returncode == 0
+    assert "accounts, files and jobs are kept" in deleted.stdout
+    assert hub.group("cv") is None
+    assert hub.user_exists("hal")
+
+
+def test_a_teacher_sees_the_class_jobs_and_cancels_but_does_not_rerun(hub):
+    # ada is in ml101 (tess's) from the first test; tom teaches nothing of hers.
+    if hub.group("ml101") is None:
+        hub.nbjobs("tess", "class", "create", "ml101", "ada", "--flavors", "lab-cpu")
+    home = hub.tmp / "home" / escape_username("ada")
+    home.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [nbformat.v4.new_code_cell("import time; time.sleep(60)")]
+    nbformat.write(nb, home / "train.ipynb")
+    job = hub.api("ada", "POST", "jobs", json={"path": "train.ipynb", "flavor": "lab-cpu"})
+    assert job.status_code == 201, job.text
+    job_id = job.json()["id"]
+
+    listed = hub.nbjobs("tess", "list", "--class", "ml101", "--json")
+    seen_by_tom = hub.api("tom", "GET", f"jobs/{job_id}")
+    tom_lists = hub.api("tom", "GET", "jobs", params={"class": "ml101"})
+    rerun = hub.api("tess", "POST", f"jobs/{job_id}/rerun")
+    cancelled = hub.api("tess", "POST", f"jobs/{job_id}/cancel")
+
+    assert listed.returncode == 0, listed.stderr
+    assert [j["id"] for j in json.loads(listed.stdout)["jobs"]] == [job_id]
+    assert seen_by_tom.status_code == 404
+    assert tom_lists.status_code == 404
+    assert rerun.status_code == 404
+    assert cancelled.status_code == 200
+    assert cancelled.json()["state"] == "cancelled"
