@@ -1,0 +1,616 @@
+"""Kubernetes objects for nbjobs' jobs, built by pure functions (no API calls here).
+
+:func:`make_job` turns one job (a :class:`LaunchSpec`), the storage rules and the
+backend's settings into a ``batch/v1`` Job as a plain dict. The functions below
+it read what the cluster says back: how many jobs of a flavor fit on its nodes
+now (:func:`free_slots`) and what a Job and its pod mean for a person
+(:func:`job_verdict`). The backend (``kubernetes.py``) is a thin layer that
+sends these dicts and feeds these functions.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from nbjobs.config import Flavor, KubernetesBackendConfig, StorageConfig
+from nbjobs.storage import escape_username, user_folder, user_subpath
+
+from .base import LaunchSpec
+
+#: set on every Job and pod nbjobs creates; the backend lists and watches by it
+MANAGED_BY = {"app.kubernetes.io/managed-by": "nbjobs"}
+MANAGED_SELECTOR = "app.kubernetes.io/managed-by=nbjobs"
+JOB_ID_LABEL = "nbjobs.io/job-id"
+FLAVOR_LABEL = "nbjobs.io/flavor"
+OWNER_LABEL = "nbjobs.io/owner"
+#: the user name as written (labels cannot hold every name)
+OWNER_ANNOTATION = "nbjobs.io/owner"
+#: a node labelled ``nbjobs.io/drain=true`` gets no new jobs (running ones finish)
+DRAIN_LABEL = "nbjobs.io/drain"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+VOLUME_NAME = "nbjobs-home"
+CONTAINER_NAME = "notebook"
+
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+class ManifestError(ValueError):
+    """The settings cannot make a Job; the message says which setting to change."""
+
+
+def job_name(job_id: str) -> str:
+    """The Job's name: derived from the job id only, so a retried create cannot make two."""
+    return f"nbjobs-{job_id}"
+
+
+def owner_label(user: str) -> str:
+    """A label value naming the user: the escaped name, or a digest when that does not fit."""
+    escaped = escape_username(user)
+    if _LABEL_VALUE.match(escaped):
+        return escaped
+    return "h-" + hashlib.sha256(user.encode()).hexdigest()[:20]
+
+
+def pod_path(storage: StorageConfig, user: str, path: Path) -> str:
+    """Where a file of the user's folder (as the service sees it) is inside the job pod."""
+    folder = user_folder(storage, user)
+    try:
+        relative = Path(path).relative_to(folder)
+    except ValueError:
+        raise ManifestError(
+            f"{path} is not inside {user!r}'s folder {folder}; "
+            "jobs can only use files on the shared storage"
+        ) from None
+    return str(PurePosixPath(storage.mount_path) / PurePosixPath(relative.as_posix()))
+
+
+def runner_command(
+    spec: LaunchSpec, storage: StorageConfig, settings: KubernetesBackendConfig
+) -> list[str]:
+    """The runner's command line in the pod (the same CLI the local backend runs)."""
+    where = lambda p: pod_path(storage, spec.user, p)  # noqa: E731
+    command = [settings.python, "-m", "nbjobs.job_runner"]
+    command += [where(spec.snapshot_file), where(spec.output_file)]
+    command += ["--status-file", where(spec.status_file), "--cwd", where(spec.cwd)]
+    if spec.parameters:
+        command += ["--parameters", json.dumps(spec.parameters)]
+    if spec.time_limit:
+        command += ["--timeout", f"{spec.time_limit:g}"]
+    return command
+
+
+def job_labels(spec: LaunchSpec) -> dict[str, str]:
+    """Labels naming the job, its flavor and its owner (on the Job and its pod)."""
+    return {
+        **MANAGED_BY,
+        JOB_ID_LABEL: spec.job_id,
+        FLAVOR_LABEL: spec.flavor.name,
+        OWNER_LABEL: owner_label(spec.user),
+    }
+
+
+def flavor_resources(flavor: Flavor) -> dict[str, str]:
+    """What one job of the flavor asks for: GPUs (any extended resource), CPU, memory."""
+    resources: dict[str, str] = {}
+    if flavor.cpu is not None:
+        resources["cpu"] = flavor.cpu
+    if flavor.memory is not None:
+        resources["memory"] = flavor.memory
+    if flavor.gpus:
+        resources[flavor.gpu_resource] = str(flavor.gpus)
+    return resources
+
+
+def node_affinity(
+    affinity: Mapping[str, Any] | None, drained_nodes: Iterable[str]
+) -> dict[str, Any]:
+    """The flavor's affinity with the drain rules added to every required node term.
+
+    Required node terms are alternatives (ORed), so the exclusions go into each.
+    """
+    result = copy.deepcopy(dict(affinity or {}))
+    required = result.setdefault("nodeAffinity", {}).setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}
+    )
+    terms = required.get("nodeSelectorTerms") or [{}]
+    drained = sorted(set(drained_nodes))
+    for term in terms:
+        term.setdefault("matchExpressions", []).append(
+            {"key": DRAIN_LABEL, "operator": "NotIn", "values": ["true"]}
+        )
+        if drained:
+            term.setdefault("matchFields", []).append(
+                {"key": "metadata.name", "operator": "NotIn", "values": drained}
+            )
+    required["nodeSelectorTerms"] = terms
+    return result
+
+
+def make_job(
+    spec: LaunchSpec, storage: StorageConfig, settings: KubernetesBackendConfig
+) -> dict[str, Any]:
+    """The ``batch/v1`` Job that runs one nbjobs job."""
+    flavor = spec.flavor
+    image = flavor.image or settings.default_image
+    if not image:
+        raise ManifestError(
+            f"flavor {flavor.name!r} names no image and backend.kubernetes.default_image is "
+            "not set in nbjobs.yaml; set one of them to an image with nbjobs installed"
+        )
+    if storage.volume is None:
+        raise ManifestError(
+            "nbjobs.yaml storage.volume is not set; give the shared volume, e.g. "
+            "{nfs: {server: nfs.example.org, path: /export/home}}"
+        )
+    if storage.uid == 0:
+        raise ManifestError("storage.uid is 0 (root); jobs run as the user, never as root")
+    labels = job_labels(spec)
+    resources = flavor_resources(flavor)
+    env = [{"name": k, "value": v} for k, v in sorted(flavor.env.items())]
+    env.append({"name": "NBJOBS_JOB_ID", "value": spec.job_id})
+    if not flavor.gpus:
+        # On a GPU node the NVIDIA runtime would otherwise hand a CPU job every GPU.
+        env += [
+            {"name": "CUDA_VISIBLE_DEVICES", "value": ""},
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        ]
+    identity: dict[str, Any] = {"runAsNonRoot": True}
+    if storage.uid is not None:
+        identity["runAsUser"] = storage.uid
+    if storage.gid is not None:
+        identity["runAsGroup"] = storage.gid
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": image,
+        "command": runner_command(spec, storage, settings),
+        "workingDir": pod_path(storage, spec.user, spec.cwd),
+        "env": env,
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [
+            {
+                "name": VOLUME_NAME,
+                "mountPath": storage.mount_path,
+                "subPath": user_subpath(storage, spec.user),
+            }
+        ],
+        "securityContext": {
+            **identity,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if settings.image_pull_policy:
+        container["imagePullPolicy"] = settings.image_pull_policy
+    pod_security: dict[str, Any] = {**identity, "seccompProfile": {"type": "RuntimeDefault"}}
+    if storage.gid is not None:
+        pod_security["fsGroup"] = storage.gid
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+        "securityContext": pod_security,
+        "containers": [container],
+        "volumes": [{"name": VOLUME_NAME, **copy.deepcopy(storage.volume)}],
+        "affinity": node_affinity(flavor.affinity, settings.drained_nodes),
+    }
+    if settings.service_account:
+        pod_spec["serviceAccountName"] = settings.service_account
+    if flavor.node_selector:
+        pod_spec["nodeSelector"] = dict(flavor.node_selector)
+    if flavor.tolerations:
+        pod_spec["tolerations"] = copy.deepcopy(flavor.tolerations)
+    if flavor.priority_class:
+        pod_spec["priorityClassName"] = flavor.priority_class
+    job_labels_ = dict(labels)
+    job_spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+    }
+    if spec.time_limit:
+        job_spec["activeDeadlineSeconds"] = (
+            math.ceil(spec.time_limit) + settings.deadline_grace_seconds
+        )
+    if settings.kueue is not None:
+        job_labels_[KUEUE_QUEUE_LABEL] = settings.kueue.queue_name
+        if settings.kueue.priority_class:
+            job_labels_[KUEUE_PRIORITY_LABEL] = settings.kueue.priority_class
+        job_spec["suspend"] = True
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(spec.job_id),
+            "namespace": settings.namespace,
+            "labels": job_labels_,
+            "annotations": {OWNER_ANNOTATION: spec.user},
+        },
+        "spec": job_spec,
+    }
+
+
+# -- reading what the cluster says ---------------------------------------------
+
+_SUFFIXES = {
+    "": 1,
+    "m": Decimal("0.001"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match or match.group(2) not in _SUFFIXES:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    try:
+        return Decimal(match.group(1)) * Decimal(_SUFFIXES[match.group(2)])
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+
+
+def _matches_expression(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
+    key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def node_accepts(node: Mapping[str, Any], pod_spec: Mapping[str, Any]) -> bool:
+    """Whether the scheduler could place this pod spec on the node (labels, taints, cordon)."""
+    meta = node.get("metadata") or {}
+    labels: dict[str, str] = meta.get("labels") or {}
+    fields = {"metadata.name": meta.get("name", "")}
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    for key, value in (pod_spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    tolerations = pod_spec.get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(
+            tolerations, taint
+        ):
+            return False
+    required = (
+        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    ).get("nodeSelectorTerms") or []
+    if required:
+        return any(
+            all(_matches_expression(labels, e) for e in term.get("matchExpressions") or [])
+            and all(_matches_expression(fields, e) for e in term.get("matchFields") or [])
+            for term in required
+        )
+    return True
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What a pod holds on its node: its containers' requests (limits where none given)."""
+    total: dict[str, Decimal] = {}
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, value in asked.items():
+            try:
+                total[name] = total.get(name, Decimal(0)) + parse_quantity(value)
+            except ValueError:
+                continue
+    return total
+
+
+def pod_holds_resources(pod: Mapping[str, Any]) -> bool:
+    """A pod that is not finished holds what it requested."""
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+@dataclass
+class Capacity:
+    """How many more jobs of a flavor fit now, and how many of its GPUs are free."""
+
+    jobs: int
+    #: free units of the flavor's GPU resource on its nodes (0 for a CPU flavor)
+    gpus_free: int
+    #: nodes that could ever take the flavor
+    nodes: int
+    #: the most GPUs of the flavor's resource any one of those nodes has
+    most_gpus_on_a_node: int
+
+
+def free_slots(
+    pod_spec: Mapping[str, Any],
+    requests: Mapping[str, str],
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    gpu_resource: str | None,
+) -> Capacity:
+    """How many pods asking for ``requests`` fit on the nodes that accept ``pod_spec``.
+
+    Each node's allocatable minus what the unfinished pods bound to it request;
+    ``pods`` pending without a node, that would land on these nodes, are taken
+    off the total (they are about to take their share).
+    """
+    asked = {name: parse_quantity(v) for name, v in requests.items()}
+    asked["pods"] = Decimal(1)
+    used: dict[str, dict[str, Decimal]] = {}
+    pending: list[dict[str, Decimal]] = []
+    for pod in pods:
+        if not pod_holds_resources(pod):
+            continue
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        held = pod_requests(pod)
+        held["pods"] = Decimal(1)
+        if node_name:
+            on_node = used.setdefault(node_name, {})
+            for name, value in held.items():
+                on_node[name] = on_node.get(name, Decimal(0)) + value
+        elif all(held.get(name, Decimal(0)) >= value for name, value in asked.items()):
+            pending.append(held)
+    jobs = gpus_free = count = most = 0
+    for node in nodes:
+        if not node_accepts(node, pod_spec):
+            continue
+        count += 1
+        name = (node.get("metadata") or {}).get("name", "")
+        allocatable = {
+            k: parse_quantity(v)
+            for k, v in ((node.get("status") or {}).get("allocatable") or {}).items()
+        }
+        free = {k: v - used.get(name, {}).get(k, Decimal(0)) for k, v in allocatable.items()}
+        if gpu_resource:
+            most = max(most, int(allocatable.get(gpu_resource, 0)))
+            gpus_free += max(0, int(free.get(gpu_resource, 0)))
+        fits = [int(free.get(k, Decimal(0)) // v) if v > 0 else 10**6 for k, v in asked.items()]
+        jobs += max(0, min(fits))
+    jobs = max(0, jobs - len(pending))
+    if gpu_resource:
+        gpu_need = asked.get(gpu_resource, Decimal(0))
+        gpus_free = max(0, gpus_free - int(gpu_need) * len(pending))
+    return Capacity(jobs=jobs, gpus_free=gpus_free, nodes=count, most_gpus_on_a_node=most)
+
+
+#: container waiting reasons that mean the job can never start as it is
+_CANNOT_START = {
+    "ErrImagePull": "could not pull image",
+    "ImagePullBackOff": "could not pull image",
+    "InvalidImageName": "the image name is not valid",
+    "ErrImageNeverPull": "the image is not on the node and imagePullPolicy is Never",
+    "CreateContainerConfigError": "the container could not be configured",
+    "CreateContainerError": "the container could not be created",
+}
+
+_DISRUPTIONS = {
+    "PreemptionByScheduler": "preempted by a higher-priority pod",
+    "EvictionByEvictionAPI": "evicted (the node is being drained or scaled down)",
+    "DeletionByTaintManager": "stopped because its node was tainted NoExecute",
+    "DeletionByPodGC": "lost with its node",
+    "TerminationByKubelet": "stopped by the node's kubelet",
+}
+
+
+@dataclass
+class Verdict:
+    """What a Job and its pod mean now, in nbjobs' terms.
+
+    ``done`` jobs have ended; ``state`` then overrides what the runner's exit
+    code says (None: let the status file and exit code decide). A job that is
+    not done may be ``waiting`` in the cluster (a sentence says for what).
+    """
+
+    done: bool = False
+    state: str | None = None
+    exit_code: int | None = None
+    message: str | None = None
+    #: the job cannot start as it is: the backend should delete its Job
+    stuck: bool = False
+    waiting: str | None = None
+    running: bool = False
+    node: str | None = None
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return list(status.get("initContainerStatuses") or []) + list(
+        status.get("containerStatuses") or []
+    )
+
+
+def _memory_limit(pod: Mapping[str, Any]) -> str | None:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if limit:
+            return str(limit)
+    return None
+
+
+def waiting_for(flavor: Flavor, capacity: Capacity | None) -> str:
+    """The sentence for a job no node can take now."""
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(flavor.node_selector.items()))
+    where = f"on nodes with {selector}" if selector else "on any node"
+    free = f" ({capacity.gpus_free} free)" if capacity is not None else ""
+    if flavor.gpus:
+        return f"waiting for {flavor.gpus} × {flavor.gpu_resource} {where}{free}"  # noqa: RUF001
+    asked = " and ".join(
+        f"{v} {k}" for k, v in flavor_resources(flavor).items() if k in ("cpu", "memory")
+    )
+    return f"waiting for room for {asked or 'one more pod'} {where}"
+
+
+def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """Why a pod ended badly, if the cluster says more than an exit code; and the code."""
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    exit_code = None
+    for cs in _container_statuses(pod):
+        terminated = (cs.get("state") or {}).get("terminated")
+        if not terminated:
+            continue
+        exit_code = terminated.get("exitCode")
+        if terminated.get("reason") == "OOMKilled":
+            limit = _memory_limit(pod)
+            if limit:
+                return f"out of memory (limit {limit})", exit_code
+            return "out of memory (the flavor sets no memory limit; the node ran out)", exit_code
+    disruption = _condition(pod, "DisruptionTarget")
+    if disruption is not None:
+        reason = disruption.get("reason") or "Disrupted"
+        what = _DISRUPTIONS.get(reason, "stopped by the cluster")
+        detail = disruption.get("message") or ""
+        on = f" on node {node}" if node else ""
+        text = f"the job's pod was {what}{on} ({reason}{': ' + detail if detail else ''})"
+        return text + "; re-run it", exit_code
+    if status.get("reason") == "Evicted":
+        on = f" from node {node}" if node else ""
+        detail = status.get("message") or "no reason given"
+        return f"the job's pod was evicted{on}: {detail}; re-run it", exit_code
+    return None, exit_code
+
+
+def job_verdict(
+    job: Mapping[str, Any] | None,
+    pods: Iterable[Mapping[str, Any]],
+    flavor: Flavor | None,
+    capacity: Capacity | None = None,
+) -> Verdict:
+    """Map a Job (None: it is gone) and its pods to what a person should be told."""
+    if job is None:
+        return Verdict(
+            done=True,
+            state="failed",
+            message="the job's Kubernetes Job was deleted outside nbjobs; re-run it",
+        )
+    pods = sorted(
+        pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "", reverse=True
+    )
+    pod = pods[0] if pods else None
+    node = (pod.get("spec") or {}).get("nodeName") if pod else None
+    failed = _condition(job, "Failed")
+    if failed is not None:
+        if failed.get("reason") == "DeadlineExceeded":
+            deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+            limit = f" ({deadline} s)" if deadline else ""
+            return Verdict(
+                done=True,
+                state="timed_out",
+                message=f"stopped by Kubernetes at its time limit{limit}",
+                node=node,
+            )
+        message, code = _pod_failure(pod) if pod else (None, None)
+        if message is None and code is None:
+            detail = failed.get("message") or failed.get("reason") or "no reason given"
+            return Verdict(
+                done=True, state="failed", message=f"the Job failed: {detail}", node=node
+            )
+        return Verdict(
+            done=True,
+            state="failed" if message else None,
+            exit_code=code,
+            message=message,
+            node=node,
+        )
+    if _condition(job, "Complete") is not None:
+        code = 0
+        if pod is not None:
+            _, found = _pod_failure(pod)
+            code = found if found is not None else 0
+        return Verdict(done=True, exit_code=code, node=node)
+    if (job.get("spec") or {}).get("suspend"):
+        queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        where = f" (queue {queue})" if queue else ""
+        return Verdict(waiting=f"waiting for Kueue to admit it{where}")
+    if pod is None:
+        return Verdict()
+    for cs in _container_statuses(pod):
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in _CANNOT_START:
+            image = cs.get("image") or ""
+            what = _CANNOT_START[reason]
+            if "image" in what and image:
+                what += f" {image}"
+            detail = waiting.get("message")
+            return Verdict(
+                done=True,
+                stuck=True,
+                state="failed",
+                message=f"{what} ({reason}{': ' + detail if detail else ''})",
+                node=node,
+            )
+    phase = (pod.get("status") or {}).get("phase")
+    scheduled = next(
+        (
+            c
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "PodScheduled"
+        ),
+        None,
+    )
+    if (
+        phase == "Pending"
+        and scheduled is not None
+        and scheduled.get("status") == "False"
+        and scheduled.get("reason") == "Unschedulable"
+    ):
+        text = waiting_for(flavor, capacity) if flavor is not None else "waiting for a node"
+        if capacity is None and scheduled.get("message"):
+            text += f": {scheduled['message']}"
+        return Verdict(waiting=text)
+    return Verdict(running=phase == "Running", node=node)
