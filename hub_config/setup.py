@@ -50,18 +50,30 @@ def configure(
     port = service_port or int(os.environ.get("NBJOBS_SERVICE_PORT", "8787"))
     service_url = f"http://127.0.0.1:{port}"
 
-    command = [sys.executable, "-m", "nbjobs.cli", "service"]
-    if path:
-        command += ["--config", os.path.abspath(path)]
-    c.JupyterHub.services = [
-        *list(c.JupyterHub.get("services", [])),
-        {
-            "name": SERVICE_NAME,
+    external = os.environ.get("NBJOBS_SERVICE_URL_EXTERNAL")
+    if external:
+        # The service runs elsewhere (its own Deployment on Kubernetes, with its own
+        # ServiceAccount); the hub only routes to it and knows its token.
+        token = os.environ.get("NBJOBS_SERVICE_API_TOKEN")
+        if not token:
+            raise SystemExit(
+                "nbjobs: NBJOBS_SERVICE_URL_EXTERNAL is set but NBJOBS_SERVICE_API_TOKEN is "
+                "not; give the hub the job service's API token (the same secret both read)"
+            )
+        service: dict[str, Any] = {"url": external, "api_token": token}
+        service_url = external.rstrip("/")
+    else:
+        command = [sys.executable, "-m", "nbjobs.cli", "service"]
+        if path:
+            command += ["--config", os.path.abspath(path)]
+        service = {
             "url": service_url,
             "command": command,
-            "display": False,
             "environment": {"NBJOBS_CONFIG": os.path.abspath(path) if path else ""},
-        },
+        }
+    c.JupyterHub.services = [
+        *list(c.JupyterHub.get("services", [])),
+        {"name": SERVICE_NAME, "display": False, **service},
     ]
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
     roles = list(c.JupyterHub.get("load_roles", []))

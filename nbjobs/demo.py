@@ -42,6 +42,7 @@ c.JupyterHub.hub_port = {hub_port}
 c.JupyterHub.db_url = "sqlite:///{workdir}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = "{workdir}/jupyterhub_cookie_secret"
 c.ConfigurableHTTPProxy.pid_file = "{workdir}/proxy.pid"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
 c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = {password!r}
 c.Authenticator.allowed_users = {users!r}
@@ -75,7 +76,14 @@ def demo_config(gpus: bool) -> dict:
     }
 
 
-def prepare(workdir: Path, ip: str, port: int, hub_port: int, service_port: int) -> Path:
+def prepare(
+    workdir: Path,
+    ip: str,
+    port: int,
+    hub_port: int,
+    service_port: int,
+    proxy_api_port: int = 8001,
+) -> Path:
     """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config."""
     from nbjobs.job_service.backends.local import discover_gpus
 
@@ -95,6 +103,7 @@ def prepare(workdir: Path, ip: str, port: int, hub_port: int, service_port: int)
             ip=ip,
             port=port,
             hub_port=hub_port,
+            proxy_api_port=proxy_api_port,
             workdir=workdir,
             password=PASSWORD,
             users=set(STUDENTS + TEACHERS + ADMINS),
@@ -112,10 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="the hub's public port")
     parser.add_argument("--hub-port", type=int, default=8081)
     parser.add_argument("--service-port", type=int, default=8787)
+    parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port")
     args = parser.parse_args(argv)
 
     workdir = Path(args.workdir).absolute()
-    hub_config = prepare(workdir, args.ip, args.port, args.hub_port, args.service_port)
+    hub_config = prepare(
+        workdir, args.ip, args.port, args.hub_port, args.service_port, args.proxy_api_port
+    )
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")

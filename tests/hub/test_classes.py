@@ -35,6 +35,7 @@ c.JupyterHub.hub_port = {hub_port}
 c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
 c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
 c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allowed_users = {{"tess", "tom", "ada", "bob", "eve"}}
 c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin_token!r}}})
@@ -69,6 +70,7 @@ def hub(tmp_path_factory):
             config=str(tmp / "nbjobs.yaml"),
             port=port,
             hub_port=hub_port,
+            proxy_api_port=free_port(),
             service_port=service_port,
             tmp=tmp,
             admin_token=admin_token,

@@ -27,6 +27,7 @@ def demo(tmp_path_factory):
     port = free_port()
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
     command += [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
+    command += [f"--proxy-api-port={free_port()}"]
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,

@@ -33,6 +33,7 @@ c.JupyterHub.hub_port = {hub_port}
 c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
 c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
 c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allowed_users = {{"ada", "bob", "root", "op"}}
 c.Authenticator.admin_users = {{"root"}}
@@ -83,6 +84,7 @@ def hub(tmp_path_factory):
         HUB_CONFIG.format(
             port=port,
             hub_port=hub_port,
+            proxy_api_port=free_port(),
             service_port=service_port,
             tmp=tmp,
             admin_token=admin_token,
