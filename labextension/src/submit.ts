@@ -37,6 +37,12 @@ export class SubmitForm extends Widget {
     notebook.className = 'nbjobs-SubmitForm-notebook';
     notebook.textContent = trans('Run %1 as a job on:', path);
     form.append(notebook);
+    // At the top, so a refusal is seen without scrolling a long form.
+    this._error = document.createElement('div');
+    this._error.className = 'nbjobs-SubmitForm-error';
+    this._error.setAttribute('role', 'alert');
+    this._error.hidden = true;
+    form.append(this._error);
 
     form.append(this._flavorChoice());
     this._parameters = parameterSource === null ? null : parseParameterCell(parameterSource);
@@ -53,11 +59,6 @@ export class SubmitForm extends Widget {
     nameLabel.append(this._name);
     form.append(nameLabel);
 
-    this._error = document.createElement('div');
-    this._error.className = 'nbjobs-SubmitForm-error';
-    this._error.setAttribute('role', 'alert');
-    this._error.hidden = true;
-    form.append(this._error);
     this.node.append(form);
   }
 
@@ -101,6 +102,9 @@ export class SubmitForm extends Widget {
   showError(message: string | null): void {
     this._error.textContent = message ?? '';
     this._error.hidden = !message;
+    if (message) {
+      this._error.scrollIntoView({ block: 'nearest' });
+    }
   }
 
   /** Grey the form out while the request is on its way. */

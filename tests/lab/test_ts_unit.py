@@ -18,4 +18,5 @@ def test_the_typescript_unit_tests_pass():
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert " passed" in done.stdout and "failed" not in done.stdout, done.stdout
+    assert " passed" in done.stdout, done.stdout
+    assert "failed" not in done.stdout, done.stdout

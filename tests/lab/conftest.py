@@ -1,0 +1,217 @@
+"""A real JupyterHub (the demo's machinery) and a real browser (Debian's chromium).
+
+The hub is set up by `nbjobs.demo.prepare` and then given a config of our own:
+one CPU slot, so a second job visibly waits, and a flavor this machine could
+never run, so the dialog shows it disabled with the reason. Screenshots go to
+tests/artifacts/ (gitignored): look at them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+
+from nbjobs.demo import PASSWORD, prepare
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+HUB_JOBS_CONFIG = {
+    "storage": {"root": "home"},
+    "database": {"url": "sqlite:///jobs.sqlite"},
+    "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+    "flavors": [
+        {"name": "cpu", "display_name": "CPU only", "gpus": 0, "cpu": "1", "time_limit": "10m"},
+        {
+            "name": "a100x8",
+            "display_name": "8 \N{MULTIPLICATION SIGN} A100",
+            "gpus": 8,
+            "gpu_type": "A100",
+            "cpu": "32",
+            "memory": "256Gi",
+            "time_limit": "4h",
+        },
+    ],
+    "quotas": {"default": {"max_running_gpus": 8, "max_queued_jobs": 20}},
+    "classes": [
+        {
+            "name": "demo-class",
+            "teachers": ["tess"],
+            "students": ["ada", "bob"],
+            "flavors": ["cpu", "a100x8"],
+        },
+    ],
+    "admin": {"users": ["admin"]},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def notebook(*cells: str, parameters: str | None = None) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    if parameters is not None:
+        nb.cells.append(nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]}))
+    nb.cells.extend(nbformat.v4.new_code_cell(c) for c in cells)
+    return nb
+
+
+@dataclass
+class Hub:
+    url: str
+    workdir: Path
+
+    def home(self, user: str) -> Path:
+        return self.workdir / "home" / user
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Iterator[Hub]:
+    """A JupyterHub with the local spawner and the nbjobs service, as `nbjobs demo` runs it."""
+    workdir = tmp_path_factory.mktemp("hub")
+    port = free_port()
+    hub_config = prepare(workdir, "127.0.0.1", port, free_port(), free_port())
+    (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(HUB_JOBS_CONFIG, sort_keys=False))
+    # The proxy's API port defaults to 8001: another hub on this machine may hold it.
+    with hub_config.open("a") as f:
+        f.write(f'c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"\n')
+    home = workdir / "home" / "ada"
+    nbformat.write(
+        notebook(
+            *["import time; time.sleep(seconds)"] * 4,
+            parameters="seconds = 1.5  # per cell",
+        ),
+        home / "slow.ipynb",
+    )
+    nbformat.write(
+        notebook("print('loading')", "raise ValueError('bad input: no rows')", "print('never')"),
+        home / "fail.ipynb",
+    )
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("JUPYTERHUB_API_TOKEN", None)
+    assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
+    log = (workdir / "jupyterhub.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterhub", "-f", str(hub_config)],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/hub/api/", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.close()
+                raise RuntimeError((workdir / "jupyterhub.log").read_text()) from None
+            time.sleep(0.3)
+    yield Hub(url, workdir)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[BrowserContext]:
+    """Chromium with a fresh profile (Playwright cannot download its own browser here)."""
+    assert Path(CHROMIUM).exists(), "apt-get install -y chromium"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    profile = ARTIFACTS / ".chromium-profile"
+    shutil.rmtree(profile, ignore_errors=True)
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1360, "height": 860},
+        )
+        context.set_default_timeout(30_000)
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def lab(hub: Hub, browser: BrowserContext) -> Page:
+    """Ada, logged in through the hub's login page, in her JupyterLab."""
+    page = browser.new_page()
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", "ada")
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit")
+    page.wait_for_url("**/user/ada/lab**", timeout=120_000)
+    page.wait_for_selector(".jp-LabShell", timeout=120_000)
+    expect(page.locator(".jp-DirListing-item").first).to_be_visible(timeout=60_000)
+    dismiss_news(page)
+    return page
+
+
+def dismiss_news(page: Page) -> None:
+    """Say no to JupyterLab's "get notified about news?" toast, so screenshots show ours."""
+    no = page.locator(".jp-toast-button", has_text="No")
+    try:
+        no.first.click(timeout=5_000)
+    except Exception:  # it does not show in every version
+        return
+
+
+def shot(page: Page, name: str) -> Path:
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def api_json(page: Page, path: str) -> object:
+    """GET the server extension's API from inside the page (with its cookies)."""
+    return json.loads(
+        page.evaluate(
+            """async path => {
+                const xsrf = document.cookie.match(/(?:^|; )_xsrf=([^;]*)/);
+                const headers = xsrf ? {'X-XSRFToken': decodeURIComponent(xsrf[1])} : {};
+                const r = await fetch(path, {credentials: 'same-origin', headers});
+                return await r.text();
+            }""",
+            path,
+        )
+    )

@@ -1,0 +1,110 @@
+"""The Lab extension in a plain `jupyter lab` (no hub): the server hosts the job service.
+
+And when the server extension is not enabled, the panel says so in words.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+from .conftest import ROOT, dismiss_news, free_port, shot
+from .test_lab_hub import JOB_TIMEOUT, job_row, jobs_panel, open_notebook, submit
+
+
+@pytest.fixture
+def start_lab(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start `jupyter lab` in its own folders; return the URL with its token."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(server_config: dict | None = None) -> str:
+        root = tmp_path / "root"
+        root.mkdir()
+        shutil.copyfile(ROOT / "examples" / "hello.ipynb", root / "hello.ipynb")
+        config = tmp_path / "config"
+        config.mkdir()
+        if server_config:
+            (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+        env.pop("NBJOBS_URL", None)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(config),
+            JUPYTER_DATA_DIR=str(tmp_path / "data"),
+            JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        )
+        port, token = free_port(), secrets.token_hex(16)
+        command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
+        command += [f"--port={port}", "--ip=127.0.0.1", f"--ServerApp.root_dir={root}"]
+        command += [f"--IdentityProvider.token={token}"]
+        log = (tmp_path / "lab.log").open("wb")
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((tmp_path / "lab.log").read_text()) from None
+                time.sleep(0.3)
+        return f"{url}/lab?token={token}"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def open_lab(browser: BrowserContext, url: str) -> Page:
+    page = browser.new_page()
+    page.goto(url)
+    page.wait_for_selector(".jp-LabShell", timeout=60_000)
+    expect(page.locator(".jp-DirListing-item").first).to_be_visible(timeout=60_000)
+    dismiss_news(page)
+    return page
+
+
+def test_plain_jupyter_lab_runs_a_job_in_process(start_lab, browser: BrowserContext):
+    page = open_lab(browser, start_lab())
+    try:
+        hello = open_notebook(page, "hello.ipynb")
+        submit(page, hello, "standalone", steps="3")
+
+        row = job_row(page, "standalone")
+        expect(row.locator(".nbjobs-Job-state")).to_have_text("Succeeded", timeout=JOB_TIMEOUT)
+        shot(page, "10-standalone-succeeded")
+    finally:
+        page.close()
+
+
+def test_without_the_server_extension_the_panel_says_what_to_do(start_lab, browser: BrowserContext):
+    url = start_lab({"ServerApp": {"jpserver_extensions": {"nbjobs.server_extension": False}}})
+    page = open_lab(browser, url)
+    try:
+        notice = jobs_panel(page).locator(".nbjobs-JobsPanel-notice")
+
+        expect(notice).to_contain_text("The nbjobs server extension is not running")
+        expect(notice).to_contain_text("jupyter server extension list")
+        assert "Error" not in notice.inner_text()
+        shot(page, "11-no-server-extension")
+    finally:
+        page.close()
