@@ -50,6 +50,17 @@ def job_row(page: Page, name: str) -> Locator:
     )
 
 
+def panel_shot(page: Page, name: str) -> None:
+    """The Jobs panel down to its last job (the picture in the README)."""
+    box = jobs_panel(page).bounding_box()
+    last = jobs_panel(page).locator(".nbjobs-Job").last.bounding_box()
+    assert box is not None
+    assert last is not None
+    height = last["y"] + last["height"] - box["y"] + 8
+    clip = {"x": box["x"], "y": box["y"], "width": box["width"], "height": height}
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), clip=clip)
+
+
 def submit_dialog(page: Page) -> Locator:
     dialog = page.locator(".nbjobs-SubmitDialog")
     expect(dialog).to_be_visible()
@@ -249,7 +260,7 @@ def test_the_panel_with_jobs_in_every_state(lab: Page):
     )
     assert {"queued", "running", "succeeded", "failed", "cancelled"} <= set(states)
     shot(lab, "08-jobs-panel-light")
-    jobs_panel(lab).screenshot(path=str(ARTIFACTS / "jobs-panel.png"))
+    panel_shot(lab, "jobs-panel")
 
     lab.keyboard.press("Control+Shift+C")
     palette = lab.locator("#command-palette input")
@@ -258,6 +269,6 @@ def test_the_panel_with_jobs_in_every_state(lab: Page):
     expect(lab.locator("body[data-jp-theme-light='false']")).to_have_count(1)
     expect(running.locator(".nbjobs-Job-state")).to_be_visible()
     shot(lab, "09-jobs-panel-dark")
-    jobs_panel(lab).screenshot(path=str(ARTIFACTS / "jobs-panel-dark.png"))
+    panel_shot(lab, "jobs-panel-dark")
     running.locator("button[aria-label='Cancel']").click()
     job_row(lab, "sweep lr=0.3").locator("button[aria-label='Cancel']").click()
