@@ -3,10 +3,16 @@
 The service decides *who* runs *what* and *when*; a backend only places a job
 that the service hands it and reports what became of it. The local backend
 runs jobs as processes here; the Kubernetes backend as ``batch/v1`` Jobs.
+
+A backend whose cluster queues jobs itself (Kubernetes with Kueue) says so with
+:attr:`Backend.queues_jobs_itself`: the service then hands it every job its
+quotas allow at once, and :meth:`Backend.seen` tells why a handed-over job
+still waits (the job shows as ``queued`` with that reason).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,10 +55,31 @@ class Outcome:
     exit_code: int | None
     #: a sentence when the backend itself knows more (killed by a signal, evicted)
     message: str | None = None
+    #: the final state when the backend knows it better than the runner's status file
+    #: (the cluster's deadline: ``timed_out``; out of memory, evicted: ``failed``)
+    state: str | None = None
+
+
+@dataclass
+class Seen:
+    """What the backend sees of a job it started, for the job's view."""
+
+    #: why the job, handed over, still waits (no node fits, Kueue has not admitted it)
+    waiting: str | None = None
+    #: where it runs (a node name), if the backend knows
+    node: str | None = None
 
 
 class Backend(LoggingConfigurable):
     """Base class of job backends (configurable: ``JobService.backend_class``)."""
+
+    #: True: the service hands over every job its quotas allow, without asking free_for()
+    #: (the cluster orders and admits them, e.g. Kueue)
+    queues_jobs_itself: bool = False
+    #: True: the backend stops jobs at their time limit (wait() returns with state
+    #: ``timed_out``); the service sets no timer of its own, which would also count the
+    #: time a job waits in the cluster
+    enforces_time_limit: bool = False
 
     def __init__(self, config_file: NbjobsConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -78,9 +105,22 @@ class Backend(LoggingConfigurable):
         """Ask the runner to stop (it keeps the partial output); force it after a grace."""
         raise NotImplementedError
 
+    async def reconcile(self, wanted: Collection[str]) -> None:
+        """At service start, before any adopt(): catch up with what runs.
+
+        ``wanted`` are the ids of the jobs the database holds queued or active; the
+        backend stops anything it started for other jobs. Raise if what runs cannot
+        be known (the service must not take running jobs for lost). Default: nothing.
+        """
+
     def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
         """After a service restart: take back a job still running; False if it is gone."""
         raise NotImplementedError
+
+    def seen(self, ref: str) -> Seen | None:
+        """What the backend sees of a started job now (None: nothing beyond the runner's
+        status file)."""
+        return None
 
     def release(self, ref: str) -> None:
         """Forget a finished job (free its GPUs)."""

@@ -244,7 +244,7 @@ def make_job(
 
 # -- reading what the cluster says ---------------------------------------------
 
-_SUFFIXES = {
+_SUFFIXES: dict[str, int | Decimal] = {
     "": 1,
     "m": Decimal("0.001"),
     "k": 10**3,

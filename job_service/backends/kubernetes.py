@@ -1,0 +1,620 @@
+"""The Kubernetes backend: every job one ``batch/v1`` Job on the GPU cluster.
+
+Kubernetes places the jobs (its scheduler, priority classes, optionally Kueue);
+this backend creates the Job that :func:`make_job` builds, and follows the
+cluster through three list-then-watch loops (Jobs and pods in its namespace,
+nodes cluster-wide when the ServiceAccount may read them) that keep a local
+copy up to date: resourceVersion kept, bookmarks asked for, a re-list after
+``410 Gone``. Everything else reads that copy:
+
+- :meth:`wait` returns when the Job has ended (or was deleted), with what the
+  cluster says: out of memory, evicted, preempted, image not pullable, deadline;
+- :meth:`seen` says why a handed-over job still waits (no node fits, Kueue)
+  and on which node it runs;
+- :meth:`free_for` counts the flavor's free GPUs from node allocatable minus
+  what the namespace's pods request;
+- each job's pod log is streamed (``pods/log?follow=true``) into the job's log
+  file on the shared storage, where the job service serves it from.
+
+Only these API calls are made (``hub_config/examples/kubernetes/rbac.yaml``
+grants exactly them): jobs create/get/list/watch/delete, pods list/watch/delete,
+pods/log get in the namespace; nodes list/watch cluster-wide (optional).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from traitlets import Float, Integer, Unicode
+
+from nbjobs.config import ConfigError, Flavor
+from nbjobs.storage import job_folder, user_folder
+
+from .base import Backend, Launched, LaunchSpec, Outcome, Seen
+from .kubernetes_objects import (
+    CONTAINER_NAME,
+    JOB_ID_LABEL,
+    MANAGED_SELECTOR,
+    OWNER_ANNOTATION,
+    Capacity,
+    Verdict,
+    flavor_resources,
+    free_slots,
+    job_name,
+    job_verdict,
+    make_job,
+    node_accepts,
+    node_affinity,
+    parse_quantity,
+)
+
+Obj = dict[str, Any]
+
+
+class KubeError(Exception):
+    """The API server said no; ``status`` is its HTTP code, the text its message."""
+
+    def __init__(self, status: int, message: str, reason: str = "") -> None:
+        super().__init__(f"Kubernetes API {status} {reason}: {message}".replace("  ", " "))
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class KubernetesBackend(Backend):
+    """Jobs as Kubernetes ``batch/v1`` Jobs (nbjobs.yaml ``backend.kind: kubernetes``)."""
+
+    #: activeDeadlineSeconds stops a job; time spent waiting for a node or Kueue is not a
+    #: reason for the service to stop it
+    enforces_time_limit = True
+
+    kubeconfig = Unicode(
+        "",
+        help="""A kubeconfig file for the API server. Empty: the ServiceAccount of the
+        pod the service runs in, else $KUBECONFIG or ~/.kube/config.
+
+        c.KubernetesBackend.kubeconfig = "/etc/nbjobs/kubeconfig"
+        """,
+    ).tag(config=True)
+    watch_timeout = Integer(
+        300, help="seconds a watch request lasts before it is renewed (bookmarks keep its place)"
+    ).tag(config=True)
+    retry_delay = Float(2.0, help="seconds before a failed list or watch is tried again").tag(
+        config=True
+    )
+    connect_timeout = Float(
+        30.0,
+        help="""Seconds the service waits, at start, for its first list of Jobs. It does
+        not start without one: it would otherwise take every running job for lost.""",
+    ).tag(config=True)
+    log_grace = Float(
+        5.0, help="seconds to wait for the rest of a finished job's log before recording it"
+    ).tag(config=True)
+
+    def __init__(self, config_file: Any, **kwargs: Any) -> None:
+        super().__init__(config_file, **kwargs)
+        self.settings = self.nbjobs.backend.kubernetes
+        self.storage = self.nbjobs.storage
+        if self.storage.volume is None:
+            raise ConfigError(
+                "backend kind 'kubernetes' needs storage.volume: the shared volume that holds "
+                "users' folders, e.g. {nfs: {server: nfs.example.org, path: /export/home}}"
+            )
+        self.namespace = self.settings.namespace
+        #: the cluster as last seen, by name
+        self.jobs: dict[str, Obj] = {}
+        self.pods: dict[str, Obj] = {}
+        #: None until nodes are listed, or for good when the ServiceAccount may not read them
+        self.nodes: dict[str, Obj] | None = None
+        self.nodes_readable = True
+        self._synced = {kind: asyncio.Event() for kind in ("jobs", "pods", "nodes")}
+        self._tick = asyncio.Event()
+        self._cancelling: set[str] = set()
+        self._log_tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._api: Any = None
+        self._started: asyncio.Future[None] | None = None
+        self._last_error: str | None = None
+
+    # -- what the service asks ---------------------------------------------------
+
+    @property
+    def queues_jobs_itself(self) -> bool:  # type: ignore[override]
+        """With Kueue, or without a view of the nodes, every job goes to the cluster at once."""
+        return self.settings.kueue is not None or not self.nodes_readable
+
+    def can_ever_fit(self, flavor: Flavor) -> str | None:
+        if not (flavor.image or self.settings.default_image):
+            return (
+                f"flavor {flavor.name!r} names no image and nbjobs.yaml sets no "
+                "backend.kubernetes.default_image; ask your admin"
+            )
+        if not self.nodes or not flavor.gpus:
+            return None  # no view of the nodes, or nodes may yet come (autoscaling)
+        # Drained and cordoned nodes come back: they count here.
+        pod_spec = {**self._flavor_pod_spec(flavor), "affinity": flavor.affinity or {}}
+        sizes = [
+            int(parse_quantity(node["status"]["allocatable"].get(flavor.gpu_resource, 0)))
+            for node in self.nodes.values()
+            if node_accepts(
+                {**node, "spec": {**node.get("spec", {}), "unschedulable": False}}, pod_spec
+            )
+            and (node.get("status") or {}).get("allocatable")
+        ]
+        if sizes and max(sizes) < flavor.gpus:
+            return (
+                f"flavor {flavor.name!r} needs {flavor.gpus} × {flavor.gpu_resource} on one "  # noqa: RUF001
+                f"node and no node it may use has more than {max(sizes)}; pick a smaller flavor"
+            )
+        return None
+
+    def free_for(self, flavor: Flavor) -> int:
+        if self.nodes is None:
+            return 0
+        return self._capacity(flavor).jobs
+
+    def seen(self, ref: str) -> Seen | None:
+        name = self._name(ref)
+        job = self.jobs.get(name)
+        if job is None:
+            return None
+        verdict = self._verdict(name)
+        return Seen(waiting=verdict.waiting, node=verdict.node)
+
+    # -- life --------------------------------------------------------------------
+
+    async def reconcile(self, wanted: Collection[str]) -> None:
+        """List the cluster, then stop Jobs (and bare pods) of jobs the database holds
+        finished or does not know: nothing runs that nbjobs thinks has ended."""
+        await self._ensure_started()
+        for name, job in list(self.jobs.items()):
+            labels = (job.get("metadata") or {}).get("labels") or {}
+            job_id = labels.get(JOB_ID_LABEL)
+            if job_id is None or job_id in wanted or self._finished(job):
+                continue
+            self.log.warning(
+                "Job %s/%s runs but its nbjobs job %s has ended or is unknown; deleting it",
+                self.namespace,
+                name,
+                job_id,
+            )
+            self._cancelling.add(name)
+            await self._delete_job(name)
+        for pod_name, pod in list(self.pods.items()):
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            job_id = labels.get(JOB_ID_LABEL)
+            if (
+                job_id is None
+                or job_id in wanted
+                or job_name(job_id) in self.jobs
+                or self._pod_ended(pod)
+            ):
+                continue
+            self.log.warning(
+                "pod %s/%s has no Job and no active job; deleting it",
+                *(
+                    self.namespace,
+                    pod_name,
+                ),
+            )
+            await self._delete_pod(pod_name)
+
+    def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
+        name = self._name(ref)
+        job = self.jobs.get(name)
+        if job is None:
+            return False
+        meta = job.get("metadata") or {}
+        owner = (meta.get("annotations") or {}).get(OWNER_ANNOTATION)
+        job_id = (meta.get("labels") or {}).get(JOB_ID_LABEL)
+        if owner and job_id:
+            log_file = job_folder(user_folder(self.storage, owner), job_id) / "log.txt"
+            self._follow_log(name, log_file)
+        return True
+
+    async def start(self, spec: LaunchSpec) -> Launched:
+        await self._ensure_started()
+        manifest = make_job(spec, self.storage, self.settings)
+        name = manifest["metadata"]["name"]
+        try:
+            created = await self._call(self._batch.create_namespaced_job, self.namespace, manifest)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            # A retried create (the service stopped between create and record): adopt it.
+            created = await self._call(self._batch.read_namespaced_job, name, self.namespace)
+            labels = (created.get("metadata") or {}).get("labels") or {}
+            if labels.get(JOB_ID_LABEL) != spec.job_id:
+                raise RuntimeError(
+                    f"a Job {name} that nbjobs did not make exists in {self.namespace}"
+                ) from None
+            self.log.info("job %s: its Job %s existed already; adopted", spec.job_id, name)
+        self.jobs.setdefault(name, created)
+        self._follow_log(name, spec.log_file)
+        self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
+        return Launched(ref=f"{self.namespace}/{name}", gpus=[])
+
+    async def wait(self, ref: str) -> Outcome:
+        name = self._name(ref)
+        await self._ensure_started()
+        while True:
+            tick = self._tick
+            job = self.jobs.get(name)
+            if job is None and name in self._cancelling:
+                await self._pods_gone(name)
+                await self._log_done(name)
+                return Outcome(None)
+            verdict = self._verdict(name)
+            if verdict.done:
+                if job is None:
+                    # Deleted behind our back: stop what it left (orphaned pods) too.
+                    for pod_name in [p["metadata"]["name"] for p in self._pods_of(name)]:
+                        await self._delete_pod(pod_name)
+                elif verdict.stuck:
+                    self.log.info("Job %s cannot start (%s); deleting it", name, verdict.message)
+                    await self._delete_job(name)
+                await self._pods_gone(name)
+                if job is not None and not verdict.stuck:
+                    # The pods' watch may lag the Jobs' one: read the pod as it ended.
+                    verdict = self._verdict(name)
+                await self._log_done(name)
+                return Outcome(verdict.exit_code, verdict.message, state=verdict.state)
+            await tick.wait()
+
+    async def cancel(self, ref: str) -> None:
+        name = self._name(ref)
+        self._cancelling.add(name)
+        await self._ensure_started()
+        await self._delete_job(name)
+
+    def release(self, ref: str) -> None:
+        name = self._name(ref)
+        self._cancelling.discard(name)
+        task = self._log_tasks.pop(name, None)
+        if task is not None and not task.done():
+            task.cancel()
+
+    async def shutdown(self) -> None:
+        tasks = [*self._tasks, *self._log_tasks.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        self._log_tasks.clear()
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+        self._started = None
+
+    # -- the cluster's view ------------------------------------------------------
+
+    def _name(self, ref: str) -> str:
+        return ref.rsplit("/", 1)[-1]
+
+    def _pods_of(self, name: str) -> list[Obj]:
+        return [
+            p
+            for p in self.pods.values()
+            if ((p.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-name")
+            == name
+            or job_name(((p.get("metadata") or {}).get("labels") or {}).get(JOB_ID_LABEL, "?"))
+            == name
+        ]
+
+    def _verdict(self, name: str) -> Verdict:
+        job = self.jobs.get(name)
+        flavor = None
+        capacity = None
+        if job is not None:
+            flavor_name = ((job.get("metadata") or {}).get("labels") or {}).get("nbjobs.io/flavor")
+            flavor = self.nbjobs.flavor(flavor_name or "")
+            if flavor is not None and self.nodes is not None:
+                capacity = self._capacity(flavor)
+        return job_verdict(job, self._pods_of(name), flavor, capacity)
+
+    @staticmethod
+    def _finished(job: Obj) -> bool:
+        return any(
+            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+            for c in (job.get("status") or {}).get("conditions") or []
+        )
+
+    @staticmethod
+    def _pod_ended(pod: Obj) -> bool:
+        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+    def _flavor_pod_spec(self, flavor: Flavor) -> Obj:
+        spec: Obj = {
+            "affinity": node_affinity(flavor.affinity, self.settings.drained_nodes),
+            "tolerations": flavor.tolerations,
+        }
+        if flavor.node_selector:
+            spec["nodeSelector"] = flavor.node_selector
+        return spec
+
+    def _capacity(self, flavor: Flavor) -> Capacity:
+        pods = list(self.pods.values())
+        # A Job created a moment ago has no pod yet; count it as the pod it will make.
+        have_pods = {
+            ((p.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-name")
+            for p in pods
+        }
+        for name, job in self.jobs.items():
+            if name in have_pods or self._finished(job) or (job.get("spec") or {}).get("suspend"):
+                continue
+            template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+            pods.append({"spec": {"containers": template.get("containers") or []}, "status": {}})
+        return free_slots(
+            self._flavor_pod_spec(flavor),
+            flavor_resources(flavor),
+            (self.nodes or {}).values(),
+            pods,
+            flavor.gpu_resource if flavor.gpus else None,
+        )
+
+    # -- talking to the API server -----------------------------------------------
+
+    async def _ensure_started(self) -> None:
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._connect())
+        await asyncio.shield(self._started)
+
+    async def _connect(self) -> None:
+        from kubernetes_asyncio import client, config
+
+        configuration = client.Configuration()
+        if self.kubeconfig:
+            await config.load_kube_config(
+                config_file=self.kubeconfig, client_configuration=configuration
+            )
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)
+            except config.ConfigException:
+                await config.load_kube_config(client_configuration=configuration)
+        self._api = client.ApiClient(configuration)
+        self._batch = client.BatchV1Api(self._api)
+        self._core = client.CoreV1Api(self._api)
+        self._tasks = [
+            asyncio.ensure_future(
+                self._reflect(
+                    "jobs",
+                    lambda **kw: self._batch.list_namespaced_job(
+                        self.namespace, label_selector=MANAGED_SELECTOR, **kw
+                    ),
+                    self.jobs,
+                )
+            ),
+            asyncio.ensure_future(
+                self._reflect(
+                    "pods",
+                    lambda **kw: self._core.list_namespaced_pod(self.namespace, **kw),
+                    self.pods,
+                )
+            ),
+            asyncio.ensure_future(self._reflect_nodes()),
+        ]
+        waiting = [asyncio.ensure_future(self._synced[k].wait()) for k in ("jobs", "pods")]
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=self.connect_timeout)
+        finally:
+            for w in waiting:
+                w.cancel()
+        if len(done) < len(waiting):
+            raise RuntimeError(
+                f"cannot list Jobs and pods in namespace {self.namespace!r} within "
+                f"{self.connect_timeout:g} s ({self._last_error or 'no answer'}); check the "
+                "service's kubeconfig or ServiceAccount and its Role"
+            )
+
+    async def _call(self, method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Obj:
+        """Call the API with raw JSON in and out (plain dicts, like the builders make)."""
+        response = await method(*args, _preload_content=False, **kwargs)
+        try:
+            body = await response.read()
+            if not 200 <= response.status < 300:
+                raise _error(response.status, body)
+            return json.loads(body) if body else {}
+        finally:
+            response.release()
+
+    async def _delete_job(self, name: str) -> None:
+        try:
+            await self._call(
+                self._batch.delete_namespaced_job,
+                name,
+                self.namespace,
+                propagation_policy="Background",
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
+    async def _delete_pod(self, name: str) -> None:
+        try:
+            await self._call(self._core.delete_namespaced_pod, name, self.namespace)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+
+    async def _pods_gone(self, name: str) -> None:
+        """Wait (a while) until the job's pods have ended: the runner saves its output on
+        SIGTERM, and the status file is final only after that."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.termination_grace_seconds + 15
+        while loop.time() < deadline:
+            tick = self._tick
+            if all(
+                self._pod_ended(p) and not (p.get("metadata") or {}).get("deletionTimestamp")
+                for p in self._pods_of(name)
+            ) or not self._pods_of(name):
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(tick.wait(), timeout=max(0.01, deadline - loop.time()))
+
+    def _changed(self) -> None:
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    async def _reflect(
+        self, kind: str, lister: Callable[..., Awaitable[Any]], store: dict[str, Obj]
+    ) -> None:
+        """List, then watch from the list's resourceVersion; list again after 410 Gone."""
+        version: str | None = None
+        while True:
+            try:
+                if version is None:
+                    listed = await self._call(lister)
+                    store.clear()
+                    for item in listed.get("items") or []:
+                        store[item["metadata"]["name"]] = item
+                    version = (listed.get("metadata") or {}).get("resourceVersion") or ""
+                    self._synced[kind].set()
+                    self._changed()
+                version = await self._watch(lister, store, version)
+            except _Gone:
+                self.log.info("watch of %s: resourceVersion too old; listing again", kind)
+                version = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._last_error = str(exc)
+                self.log.warning("watch of %s failed (%s); retrying", kind, exc)
+                await asyncio.sleep(self.retry_delay)
+
+    async def _watch(
+        self, lister: Callable[..., Awaitable[Any]], store: dict[str, Obj], version: str
+    ) -> str:
+        """One watch request; returns the resourceVersion to resume from."""
+        response = await lister(
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout,
+            _preload_content=False,
+            _request_timeout=(30, self.watch_timeout + 60),
+        )
+        try:
+            if response.status == 410:
+                raise _Gone()
+            if response.status != 200:
+                raise _error(response.status, await response.read())
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                kind = event.get("type")
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone()
+                    raise KubeError(
+                        obj.get("code", 500), obj.get("message", ""), obj.get("reason", "")
+                    )
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                if kind == "BOOKMARK":
+                    continue
+                name = obj["metadata"]["name"]
+                if kind == "DELETED":
+                    store.pop(name, None)
+                else:
+                    store[name] = obj
+                self._changed()
+        finally:
+            response.release()
+        return version
+
+    async def _reflect_nodes(self) -> None:
+        nodes: dict[str, Obj] = {}
+        lister = self._core.list_node
+        try:
+            await self._call(lister, limit=1)
+        except KubeError as exc:
+            if exc.status in (401, 403):
+                self.nodes_readable = False
+                self.log.warning(
+                    "the service may not read nodes (%s): no free-GPU counts, and every job "
+                    "is handed to the cluster at once; hub_config/examples/kubernetes/rbac.yaml "
+                    "has the optional ClusterRole",
+                    exc.message,
+                )
+                return
+        self.nodes = nodes
+        await self._reflect("nodes", lister, nodes)
+
+    def _follow_log(self, name: str, log_file: Path) -> None:
+        if name not in self._log_tasks:
+            self._log_tasks[name] = asyncio.ensure_future(self._copy_log(name, log_file))
+
+    async def _log_done(self, name: str) -> None:
+        task = self._log_tasks.get(name)
+        if task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(task), timeout=self.log_grace)
+
+    async def _copy_log(self, name: str, log_file: Path) -> None:
+        """Copy the pod's log into the job's log file as it grows (pods/log, follow)."""
+        while True:
+            tick = self._tick
+            pods = [p for p in self._pods_of(name) if self._container_started(p)]
+            if pods:
+                pod_name = pods[0]["metadata"]["name"]
+                try:
+                    await self._stream_log(pod_name, log_file)
+                    return
+                except KubeError as exc:
+                    if exc.status == 404:
+                        return
+                    self.log.info("log of %s: %s; trying again", pod_name, exc)
+                    await asyncio.sleep(self.retry_delay)
+                    continue
+            if name not in self.jobs and not self._pods_of(name):
+                return
+            await tick.wait()
+
+    @staticmethod
+    def _container_started(pod: Obj) -> bool:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            state = cs.get("state") or {}
+            if "running" in state or "terminated" in state:
+                return True
+        return False
+
+    async def _stream_log(self, pod_name: str, log_file: Path) -> None:
+        response: Any = await self._core.read_namespaced_pod_log(
+            pod_name,
+            self.namespace,
+            container=CONTAINER_NAME,
+            follow=True,
+            _preload_content=False,
+        )
+        try:
+            if response.status != 200:
+                raise _error(response.status, await response.read())
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            # The stream starts at the log's beginning: the file is rewritten, not appended.
+            with open(log_file, "wb") as out:  # noqa: ASYNC230 (a local file, written as it comes)
+                async for chunk in response.content.iter_any():
+                    out.write(chunk)
+                    out.flush()
+        finally:
+            response.release()
+
+
+def _error(status: int, body: bytes) -> KubeError:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return KubeError(status, body.decode(errors="replace")[:300])
+    return KubeError(status, parsed.get("message", ""), parsed.get("reason", ""))

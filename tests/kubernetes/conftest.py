@@ -1,0 +1,131 @@
+"""A fake Kubernetes API server per test, a KubernetesBackend pointed at it, and a record
+of every API call the backend made in this session (checked against the shipped Role)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from nbjobs.job_service.backends.kubernetes import KubernetesBackend
+
+from nbjobs.config import NbjobsConfig
+
+from .fake_apiserver import FakeApiServer
+
+ROOT = Path(__file__).resolve().parents[2]
+RBAC_FILE = ROOT / "hub_config" / "examples" / "kubernetes" / "rbac.yaml"
+NAMESPACE = "gpu-jobs"
+
+#: every (verb, API group, resource) any backend of this session sent
+SENT: set[tuple[str, str, str]] = set()
+
+
+def allowed_by_rbac() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """The Role's and the optional ClusterRole's rules in rbac.yaml: (verb, group, resource)."""
+    role: set[tuple[str, str, str]] = set()
+    cluster: set[tuple[str, str, str]] = set()
+    for doc in yaml.safe_load_all(RBAC_FILE.read_text()):
+        if not doc or doc.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        into = role if doc["kind"] == "Role" else cluster
+        for rule in doc.get("rules") or []:
+            for group in rule.get("apiGroups") or []:
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        into.add((verb, group, resource))
+    return role, cluster
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _calls_stay_within_the_shipped_role() -> Any:
+    """After the whole session: the backend used nothing the RBAC example does not grant."""
+    yield
+    role, cluster = allowed_by_rbac()
+    outside = SENT - role - cluster
+    assert not outside, f"the backend made API calls that rbac.yaml does not allow: {outside}"
+
+
+def config(**kubernetes: Any) -> NbjobsConfig:
+    return NbjobsConfig.model_validate(
+        {
+            "storage": {
+                "root": "/srv/nbjobs",
+                "user_dir": "home/{username}",
+                "volume": {"nfs": {"server": "nfs.example.org", "path": "/export"}},
+            },
+            "backend": {
+                "kind": "kubernetes",
+                "kubernetes": {
+                    "namespace": NAMESPACE,
+                    "default_image": "example.org/nbjobs:1",
+                    "termination_grace_seconds": 2,
+                    **kubernetes,
+                },
+            },
+            "flavors": [
+                {
+                    "name": "a100",
+                    "gpus": 1,
+                    "memory": "16Gi",
+                    "cpu": "4",
+                    "node_selector": {"gpu": "a100"},
+                    "time_limit": 600,
+                },
+                {"name": "a100-8", "gpus": 8, "node_selector": {"gpu": "a100"}},
+                {"name": "cpu", "gpus": 0, "cpu": "1", "memory": "1Gi"},
+            ],
+        }
+    )
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeApiServer]:
+    server = FakeApiServer(bookmark_interval=0.1)
+    await server.start()
+    try:
+        yield server
+    finally:
+        SENT.update(server.requests)
+        await server.stop()
+
+
+@pytest.fixture
+def kubeconfig(fake: FakeApiServer, tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(fake.kubeconfig()))
+    return path
+
+
+@pytest.fixture
+async def make_backend(
+    kubeconfig: Path,
+) -> AsyncIterator[Callable[..., KubernetesBackend]]:
+    made: list[KubernetesBackend] = []
+
+    def make(cfg: NbjobsConfig | None = None, **traits: Any) -> KubernetesBackend:
+        traits.setdefault("retry_delay", 0.05)
+        traits.setdefault("connect_timeout", 5.0)
+        backend = KubernetesBackend(cfg or config(), kubeconfig=str(kubeconfig), **traits)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.shutdown()
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Wait until ``check()`` is truthy (the backend follows the cluster asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not true after {timeout} s: {check}")
+        await asyncio.sleep(0.02)

@@ -1,0 +1,911 @@
+"""A Kubernetes API server on loopback for tests: Jobs, Pods and Nodes in memory.
+
+It behaves like the real one where nbjobs' backend depends on it:
+
+- one cluster-wide, monotonically increasing ``resourceVersion``; lists carry it,
+  watches resume from it, and a watch from a version older than the last
+  compaction gets the in-stream ``ERROR`` event with a ``410 Expired`` Status,
+  as an etcd-backed server sends it (``fail_watch_with_http_410`` sends a plain
+  HTTP 410 instead, which some proxies and versions do);
+- ``?watch=true`` / ``watch=1`` / ``watch=True`` (what kubernetes_asyncio sends)
+  streams newline-delimited JSON events; ``allowWatchBookmarks`` adds
+  ``BOOKMARK`` events; ``timeoutSeconds`` ends the stream; a watch without a
+  resourceVersion starts with synthetic ``ADDED`` events for what exists;
+- equality and set-based label selectors, ``fieldSelector=metadata.name=…``;
+- ``metadata.generateName``; 404 / 409 / 422 answers with ``Status`` bodies like
+  the real ones; some of the server's validation of Jobs (restartPolicy,
+  extended-resource requests equal to limits, DNS names);
+- ``DELETE`` honours ``propagationPolicy``: Jobs default to ``Orphan`` (as
+  batch/v1 does), ``Background`` deletes the Job at once and its pods after,
+  ``Foreground`` keeps the Job (with a deletionTimestamp) until its pods are gone;
+- ``pods/{name}/log`` as text/plain, ``follow=true`` streams until the
+  container ends; 400 while the container has not started.
+
+Nothing runs: the test plays the Job controller and the kubelet with the
+helper methods (:meth:`FakeApiServer.start_pod`, :meth:`FakeApiServer.finish_pod`, ...).
+Every request is recorded as an RBAC (verb, group, resource) in ``requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import re
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from aiohttp import web
+
+Obj = dict[str, Any]
+
+#: resource -> (API group, kind, namespaced)
+RESOURCES = {
+    "jobs": ("batch", "Job", True),
+    "pods": ("", "Pod", True),
+    "nodes": ("", "Node", False),
+}
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_TRUE = {"1", "t", "T", "true", "TRUE", "True"}
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
+    body: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None):
+        super().__init__(message)
+        self.body = status_body(code, reason, message, details)
+
+
+def _parse_selector(text: str) -> list[Callable[[dict[str, str]], bool]]:
+    """Label selector requirements: ``a=b``, ``a==b``, ``a!=b``, ``a in (x,y)``,
+    ``a notin (x)``, ``a``, ``!a``."""
+    rules: list[Callable[[dict[str, str]], bool]] = []
+    parts = re.findall(r"[^,(]+(?:\([^)]*\))?", text or "")
+    for raw in parts:
+        part = raw.strip()
+        if not part:
+            continue
+        m = re.match(r"^(\S+)\s+(in|notin)\s+\(([^)]*)\)$", part)
+        if m:
+            key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
+            if op == "in":
+                rules.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
+            else:
+                rules.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+            continue
+        m = re.match(r"^([^!=]+)(==|=|!=)(.*)$", part)
+        if m:
+            key, op, value = m.group(1).strip(), m.group(2), m.group(3).strip()
+            if op == "!=":
+                rules.append(lambda labels, k=key, v=value: labels.get(k) != v)
+            else:
+                rules.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            continue
+        if part.startswith("!"):
+            rules.append(lambda labels, k=part[1:]: k not in labels)
+        else:
+            rules.append(lambda labels, k=part: k in labels)
+    return rules
+
+
+def _matches(obj: Obj, labels: str, fields: str) -> bool:
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    if not all(rule(have) for rule in _parse_selector(labels)):
+        return False
+    for part in [p for p in (fields or "").split(",") if p]:
+        key, _, value = part.partition("=")
+        key = key.rstrip("=")
+        if key == "metadata.name" and obj["metadata"]["name"] != value.lstrip("="):
+            return False
+        if key == "metadata.namespace" and obj["metadata"].get("namespace") != value.lstrip("="):
+            return False
+        if key == "spec.nodeName" and (obj.get("spec") or {}).get("nodeName") != value:
+            return False
+        if key == "status.phase" and (obj.get("status") or {}).get("phase") != value:
+            return False
+    return True
+
+
+@dataclass
+class _Watcher:
+    resource: str
+    namespace: str | None
+    labels: str
+    fields: str
+    queue: asyncio.Queue[Obj | None] = field(default_factory=asyncio.Queue)
+
+
+class FakeApiServer:
+    """The fake API server; ``await start()``, then point a client at ``url``."""
+
+    def __init__(self, bookmark_interval: float = 0.2) -> None:
+        self.objects: dict[tuple[str, str | None, str], Obj] = {}
+        self.resource_version = 100
+        #: watches from a version at or below this are told 410 Gone
+        self.compacted = 0
+        #: (resourceVersion, resource, event type, object) since the last compaction
+        self.history: list[tuple[int, str, str, Obj]] = []
+        self.watchers: list[_Watcher] = []
+        self.logs: dict[tuple[str, str], str] = {}
+        #: every request as RBAC sees it: (verb, API group, resource or resource/subresource)
+        self.requests: list[tuple[str, str, str]] = []
+        #: (verb, resource, query parameters) of every request
+        self.queries: list[tuple[str, str, dict[str, str]]] = []
+        #: resources the caller's ServiceAccount may not touch (403 Forbidden)
+        self.forbidden: set[str] = set()
+        self.bookmark_interval = bookmark_interval
+        self.fail_watch_with_http_410 = False
+        #: seconds a pod of a Background-deleted Job takes to terminate (its grace)
+        self.pod_termination_delay = 0.05
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.port = 0
+
+    # -- life -------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
+        await self._runner.setup()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+
+    async def stop(self) -> None:
+        for watcher in self.watchers:
+            watcher.queue.put_nowait(None)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def kubeconfig(self) -> Obj:
+        """A kubeconfig that points kubernetes_asyncio at this server."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "current-context": "fake",
+        }
+
+    # -- storage ----------------------------------------------------------------
+
+    def _next_version(self) -> int:
+        self.resource_version += 1
+        return self.resource_version
+
+    def _emit(self, resource: str, kind: str, obj: Obj) -> None:
+        version = int(obj["metadata"]["resourceVersion"])
+        snapshot = copy.deepcopy(obj)
+        self.history.append((version, resource, kind, snapshot))
+        for watcher in self.watchers:
+            if watcher.resource != resource:
+                continue
+            if watcher.namespace and snapshot["metadata"].get("namespace") != watcher.namespace:
+                continue
+            if _matches(snapshot, watcher.labels, watcher.fields):
+                watcher.queue.put_nowait({"type": kind, "object": snapshot})
+
+    def put(self, resource: str, obj: Obj, event: str = "MODIFIED") -> Obj:
+        """Store an object as a controller would write it (new resourceVersion, event)."""
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(self._next_version())
+        self.objects[(resource, meta.get("namespace"), meta["name"])] = obj
+        self._emit(resource, event, obj)
+        self._poke()
+        return obj
+
+    def remove(self, resource: str, namespace: str | None, name: str) -> Obj | None:
+        obj = self.objects.pop((resource, namespace, name), None)
+        if obj is not None:
+            obj["metadata"]["resourceVersion"] = str(self._next_version())
+            self._emit(resource, "DELETED", obj)
+            if resource == "pods":
+                self._maybe_finish_foreground(obj)
+        return obj
+
+    def get(self, resource: str, namespace: str | None, name: str) -> Obj | None:
+        return self.objects.get((resource, namespace, name))
+
+    def list(self, resource: str, namespace: str | None = None, labels: str = "") -> list[Obj]:
+        return [
+            o
+            for (r, ns, _), o in sorted(self.objects.items(), key=lambda kv: kv[0][2])
+            if r == resource and (namespace is None or ns == namespace) and _matches(o, labels, "")
+        ]
+
+    def compact(self) -> None:
+        """Forget history up to now: older resourceVersions get 410 Gone (etcd compaction)."""
+        self.compacted = self.resource_version
+        self.history.clear()
+
+    # -- what controllers and kubelets do (driven by the test) ------------------
+
+    def add_node(
+        self,
+        name: str,
+        labels: dict[str, str] | None = None,
+        allocatable: dict[str, str] | None = None,
+        taints: list[Obj] | None = None,
+        unschedulable: bool = False,
+    ) -> Obj:
+        spec: Obj = {}
+        if taints:
+            spec["taints"] = taints
+        if unschedulable:
+            spec["unschedulable"] = True
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "uid": str(uuid.uuid4()),
+                "creationTimestamp": now(),
+                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+            },
+            "spec": spec,
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}},
+        }
+        node["status"]["allocatable"].update(allocatable or {})
+        existing = self.get("nodes", None, name)
+        return self.put("nodes", node, "MODIFIED" if existing else "ADDED")
+
+    def label_node(self, name: str, **labels: str) -> Obj:
+        node = copy.deepcopy(self.objects[("nodes", None, name)])
+        node["metadata"]["labels"].update(labels)
+        return self.put("nodes", node)
+
+    def start_pod(self, job_name: str, namespace: str, node: str | None = None) -> Obj:
+        """The Job controller makes the Job's pod; with ``node`` the scheduler binds it."""
+        job = self.objects[("jobs", namespace, job_name)]
+        template = copy.deepcopy(job["spec"]["template"])
+        labels = dict(template["metadata"].get("labels") or {})
+        labels.update(
+            {
+                "batch.kubernetes.io/controller-uid": job["metadata"]["uid"],
+                "batch.kubernetes.io/job-name": job_name,
+                "controller-uid": job["metadata"]["uid"],
+                "job-name": job_name,
+            }
+        )
+        name = f"{job_name}-{uuid.uuid4().hex[:5]}"
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "generateName": f"{job_name}-",
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "creationTimestamp": now(),
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job_name,
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": template["spec"],
+            "status": {"phase": "Pending", "qosClass": "Guaranteed"},
+        }
+        if node:
+            pod["spec"]["nodeName"] = node
+            pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+        self.put("pods", pod, "ADDED")
+        job = copy.deepcopy(job)
+        job["status"].update({"active": 1, "startTime": now()})
+        job["status"].setdefault("ready", 0)
+        self.put("jobs", job)
+        return pod
+
+    def pods_of(self, job_name: str, namespace: str) -> list[Obj]:
+        return self.list("pods", namespace, f"batch.kubernetes.io/job-name={job_name}")
+
+    def update_pod(self, pod_name: str, namespace: str, **status: Any) -> Obj:
+        pod = copy.deepcopy(self.objects[("pods", namespace, pod_name)])
+        pod["status"].update(status)
+        return self.put("pods", pod)
+
+    def unschedulable(self, pod_name: str, namespace: str, message: str) -> Obj:
+        return self.update_pod(
+            pod_name,
+            namespace,
+            conditions=[
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": now(),
+                }
+            ],
+        )
+
+    def bind(self, pod_name: str, namespace: str, node: str) -> Obj:
+        pod = copy.deepcopy(self.objects[("pods", namespace, pod_name)])
+        pod["spec"]["nodeName"] = node
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+        return self.put("pods", pod)
+
+    def waiting(self, pod_name: str, namespace: str, reason: str, message: str = "") -> Obj:
+        pod = self.objects[("pods", namespace, pod_name)]
+        container = pod["spec"]["containers"][0]
+        state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
+        return self.update_pod(
+            pod_name,
+            namespace,
+            containerStatuses=[
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": state,
+                }
+            ],
+        )
+
+    def run_pod(self, pod_name: str, namespace: str) -> Obj:
+        pod = self.objects[("pods", namespace, pod_name)]
+        container = pod["spec"]["containers"][0]
+        return self.update_pod(
+            pod_name,
+            namespace,
+            phase="Running",
+            startTime=now(),
+            containerStatuses=[
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": "sha256:0",
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {"startedAt": now()}},
+                }
+            ],
+        )
+
+    def finish_pod(
+        self,
+        pod_name: str,
+        namespace: str,
+        exit_code: int,
+        reason: str | None = None,
+        pod_reason: str | None = None,
+        pod_message: str | None = None,
+        disruption: tuple[str, str] | None = None,
+    ) -> Obj:
+        """The kubelet reports the container ended; the Job controller updates the Job."""
+        pod = self.objects[("pods", namespace, pod_name)]
+        container = pod["spec"]["containers"][0]
+        terminated: Obj = {"exitCode": exit_code, "startedAt": now(), "finishedAt": now()}
+        terminated["reason"] = reason or ("Completed" if exit_code == 0 else "Error")
+        status: Obj = {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": "sha256:0",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        }
+        if pod_reason:
+            status["reason"] = pod_reason
+        if pod_message:
+            status["message"] = pod_message
+        if disruption:
+            status["conditions"] = [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": disruption[0],
+                    "message": disruption[1],
+                }
+            ]
+        done = self.update_pod(pod_name, namespace, **status)
+        job_name = pod["metadata"]["labels"].get("batch.kubernetes.io/job-name")
+        if job_name and ("jobs", namespace, job_name) in self.objects:
+            if exit_code == 0:
+                self.job_condition(job_name, namespace, "Complete", "CompletionsReached")
+            else:
+                self.job_condition(
+                    job_name,
+                    namespace,
+                    "Failed",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                )
+        return done
+
+    def job_condition(
+        self, job_name: str, namespace: str, kind: str, reason: str, message: str = ""
+    ) -> Obj:
+        job = copy.deepcopy(self.objects[("jobs", namespace, job_name)])
+        job["status"].setdefault("conditions", []).append(
+            {
+                "type": kind,
+                "status": "True",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": now(),
+                "lastTransitionTime": now(),
+            }
+        )
+        job["status"]["active"] = 0
+        if kind == "Complete":
+            job["status"]["succeeded"] = 1
+            job["status"]["completionTime"] = now()
+        elif kind == "Failed":
+            job["status"]["failed"] = 1
+            # the controller deletes pods still running (deadline exceeded, failure policy)
+            for pod in self.pods_of(job_name, namespace):
+                if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    self._terminate_pod(pod)
+        return self.put("jobs", job)
+
+    def admit(self, job_name: str, namespace: str) -> Obj:
+        """Kueue admits a suspended Job: it sets ``suspend: false``."""
+        job = copy.deepcopy(self.objects[("jobs", namespace, job_name)])
+        job["spec"]["suspend"] = False
+        return self.put("jobs", job)
+
+    def append_log(self, pod_name: str, namespace: str, text: str) -> None:
+        self.logs[(namespace, pod_name)] = self.logs.get((namespace, pod_name), "") + text
+        self._poke()
+
+    def _poke(self) -> None:
+        async def notify() -> None:
+            async with self._changed:
+                self._changed.notify_all()
+
+        self._spawn(notify())
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- HTTP -------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._route(request)
+        except ApiError as exc:
+            return web.json_response(exc.body, status=exc.body["code"])
+
+    async def _route(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        # /api/v1/... or /apis/batch/v1/...
+        if parts[:2] == ["api", "v1"]:
+            group, rest = "", parts[2:]
+        elif parts[:3] == ["apis", "batch", "v1"]:
+            group, rest = "batch", parts[3:]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace = None
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]][0] != group:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        resource = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        query = request.query
+        watching = query.get("watch", "") in _TRUE
+        method = request.method
+        verb = {
+            "GET": "watch" if watching else ("get" if name else "list"),
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if name else "deletecollection",
+        }[method]
+        self.requests.append((verb, group, f"{resource}/{sub}" if sub else resource))
+        self.queries.append((verb, resource, dict(query)))
+        if resource in self.forbidden:
+            scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{resource} is forbidden: User "system:serviceaccount:jhub:nbjobs-service" '
+                f'cannot {verb} resource "{resource}" in API group "{group}" {scope}',
+                {"kind": resource},
+            )
+        namespaced = RESOURCES[resource][2]
+        if namespaced != (namespace is not None) and not (method == "GET" and not name):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if sub == "log" and resource == "pods" and method == "GET":
+            return await self._log(request, namespace, name or "")
+        if sub is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if method == "GET" and name is None:
+            if watching:
+                return await self._watch(request, resource, namespace)
+            return self._list(resource, namespace, query)
+        if method == "GET" and name is not None:
+            return web.json_response(self._must(resource, namespace, name))
+        if method == "POST" and name is None and namespace is not None:
+            return self._create(resource, namespace, await request.json())
+        if method == "DELETE" and name is not None:
+            body = {}
+            if request.can_read_body:
+                text = await request.text()
+                body = json.loads(text) if text.strip() else {}
+            policy = query.get("propagationPolicy") or body.get("propagationPolicy")
+            return self._delete(resource, namespace, name, policy)
+        raise ApiError(405, "MethodNotAllowed", f"the server does not allow {method} here")
+
+    def _must(self, resource: str, namespace: str | None, name: str) -> Obj:
+        obj = self.get(resource, namespace, name)
+        if obj is None:
+            group, _, _ = RESOURCES[resource]
+            qualified = f"{resource}.{group}" if group else resource
+            raise ApiError(
+                404,
+                "NotFound",
+                f'{qualified} "{name}" not found',
+                {"name": name, "group": group, "kind": resource},
+            )
+        return obj
+
+    def _list(self, resource: str, namespace: str | None, query: Any) -> web.Response:
+        group, kind, _ = RESOURCES[resource]
+        items = [
+            o
+            for o in self.list(resource, namespace)
+            if _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+        ]
+        return web.json_response(
+            {
+                "kind": f"{kind}List",
+                "apiVersion": f"{group}/v1" if group else "v1",
+                "metadata": {"resourceVersion": str(self.resource_version)},
+                "items": items,
+            }
+        )
+
+    def _create(self, resource: str, namespace: str, body: Obj) -> web.Response:
+        group, kind, _ = RESOURCES[resource]
+        meta = body.setdefault("metadata", {})
+        if body.get("metadata", {}).get("namespace", namespace) != namespace:
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match")
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        qualified = f"{resource}.{group}" if group else resource
+        name = meta.get("name") or ""
+        causes = self._validate(resource, body)
+        if causes:
+            message = f'{kind}.{group or "core"} "{name}" is invalid: ' + "; ".join(
+                f"{c['field']}: {c['message']}" for c in causes
+            )
+            raise ApiError(422, "Invalid", message, {"name": name, "kind": kind, "causes": causes})
+        if self.get(resource, namespace, name) is not None:
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{qualified} "{name}" already exists',
+                {"name": name, "group": group, "kind": resource},
+            )
+        meta.update(
+            {
+                "namespace": namespace,
+                "uid": str(uuid.uuid4()),
+                "creationTimestamp": now(),
+                "generation": 1,
+            }
+        )
+        body.setdefault("apiVersion", f"{group}/v1" if group else "v1")
+        body.setdefault("kind", kind)
+        body.setdefault("status", {})
+        if resource == "jobs":
+            uid = meta["uid"]
+            template_labels = (
+                body["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
+            )
+            template_labels.update(
+                {
+                    "batch.kubernetes.io/controller-uid": uid,
+                    "batch.kubernetes.io/job-name": name,
+                    "controller-uid": uid,
+                    "job-name": name,
+                }
+            )
+            body["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+            body["spec"].setdefault("parallelism", 1)
+            body["spec"].setdefault("completions", 1)
+            body["spec"].setdefault("suspend", False)
+            body["spec"].setdefault("completionMode", "NonIndexed")
+            if not body["spec"]["suspend"]:
+                body["status"]["startTime"] = now()
+        self.put(resource, body, "ADDED")
+        return web.json_response(body, status=201)
+
+    def _validate(self, resource: str, body: Obj) -> list[Obj]:
+        causes = []
+        name = body["metadata"].get("name") or ""
+        if not name:
+            causes.append(
+                {
+                    "reason": "FieldValueRequired",
+                    "field": "metadata.name",
+                    "message": "Required value: name or generateName is required",
+                }
+            )
+        elif not _DNS_LABEL.match(name) or len(name) > 63:
+            causes.append(
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "metadata.name",
+                    "message": f'Invalid value: "{name}": a lowercase RFC 1123 label '
+                    "must consist of lower case alphanumeric characters or '-'",
+                }
+            )
+        if resource == "jobs":
+            pod = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+            if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+                causes.append(
+                    {
+                        "reason": "FieldValueNotSupported",
+                        "field": "spec.template.spec.restartPolicy",
+                        "message": f'Unsupported value: "{pod.get("restartPolicy")}": '
+                        'supported values: "OnFailure", "Never"',
+                    }
+                )
+            for i, container in enumerate(pod.get("containers") or []):
+                resources = container.get("resources") or {}
+                requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+                for key in set(requests) | set(limits):
+                    extended = "/" in key and not key.startswith("kubernetes.io/")
+                    if extended and requests.get(key, limits.get(key)) != limits.get(key):
+                        causes.append(
+                            {
+                                "reason": "FieldValueInvalid",
+                                "field": f"spec.template.spec.containers[{i}]"
+                                f".resources.requests[{key}]",
+                                "message": f"Invalid value: must be equal to {key} limit",
+                            }
+                        )
+        return causes
+
+    def _delete(
+        self, resource: str, namespace: str | None, name: str, policy: str | None
+    ) -> web.Response:
+        obj = self._must(resource, namespace, name)
+        if policy not in (None, "Orphan", "Background", "Foreground"):
+            raise ApiError(
+                422, "Invalid", f'Unsupported value: "{policy}"', {"name": name, "kind": resource}
+            )
+        if resource != "jobs":
+            if resource == "pods":
+                self._terminate_pod(obj)
+                return web.json_response(obj)
+            self.remove(resource, namespace, name)
+            return web.json_response(obj)
+        policy = policy or "Orphan"  # batch/v1 Jobs orphan their pods unless told otherwise
+        pods = self.pods_of(name, namespace or "")
+        if policy == "Foreground" and pods:
+            job = copy.deepcopy(obj)
+            job["metadata"]["deletionTimestamp"] = now()
+            job["metadata"]["finalizers"] = ["foregroundDeletion"]
+            self.put("jobs", job)
+            for pod in pods:
+                self._terminate_pod(pod)
+            return web.json_response(job)
+        self.remove("jobs", namespace, name)
+        if policy in ("Background", "Foreground"):
+            for pod in pods:
+                self._terminate_pod(pod)
+        else:
+            for pod in pods:  # orphaned: the owner reference goes, the pod stays
+                orphan = copy.deepcopy(pod)
+                orphan["metadata"].pop("ownerReferences", None)
+                self.put("pods", orphan)
+        return web.json_response(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {
+                    "name": name,
+                    "group": "batch",
+                    "kind": "jobs",
+                    "uid": obj["metadata"]["uid"],
+                },
+            }
+        )
+
+    def _terminate_pod(self, pod: Obj) -> None:
+        """Graceful deletion: deletionTimestamp now, the pod object goes after its grace."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        pod = copy.deepcopy(pod)
+        pod["metadata"]["deletionTimestamp"] = now()
+        self.put("pods", pod)
+
+        async def later() -> None:
+            await asyncio.sleep(self.pod_termination_delay)
+            self.remove("pods", meta.get("namespace"), meta["name"])
+            self._poke()
+
+        self._spawn(later())
+
+    def _maybe_finish_foreground(self, pod: Obj) -> None:
+        job_name = (pod["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name")
+        namespace = pod["metadata"].get("namespace")
+        job = self.get("jobs", namespace, job_name or "")
+        if (
+            job
+            and job["metadata"].get("deletionTimestamp")
+            and not self.pods_of(job_name or "", namespace or "")
+        ):
+            self.remove("jobs", namespace, job_name or "")
+
+    async def _watch(
+        self, request: web.Request, resource: str, namespace: str | None
+    ) -> web.StreamResponse:
+        query = request.query
+        since = query.get("resourceVersion", "")
+        bookmarks = query.get("allowWatchBookmarks", "") in _TRUE
+        timeout = float(query.get("timeoutSeconds", "0") or 0)
+        group, kind, _ = RESOURCES[resource]
+        too_old = since not in ("", "0") and int(since) < self.compacted
+        if too_old and self.fail_watch_with_http_410:
+            raise ApiError(410, "Expired", f"too old resource version: {since} ({self.compacted})")
+        watcher = _Watcher(
+            resource, namespace, query.get("labelSelector", ""), query.get("fieldSelector", "")
+        )
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+
+        async def send(event: Obj) -> None:
+            await response.write(json.dumps(event).encode() + b"\n")
+
+        if too_old:
+            await send(
+                {
+                    "type": "ERROR",
+                    "object": status_body(
+                        410, "Expired", f"too old resource version: {since} ({self.compacted})"
+                    ),
+                }
+            )
+            return response
+        self.watchers.append(watcher)
+        try:
+            if since in ("", "0"):
+                for obj in self.list(resource, namespace):
+                    if _matches(obj, watcher.labels, watcher.fields):
+                        await send({"type": "ADDED", "object": obj})
+            else:
+                for version, res, event, obj in list(self.history):
+                    if res != resource or version <= int(since):
+                        continue
+                    if namespace and obj["metadata"].get("namespace") != namespace:
+                        continue
+                    if _matches(obj, watcher.labels, watcher.fields):
+                        await send({"type": event, "object": obj})
+            loop = asyncio.get_running_loop()
+            ends = loop.time() + timeout if timeout else None
+            while True:
+                wait = self.bookmark_interval if bookmarks else 3600.0
+                if ends is not None:
+                    wait = min(wait, ends - loop.time())
+                    if wait <= 0:
+                        break
+                try:
+                    event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
+                except asyncio.TimeoutError:
+                    if bookmarks:
+                        await send(
+                            {
+                                "type": "BOOKMARK",
+                                "object": {
+                                    "kind": kind,
+                                    "apiVersion": f"{group}/v1" if group else "v1",
+                                    "metadata": {"resourceVersion": str(self.resource_version)},
+                                },
+                            }
+                        )
+                    continue
+                if event is None:
+                    break
+                await send(event)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watchers.remove(watcher)
+        return response
+
+    async def _log(
+        self, request: web.Request, namespace: str | None, name: str
+    ) -> web.StreamResponse:
+        pod = self._must("pods", namespace, name)
+        container = request.query.get("container") or pod["spec"]["containers"][0]["name"]
+        if container not in [c["name"] for c in pod["spec"]["containers"]]:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        state = statuses[0].get("state", {}) if statuses else {}
+        if not statuses or "waiting" in state:
+            reason = (state.get("waiting") or {}).get("reason", "ContainerCreating")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{name}" is waiting to start: {reason}',
+            )
+        follow = request.query.get("follow", "") in _TRUE
+        if not follow:
+            return web.Response(
+                text=self.logs.get((namespace or "", name), ""), content_type="text/plain"
+            )
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        sent = 0
+        try:
+            while True:
+                text = self.logs.get((namespace or "", name), "")
+                if len(text) > sent:
+                    await response.write(text[sent:].encode())
+                    sent = len(text)
+                current = self.get("pods", namespace, name)
+                ended = current is None or (current.get("status") or {}).get("phase") in (
+                    "Succeeded",
+                    "Failed",
+                )
+                if ended and len(self.logs.get((namespace or "", name), "")) == sent:
+                    break
+                async with self._changed:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), timeout=0.2)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
