@@ -8,6 +8,7 @@ the standard library, to start as fast as Python can.
 """
 
 import json
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -15,10 +16,18 @@ from datetime import datetime, timezone
 started = time.time()
 argv = sys.argv[1:]
 status_file = argv[argv.index("--status-file") + 1]
-with open(status_file + ".started", "w") as f:
-    f.write(repr(started))
+
+
+def write_atomically(path: str, text: str) -> None:
+    # readers poll these files: they must never see one half-written
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+write_atomically(status_file + ".started", repr(started))
 parameters = json.loads(argv[argv.index("--parameters") + 1]) if "--parameters" in argv else {}
 time.sleep(float(parameters.get("seconds", 0)))
 now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-with open(status_file, "w") as f:
-    json.dump({"state": "succeeded", "exit_code": 0, "started_at": now, "finished_at": now}, f)
+final = {"state": "succeeded", "exit_code": 0, "started_at": now, "finished_at": now}
+write_atomically(status_file, json.dumps(final))

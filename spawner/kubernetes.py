@@ -8,6 +8,7 @@
   (:func:`nbjobs.storage.user_subpath` builds it for both).
 - Profiles come from nbjobs.yaml, filtered by the user's groups; a profile
   choice that was not offered is a 400.
+- No cluster credentials: the service account token is never mounted.
 """
 
 from __future__ import annotations
@@ -107,6 +108,15 @@ class NbjobsKubeSpawner(KubeSpawner):
                 f"notebook servers are CPU-only in nbjobs, but this one asks for "
                 f"{', '.join(asked)}; remove it from the profile and submit GPU work as a job",
             )
+        if self.automount_service_account_token:
+            raise web.HTTPError(
+                400,
+                "notebook servers hold no cluster credentials in nbjobs, but this one would "
+                "mount a service account token; remove automount_service_account_token (jobs "
+                "reach the cluster through the job service)",
+            )
+        # KubeSpawner mounts the token when a service account is named; never here.
+        self.automount_service_account_token = False
         storage = self.nbjobs.storage
         volume, mount = storage_volume(storage, self.user.name)
         self.volumes = _with(self.volumes, volume)  # type: ignore[has-type]

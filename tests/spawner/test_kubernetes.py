@@ -85,6 +85,25 @@ async def test_the_pod_is_cpu_only_and_mounts_the_users_folder(make_spawner):
     assert volume["nfs"] == {"server": "nfs.example.org", "path": "/export"}
     assert manifest["spec"]["securityContext"]["fsGroup"] == 100
     assert container["securityContext"]["runAsUser"] == 1000
+    assert manifest["spec"]["automountServiceAccountToken"] is False
+
+
+async def test_notebook_pods_never_get_a_service_account_token(make_spawner):
+    named = make_spawner(service_account="builder")
+    mounting = make_spawner(automount_service_account_token=True)
+
+    manifest = await as_dict(await named.get_pod_manifest())
+    with pytest.raises(web.HTTPError) as info:
+        await mounting.get_pod_manifest()
+
+    # KubeSpawner alone would mount the named account's token; nbjobs does not.
+    assert manifest["spec"]["automountServiceAccountToken"] is False
+    assert not any(
+        "serviceaccount" in m["mountPath"]
+        for m in manifest["spec"]["containers"][0]["volumeMounts"]
+    )
+    assert info.value.status_code == 400
+    assert "hold no cluster credentials" in info.value.log_message
 
 
 @pytest.mark.parametrize(
