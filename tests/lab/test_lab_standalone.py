@@ -83,15 +83,49 @@ def open_lab(browser: BrowserContext, url: str) -> Page:
     return page
 
 
-def test_plain_jupyter_lab_runs_a_job_in_process(start_lab, browser: BrowserContext):
+def test_plain_jupyter_lab_saves_then_runs_a_job_in_process(
+    start_lab, browser: BrowserContext, tmp_path: Path
+):
     page = open_lab(browser, start_lab())
     try:
         hello = open_notebook(page, "hello.ipynb")
+        hello.locator(".jp-CodeCell .cm-content").last.click()
+        page.keyboard.press("End")
+        page.keyboard.type("  # edited before submit")
         submit(page, hello, "standalone", steps="3")
 
+        expect(page.locator(".Toastify__toast", has_text="Saved hello.ipynb")).to_be_visible()
+        assert "# edited before submit" in (tmp_path / "root" / "hello.ipynb").read_text()
         row = job_row(page, "standalone")
         expect(row.locator(".nbjobs-Job-state")).to_have_text("Succeeded", timeout=JOB_TIMEOUT)
         shot(page, "10-standalone-succeeded")
+    finally:
+        page.close()
+
+
+def test_the_panel_stops_asking_when_closed_and_nothing_runs(start_lab, browser: BrowserContext):
+    page = open_lab(browser, start_lab())
+    asked: list[float] = []
+    page.on(
+        "request",
+        lambda r: asked.append(time.monotonic()) if "/nbjobs/api/jobs" in r.url else None,
+    )
+    try:
+        jobs_panel(page)
+        page.wait_for_timeout(12_000)
+        open_asks = len(asked)
+        page.locator(".jp-SideBar .lm-TabBar-tab[data-id='nbjobs-jobs-panel']").click()
+        expect(page.locator("#nbjobs-jobs-panel")).to_be_hidden()
+        asked.clear()
+        page.wait_for_timeout(12_000)
+        closed_asks = len(asked)
+        jobs_panel(page)
+        page.wait_for_timeout(1_000)
+
+        # Open and idle: 5 s, then 10 s apart (backing off); closed: not at all.
+        assert 1 <= open_asks <= 3
+        assert closed_asks == 0
+        assert len(asked) == 1  # opening the panel asks at once
     finally:
         page.close()
 
