@@ -7,7 +7,8 @@ from typing import Any
 from nbjobs.config import NbjobsConfig
 
 #: what a notebook server's JUPYTERHUB_API_TOKEN may do, besides what JupyterHub gives
-#: every server: tell the job service who its user is (name, groups) and submit for them.
+#: every server: tell the job service who its user is (name, groups), submit for them and,
+#: for teachers, provision their classes.
 #: JupyterHub grants only the subset the user holds.
 SERVER_TOKEN_SCOPES = [
     "access:servers!server",
@@ -15,6 +16,7 @@ SERVER_TOKEN_SCOPES = [
     "read:users:name!user",
     "read:users:groups!user",
     "custom:nbjobs:submit",
+    "custom:nbjobs:teach",
 ]
 
 

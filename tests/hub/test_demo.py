@@ -129,6 +129,37 @@ def test_notebook_servers_are_cpu_only_and_know_the_service(demo):
     assert env["NBJOBS_ROOT"] == str(workdir / "home" / "bob")
 
 
+def test_the_teacher_provisions_a_class_from_a_terminal_in_her_server(demo):
+    url, workdir, _, _ = demo
+    s = login(url, "tess")
+    start_server(url, s, "tess")
+    server = next(
+        p
+        for p in psutil.process_iter(["environ"])
+        if p.info["environ"] and p.info["environ"].get("JUPYTERHUB_USER") == "tess"
+    )
+    env = server.info["environ"]  # what a JupyterLab terminal of hers has
+    roster = workdir / "home" / "tess" / "roster.csv"
+    roster.write_text("username\ncarl\ndee\n")
+
+    made = subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", "class", "create", "extra", "--roster", str(roster)],
+        env={
+            "PATH": os.environ["PATH"],
+            **{k: env[k] for k in env if k.startswith(("NBJOBS", "JUPYTERHUB"))},
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert made.returncode == 0, made.stderr
+    assert "students:  2: carl, dee" in made.stdout
+    # carl can log in to the demo at once and is in the class
+    carl = login(url, "carl")
+    assert carl.get(f"{url}/hub/api/user").json()["groups"] == ["extra"]
+
+
 def test_ctrl_c_stops_the_demo_and_its_hub(demo):
     _, _, proc, _ = demo
     children = psutil.Process(proc.pid).children(recursive=True)
