@@ -135,22 +135,13 @@ def create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def add(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+def change_roster(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    """``add`` (POST) or ``remove`` (DELETE) the named students."""
     students, lines, source = _students(args)
+    method = "POST" if args.command == "add" else "DELETE"
     try:
         result: dict[str, Any] = client.call(
-            "POST", f"classes/{args.name}/students", {"students": students}
-        )
-    except ClientError as exc:
-        raise ClientError(_problems(exc, lines, source)) from None
-    return result
-
-
-def remove(client: Client, args: argparse.Namespace) -> dict[str, Any]:
-    students, lines, source = _students(args)
-    try:
-        result: dict[str, Any] = client.call(
-            "DELETE", f"classes/{args.name}/students", {"students": students}
+            method, f"classes/{args.name}/students", {"students": students}
         )
     except ClientError as exc:
         raise ClientError(_problems(exc, lines, source)) from None
@@ -201,7 +192,7 @@ def main(argv: Sequence[str]) -> int:
         if args.command in ("create", "add", "remove"):
             if not args.students and not args.roster and args.command != "create":
                 raise ClientError("name students, or give --roster FILE")
-            result = {"create": create, "add": add, "remove": remove}[args.command](client, args)
+            result = (create if args.command == "create" else change_roster)(client, args)
             if args.json:
                 print(json.dumps(result))
             else:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -24,7 +22,7 @@ import yaml
 
 from nbjobs.storage import escape_username
 
-from .test_service_in_hub import free_port
+from .hubproc import free_port, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
@@ -65,39 +63,20 @@ def hub(tmp_path_factory):
     config["storage"] = {"root": str(tmp / "home")}
     config["database"] = {"url": f"sqlite:///{tmp}/jobs.sqlite"}
     (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(config))
-    (tmp / "jupyterhub_config.py").write_text(
-        HUB_CONFIG.format(
-            config=str(tmp / "nbjobs.yaml"),
-            port=port,
-            hub_port=hub_port,
-            proxy_api_port=free_port(),
-            service_port=service_port,
-            tmp=tmp,
-            admin_token=admin_token,
-        )
+    hub_config = HUB_CONFIG.format(
+        config=str(tmp / "nbjobs.yaml"),
+        port=port,
+        hub_port=hub_port,
+        proxy_api_port=free_port(),
+        service_port=service_port,
+        tmp=tmp,
+        admin_token=admin_token,
     )
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
-    log = (tmp / "hub.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterhub", "-f", str(tmp / "jupyterhub_config.py")],
-        cwd=tmp,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
-                break
-        except requests.ConnectionError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError((tmp / "hub.log").read_text()[-5000:])
-        time.sleep(0.3)
+    with running_hub(tmp, hub_config, port) as url:
+        yield Hub(url, tokens_for(url, admin_token), {"Authorization": f"token {admin_token}"}, tmp)
+
+
+def tokens_for(url: str, admin_token: str) -> dict[str, str]:
     admin = {"Authorization": f"token {admin_token}"}
     tokens = {}
     for user in ("tess", "tom", "ada", "bob", "eve"):
@@ -106,10 +85,7 @@ def hub(tmp_path_factory):
         )
         r.raise_for_status()
         tokens[user] = r.json()["token"]
-    yield Hub(url, tokens, admin, tmp)
-    proc.terminate()
-    proc.wait(timeout=60)
-    log.close()
+    return tokens
 
 
 class Hub:

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -18,12 +12,7 @@ import yaml
 
 from nbjobs.storage import escape_username
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
+from .hubproc import free_port, running_hub
 
 HUB_CONFIG = """
 import sys
@@ -80,60 +69,25 @@ def hub(tmp_path_factory):
             }
         )
     )
-    (tmp / "jupyterhub_config.py").write_text(
-        HUB_CONFIG.format(
-            port=port,
-            hub_port=hub_port,
-            proxy_api_port=free_port(),
-            service_port=service_port,
-            tmp=tmp,
-            admin_token=admin_token,
-        )
+    config = HUB_CONFIG.format(
+        port=port,
+        hub_port=hub_port,
+        proxy_api_port=free_port(),
+        service_port=service_port,
+        tmp=tmp,
+        admin_token=admin_token,
     )
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
-    log = (tmp / "hub.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterhub", "-f", str(tmp / "jupyterhub_config.py")],
-        cwd=tmp,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
-                break
-        except requests.ConnectionError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError((tmp / "hub.log").read_text()[-5000:])
-        time.sleep(0.3)
-
-    def token_for(user: str) -> str:
-        r = requests.post(
-            f"{url}/hub/api/users/{user}/tokens",
-            headers={"Authorization": f"token {admin_token}"},
-            json={"note": "test"},
-            timeout=30,
-        )
-        r.raise_for_status()
-        return str(r.json()["token"])
-
-    for user in ("ada", "bob", "root", "op"):
-        requests.post(
-            f"{url}/hub/api/users/{user}",
-            headers={"Authorization": f"token {admin_token}"},
-            timeout=30,
-        )
-    tokens = {user: token_for(user) for user in ("ada", "bob", "root", "op")}
-    yield url + "/services/nbjobs/api/", tokens, tmp / "home"
-    proc.terminate()
-    proc.wait(timeout=60)
-    log.close()
+    with running_hub(tmp, config, port) as url:
+        admin = {"Authorization": f"token {admin_token}"}
+        tokens = {}
+        for user in ("ada", "bob", "root", "op"):
+            requests.post(f"{url}/hub/api/users/{user}", headers=admin, timeout=30)
+            r = requests.post(
+                f"{url}/hub/api/users/{user}/tokens", headers=admin, json={"note": "t"}, timeout=30
+            )
+            r.raise_for_status()
+            tokens[user] = str(r.json()["token"])
+        yield url + "/services/nbjobs/api/", tokens, tmp / "home"
 
 
 def api(hub, user, method, path, **kwargs):

@@ -1,0 +1,61 @@
+"""A real JupyterHub (with configurable-http-proxy) as a subprocess, for tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_hub(folder: Path, config: str, port: int) -> Iterator[str]:
+    """Start ``jupyterhub -f`` on ``config`` (the text of a jupyterhub_config.py).
+
+    Waits until the nbjobs service answers through the hub's proxy, yields the
+    hub's URL, and stops the hub afterwards. A hub that does not come up fails
+    with the end of its log.
+    """
+    (folder / "jupyterhub_config.py").write_text(config)
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
+    log_path = folder / "hub.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
+            cwd=folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    health = requests.get(f"{url}/services/nbjobs/api/health", timeout=2)
+                    if health.status_code == 401:  # up, and asking for a token
+                        break
+                except requests.ConnectionError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(log_path.read_text()[-5000:])
+                time.sleep(0.3)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
