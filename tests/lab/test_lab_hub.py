@@ -129,7 +129,7 @@ def test_submit_queue_run_succeed_and_open_the_output(lab: Page, hub: Hub):
 
     first, second = job_row(lab, "slow first"), job_row(lab, "hello quick")
     # One CPU slot: the second job waits for the first, and says where it stands.
-    expect(second.locator(".nbjobs-Job-state")).to_have_text("Queued, #1 in line")
+    expect(second.locator(".nbjobs-Job-state")).to_have_text("Queued, #1 in line", timeout=10_000)
     expect(first.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
     expect(first.locator(".nbjobs-Job-progressText")).to_have_text(
         re.compile(r"^[1-4] of [56] cells$"), timeout=JOB_TIMEOUT
