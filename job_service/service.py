@@ -153,6 +153,14 @@ class JobService:
 
     async def _recover(self) -> None:
         with self.sessions() as db:
+            wanted = db.scalars(
+                select(JobRecord.id).where(
+                    JobRecord.state.in_([JobState.QUEUED.value, *(s.value for s in ACTIVE_STATES)])
+                )
+            ).all()
+        # The backend catches up with what runs (and stops what no job wants) first.
+        await self.backend.reconcile(set(wanted))
+        with self.sessions() as db:
             active = db.scalars(
                 select(JobRecord).where(JobRecord.state.in_([s.value for s in ACTIVE_STATES]))
             ).all()
@@ -678,7 +686,7 @@ class JobService:
                     f"your {quota.gpu_hours:g} GPU-hours for this {quota.period} are used up; "
                     "it starts when the period rolls over, or cancel it"
                 )
-        if self.backend.free_for(flavor) < 1:
+        if not self.backend.queues_jobs_itself and self.backend.free_for(flavor) < 1:
             return f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
         return None
 
@@ -715,9 +723,8 @@ class JobService:
             try:
                 # The runner enforces the limit itself; this is the backstop.
                 grace = 60.0
-                outcome = await asyncio.wait_for(
-                    self.backend.wait(ref), timeout=limit + grace if limit else None
-                )
+                backstop = limit + grace if limit and not self.backend.enforces_time_limit else None
+                outcome = await asyncio.wait_for(self.backend.wait(ref), timeout=backstop)
             except asyncio.TimeoutError:
                 await self.backend.cancel(ref)
                 outcome = await self.backend.wait(ref)
@@ -725,7 +732,14 @@ class JobService:
             with self.sessions() as db:
                 record = db.get(JobRecord, job_id)
                 if record is not None:
-                    self._finish(db, record, outcome.exit_code, outcome.message, forced=note)
+                    self._finish(
+                        db,
+                        record,
+                        outcome.exit_code,
+                        outcome.message,
+                        forced=note,
+                        backend_state=outcome.state,
+                    )
                     db.commit()
         finally:
             self.backend.release(ref)
@@ -741,8 +755,13 @@ class JobService:
         *,
         lost: bool = False,
         forced: str | None = None,
+        backend_state: str | None = None,
     ) -> None:
-        """Record how a job ended, from the runner's status file and the exit code."""
+        """Record how a job ended, from the runner's status file and the exit code.
+
+        ``backend_state`` (with ``note`` saying why) is the backend's word on a job the
+        cluster ended (its deadline, out of memory, eviction): it wins over the runner's.
+        """
         status = None
         with contextlib.suppress(StatusFileError, OSError):
             status = read_status(Path(record.job_dir) / "status.json")
@@ -782,6 +801,10 @@ class JobService:
             record.message = (
                 f"stopped by the job service after its time limit ({record.time_limit:g} s)"
             )
+        elif backend_state is not None:
+            # The backend knows better than the runner (the cluster's deadline, out of memory).
+            state = backend_state
+            record.message = note or record.message
         record.state = state
         record.finished_at = utcnow()
         self.log.info(
@@ -818,6 +841,13 @@ class JobService:
                     )
                     if live.state == "running":
                         state = JobState.RUNNING
+        waiting = record.waiting_reason
+        seen = None
+        if state is JobState.STARTING and record.backend_ref:
+            seen = self.backend.seen(record.backend_ref)
+        if seen is not None and seen.waiting:
+            # Handed to the cluster, which has not placed it yet: queued there, and why.
+            state, waiting = JobState.QUEUED, seen.waiting
         position = None
         if state is JobState.QUEUED:
             positions = positions if positions is not None else self._queue_positions(db)
@@ -831,7 +861,7 @@ class JobService:
             flavor=record.flavor,
             state=state,
             queue_position=position,
-            waiting_reason=record.waiting_reason if state is JobState.QUEUED else None,
+            waiting_reason=waiting if state is JobState.QUEUED else None,
             progress=progress,
             parameters=record.parameters or {},
             priority=record.priority,

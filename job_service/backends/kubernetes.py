@@ -246,9 +246,13 @@ class KubernetesBackend(Backend):
     async def wait(self, ref: str) -> Outcome:
         name = self._name(ref)
         await self._ensure_started()
+        placed = False
         while True:
             tick = self._tick
             job = self.jobs.get(name)
+            if not placed and (node := self._verdict(name).node):
+                placed = True  # admins: which job runs where (also the pod's nodeName)
+                self.log.info("Job %s/%s runs on node %s", self.namespace, name, node)
             if job is None and name in self._cancelling:
                 await self._pods_gone(name)
                 await self._log_done(name)

@@ -4,6 +4,7 @@ of every API call the backend made in this session (checked against the shipped 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,6 +21,8 @@ from .fake_apiserver import FakeApiServer
 ROOT = Path(__file__).resolve().parents[2]
 RBAC_FILE = ROOT / "hub_config" / "examples" / "kubernetes" / "rbac.yaml"
 NAMESPACE = "gpu-jobs"
+#: the shared storage as the service sees it (job logs are copied there)
+STORAGE_ROOT = Path(tempfile.mkdtemp(prefix="nbjobs-k8s-storage-"))
 
 #: every (verb, API group, resource) any backend of this session sent
 SENT: set[tuple[str, str, str]] = set()
@@ -54,7 +57,7 @@ def config(**kubernetes: Any) -> NbjobsConfig:
     return NbjobsConfig.model_validate(
         {
             "storage": {
-                "root": "/srv/nbjobs",
+                "root": str(STORAGE_ROOT),
                 "user_dir": "home/{username}",
                 "volume": {"nfs": {"server": "nfs.example.org", "path": "/export"}},
             },

@@ -1,0 +1,96 @@
+"""Least privilege: the shipped Role grants exactly what the backend uses over a job's life.
+
+(conftest also checks, after the whole session, that no test saw a call outside it.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import yaml
+from nbjobs.job_service.backends import LaunchSpec
+
+from nbjobs.storage import job_folder, user_folder
+
+from .conftest import NAMESPACE, RBAC_FILE, allowed_by_rbac, config, eventually
+
+
+async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_cluster_wide(
+    make_backend, fake, tmp_path
+):
+    cfg = config()
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    first = make_backend(cfg)
+    await first.reconcile(set())
+    specs = []
+    for job_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
+        home = user_folder(cfg.storage, "ada")
+        specs.append(
+            LaunchSpec(
+                job_id=job_id,
+                user="ada",
+                flavor=cfg.flavor("a100"),
+                snapshot_file=job_folder(home, job_id) / "input.ipynb",
+                output_file=home / "out.ipynb",
+                status_file=job_folder(home, job_id) / "status.json",
+                log_file=tmp_path / f"{job_id}.log",
+                cwd=home,
+            )
+        )
+    done, cancelled = [(await first.start(s)).ref for s in specs]
+    for job_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
+        pod = fake.start_pod(f"nbjobs-{job_id}", NAMESPACE, "gpu-0")["metadata"]["name"]
+        fake.run_pod(pod, NAMESPACE)
+        fake.append_log(pod, NAMESPACE, "hello\n")
+    await eventually(lambda: (tmp_path / "aaaaaaaaaaaa.log").exists())
+    fake.finish_pod(
+        fake.pods_of("nbjobs-aaaaaaaaaaaa", NAMESPACE)[0]["metadata"]["name"], NAMESPACE, 0
+    )
+    await asyncio.wait_for(first.wait(done), 10)
+    await first.start(specs[0])  # a retried create: 409, then get
+    await first.cancel(cancelled)
+    await asyncio.wait_for(first.wait(cancelled), 10)
+    # a restart finds an orphaned pod and stops it
+    stray = fake.start_pod("nbjobs-aaaaaaaaaaaa", NAMESPACE, "gpu-0")
+    stray["metadata"]["labels"]["nbjobs.io/job-id"] = "cccccccccccc"
+    stray["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "nbjobs-cccccccccccc"
+    fake.put("pods", stray)
+    await first.shutdown()
+    second = make_backend(cfg)
+    await second.reconcile(set())
+
+    role, cluster = allowed_by_rbac()
+    used = set(fake.requests)
+    assert used - cluster == role  # every verb the Role grants is used, and no other
+    assert used & cluster == {("list", "", "nodes"), ("watch", "", "nodes")}
+    documents = list(yaml.safe_load_all(RBAC_FILE.read_text()))
+    kinds = [d["kind"] for d in documents]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+    assert documents[1]["metadata"]["namespace"] == "gpu-jobs"
+
+
+async def test_without_the_optional_cluster_role_jobs_still_run(make_backend, fake):
+    fake.forbidden.add("nodes")
+    cfg = config()
+    backend = make_backend(cfg)
+    await backend.reconcile(set())
+    home = user_folder(cfg.storage, "ada")
+    ref = (
+        await backend.start(
+            LaunchSpec(
+                job_id="aaaaaaaaaaaa",
+                user="ada",
+                flavor=cfg.flavor("a100"),
+                snapshot_file=home / "in.ipynb",
+                output_file=home / "out.ipynb",
+                status_file=home / "status.json",
+                log_file=home / "log.txt",
+                cwd=home,
+            )
+        )
+    ).ref
+    assert backend.queues_jobs_itself
+    pod = fake.start_pod("nbjobs-aaaaaaaaaaaa", NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.finish_pod(pod, NAMESPACE, 0)
+    outcome = await asyncio.wait_for(backend.wait(ref), 10)
+    assert outcome.exit_code == 0
+    assert [v for v, _, r in fake.requests if r == "nodes"] == ["list"]  # asked once, refused

@@ -1,0 +1,250 @@
+"""The job service with the Kubernetes backend, over its REST API, against the fake API server.
+
+The runner does not run here (there are no pods): the test writes its status file and
+plays the kubelet, as a real job pod would."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from nbjobs.job_runner import RunStatus
+from nbjobs.job_runner.status import write_status
+from nbjobs.job_service.app import JobServiceApp
+from tornado.httpserver import HTTPServer
+
+from nbjobs.config import parse_config
+from tests.job_service.conftest import GROUPS, TOKENS, Service, free_port, stop_service
+
+from .conftest import NAMESPACE, eventually
+from .fake_apiserver import FakeApiServer
+
+
+def settings(tmp_path: Path, **kubernetes: Any) -> dict[str, Any]:
+    return {
+        "storage": {
+            "root": str(tmp_path / "home"),
+            "volume": {"nfs": {"server": "nfs.example.org", "path": "/export/home"}},
+        },
+        "database": {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"},
+        "backend": {
+            "kind": "kubernetes",
+            "kubernetes": {
+                "namespace": NAMESPACE,
+                "default_image": "example.org/nbjobs:1",
+                "termination_grace_seconds": 2,
+                **kubernetes,
+            },
+        },
+        "flavors": [
+            {"name": "a100", "gpus": 1, "memory": "16Gi", "node_selector": {"gpu": "a100"}},
+        ],
+        "quotas": {"default": {"max_running_gpus": 4, "max_queued_jobs": 10}},
+        "admin": {"users": ["root"]},
+    }
+
+
+async def start(tmp_path: Path, kubeconfig: Path, data: dict[str, Any]) -> Service:
+    config_file = tmp_path / "nbjobs.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    parse_config(config_file.read_text())
+    port = free_port()
+    app = JobServiceApp()
+    app.initialize(
+        [
+            f"--config={config_file}",
+            f"--port={port}",
+            "--JobServiceApp.prefix=/services/nbjobs/",
+            f"--StaticTokenAuth.tokens={TOKENS!r}",
+            f"--StaticTokenAuth.user_groups={GROUPS!r}",
+            f"--KubernetesBackend.kubeconfig={kubeconfig}",
+            "--KubernetesBackend.retry_delay=0.05",
+        ]
+    )
+    service = app.make_service()
+    await service.start()
+    server = HTTPServer(app.make_web_app(service, app.make_auth()))
+    server.listen(port, "127.0.0.1")
+    url = f"http://127.0.0.1:{port}/services/nbjobs/"
+    return Service(url, tmp_path, app, service, server, config_file)
+
+
+@pytest.fixture
+async def running_services():
+    started: list[Service] = []
+    yield started
+    for svc in started:
+        await stop_service(svc)
+
+
+def status_file(svc: Service, user: str, job_id: str) -> Path:
+    return svc.home(user) / ".nbjobs" / "jobs" / job_id / "status.json"
+
+
+def the_pod(fake: FakeApiServer, job_id: str) -> str:
+    return fake.pods_of(f"nbjobs-{job_id}", NAMESPACE)[0]["metadata"]["name"]
+
+
+async def test_submit_creates_the_job_follows_the_cluster_and_records_success(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.write("ada", "work/train.ipynb", "print('hi')", "1 + 1")
+
+    job = await svc.submit("ada", "work/train.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    created = await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    container = created["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:4] == [
+        "python",
+        "-m",
+        "nbjobs.job_runner",
+        f"/home/jovyan/.nbjobs/jobs/{job['id']}/input.ipynb",
+    ]
+    assert container["command"][4] == "/home/jovyan/" + job["output_path"]
+    assert container["volumeMounts"][0]["subPath"] == "ada"
+    assert created["metadata"]["labels"]["nbjobs.io/owner"] == "ada"
+
+    # The scheduler finds no room: the user sees a queued job and why.
+    pod = fake.start_pod(name, NAMESPACE)["metadata"]["name"]
+    fake.unschedulable(pod, NAMESPACE, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    waiting = await svc.wait("ada", job["id"], lambda j: j["state"] == "queued")
+    assert waiting["waiting_reason"] == (
+        "waiting for 1 × nvidia.com/gpu on nodes with gpu=a100 (0 free)"  # noqa: RUF001
+    )
+
+    # Then it runs; the runner reports progress, the log comes from pods/log.
+    fake.bind(pod, NAMESPACE, "gpu-0")
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 2, 1, 1))
+    fake.append_log(pod, NAMESPACE, "[nbjobs] cell 1 of 2\n")
+    running = await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    assert running["progress"]["cells_done"] == 1
+    async with svc.client("ada") as client:
+        log = await eventually_text(client, f"jobs/{job['id']}/logs", "cell 1 of 2")
+    assert log == "[nbjobs] cell 1 of 2\n"
+
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("succeeded", 2, 2, exit_code=0))
+    fake.finish_pod(pod, NAMESPACE, exit_code=0)
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert done["state"] == "succeeded"
+    assert done["progress"]["cells_done"] == 2
+
+
+async def eventually_text(client: httpx.AsyncClient, url: str, wanted: str) -> str:
+    for _ in range(200):
+        response = await client.get(url)
+        if wanted in response.text:
+            return response.text
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{url} never said {wanted!r}: {response.text!r}")
+
+
+async def test_out_of_memory_and_deadline_reach_the_user_as_such(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.write("ada", "big.ipynb", "x = bytearray(10**12)")
+    oom = await svc.submit("ada", "big.ipynb", "a100")
+    slow = await svc.submit("ada", "big.ipynb", "a100")
+    for job in (oom, slow):
+        await eventually(lambda j=job: fake.get("jobs", NAMESPACE, f"nbjobs-{j['id']}"))
+        fake.run_pod(
+            fake.start_pod(f"nbjobs-{job['id']}", NAMESPACE, "gpu-0")["metadata"]["name"],
+            NAMESPACE,
+        )
+    fake.finish_pod(the_pod(fake, oom["id"]), NAMESPACE, exit_code=137, reason="OOMKilled")
+    # at the deadline the runner is stopped by SIGTERM and reports "cancelled"
+    write_status(status_file(svc, "ada", slow["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
+    fake.job_condition(f"nbjobs-{slow['id']}", NAMESPACE, "Failed", "DeadlineExceeded")
+
+    failed = await svc.wait("ada", oom["id"], timeout=20)
+    assert (failed["state"], failed["message"]) == ("failed", "out of memory (limit 16Gi)")
+    timed_out = await svc.wait("ada", slow["id"], timeout=20)
+    assert timed_out["state"] == "timed_out"
+    assert timed_out["message"] == "stopped by Kubernetes at its time limit (14520 s)"
+
+
+async def test_cancel_deletes_the_job_and_the_runners_partial_result_is_kept(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.write("ada", "c.ipynb", "import time; time.sleep(100)")
+    job = await svc.submit("ada", "c.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    # the runner saves its partial output on SIGTERM before its pod goes away
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
+    async with svc.client("ada") as client:
+        response = await client.post(f"jobs/{job['id']}/cancel")
+    assert response.status_code == 200, response.text
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert done["state"] == "cancelled"
+    assert fake.get("jobs", NAMESPACE, name) is None
+    assert fake.get("pods", NAMESPACE, pod) is None
+
+
+async def test_a_restart_adopts_running_jobs_and_stops_what_the_database_finished(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    first = await start(tmp_path, kubeconfig, settings(tmp_path))
+    first.write("ada", "r.ipynb", "1")
+    keep = await first.submit("ada", "r.ipynb", "a100")
+    stale = await first.submit("ada", "r.ipynb", "a100")
+    for job in (keep, stale):
+        await eventually(lambda j=job: fake.get("jobs", NAMESPACE, f"nbjobs-{j['id']}"))
+        fake.run_pod(
+            fake.start_pod(f"nbjobs-{job['id']}", NAMESPACE, "gpu-0")["metadata"]["name"],
+            NAMESPACE,
+        )
+    await stop_service(first)
+    # While the service was down its database came to hold one job finished (say, an
+    # admin cancelled it while the API server was unreachable).
+    with sqlite3.connect(tmp_path / "jobs.sqlite") as db:
+        db.execute("UPDATE nbjobs_jobs SET state = 'cancelled' WHERE id = ?", (stale["id"],))
+
+    second = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(second)
+    await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{stale['id']}") is None)
+    adopted = await second.job("ada", keep["id"])
+    assert adopted["state"] == "starting"
+    assert len(fake.list("jobs", NAMESPACE)) == 1  # nothing created twice
+
+    write_status(status_file(second, "ada", keep["id"]), RunStatus("succeeded", 1, 1, exit_code=0))
+    fake.finish_pod(the_pod(fake, keep["id"]), NAMESPACE, exit_code=0)
+    done = await second.wait("ada", keep["id"], timeout=20)
+    assert done["state"] == "succeeded"
+
+
+async def test_with_kueue_every_job_goes_to_the_cluster_at_once(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    data = settings(tmp_path, kueue={"queue_name": "team-a"})
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "k.ipynb", "1")
+    jobs = [await svc.submit("ada", "k.ipynb", "a100") for _ in range(3)]
+    # one GPU, three jobs: all handed to Kueue, which admits them when it decides
+    await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 3)
+    for job in jobs:
+        seen = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
+        assert seen["state"] == "queued"
+        assert seen["waiting_reason"] == "waiting for Kueue to admit it (queue team-a)"
+    assert all(j["spec"]["suspend"] for j in fake.list("jobs", NAMESPACE))
