@@ -21,6 +21,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def basics(folder: Path, port: int, hub_port: int) -> str:
+    """The settings every test hub needs: loopback ports of its own, files in ``folder``."""
+    return f"""
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = "sqlite:///{folder}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{folder}/cookie_secret"
+c.ConfigurableHTTPProxy.pid_file = "{folder}/proxy.pid"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
+c.JupyterHub.authenticator_class = "dummy"
+"""
+
+
 @contextmanager
 def running_hub(folder: Path, config: str, port: int) -> Iterator[str]:
     """Start ``jupyterhub -f`` on ``config`` (the text of a jupyterhub_config.py).

@@ -22,19 +22,11 @@ import yaml
 
 from nbjobs.storage import escape_username
 
-from .hubproc import free_port, running_hub
+from .hubproc import basics, free_port, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
 configure(c, {config!r}, service_port={service_port})
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = {port}
-c.JupyterHub.hub_port = {hub_port}
-c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
-c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
-c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allowed_users = {{"tess", "tom", "ada", "bob", "eve"}}
 c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin_token!r}}})
 c.JupyterHub.load_roles.append(
@@ -65,14 +57,10 @@ def hub(tmp_path_factory):
     (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(config))
     hub_config = HUB_CONFIG.format(
         config=str(tmp / "nbjobs.yaml"),
-        port=port,
-        hub_port=hub_port,
-        proxy_api_port=free_port(),
         service_port=service_port,
-        tmp=tmp,
         admin_token=admin_token,
     )
-    with running_hub(tmp, hub_config, port) as url:
+    with running_hub(tmp, basics(tmp, port, hub_port) + hub_config, port) as url:
         yield Hub(url, tokens_for(url, admin_token), {"Authorization": f"token {admin_token}"}, tmp)
 
 

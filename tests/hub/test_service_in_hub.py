@@ -12,18 +12,10 @@ import yaml
 
 from nbjobs.storage import escape_username
 
-from .hubproc import free_port, running_hub
+from .hubproc import basics, free_port, running_hub
 
 HUB_CONFIG = """
 import sys
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = {port}
-c.JupyterHub.hub_port = {hub_port}
-c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
-c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
-c.ConfigurableHTTPProxy.pid_file = "{tmp}/proxy.pid"
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allowed_users = {{"ada", "bob", "root", "op"}}
 c.Authenticator.admin_users = {{"root"}}
 c.JupyterHub.load_groups = {{"staff": {{"users": ["bob"]}}}}
@@ -69,15 +61,8 @@ def hub(tmp_path_factory):
             }
         )
     )
-    config = HUB_CONFIG.format(
-        port=port,
-        hub_port=hub_port,
-        proxy_api_port=free_port(),
-        service_port=service_port,
-        tmp=tmp,
-        admin_token=admin_token,
-    )
-    with running_hub(tmp, config, port) as url:
+    config = HUB_CONFIG.format(service_port=service_port, admin_token=admin_token, tmp=tmp)
+    with running_hub(tmp, basics(tmp, port, hub_port) + config, port) as url:
         admin = {"Authorization": f"token {admin_token}"}
         tokens = {}
         for user in ("ada", "bob", "root", "op"):
