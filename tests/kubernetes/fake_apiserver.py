@@ -156,6 +156,8 @@ class FakeApiServer:
         self.queries: list[tuple[str, str, dict[str, str]]] = []
         #: resources the caller's ServiceAccount may not touch (403 Forbidden)
         self.forbidden: set[str] = set()
+        #: the resourceVersion of every BOOKMARK event sent
+        self.bookmarks: list[int] = []
         self.bookmark_interval = bookmark_interval
         self.fail_watch_with_http_410 = False
         #: seconds a pod of a Background-deleted Job takes to terminate (its grace)
@@ -845,6 +847,7 @@ class FakeApiServer:
                     event = await asyncio.wait_for(watcher.queue.get(), timeout=wait)
                 except asyncio.TimeoutError:
                     if bookmarks:
+                        self.bookmarks.append(self.resource_version)
                         await send(
                             {
                                 "type": "BOOKMARK",

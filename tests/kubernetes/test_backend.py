@@ -374,7 +374,8 @@ async def test_bookmarks_move_a_quiet_watch_forward(make_backend, fake):
     for i in range(5):  # changes elsewhere move the cluster's resourceVersion on
         fake.add_node(f"n-{i}")
     moved = fake.resource_version
-    await asyncio.sleep(0.3)  # a bookmark arrives
+    await eventually(lambda: any(b >= moved for b in fake.bookmarks))  # a bookmark arrives
+    await asyncio.sleep(0.05)
     fake.compact()  # without the bookmark, the watch would have to list again
     await eventually(
         lambda: [
