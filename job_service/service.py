@@ -521,6 +521,7 @@ class JobService:
                 self._wake.set()
                 return self._to_model(db, record)
             record.cancel_requested = 1
+            record.message = f"cancelled by {caller.name}; the output keeps the cells that ran"
             ref = record.backend_ref
             db.commit()
         if ref:
@@ -762,6 +763,8 @@ class JobService:
         ``backend_state`` (with ``note`` saying why) is the backend's word on a job the
         cluster ended (its deadline, out of memory, eviction): it wins over the runner's.
         """
+        # who asked for the cancel (set by cancel()); the runner only knows the signal
+        cancelled_by = record.message if record.cancel_requested else None
         status = None
         with contextlib.suppress(StatusFileError, OSError):
             status = read_status(Path(record.job_dir) / "status.json")
@@ -795,7 +798,7 @@ class JobService:
                 record.message = note or "the runner ended without reporting; see the log"
         if record.cancel_requested and state in (JobState.CANCELLED.value, JobState.FAILED.value):
             state = JobState.CANCELLED.value
-            record.message = record.message or "cancelled"
+            record.message = cancelled_by or record.message or "cancelled"
         if forced == "timed_out":
             state = JobState.TIMED_OUT.value
             record.message = (

@@ -108,7 +108,7 @@ class NbjobsKubeSpawner(KubeSpawner):
                 f"notebook servers are CPU-only in nbjobs, but this one asks for "
                 f"{', '.join(asked)}; remove it from the profile and submit GPU work as a job",
             )
-        if self.automount_service_account_token:
+        if self.automount_service_account_token:  # type: ignore[has-type]
             raise web.HTTPError(
                 400,
                 "notebook servers hold no cluster credentials in nbjobs, but this one would "

@@ -134,6 +134,7 @@ async def test_cancel_stops_the_whole_process_tree_and_keeps_partial_output(svc)
     assert r.status_code == 200
     done = await svc.wait("ada", job["id"])
     assert done["state"] == "cancelled"
+    assert done["message"] == "cancelled by ada; the output keeps the cells that ran"
     out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
     assert out.cells[1].outputs[0]["text"] == "before\n"
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
