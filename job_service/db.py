@@ -93,6 +93,8 @@ class JobRecord(Base):
     current_cell: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cancel_requested: Mapped[int] = mapped_column(Integer, default=0)
     rerun_of: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: where the job ran (a Kubernetes node), when the backend knows
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
     def gpu_seconds(self, now: datetime) -> float:
         """GPU time this job held (so far, if it runs)."""

@@ -763,6 +763,10 @@ class JobService:
         ``backend_state`` (with ``note`` saying why) is the backend's word on a job the
         cluster ended (its deadline, out of memory, eviction): it wins over the runner's.
         """
+        if record.backend_ref:
+            seen = self.backend.seen(record.backend_ref)
+            if seen is not None and seen.node:
+                record.node = seen.node
         # who asked for the cancel (set by cancel()); the runner only knows the signal
         cancelled_by = record.message if record.cancel_requested else None
         status = None
@@ -846,7 +850,7 @@ class JobService:
                         state = JobState.RUNNING
         waiting = record.waiting_reason
         seen = None
-        if state is JobState.STARTING and record.backend_ref:
+        if state in ACTIVE_STATES and record.backend_ref:
             seen = self.backend.seen(record.backend_ref)
         if seen is not None and seen.waiting:
             # Handed to the cluster, which has not placed it yet: queued there, and why.
@@ -875,6 +879,7 @@ class JobService:
             exit_code=record.exit_code,
             message=record.message,
             error=JobError(**record.error) if record.error else None,
+            node=(seen.node if seen is not None and seen.node else None) or record.node,
             rerun_of=record.rerun_of,
             time_limit=record.time_limit,
         )

@@ -116,6 +116,8 @@ class Job(BaseModel):
     error: JobError | None = None
     rerun_of: str | None = None
     time_limit: float | None = None
+    #: where it runs or ran (a Kubernetes node), when the backend knows
+    node: str | None = None
 
 
 class JobList(BaseModel):

@@ -169,6 +169,8 @@ def _details(job: dict[str, Any]) -> str:
         rows.append(("waiting", job["waiting_reason"]))
     if job.get("gpus"):
         rows.append(("gpus", ",".join(job["gpus"])))
+    if job.get("node"):
+        rows.append(("node", job["node"]))
     if job.get("message"):
         rows.append(("message", job["message"]))
     return "\n".join(f"{k + ':':<11}{v}" for k, v in rows)

@@ -127,6 +127,7 @@ async def test_submit_creates_the_job_follows_the_cluster_and_records_success(
     fake.append_log(pod, NAMESPACE, "[nbjobs] cell 1 of 2\n")
     running = await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
     assert running["progress"]["cells_done"] == 1
+    assert running["node"] == "gpu-0"  # which jobs run where, for maintenance
     async with svc.client("ada") as client:
         log = await eventually_text(client, f"jobs/{job['id']}/logs", "cell 1 of 2")
     assert log == "[nbjobs] cell 1 of 2\n"
@@ -136,6 +137,7 @@ async def test_submit_creates_the_job_follows_the_cluster_and_records_success(
     done = await svc.wait("ada", job["id"], timeout=20)
     assert done["state"] == "succeeded"
     assert done["progress"]["cells_done"] == 2
+    assert done["node"] == "gpu-0"  # kept after the pod is gone
 
 
 async def eventually_text(client: httpx.AsyncClient, url: str, wanted: str) -> str:
