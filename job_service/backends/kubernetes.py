@@ -268,7 +268,9 @@ class KubernetesBackend(Backend):
                     await self._delete_job(name)
                 await self._pods_gone(name)
                 if job is not None and not verdict.stuck:
-                    # The pods' watch may lag the Jobs' one: read the pod as it ended.
+                    # The pods' watch may lag the Jobs' one (the two streams are not
+                    # ordered): read the pods as they ended from the API itself.
+                    await self._read_pods(name)
                     verdict = self._verdict(name)
                 await self._log_done(name)
                 return Outcome(verdict.exit_code, verdict.message, state=verdict.state)
@@ -451,6 +453,20 @@ class KubernetesBackend(Backend):
         except KubeError as exc:
             if exc.status != 404:
                 raise
+
+    async def _read_pods(self, name: str) -> None:
+        """Refresh the cache with the Job's pods as the API server has them now."""
+        try:
+            listed = await self._call(
+                self._core.list_namespaced_pod,
+                self.namespace,
+                label_selector=f"batch.kubernetes.io/job-name={name}",
+            )
+        except (KubeError, OSError) as exc:
+            self.log.warning("cannot read the pods of Job %s (%s)", name, exc)
+            return
+        for item in listed.get("items") or []:
+            self.pods[item["metadata"]["name"]] = item
 
     async def _pods_gone(self, name: str) -> None:
         """Wait (a while) until the job's pods have ended: the runner saves its output on
