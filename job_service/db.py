@@ -95,6 +95,8 @@ class JobRecord(Base):
     rerun_of: Mapped[str | None] = mapped_column(String(32), nullable=True)
     #: where the job ran (a Kubernetes node), when the backend knows
     node: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: times the cluster disrupted the job and it went back to the queue (None: 0)
+    requeues: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
 
     def gpu_seconds(self, now: datetime) -> float:
         """GPU time this job held (so far, if it runs)."""

@@ -47,7 +47,7 @@ from nbjobs.storage import (
     user_folder,
 )
 
-from .backends import Backend, LaunchSpec
+from .backends import Backend, LaunchSpec, Outcome
 from .db import JobRecord
 
 if TYPE_CHECKING:
@@ -706,6 +706,7 @@ class JobService:
             cwd=Path(record.source_file).parent,
             parameters=record.parameters,
             time_limit=record.time_limit,
+            attempt=record.requeues or 0,
         )
         launched = await self.backend.start(spec)
         record.backend_ref = launched.ref
@@ -732,7 +733,10 @@ class JobService:
                 note = "timed_out"
             with self.sessions() as db:
                 record = db.get(JobRecord, job_id)
-                if record is not None:
+                if record is not None and self._may_requeue(record, outcome, note):
+                    self._requeue(record, outcome)
+                    db.commit()
+                elif record is not None:
                     self._finish(
                         db,
                         record,
@@ -746,6 +750,47 @@ class JobService:
             self.backend.release(ref)
             self._followers.pop(job_id, None)
             self._wake.set()
+
+    def _may_requeue(self, record: JobRecord, outcome: Outcome, forced: str | None) -> bool:
+        """A job the cluster disrupted goes back to the queue if its flavor allows more."""
+        flavor = self.config.flavor(record.flavor)
+        return (
+            outcome.disrupted
+            and forced is None
+            and not record.cancel_requested
+            and flavor is not None
+            and (record.requeues or 0) < flavor.requeue_on_eviction
+        )
+
+    def _requeue(self, record: JobRecord, outcome: Outcome) -> None:
+        """Put a disrupted job back in the queue, in its old place; it runs from the top.
+
+        What the disrupted attempt left (its status, its log) is kept beside the job's
+        files as ``status.attempt-N.json`` and ``log.attempt-N.txt``; the GPU time it
+        held is not charged (the cluster, not the user, cut it short).
+        """
+        attempt = (record.requeues or 0) + 1
+        flavor = self.config.flavor(record.flavor)
+        allowed = flavor.requeue_on_eviction if flavor is not None else attempt
+        jobdir = Path(record.job_dir)
+        for name, kept in [("status.json", "status"), ("log.txt", "log")]:
+            suffix = Path(name).suffix
+            with contextlib.suppress(FileNotFoundError):
+                (jobdir / name).replace(jobdir / f"{kept}.attempt-{attempt}{suffix}")
+        why = (outcome.message or "the cluster stopped it").removesuffix("; re-run it")
+        record.requeues = attempt
+        record.state = JobState.QUEUED.value
+        record.backend_ref = None
+        record.gpus = []
+        record.started_at = None
+        record.cells_done = record.cells_total = 0
+        record.current_cell = None
+        record.exit_code = None
+        record.message = (
+            f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
+            f"the top (the log so far is kept as log.attempt-{attempt}.txt)"
+        )
+        self.log.warning("job %s: %s", record.id, record.message)
 
     def _finish(
         self,
@@ -882,4 +927,5 @@ class JobService:
             node=(seen.node if seen is not None and seen.node else None) or record.node,
             rerun_of=record.rerun_of,
             time_limit=record.time_limit,
+            requeues=record.requeues or 0,
         )

@@ -197,6 +197,10 @@ class Flavor(_Model):
     #: JupyterHub groups allowed to use it; empty means everyone
     groups: list[str] = []
     env: dict[str, str] = {}
+    #: how many times a job the cluster stops for reasons of its own (evicted, preempted
+    #: by a higher priority, its node lost) goes back to the queue to run again from the
+    #: top; 0: it fails with the reason. A notebook's own failure is never re-queued.
+    requeue_on_eviction: int = Field(default=0, ge=0, le=10)
 
     @field_validator("name")
     @classmethod

@@ -118,6 +118,8 @@ class Job(BaseModel):
     time_limit: float | None = None
     #: where it runs or ran (a Kubernetes node), when the backend knows
     node: str | None = None
+    #: times the cluster disrupted it (evicted, preempted) and it went back to the queue
+    requeues: int = 0
 
 
 class JobList(BaseModel):

@@ -37,6 +37,8 @@ class LaunchSpec:
     cwd: Path
     parameters: dict[str, Any] = field(default_factory=dict)
     time_limit: float | None = None
+    #: 0 for the first run; n for the n-th re-queue after the cluster disrupted the job
+    attempt: int = 0
 
 
 @dataclass
@@ -58,6 +60,9 @@ class Outcome:
     #: the final state when the backend knows it better than the runner's status file
     #: (the cluster's deadline: ``timed_out``; out of memory, evicted: ``failed``)
     state: str | None = None
+    #: the cluster stopped the job for reasons of its own (evicted, preempted, its node
+    #: lost), not the notebook: a flavor with ``requeue_on_eviction`` queues it again
+    disrupted: bool = False
 
 
 @dataclass

@@ -45,7 +45,7 @@ from .kubernetes_objects import (
     Verdict,
     flavor_resources,
     free_slots,
-    job_name,
+    job_name_of,
     job_verdict,
     make_job,
     node_accepts,
@@ -195,7 +195,7 @@ class KubernetesBackend(Backend):
             if (
                 job_id is None
                 or job_id in wanted
-                or job_name(job_id) in self.jobs
+                or job_name_of(labels) in self.jobs
                 or self._pod_ended(pod)
             ):
                 continue
@@ -260,7 +260,9 @@ class KubernetesBackend(Backend):
             verdict = self._verdict(name)
             if verdict.done:
                 if job is None:
-                    # Deleted behind our back: stop what it left (orphaned pods) too.
+                    # Deleted behind our back: stop what it left (orphaned pods) too,
+                    # as the API has them (the pods' watch may not have seen them yet).
+                    await self._read_pods(name)
                     for pod_name in [p["metadata"]["name"] for p in self._pods_of(name)]:
                         await self._delete_pod(pod_name)
                 elif verdict.stuck:
@@ -273,7 +275,12 @@ class KubernetesBackend(Backend):
                     await self._read_pods(name)
                     verdict = self._verdict(name)
                 await self._log_done(name)
-                return Outcome(verdict.exit_code, verdict.message, state=verdict.state)
+                return Outcome(
+                    verdict.exit_code,
+                    verdict.message,
+                    state=verdict.state,
+                    disrupted=verdict.disrupted,
+                )
             await tick.wait()
 
     async def cancel(self, ref: str) -> None:
@@ -314,8 +321,7 @@ class KubernetesBackend(Backend):
             for p in self.pods.values()
             if ((p.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-name")
             == name
-            or job_name(((p.get("metadata") or {}).get("labels") or {}).get(JOB_ID_LABEL, "?"))
-            == name
+            or job_name_of((p.get("metadata") or {}).get("labels") or {}) == name
         ]
 
     def _verdict(self, name: str) -> Verdict:

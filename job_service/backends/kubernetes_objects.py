@@ -31,6 +31,8 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "nbjobs"}
 MANAGED_SELECTOR = "app.kubernetes.io/managed-by=nbjobs"
 JOB_ID_LABEL = "nbjobs.io/job-id"
 FLAVOR_LABEL = "nbjobs.io/flavor"
+#: on the Job of a job the cluster disrupted and nbjobs put back in the queue: 1, 2, …
+ATTEMPT_LABEL = "nbjobs.io/attempt"
 OWNER_LABEL = "nbjobs.io/owner"
 #: the user name as written (labels cannot hold every name)
 OWNER_ANNOTATION = "nbjobs.io/owner"
@@ -48,9 +50,22 @@ class ManifestError(ValueError):
     """The settings cannot make a Job; the message says which setting to change."""
 
 
-def job_name(job_id: str) -> str:
-    """The Job's name: derived from the job id only, so a retried create cannot make two."""
-    return f"nbjobs-{job_id}"
+def job_name(job_id: str, attempt: int = 0) -> str:
+    """The Job's name: derived from the job id (and the attempt, for a job the cluster
+    disrupted and nbjobs re-queued) only, so a retried create cannot make two."""
+    return f"nbjobs-{job_id}" if not attempt else f"nbjobs-{job_id}-r{attempt}"
+
+
+def job_name_of(labels: Mapping[str, str]) -> str | None:
+    """The Job name that the labels of a Job or pod nbjobs made point to."""
+    job_id = labels.get(JOB_ID_LABEL)
+    if job_id is None:
+        return None
+    try:
+        attempt = int(labels.get(ATTEMPT_LABEL, "0"))
+    except ValueError:
+        return None
+    return job_name(job_id, attempt)
 
 
 def owner_label(user: str) -> str:
@@ -91,12 +106,15 @@ def runner_command(
 
 def job_labels(spec: LaunchSpec) -> dict[str, str]:
     """Labels naming the job, its flavor and its owner (on the Job and its pod)."""
-    return {
+    labels = {
         **MANAGED_BY,
         JOB_ID_LABEL: spec.job_id,
         FLAVOR_LABEL: spec.flavor.name,
         OWNER_LABEL: owner_label(spec.user),
     }
+    if spec.attempt:
+        labels[ATTEMPT_LABEL] = str(spec.attempt)
+    return labels
 
 
 def flavor_resources(flavor: Flavor) -> dict[str, str]:
@@ -233,7 +251,7 @@ def make_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(spec.job_id),
+            "name": job_name(spec.job_id, spec.attempt),
             "namespace": settings.namespace,
             "labels": job_labels_,
             "annotations": {OWNER_ANNOTATION: spec.user},
@@ -457,6 +475,9 @@ class Verdict:
     waiting: str | None = None
     running: bool = False
     node: str | None = None
+    #: the cluster stopped it for reasons of its own (eviction, preemption, a lost node):
+    #: not the notebook's fault, so the flavor may put it back in the queue
+    disrupted: bool = False
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -494,8 +515,9 @@ def waiting_for(flavor: Flavor, capacity: Capacity | None) -> str:
     return f"waiting for room for {asked or 'one more pod'} {where}"
 
 
-def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None]:
-    """Why a pod ended badly, if the cluster says more than an exit code; and the code."""
+def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None, bool]:
+    """Why a pod ended badly, if the cluster says more than an exit code; the code; and
+    whether the cluster stopped it for reasons of its own (evicted, preempted, node lost)."""
     status = pod.get("status") or {}
     node = (pod.get("spec") or {}).get("nodeName")
     exit_code = None
@@ -507,8 +529,9 @@ def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None]:
         if terminated.get("reason") == "OOMKilled":
             limit = _memory_limit(pod)
             if limit:
-                return f"out of memory (limit {limit})", exit_code
-            return "out of memory (the flavor sets no memory limit; the node ran out)", exit_code
+                return f"out of memory (limit {limit})", exit_code, False
+            text = "out of memory (the flavor sets no memory limit; the node ran out)"
+            return text, exit_code, False
     disruption = _condition(pod, "DisruptionTarget")
     if disruption is not None:
         reason = disruption.get("reason") or "Disrupted"
@@ -516,12 +539,12 @@ def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None]:
         detail = disruption.get("message") or ""
         on = f" on node {node}" if node else ""
         text = f"the job's pod was {what}{on} ({reason}{': ' + detail if detail else ''})"
-        return text + "; re-run it", exit_code
+        return text + "; re-run it", exit_code, True
     if status.get("reason") == "Evicted":
         on = f" from node {node}" if node else ""
         detail = status.get("message") or "no reason given"
-        return f"the job's pod was evicted{on}: {detail}; re-run it", exit_code
-    return None, exit_code
+        return f"the job's pod was evicted{on}: {detail}; re-run it", exit_code, True
+    return None, exit_code, False
 
 
 def job_verdict(
@@ -553,7 +576,7 @@ def job_verdict(
                 message=f"stopped by Kubernetes at its time limit{limit}",
                 node=node,
             )
-        message, code = _pod_failure(pod) if pod else (None, None)
+        message, code, disrupted = _pod_failure(pod) if pod else (None, None, False)
         if message is None and code is None:
             detail = failed.get("message") or failed.get("reason") or "no reason given"
             return Verdict(
@@ -565,11 +588,12 @@ def job_verdict(
             exit_code=code,
             message=message,
             node=node,
+            disrupted=disrupted,
         )
     if _condition(job, "Complete") is not None:
         code = 0
         if pod is not None:
-            _, found = _pod_failure(pod)
+            _, found, _ = _pod_failure(pod)
             code = found if found is not None else 0
         return Verdict(done=True, exit_code=code, node=node)
     if (job.get("spec") or {}).get("suspend"):

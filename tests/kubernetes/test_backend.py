@@ -174,6 +174,7 @@ async def test_out_of_memory_says_so_with_the_limit(make_backend, fake):
     outcome = await asyncio.wait_for(backend.wait(ref), 10)
     assert (outcome.state, outcome.message) == ("failed", "out of memory (limit 16Gi)")
     assert outcome.exit_code == 137
+    assert not outcome.disrupted  # the notebook's own doing: never re-queued
 
 
 async def test_the_clusters_deadline_is_timed_out(make_backend, fake):
@@ -220,6 +221,7 @@ async def test_evicted_or_preempted_jobs_fail_with_the_reason(make_backend, fake
     fake.finish_pod(pod, NAMESPACE, exit_code=143, **kwargs)
     outcome = await asyncio.wait_for(backend.wait(ref), 10)
     assert (outcome.state, outcome.message) == ("failed", expected)
+    assert outcome.disrupted  # not the notebook's fault: a flavor may re-queue it
 
 
 async def test_a_notebook_error_is_left_to_the_runners_status(make_backend, fake):

@@ -10,6 +10,7 @@ from nbjobs.job_service.backends.base import LaunchSpec
 from nbjobs.job_service.backends.kubernetes_objects import (
     ManifestError,
     job_name,
+    job_name_of,
     make_job,
     node_accepts,
     owner_label,
@@ -176,6 +177,18 @@ def test_the_name_comes_from_the_job_id_alone():
     assert make_job(spec(), STORAGE, SETTINGS)["metadata"]["name"] == job_name("0123456789ab")
     again = make_job(spec(time_limit=60), STORAGE, SETTINGS)
     assert again["metadata"]["name"] == "nbjobs-0123456789ab"
+
+
+def test_a_requeued_job_gets_a_new_job_named_by_its_attempt_and_labelled_with_it():
+    # the disrupted attempt's Job may still be there (until its TTL): no name clash
+    manifest = valid(make_job(spec(attempt=2), STORAGE, SETTINGS))
+    assert manifest["metadata"]["name"] == "nbjobs-0123456789ab-r2" == job_name("0123456789ab", 2)
+    pod_labels = manifest["spec"]["template"]["metadata"]["labels"]
+    assert manifest["metadata"]["labels"]["nbjobs.io/attempt"] == pod_labels["nbjobs.io/attempt"]
+    assert job_name_of(pod_labels) == "nbjobs-0123456789ab-r2"
+    first = make_job(spec(), STORAGE, SETTINGS)
+    assert "nbjobs.io/attempt" not in first["spec"]["template"]["metadata"]["labels"]
+    assert job_name_of(first["spec"]["template"]["metadata"]["labels"]) == "nbjobs-0123456789ab"
 
 
 def test_a_mig_slice_is_asked_for_as_its_own_resource_with_requests_equal_to_limits():

@@ -176,6 +176,76 @@ async def test_out_of_memory_and_deadline_reach_the_user_as_such(
     assert timed_out["message"] == "stopped by Kubernetes at its time limit (14520 s)"
 
 
+async def test_an_evicted_job_goes_back_to_the_queue_as_often_as_its_flavor_allows(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    data = settings(tmp_path)
+    data["flavors"][0]["requeue_on_eviction"] = 1
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
+    job = await svc.submit("ada", "long.ipynb", "a100")
+    first = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, first))
+    pod = fake.start_pod(first, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    fake.append_log(pod, NAMESPACE, "epoch 1 of 90\n")
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    async with svc.client("ada") as client:
+        await eventually_text(client, f"jobs/{job['id']}/logs", "epoch 1")
+
+    # The node is drained: the pod is evicted, the runner saves what it has on SIGTERM.
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
+    fake.finish_pod(
+        pod, NAMESPACE, exit_code=143, disruption=("EvictionByEvictionAPI", "Eviction API")
+    )
+    # Back in the queue (not failed), then a second Job for the second attempt.
+    second = f"{first}-r1"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, second))
+    again = await svc.job("ada", job["id"])
+    assert again["state"] in ("queued", "starting")
+    assert again["requeues"] == 1
+    assert again["message"].startswith(
+        "re-queued (1 of 1 allowed) after the job's pod was evicted (the node is being "
+        "drained or scaled down) on node gpu-0"
+    )
+    jobdir = status_file(svc, "ada", job["id"]).parent
+    assert (jobdir / "log.attempt-1.txt").read_text() == "epoch 1 of 90\n"
+    assert not (jobdir / "status.json").exists()  # the first run's verdict does not linger
+
+    # Evicted again: the flavor allows one re-queue only, so now it fails with the reason.
+    pod = fake.start_pod(second, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    fake.finish_pod(
+        pod, NAMESPACE, exit_code=143, disruption=("PreemptionByScheduler", "a higher priority")
+    )
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert done["state"] == "failed"
+    assert done["requeues"] == 1
+    assert "preempted by a higher-priority pod" in done["message"]
+    assert fake.get("jobs", NAMESPACE, f"{first}-r2") is None
+
+
+async def test_a_job_evicted_without_requeue_fails_with_the_reason(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.write("ada", "e.ipynb", "1")
+    job = await svc.submit("ada", "e.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    fake.finish_pod(pod, NAMESPACE, exit_code=143, pod_reason="Evicted", pod_message="low disk")
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert (done["state"], done["requeues"]) == ("failed", 0)
+    assert done["message"] == "the job's pod was evicted from node gpu-0: low disk; re-run it"
+
+
 async def test_cancel_deletes_the_job_and_the_runners_partial_result_is_kept(
     fake, kubeconfig, tmp_path, running_services
 ):
