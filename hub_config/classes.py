@@ -51,15 +51,22 @@ def read_roster(path: str) -> list[tuple[int, str]]:
 def parse_roster(text: str, source: str = "roster") -> list[tuple[int, str]]:
     """The students of a roster's text, each with its line number."""
     rows: list[tuple[int, list[str]]] = []
-    reader = csv.reader(io.StringIO(text))
+    # strict: a quote that never closes is an error, not the rest of the file as one name
+    reader = csv.reader(io.StringIO(text), strict=True)
+    start = 1
     try:
         for row in reader:
             line = reader.line_num
             if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
+                start = line + 1
                 continue
             rows.append((line, [cell.strip() for cell in row]))
+            start = line + 1
     except csv.Error as exc:
-        raise RosterError(f"{source}, line {reader.line_num}: not valid CSV ({exc})") from None
+        raise RosterError(
+            f"{source}, line {start}: not valid CSV ({exc}); check the quotes on that line, "
+            "or save the roster as CSV (one user name per line)"
+        ) from None
     column = 0
     if rows and any(cell.lower() in HEADER_NAMES for cell in rows[0][1]):
         header = [cell.lower() for cell in rows[0][1]]

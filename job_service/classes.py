@@ -17,6 +17,7 @@ token. Nothing else of the hub is reachable to the teacher this way.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -97,7 +98,12 @@ class HubGroups:
         return list(result or [])
 
     async def user_exists(self, name: str) -> bool:
-        return await self._call("GET", f"users/{quote(name, safe='')}", ok=[404]) is not None
+        return await self.user(name) is not None
+
+    async def user(self, name: str) -> dict[str, Any] | None:
+        """The hub's model of a user (``admin``, ``roles``, ``groups``), None if there is none."""
+        model = await self._call("GET", f"users/{quote(name, safe='')}", ok=[404])
+        return model if isinstance(model, dict) else None
 
     async def create_users(self, names: list[str]) -> None:
         if names:
@@ -226,12 +232,21 @@ class ClassRegistry:
                 "custom:nbjobs:teach scope); ask your admin to add you to nbjobs.yaml's teachers"
             )
 
-    def check_roster(self, students: list[str], class_name: str) -> list[str]:
-        """The roster's names, or :class:`RosterRefused` naming every bad entry."""
-        problems = []
+    async def check_roster(self, students: list[str], class_name: str) -> list[str]:
+        """The roster's names, normalized, or :class:`RosterRefused` naming every bad entry.
+
+        Names are compared as JupyterHub stores them (stripped, lowercase), so
+        ``Ada`` and ``ada`` are one student listed twice. A student must be a
+        plain user: nobody who administers nbjobs or the hub, teaches (nbjobs.yaml,
+        a class, or a hub role), or is a student of another class, since a
+        class's teachers see and cancel its students' jobs and choose their
+        flavors. Nothing is changed here; the caller changes the hub only when
+        this returns.
+        """
+        problems: list[RosterProblem] = []
         seen: dict[str, int] = {}
         for index, raw in enumerate(students):
-            name = raw.strip()
+            name = normalize_username(raw)
             if not USER_NAME.match(name):
                 problems.append(
                     RosterProblem(
@@ -241,27 +256,59 @@ class ClassRegistry:
                     )
                 )
             elif name in seen:
+                first = seen[name]
+                spelled = students[first].strip()
+                also = ""
+                if spelled != raw.strip():
+                    also = f", {spelled!r}; names are not case-sensitive"
                 problems.append(
                     RosterProblem(
                         index=index,
-                        student=name,
-                        reason=f"listed twice (first as entry {seen[name] + 1})",
+                        student=raw.strip(),
+                        reason=f"listed twice (first as entry {first + 1}{also})",
                     )
                 )
             else:
                 seen[name] = index
-                other = next((c for c in self.of_student(name) if c.name != class_name), None)
-                if other is not None:
-                    problems.append(
-                        RosterProblem(
-                            index=index,
-                            student=name,
-                            reason=f"already a student of class {other.name!r}",
-                        )
-                    )
+        refusals = await asyncio.gather(
+            *(self._why_not_a_student(name, class_name) for name in seen)
+        )
+        for (name, index), reason in zip(seen.items(), refusals, strict=True):
+            if reason:
+                problems.append(RosterProblem(index=index, student=name, reason=reason))
         if problems:
+            problems.sort(key=lambda p: p.index)
             raise RosterRefused(problems)
         return list(seen)
+
+    async def _why_not_a_student(self, name: str, class_name: str) -> str | None:
+        """Why ``name`` may not be a student of ``class_name`` (None: they may)."""
+        other = next((c for c in self.of_student(name) if c.name != class_name), None)
+        if other is not None:
+            return f"already a student of class {other.name!r}"
+        refuse = "; a class's students may not be teachers or admins"
+        taught = self.taught_by(name)
+        admins, teachers = self.config.admin, self.config.teachers
+        if name in admins.users:
+            return "an nbjobs admin" + refuse
+        if name in teachers.users or taught:
+            where = f"class {taught[0].name!r}" if taught else "nbjobs.yaml"
+            return f"a teacher ({where})" + refuse
+        model = await self.hub.user(name) if self.hub is not None else None
+        if model is None:
+            return None  # a new account: the roster creates it
+        if model.get("admin"):
+            return "a JupyterHub admin" + refuse
+        groups = set(model.get("groups") or [])
+        if groups & set(admins.groups):
+            return f"in admin group {sorted(groups & set(admins.groups))[0]!r}" + refuse
+        if groups & set(teachers.groups):
+            return f"in teachers' group {sorted(groups & set(teachers.groups))[0]!r}" + refuse
+        # Any hub role beyond every user's may carry admin or teaching scopes.
+        roles = sorted(set(model.get("roles") or []) - {"user"})
+        if roles:
+            return f"holds the JupyterHub role {roles[0]!r}" + refuse
+        return None
 
     def _check_settings(self, request: CreateClass) -> float | None:
         """The class's GPU-hours per student (the admin's cap when the teacher gave none)."""
@@ -295,7 +342,7 @@ class ClassRegistry:
         await self.refresh(force=True)
         if self.get(request.name) is not None or request.name in self._all_groups:
             raise Conflict(f"a class or group named {request.name!r} exists; pick another name")
-        students = self.check_roster(request.students, request.name)
+        students = await self.check_roster(request.students, request.name)
         teachers = sorted({caller.name, *request.teachers} - {"", *students})
         bad_teachers = [t for t in teachers if not USER_NAME.match(t)]
         if bad_teachers:
@@ -329,7 +376,7 @@ class ClassRegistry:
         hub = self._need_hub()
         await self.refresh(force=True)
         cls = self._owned(caller, name)
-        wanted = self.check_roster(students, name)
+        wanted = await self.check_roster(students, name)
         new = [s for s in wanted if s not in cls.students]
         if new:
             await self._ensure_users(hub, new)
@@ -343,6 +390,7 @@ class ClassRegistry:
         hub = self._need_hub()
         await self.refresh(force=True)
         cls = self._owned(caller, name)
+        students = [normalize_username(s) for s in students]
         unknown = [s for s in students if s not in cls.students]
         if unknown:
             raise RosterRefused(
@@ -372,6 +420,11 @@ class ClassRegistry:
         missing = [n for n in names if not await hub.user_exists(n)]
         await hub.create_users(missing)
         return missing
+
+
+def normalize_username(name: str) -> str:
+    """A roster's name as JupyterHub stores it: no surrounding blanks, lowercase."""
+    return name.strip().lower()
 
 
 def _settings(info: ClassInfo) -> dict[str, Any]:

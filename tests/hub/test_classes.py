@@ -27,7 +27,10 @@ from .hubproc import basics, free_port, running_hub
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
 configure(c, {config!r}, service_port={service_port})
-c.Authenticator.allowed_users = {{"tess", "tom", "ada", "bob", "eve"}}
+c.Authenticator.allowed_users = {{"tess", "tom", "ada", "bob", "eve", "root", "rita", "sam"}}
+c.Authenticator.admin_users = {{"root"}}
+c.JupyterHub.load_groups["staff"] = {{"users": ["sam"]}}
+c.JupyterHub.load_roles.append({{"name": "auditor", "users": ["rita"], "scopes": ["read:users"]}})
 c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin_token!r}}})
 c.JupyterHub.load_roles.append(
     {{"name": "token-maker", "services": ["test-admin"],
@@ -43,6 +46,7 @@ NBJOBS = {
         {"name": "big-cpu", "gpus": 0, "groups": ["nobody"]},
     ],
     "teachers": {"users": ["tess", "tom"], "flavors": ["cpu", "lab-cpu"], "max_gpu_hours": 5},
+    "admin": {"groups": ["staff"]},
 }
 
 
@@ -236,3 +240,107 @@ def test_a_teacher_sees_the_class_jobs_and_cancels_but_does_not_rerun(hub):
     assert rerun.status_code == 404
     assert cancelled.status_code == 200
     assert cancelled.json()["state"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("student", "reason"),
+    [
+        ("root", "'root': a JupyterHub admin; a class's students may not be teachers or admins"),
+        ("tom", "'tom': a teacher (nbjobs.yaml); a class's students may not be"),
+        ("sam", "'sam': in admin group 'staff'; a class's students may not be"),
+        ("rita", "'rita': holds the JupyterHub role 'auditor'; a class's students may not be"),
+        ("Tom", "'tom': a teacher (nbjobs.yaml)"),
+    ],
+)
+def test_a_teacher_may_not_enrol_admins_or_teachers(hub, student, reason):
+    """A class's teachers see and cancel its students' jobs: privileged users never join one."""
+    before = requests.get(f"{hub.url}/hub/api/users", headers=hub.admin, timeout=30).json()
+    ok = f"grab-{student.lower()}-ok"
+    assert hub.nbjobs("tess", "class", "create", ok, "pia").returncode == 0
+    roster = hub.roster("grab.csv", f"pia2\n{student}\n")
+
+    created = hub.nbjobs("tess", "class", "create", f"grab-{student.lower()}", "--roster", roster)
+    added = hub.nbjobs("tess", "class", "add", ok, student)
+
+    assert created.returncode == 2
+    assert f"grab.csv, line 2: {reason}" in created.stderr
+    assert hub.group(f"grab-{student.lower()}") is None
+    assert not hub.user_exists("pia2")
+    assert added.returncode == 2
+    assert f"command line: {reason}" in added.stderr
+    assert hub.group(ok)["users"] == ["pia"]
+    hub.nbjobs("tess", "class", "delete", ok)
+    after = requests.get(f"{hub.url}/hub/api/users", headers=hub.admin, timeout=30).json()
+    assert {u["name"]: u["admin"] for u in after} == {
+        **{u["name"]: u["admin"] for u in before},
+        "pia": False,
+    }
+
+
+def test_the_teacher_of_another_class_is_not_a_student(hub):
+    made = hub.nbjobs("tom", "class", "create", "cotaught", "ula", "--teacher", "cora")
+    assert made.returncode == 0, made.stderr
+
+    refused = hub.nbjobs("tess", "class", "create", "takeover", "cora")
+
+    assert refused.returncode == 2
+    assert "'cora': a teacher (class 'cotaught')" in refused.stderr
+    assert hub.group("takeover") is None
+
+
+def test_names_differing_only_in_case_are_one_student(hub):
+    roster = hub.roster("cases.csv", "Zara\n  Yuri \nzara\n")
+
+    refused = hub.nbjobs("tess", "class", "create", "cases", "--roster", roster)
+    made = hub.nbjobs("tess", "class", "create", "cases", "Quinn", " Yuri ")
+
+    assert refused.returncode == 2
+    assert (
+        "cases.csv, line 3: 'zara': listed twice (first as entry 1, 'Zara'; "
+        "names are not case-sensitive)" in refused.stderr
+    )
+    assert not hub.user_exists("zara")
+    assert made.returncode == 0, made.stderr
+    # stored as JupyterHub stores names: the hub account is the one its owner logs in as
+    assert sorted(hub.group("cases")["users"]) == ["quinn", "yuri"]
+    assert hub.nbjobs("tess", "class", "remove", "cases", "QUINN").returncode == 0
+    assert hub.group("cases")["users"] == ["yuri"]
+
+
+def test_adding_bad_students_names_each_and_changes_nothing(hub):
+    assert hub.nbjobs("tess", "class", "create", "mine-a", "wes").returncode == 0
+    assert hub.nbjobs("tom", "class", "create", "theirs", "xia").returncode == 0
+    roster = hub.roster("more.csv", "username\nvic\nnot a name\nxia\n")
+
+    refused = hub.nbjobs("tess", "class", "add", "mine-a", "--roster", roster)
+
+    assert refused.returncode == 2
+    assert "more.csv, line 3: 'not a name': not a valid user name" in refused.stderr
+    assert "more.csv, line 4: 'xia': already a student of class 'theirs'" in refused.stderr
+    assert hub.group("mine-a")["users"] == ["wes"]
+    assert hub.group("theirs")["users"] == ["xia"]
+    assert not hub.user_exists("vic")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('ada\n"bob\ncarl\n', "line 2: not valid CSV (unexpected end of data)"),
+        ('"ada"x,y\n', "line 1: not valid CSV"),
+        ("", "names no students; put one user name per line"),
+        ("username\n# nobody yet\n\n", "names no students"),
+        (b"PK\x03\x04\xff\xfe spreadsheet", "is not UTF-8 text; save it as CSV"),
+    ],
+)
+def test_a_roster_that_is_not_a_csv_list_of_names_is_refused(hub, content, expected):
+    path = hub.tmp / "odd.csv"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    created = hub.nbjobs("tess", "class", "create", "odd", "--roster", str(path))
+    added = hub.nbjobs("tess", "class", "add", "odd", "--roster", str(path))
+
+    assert created.returncode == 2
+    assert expected in created.stderr
+    assert added.returncode == 2
+    assert expected in added.stderr
+    assert hub.group("odd") is None
