@@ -121,3 +121,77 @@ def test_the_job_service_manifests_are_valid_kubernetes():
     assert pod["securityContext"]["runAsNonRoot"] is True
     env = {e["name"] for e in pod["containers"][0]["env"]}
     assert {"JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_SERVICE_PREFIX"} <= env
+
+
+def _kubectl_lines(*files: Path) -> list[str]:
+    """The kubectl commands the example files tell an admin to run (their comments)."""
+    return [
+        line.lstrip("# ").strip()
+        for file in files
+        for line in file.read_text().splitlines()
+        if line.lstrip().startswith("#") and "kubectl " in line
+    ]
+
+
+def test_the_kubernetes_examples_fit_together():
+    """The ServiceAccount lives where the job service's Deployment runs; its Role and
+    RoleBinding where nbjobs.yaml sends the Jobs; the binding names that account."""
+    k8s = EXAMPLES / "kubernetes"
+    rbac = [d for d in yaml.safe_load_all((k8s / "rbac.yaml").read_text()) if d]
+    service = [d for d in yaml.safe_load_all((k8s / "job-service.yaml").read_text()) if d]
+    nbjobs = yaml.safe_load((EXAMPLES / "kubernetes.yaml").read_text())
+    for doc in rbac:
+        kubernetes_validate.validate(doc, "1.37.0", strict=True)
+
+    def one(docs: list[dict], kind: str) -> dict:
+        [found] = [d for d in docs if d["kind"] == kind]
+        return found
+
+    deployment = one(service, "Deployment")
+    account = one(rbac, "ServiceAccount")
+    role, binding = one(rbac, "Role"), one(rbac, "RoleBinding")
+    home = deployment["metadata"]["namespace"]
+    jobs = nbjobs["backend"]["kubernetes"]["namespace"]
+
+    assert account["metadata"]["namespace"] == home
+    assert (
+        deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    )
+    assert one(service, "Service")["metadata"]["namespace"] == home
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == jobs
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    subject = {
+        "kind": "ServiceAccount",
+        **{k: account["metadata"][k] for k in ("name", "namespace")},
+    }
+    assert binding["subjects"] == [subject]
+    assert one(rbac, "ClusterRoleBinding")["subjects"] == [subject]
+    assert (
+        one(rbac, "ClusterRoleBinding")["roleRef"]["name"]
+        == one(rbac, "ClusterRole")["metadata"]["name"]
+    )
+
+    # The commands in the comments work as written: rbac.yaml spans two namespaces, so it
+    # is applied without -n (kubectl refuses a -n that differs from an object's own);
+    # what the Deployment mounts is created in the Deployment's namespace.
+    commands = _kubectl_lines(
+        k8s / "rbac.yaml", k8s / "job-service.yaml", EXAMPLES / "kubernetes.yaml"
+    )
+    applies = [c for c in commands if " apply " in c and "rbac.yaml" in c]
+    assert applies
+    assert not [c for c in applies if " -n " in f" {c} " or "--namespace" in c]
+    assert f"kubectl create namespace {jobs}" in commands
+    pod = deployment["spec"]["template"]["spec"]
+    secret = next(
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for e in pod["containers"][0]["env"]
+        if e["name"] == "JUPYTERHUB_API_TOKEN"
+    )
+    config_map = next(v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v)
+    for made in (f"create secret generic {secret} ", f"create configmap {config_map} "):
+        [command] = [c for c in commands if made in c]
+        assert command.startswith(f"kubectl -n {home} ")

@@ -555,7 +555,7 @@ class FakeApiServer:
             raise ApiError(
                 403,
                 "Forbidden",
-                f'{resource} is forbidden: User "system:serviceaccount:jhub:nbjobs-service" '
+                f'{resource} is forbidden: User "system:serviceaccount:nbjobs:nbjobs-service" '
                 f'cannot {verb} resource "{resource}" in API group "{group}" {scope}',
                 {"kind": resource},
             )
