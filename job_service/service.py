@@ -233,24 +233,30 @@ class JobService:
                     select(JobRecord.flavor).where(JobRecord.state == JobState.QUEUED.value)
                 ).all()
             )
-        return [
-            FlavorInfo(
-                name=f.name,
-                display_name=f.label,
-                description=f.description,
-                gpus=f.gpus,
-                gpu_type=f.gpu_type,
-                shared=f.shared,
-                cpu=f.cpu,
-                memory=f.memory,
-                time_limit=f.time_limit,
-                available=self.backend.free_for(f),
-                queued=queued.get(f.name, 0),
-                unavailable=self.backend.can_ever_fit(f),
+        infos = []
+        for f in self.config.flavors:
+            if not self.may_use(caller, f):
+                continue
+            gpus = self.backend.free_gpus(f)
+            infos.append(
+                FlavorInfo(
+                    name=f.name,
+                    display_name=f.label,
+                    description=f.description,
+                    gpus=f.gpus,
+                    gpu_type=f.gpu_type,
+                    shared=f.shared,
+                    cpu=f.cpu,
+                    memory=f.memory,
+                    time_limit=f.time_limit,
+                    available=self.backend.free_for(f),
+                    queued=queued.get(f.name, 0),
+                    unavailable=self.backend.can_ever_fit(f),
+                    free_gpus=gpus[0] if gpus else None,
+                    total_gpus=gpus[1] if gpus else None,
+                )
             )
-            for f in self.config.flavors
-            if self.may_use(caller, f)
-        ]
+        return infos
 
     # -- submit ------------------------------------------------------------------
 

@@ -147,6 +147,10 @@ class FlavorInfo(BaseModel):
     queued: int
     #: why no job of this flavor could ever start here (None: it can)
     unavailable: str | None = None
+    #: GPUs of the kind this flavor uses that are free now (None: no GPU, or unknown)
+    free_gpus: int | None = None
+    #: all GPUs of that kind (None: no GPU, or unknown)
+    total_gpus: int | None = None
 
 
 class UsageRow(BaseModel):

@@ -98,6 +98,12 @@ class Backend(LoggingConfigurable):
         """How many more jobs of this flavor could start right now."""
         raise NotImplementedError
 
+    def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
+        """``(free, total)`` GPUs of the kind this flavor uses, for people to read
+        ("2 of 4 GPUs free"); None when the flavor uses no GPU or the backend
+        cannot tell. Default: None."""
+        return None
+
     async def start(self, spec: LaunchSpec) -> Launched:
         """Start the job; return at once with its handle."""
         raise NotImplementedError

@@ -162,6 +162,12 @@ class KubernetesBackend(Backend):
             return 0
         return self._capacity(flavor).jobs
 
+    def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
+        if self.nodes is None or not flavor.gpus:
+            return None
+        capacity = self._capacity(flavor)
+        return capacity.gpus_free, capacity.gpus_total
+
     def seen(self, ref: str) -> Seen | None:
         name = self._name(ref)
         job = self.jobs.get(name)

@@ -384,6 +384,8 @@ class Capacity:
     nodes: int
     #: the most GPUs of the flavor's resource any one of those nodes has
     most_gpus_on_a_node: int
+    #: all units of the flavor's GPU resource on those nodes, free or not
+    gpus_total: int = 0
 
 
 def free_slots(
@@ -415,7 +417,7 @@ def free_slots(
                 on_node[name] = on_node.get(name, Decimal(0)) + value
         elif all(held.get(name, Decimal(0)) >= value for name, value in asked.items()):
             pending.append(held)
-    jobs = gpus_free = count = most = 0
+    jobs = gpus_free = gpus_total = count = most = 0
     for node in nodes:
         if not node_accepts(node, pod_spec):
             continue
@@ -428,6 +430,7 @@ def free_slots(
         free = {k: v - used.get(name, {}).get(k, Decimal(0)) for k, v in allocatable.items()}
         if gpu_resource:
             most = max(most, int(allocatable.get(gpu_resource, 0)))
+            gpus_total += int(allocatable.get(gpu_resource, 0))
             gpus_free += max(0, int(free.get(gpu_resource, 0)))
         fits = [int(free.get(k, Decimal(0)) // v) if v > 0 else 10**6 for k, v in asked.items()]
         jobs += max(0, min(fits))
@@ -435,7 +438,13 @@ def free_slots(
     if gpu_resource:
         gpu_need = asked.get(gpu_resource, Decimal(0))
         gpus_free = max(0, gpus_free - int(gpu_need) * len(pending))
-    return Capacity(jobs=jobs, gpus_free=gpus_free, nodes=count, most_gpus_on_a_node=most)
+    return Capacity(
+        jobs=jobs,
+        gpus_free=gpus_free,
+        nodes=count,
+        most_gpus_on_a_node=most,
+        gpus_total=gpus_total,
+    )
 
 
 #: container waiting reasons that mean the job can never start as it is

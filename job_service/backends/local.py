@@ -159,6 +159,21 @@ class LocalBackend(Backend):
             )
         return sum(1 for hs in holders.values() if not hs) // flavor.gpus
 
+    def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
+        if flavor.gpus == 0:
+            return None
+        holders = self._holders()
+        if flavor.shared:
+            # a GPU that only sharers hold, with a slot left, still takes a shared job
+            free = sum(
+                1
+                for g in self.gpus
+                if all(h.shared for h in holders[g]) and len(holders[g]) < self.slots_per_gpu
+            )
+        else:
+            free = sum(1 for g in self.gpus if not holders[g])
+        return free, len(self.gpus)
+
     # -- lifecycle -------------------------------------------------------------
 
     def command(self, spec: LaunchSpec) -> list[str]:
