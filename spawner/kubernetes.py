@@ -1,9 +1,11 @@
 """The Kubernetes spawner: KubeSpawner, with notebook pods that are CPU-only for real.
 
 - A GPU or any other extended-resource limit (``nvidia.com/gpu``, a MIG slice,
-  ``amd.com/gpu``) in the spawner's settings or a profile is refused when the
-  server starts, with a sentence saying why; and ``NVIDIA_VISIBLE_DEVICES=void``
-  keeps the NVIDIA runtime from mounting GPUs into the pod anyway.
+  ``amd.com/gpu``) or resource claim is refused when the server starts, with a
+  sentence saying why and which setting asked; the built pod is checked, so
+  ``extra_container_config``, ``extra_containers``, ``init_containers`` and
+  ``extra_pod_config`` cannot slip one in. ``NVIDIA_VISIBLE_DEVICES=void`` in
+  every container keeps the NVIDIA runtime from mounting GPUs into the pod anyway.
 - The user's folder on the shared volume is mounted at the path job pods use
   (:func:`nbjobs.storage.user_subpath` builds it for both).
 - Profiles come from nbjobs.yaml, filtered by the user's groups; a profile
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes_asyncio.client import V1EnvVar
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Unicode
@@ -53,6 +56,39 @@ def gpu_requests(settings: dict[str, Any]) -> list[str]:
             if name not in ALLOWED_RESOURCES:
                 found.append(name)
     return sorted(set(found))
+
+
+def gpu_uses(manifest: dict[str, Any]) -> list[str]:
+    """Every way a built pod manifest (a plain dict) would get a GPU or another device.
+
+    Each entry names the resource and where it is: container and init container
+    limits and requests, the pod-level ``resources``, dynamic resource claims,
+    and an ``NVIDIA_VISIBLE_DEVICES`` other than ``void``. Empty: CPU-only.
+    """
+    spec = manifest.get("spec") or {}
+    found = []
+    places = [("container", c) for c in spec.get("containers") or []]
+    places += [("init container", c) for c in spec.get("initContainers") or []]
+    for kind, container in places:
+        where = f"{kind} {container.get('name')!r}"
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            for name in resources.get(section) or {}:
+                if name not in ALLOWED_RESOURCES:
+                    found.append(f"{name} ({where} {section})")
+        for claim in resources.get("claims") or []:
+            found.append(f"resource claim {claim.get('name')!r} ({where})")
+        for var in container.get("env") or []:
+            if var.get("name") == "NVIDIA_VISIBLE_DEVICES" and var.get("value") != "void":
+                found.append(f"NVIDIA_VISIBLE_DEVICES={var.get('value')} ({where})")
+    pod_resources = spec.get("resources") or {}
+    for section in ("limits", "requests"):
+        for name in pod_resources.get(section) or {}:
+            if name not in ALLOWED_RESOURCES:
+                found.append(f"{name} (pod {section})")
+    for claim in spec.get("resourceClaims") or []:
+        found.append(f"resource claim {claim.get('name')!r} (pod)")
+    return found
 
 
 class NbjobsKubeSpawner(KubeSpawner):
@@ -126,7 +162,44 @@ class NbjobsKubeSpawner(KubeSpawner):
         if storage.gid is not None:
             self.gid = self.fs_gid = storage.gid
         self.notebook_dir = storage.mount_path
-        return await super().get_pod_manifest()
+        pod = await super().get_pod_manifest()
+        # Containers other than the notebook's (extra_containers, init_containers) do not
+        # get get_env(): keep the NVIDIA runtime from giving them every GPU either.
+        for container in [*pod.spec.containers, *(pod.spec.init_containers or [])]:
+            _hide_gpus(container)
+        # The settings above are not the only way in: extra_container_config,
+        # extra_containers, init_containers and extra_pod_config reach the pod too.
+        # Check what was built.
+        found = gpu_uses(self.api.api_client.sanitize_for_serialization(pod))
+        if found:
+            raise web.HTTPError(
+                400,
+                f"notebook servers are CPU-only in nbjobs, but this one asks for "
+                f"{'; '.join(found)}, set by {self._gpu_setting()}; remove it and submit GPU "
+                "work as a job",
+            )
+        return pod
+
+    def _gpu_setting(self) -> str:
+        """The KubeSpawner settings that can add resources to the pod and are set."""
+        names = ("extra_container_config", "extra_containers", "init_containers")
+        given = [n for n in names if getattr(self, n)]
+        if self.extra_pod_config:
+            given.append("extra_pod_config")
+        return " or ".join(given) or "the spawner's settings"
+
+
+def _hide_gpus(container: Any) -> None:
+    """Give a container ``NVIDIA_VISIBLE_DEVICES=void`` unless it sets the variable itself.
+
+    A container that sets another value is left so: :func:`gpu_uses` refuses it.
+    """
+    env = container.env if container.env is not None else []
+    for var in env:
+        name = var.get("name") if isinstance(var, dict) else var.name
+        if name == "NVIDIA_VISIBLE_DEVICES":
+            return
+    container.env = [*env, V1EnvVar(name="NVIDIA_VISIBLE_DEVICES", value="void")]
 
 
 def _with(items: Any, item: dict[str, Any]) -> Any:

@@ -8,7 +8,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_asyncio.client import ApiClient
-from nbjobs.spawner.kubernetes import NbjobsKubeSpawner, gpu_requests
+from nbjobs.spawner.kubernetes import NbjobsKubeSpawner, gpu_requests, gpu_uses
 from tornado import web
 
 NBJOBS_YAML = {
@@ -23,6 +23,19 @@ NBJOBS_YAML = {
     "profiles": [
         {"name": "small", "display_name": "Small", "cpu": "1", "memory": "2Gi", "default": True},
         {"name": "large", "cpu": "4", "memory": "16Gi", "groups": ["staff"]},
+        # KubeSpawner's profile_list form, as admins know it from zero-to-jupyterhub
+        {
+            "display_name": "Data science (8 CPU, 32 GiB)",
+            "slug": "datascience",
+            "description": "The scipy stack",
+            "groups": ["staff"],
+            "kubespawner_override": {
+                "cpu_limit": 8,
+                "mem_limit": "32Gi",
+                "image": "quay.io/jupyter/scipy-notebook:2025-01-06",
+                "environment": {"STACK": "scipy"},
+            },
+        },
     ],
 }
 
@@ -33,12 +46,12 @@ async def make_spawner(tmp_path):
     config.write_text(yaml.safe_dump(NBJOBS_YAML))
     made = []
 
-    def make(name="ada.lovelace", groups=(), **traits):
+    def make(name="ada.lovelace", groups=(), admin=False, **traits):
         user = SimpleNamespace(
             name=name,
             id=1,
             url=f"/user/{name}/",
-            admin=False,
+            admin=admin,
             groups=[SimpleNamespace(name=g) for g in groups],
         )
         spawner = NbjobsKubeSpawner(
@@ -125,6 +138,81 @@ async def test_gpu_limits_are_refused_with_a_reason(make_spawner, traits):
     assert "submit GPU work as a job" in info.value.log_message
 
 
+GPU = {"limits": {"nvidia.com/gpu": "1"}}
+
+
+@pytest.mark.parametrize(
+    ("traits", "where"),
+    [
+        ({"extra_container_config": {"resources": GPU}}, "container 'notebook' limits"),
+        (
+            {"extra_container_config": {"resources": {"requests": {"nvidia.com/gpu": "1"}}}},
+            "container 'notebook' requests",
+        ),
+        (
+            {"extra_containers": [{"name": "helper", "image": "busybox", "resources": GPU}]},
+            "container 'helper' limits",
+        ),
+        (
+            {"init_containers": [{"name": "warm", "image": "busybox", "resources": GPU}]},
+            "init container 'warm' limits",
+        ),
+        (
+            {"extra_pod_config": {"resources": {"limits": {"amd.com/gpu": "1"}}}},
+            "amd.com/gpu (pod limits)",
+        ),
+        (
+            {
+                "extra_container_config": {
+                    "resources": {"claims": [{"name": "gpu"}]},
+                },
+                "extra_pod_config": {
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "a100"}]
+                },
+            },
+            "resource claim 'gpu' (container 'notebook')",
+        ),
+        (
+            {
+                "extra_container_config": {
+                    "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+                }
+            },
+            "NVIDIA_VISIBLE_DEVICES=all (container 'notebook')",
+        ),
+    ],
+)
+async def test_gpus_through_any_other_setting_are_refused(make_spawner, traits, where):
+    spawner = make_spawner(**traits)
+
+    with pytest.raises(web.HTTPError) as info:
+        await spawner.get_pod_manifest()
+
+    assert info.value.status_code == 400
+    message = info.value.log_message
+    assert message.startswith("notebook servers are CPU-only in nbjobs, but this one asks for")
+    assert where in message
+    for setting in traits:
+        assert setting in message  # the admin learns which setting to fix
+    assert "submit GPU work as a job" in message
+
+
+async def test_every_container_of_the_pod_hides_the_gpus(make_spawner):
+    spawner = make_spawner(
+        extra_containers=[{"name": "helper", "image": "busybox"}],
+        init_containers=[{"name": "warm", "image": "busybox"}],
+    )
+
+    manifest = await as_dict(await spawner.get_pod_manifest())
+
+    kubernetes_validate.validate(manifest, "1.37.0", strict=True)
+    spec = manifest["spec"]
+    for container in [*spec["containers"], *spec["initContainers"]]:
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "void", container["name"]
+    assert gpu_uses(manifest) == []
+
+
 def test_only_cpu_memory_and_disk_are_allowed():
     assert gpu_requests({"extra_resource_limits": {"ephemeral-storage": "1Gi"}}) == []
     assert gpu_requests({"extra_resource_limits": {"example.com/fpga": "1"}}) == [
@@ -135,11 +223,56 @@ def test_only_cpu_memory_and_disk_are_allowed():
 async def test_profiles_are_filtered_by_group(make_spawner):
     student = make_spawner()
     staff = make_spawner(name="bob", groups=["staff"])
+    admin = make_spawner(name="root", admin=True)
 
     assert [p["slug"] for p in student.profile_list(student)] == ["small"]
-    assert [p["slug"] for p in staff.profile_list(staff)] == ["small", "large"]
+    assert [p["slug"] for p in staff.profile_list(staff)] == ["small", "large", "datascience"]
+    # admins see every profile, whatever its groups
+    assert [p["slug"] for p in admin.profile_list(admin)] == ["small", "large", "datascience"]
     large = staff.profile_list(staff)[1]
-    assert large["kubespawner_override"] == {"cpu_limit": 4.0, "mem_limit": "16Gi"}
+    # memory goes to KubeSpawner in bytes: its own byte settings know no "Gi"
+    assert large["kubespawner_override"] == {"cpu_limit": 4.0, "mem_limit": 16 * 2**30}
+    datascience = staff.profile_list(staff)[2]
+    assert datascience["display_name"] == "Data science (8 CPU, 32 GiB)"
+    assert datascience["description"] == "The scipy stack"
+    assert datascience["kubespawner_override"] == {
+        "cpu_limit": 8.0,
+        "mem_limit": 32 * 2**30,
+        "image": "quay.io/jupyter/scipy-notebook:2025-01-06",
+        "environment": {"STACK": "scipy"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("slug", "cpu", "memory", "image"),
+    [
+        ("large", "4", "16Gi", None),
+        ("datascience", "8", "32Gi", "quay.io/jupyter/scipy-notebook:2025-01-06"),
+    ],
+)
+async def test_the_chosen_profile_sizes_the_pod(make_spawner, slug, cpu, memory, image):
+    default = make_spawner(name="bob", groups=["staff"])
+    chosen = make_spawner(name="bob", groups=["staff"])
+    default.user_options = {}
+    chosen.user_options = {"profile": slug}
+
+    await default.load_user_options()
+    await chosen.load_user_options()
+    small = (await as_dict(await default.get_pod_manifest()))["spec"]["containers"][0]
+    manifest = await as_dict(await chosen.get_pod_manifest())
+
+    kubernetes_validate.validate(manifest, "1.37.0", strict=True)
+    container = manifest["spec"]["containers"][0]
+    assert small["resources"]["limits"] == {"cpu": 1.0, "memory": 2 * 2**30}
+    assert container["resources"]["limits"] == {
+        "cpu": float(cpu),
+        "memory": int(memory[:-2]) * 2**30,
+    }
+    assert container["image"] == (image or small["image"])
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    if slug == "datascience":
+        assert env["STACK"] == "scipy"
 
 
 async def test_a_profile_that_was_not_offered_is_a_400(make_spawner):
