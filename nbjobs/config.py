@@ -224,10 +224,77 @@ class Flavor(_Model):
         return self.display_name or self.name
 
 
-class Profile(_Model):
-    """A CPU-only notebook server size users pick at spawn."""
+#: settings that would give a notebook server a GPU; profiles are CPU-only, flavors are not
+_PROFILE_GPU_KEYS = {
+    "gpus",
+    "gpu",
+    "gpu_resource",
+    "gpu_type",
+    "shared",
+    "extra_resource_limits",
+    "extra_resource_guarantees",
+    "nvidia.com/gpu",
+}
+_CPU_ONLY = (
+    "notebook servers are CPU-only in nbjobs, so a profile cannot ask for a GPU ({key}); "
+    "give GPUs to a flavor instead (flavors: [{{name: gpu, gpus: 1}}]) and submit the "
+    "notebook as a job"
+)
 
-    name: str
+
+class ProfileOverride(_Model):
+    """The KubeSpawner settings a profile may override (``kubespawner_override``).
+
+    An allow-list: sizes, image, environment and placement. Anything that could
+    give the pod a GPU, a device, credentials or extra containers is refused.
+    """
+
+    image: str | None = None
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    cpu_limit: float | None = Field(default=None, gt=0)
+    cpu_guarantee: float | None = Field(default=None, gt=0)
+    mem_limit: Quantity = None
+    mem_guarantee: Quantity = None
+    environment: dict[str, str] = {}
+    default_url: str | None = None
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _allowed(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for key in data:
+            if key in _PROFILE_GPU_KEYS:
+                raise ValueError(_CPU_ONLY.format(key=f"kubespawner_override.{key}"))
+        unknown = sorted(str(k) for k in data if k not in cls.model_fields)
+        if unknown:
+            raise ValueError(
+                f"kubespawner_override may not set {', '.join(unknown)} in nbjobs (notebook "
+                f"pods stay CPU-only and hold no credentials); it may set: "
+                f"{', '.join(cls.model_fields)}"
+            )
+        gpu_env = sorted(
+            k for k in data.get("environment") or {} if k.startswith(("NVIDIA_", "CUDA_"))
+        )
+        if gpu_env:
+            raise ValueError(_CPU_ONLY.format(key=f"environment {', '.join(gpu_env)}"))
+        return data
+
+
+class Profile(_Model):
+    """A CPU-only notebook server size users pick at spawn.
+
+    Either nbjobs' short form (``name``, ``cpu``, ``memory``, ``image``) or
+    KubeSpawner's ``profile_list`` form (``slug``, ``display_name``,
+    ``description``, ``default``, ``kubespawner_override: {cpu_limit, mem_limit,
+    image, ...}``); ``groups`` limits who is offered it in both.
+    """
+
+    #: what users choose (KubeSpawner's ``slug``)
+    name: str = ""
+    slug: str | None = None
     display_name: str | None = None
     description: str = ""
     cpu: Quantity = "1"
@@ -235,6 +302,41 @@ class Profile(_Model):
     image: str | None = None
     groups: list[str] = []
     default: bool = False
+    kubespawner_override: ProfileOverride | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cpu_only(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for key in data:
+            if key in _PROFILE_GPU_KEYS:
+                raise ValueError(_CPU_ONLY.format(key=key))
+        if "profile_options" in data:
+            raise ValueError(
+                "profile_options is not supported in nbjobs; list each choice as a profile"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _one_name_one_size(self) -> Profile:
+        if self.slug is not None and self.name and self.name != self.slug:
+            raise ValueError(
+                f"a profile has one name: give name or slug, not {self.name!r} and {self.slug!r}"
+            )
+        if not self.name:
+            if not self.slug:
+                raise ValueError("a profile needs a name (or, in profile_list form, a slug)")
+            object.__setattr__(self, "name", self.slug)
+        override = self.kubespawner_override
+        if override is not None:
+            for short, long in (("cpu", "cpu_limit"), ("memory", "mem_limit"), ("image", "image")):
+                if short in self.model_fields_set and long in override.model_fields_set:
+                    raise ValueError(
+                        f"profile {self.name!r} sets both {short} and "
+                        f"kubespawner_override.{long}; keep one"
+                    )
+        return self
 
 
 class Quota(_Model):

@@ -45,9 +45,21 @@ def profile_list(config: NbjobsConfig, groups: set[str], admin: bool) -> list[di
     for profile in config.profiles:
         if profile.groups and not admin and not groups & set(profile.groups):
             continue
-        override: dict[str, Any] = {"cpu_limit": _cpu(profile.cpu), "mem_limit": profile.memory}
+        override: dict[str, Any] = {
+            "cpu_limit": _cpu(profile.cpu),
+            "mem_limit": _bytes(profile.memory),
+        }
         if profile.image:
             override["image"] = profile.image
+        if profile.kubespawner_override is not None:
+            # the profile_list form: what the admin wrote wins over the short form's defaults
+            given = profile.kubespawner_override.model_dump(
+                exclude_unset=True, exclude_none=True, mode="json"
+            )
+            for key in ("mem_limit", "mem_guarantee"):
+                if key in given:
+                    given[key] = _bytes(given[key])
+            override.update(given)
         out.append(
             {
                 "display_name": profile.display_name or profile.name,
@@ -64,3 +76,21 @@ def _cpu(value: str | None) -> float | None:
     if value is None:
         return None
     return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+
+
+#: Kubernetes quantity suffixes; JupyterHub's byte settings read ``G`` as 2**30 and
+#: know no ``Gi``, so memory goes to the spawner as a plain number of bytes
+_SUFFIXES = {
+    **{s: 1000**i for i, s in enumerate(["", "k", "M", "G", "T", "P", "E"])},
+    **{s: 1024**i for i, s in enumerate(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"], start=1)},
+    "m": 0.001,
+}
+
+
+def _bytes(value: str | None) -> int | None:
+    """Bytes from a Kubernetes memory quantity (``2Gi``, ``512M``, ``1073741824``)."""
+    if value is None:
+        return None
+    number = value.rstrip("kKMGTPEim")
+    suffix = value[len(number) :]
+    return int(float(number) * _SUFFIXES[suffix])

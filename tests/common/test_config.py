@@ -56,6 +56,25 @@ def test_the_published_schema_is_generated_from_the_loader():
         ("classes:\n  - {name: c, flavors: [nope]}\n", "class 'c' lists unknown flavor(s) nope"),
         ("storage:\n  user_dir: home\n", "user_dir must contain {username}"),
         ("quotas:\n  default:\n    gpu_hours: -1\n", "line 3: quotas.default.gpu_hours"),
+        ("profiles:\n  - {display_name: X}\n", "a profile needs a name (or, in profile_list"),
+        ("profiles:\n  - {name: a, slug: b}\n", "a profile has one name: give name or slug"),
+        (
+            "profiles:\n  - slug: a\n    cpu: 2\n    kubespawner_override: {cpu_limit: 4}\n",
+            "profile 'a' sets both cpu and kubespawner_override.cpu_limit; keep one",
+        ),
+        (
+            "profiles:\n  - slug: a\n    kubespawner_override:\n      privileged: true\n",
+            "line 4: profiles.0.kubespawner_override: kubespawner_override may not set "
+            "privileged in nbjobs",
+        ),
+        (
+            "profiles:\n  - slug: a\n    kubespawner_override:\n      mem_limit: 16GB\n",
+            "line 4: profiles.0.kubespawner_override.mem_limit: '16GB' is not a Kubernetes",
+        ),
+        (
+            "profiles:\n  - slug: a\n    profile_options: {}\n",
+            "profile_options is not supported in nbjobs; list each choice as a profile",
+        ),
     ],
 )
 def test_bad_files_name_the_line_and_the_reason(text, expected):
@@ -80,3 +99,79 @@ def test_durations():
         "flavors:\n  - {name: a, time_limit: 1h30m}\n  - {name: b, time_limit: 90}\n"
     )
     assert [f.time_limit for f in config.flavors] == [5400, 90]
+
+
+CPU_ONLY = "notebook servers are CPU-only in nbjobs, so a profile cannot ask for a GPU"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("profiles:\n  - name: big\n    gpus: 1\n", "line 2: profiles.0: "),
+        (
+            "profiles:\n  - {name: big, gpu_resource: nvidia.com/mig-1g.10gb}\n",
+            "line 2: profiles.0: ",
+        ),
+        (
+            "profiles:\n  - name: big\n    extra_resource_limits: {nvidia.com/gpu: 1}\n",
+            "line 2: profiles.0: ",
+        ),
+        (
+            "profiles:\n  - slug: big\n    kubespawner_override:\n"
+            "      extra_resource_limits: {nvidia.com/gpu: 1}\n",
+            "line 4: profiles.0.kubespawner_override: ",
+        ),
+        (
+            "profiles:\n  - slug: big\n    kubespawner_override:\n"
+            "      extra_resource_guarantees: {amd.com/gpu: 1}\n",
+            "line 4: profiles.0.kubespawner_override: ",
+        ),
+        (
+            "profiles:\n  - slug: big\n    kubespawner_override:\n"
+            "      environment: {NVIDIA_VISIBLE_DEVICES: all}\n",
+            "line 4: profiles.0.kubespawner_override: ",
+        ),
+    ],
+)
+def test_a_profile_asking_for_gpus_says_profiles_are_cpu_only(text, where):
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, source="nbjobs.yaml")
+
+    message = str(info.value)
+    assert f"nbjobs.yaml, {where}{CPU_ONLY}" in message
+    assert "give GPUs to a flavor instead" in message
+    assert "unknown setting" not in message
+
+
+def test_profiles_in_kubespawner_profile_list_form():
+    text = """
+profiles:
+  - display_name: "Small (1 CPU, 2 GiB)"
+    slug: small
+    description: For most work
+    default: true
+    kubespawner_override: {cpu_limit: 1, mem_limit: 2Gi}
+  - display_name: Data science
+    slug: datascience
+    groups: [staff]
+    kubespawner_override:
+      image: quay.io/jupyter/scipy-notebook:2025-01-06
+      cpu_limit: 8
+      cpu_guarantee: 2
+      mem_limit: 32Gi
+      environment: {STACK: scipy}
+  - {name: tiny, cpu: 500m, memory: 1Gi}
+"""
+    data = yaml.safe_load(text)
+    jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text()))
+
+    config = parse_config(text)
+
+    assert [p.name for p in config.profiles] == ["small", "datascience", "tiny"]
+    science = config.profiles[1]
+    assert science.display_name == "Data science"
+    assert science.groups == ["staff"]
+    assert science.kubespawner_override is not None
+    assert science.kubespawner_override.cpu_limit == 8
+    assert science.kubespawner_override.mem_limit == "32Gi"
+    assert config.profiles[0].default
