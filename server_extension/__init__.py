@@ -17,7 +17,10 @@ from typing import Any
 
 from tornado.ioloop import IOLoop
 
-from .handlers import Upstream, setup_handlers
+from .handlers import Upstream, nbjobs_version, setup_handlers
+
+#: shown by ``jupyter server extension list`` ("nbjobs.server_extension 0.1.0 OK")
+__version__ = nbjobs_version()
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, NoReturn
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
@@ -91,23 +91,40 @@ class ForwardHandler(APIHandler):
         try:
             response = await AsyncHTTPClient().fetch(request, raise_error=False)
         except (OSError, HTTPClientError) as exc:
-            raise web.HTTPError(
-                502, "cannot reach the nbjobs job service (%s); ask your admin", exc
-            ) from None
+            self._not_answering(upstream, exc)
         except StreamClosedError:
             return  # the browser went away while following a log
         if streaming:
             self.finish()
             return
         if response.code == 599:
-            raise web.HTTPError(
-                502, "cannot reach the nbjobs job service (%s); ask your admin", response.error
-            )
+            self._not_answering(upstream, response.error)
+        if response.code >= 500 and not _is_service_error(response.body):
+            # Not the job service's own answer: a proxy or the hub saying the
+            # service is down (an HTML page the Lab could not show).
+            self._not_answering(upstream, f"HTTP {response.code} from {response.effective_url}")
         self.set_status(response.code)
         for name in PASSED_HEADERS:
             if name in response.headers:
                 self.set_header(name, response.headers[name])
         self.finish(response.body or None)
+
+    def _not_answering(self, upstream: Upstream, cause: object) -> NoReturn:
+        """Answer 502 with a sentence for the user; the technical cause goes to the log."""
+        self.log.warning("nbjobs: the job service at %s is not answering: %s", upstream.url, cause)
+        if upstream.mode == "hub":
+            sentence = (
+                "the nbjobs job service at %s is not answering; ask your admin to check that "
+                "it is running"
+            )
+        else:
+            sentence = (
+                "the job service this server hosts (at %s) is not answering; the server's log "
+                "says why, and restarting jupyter starts it again"
+            )
+        raise web.HTTPError(
+            502, sentence, upstream.url, reason="Job Service Not Answering"
+        ) from None
 
     def _on_header(self, line: str) -> None:
         if line.startswith("HTTP/"):
@@ -145,6 +162,15 @@ class ForwardHandler(APIHandler):
     @web.authenticated
     async def delete(self, path: str) -> None:
         await self._forward(path)
+
+
+def _is_service_error(body: bytes | None) -> bool:
+    """Whether an error body is the job service's own JSON (``{"message": ...}``)."""
+    try:
+        parsed = json.loads(body or b"")
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and isinstance(parsed.get("message"), str)
 
 
 def setup_handlers(web_app: Any, upstream: Upstream) -> None:

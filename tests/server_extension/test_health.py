@@ -26,20 +26,3 @@ def test_every_route_needs_the_servers_token(server):
     ]:
         assert server.request(method, path, token="").status_code == 403, (method, path)
         assert server.request(method, path, token="wrong").status_code == 403, (method, path)
-
-
-def test_the_extension_is_listed_as_enabled():
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-m", "jupyter", "server", "extension", "list"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    text = out.stdout + out.stderr
-    assert (
-        "nbjobs.server_extension \x1b[32menabled" in text
-        or "nbjobs.server_extension enabled" in text
-    )

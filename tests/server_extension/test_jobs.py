@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import subprocess
 import sys
+import threading
 import time
 
 import nbformat
@@ -124,3 +126,54 @@ def test_in_a_hub_requests_go_to_the_job_service_as_the_servers_user(start_serve
     assert submitted.status_code == 201, submitted.text
     assert submitted.json()["user"] == "ada"
     assert wait_done(server, submitted.json()["id"])["state"] == "succeeded"
+
+
+def test_in_a_hub_an_unreachable_job_service_is_said_in_one_sentence(start_server):
+    url = f"http://127.0.0.1:{free_port()}/services/nbjobs/"  # nothing listens there
+    server = start_server({"JUPYTERHUB_API_TOKEN": "hub-token", "NBJOBS_URL": url})
+
+    for method, path in [("GET", "nbjobs/api/flavors"), ("POST", "nbjobs/api/jobs")]:
+        r = server.request(method, path, json={"path": "a.ipynb", "flavor": "cpu"})
+
+        assert r.status_code == 502
+        assert r.headers["Content-Type"].startswith("application/json")
+        assert r.json() == {
+            "message": f"the nbjobs job service at {url} is not answering; "
+            "ask your admin to check that it is running"
+        }
+    # The technical cause is for the admin, in the server's log.
+    assert "Connection refused" in server.log.read_text()
+
+
+@pytest.fixture
+def proxy_page():
+    """What the hub's proxy answers while the service is down: an HTML error page."""
+
+    class Down(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<html><body><h1>503: Service Unavailable</h1></body></html>"
+            self.send_response(503)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/services/nbjobs/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_in_a_hub_the_proxys_error_page_becomes_the_same_sentence(start_server, proxy_page):
+    server = start_server({"JUPYTERHUB_API_TOKEN": "hub-token", "NBJOBS_URL": proxy_page})
+
+    r = server.get("nbjobs/api/flavors")
+
+    assert r.status_code == 502
+    assert r.json()["message"].startswith(f"the nbjobs job service at {proxy_page} is not")
+    assert "<html>" not in r.text
