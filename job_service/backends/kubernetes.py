@@ -14,7 +14,10 @@ copy up to date: resourceVersion kept, bookmarks asked for, a re-list after
 - :meth:`free_for` counts the flavor's free GPUs from node allocatable minus
   what the namespace's pods request;
 - each job's pod log is streamed (``pods/log?follow=true``) into the job's log
-  file on the shared storage, where the job service serves it from.
+  file on the shared storage, where the job service serves it from; a stream the
+  network cuts while the pod runs is opened again and goes on where the file ends.
+  Log streams (one per running job, for hours) have a connection pool of their
+  own, so that they never hold up the calls that create, follow and cancel Jobs.
 
 Only these API calls are made (``hub_config/examples/kubernetes/rbac.yaml``
 grants exactly them): jobs create/get/list/watch/delete, pods list/watch/delete,
@@ -25,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from traitlets import Float, Integer, Unicode
 
 from nbjobs.config import ConfigError, Flavor
@@ -99,6 +104,21 @@ class KubernetesBackend(Backend):
     log_grace = Float(
         5.0, help="seconds to wait for the rest of a finished job's log before recording it"
     ).tag(config=True)
+    api_connections = Integer(
+        20,
+        help="""Connections to the API server at most for Job and pod calls and the
+        watches (three of them). Pod log streams, one per running job, do not count: they
+        have a pool of their own without a limit.
+
+        c.KubernetesBackend.api_connections = 20
+        """,
+    ).tag(config=True)
+    create_attempts = Integer(
+        3,
+        help="""Times a Job's create is tried when the API server answers 429/5xx or the
+        connection fails (the create may have been stored anyway: a retry then finds it,
+        409, and adopts it, so no job gets two Jobs).""",
+    ).tag(config=True)
 
     def __init__(self, config_file: Any, **kwargs: Any) -> None:
         super().__init__(config_file, **kwargs)
@@ -122,6 +142,7 @@ class KubernetesBackend(Backend):
         self._log_tasks: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._api: Any = None
+        self._log_api: Any = None
         self._started: asyncio.Future[None] | None = None
         self._last_error: str | None = None
 
@@ -232,7 +253,7 @@ class KubernetesBackend(Backend):
         manifest = make_job(spec, self.storage, self.settings)
         name = manifest["metadata"]["name"]
         try:
-            created = await self._call(self._batch.create_namespaced_job, self.namespace, manifest)
+            created = await self._create(manifest)
         except KubeError as exc:
             if exc.status != 409:
                 raise
@@ -248,6 +269,23 @@ class KubernetesBackend(Backend):
         self._follow_log(name, spec.log_file)
         self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
         return Launched(ref=f"{self.namespace}/{name}", gpus=[])
+
+    async def _create(self, manifest: Obj) -> Obj:
+        """Create the Job; try again while the API server or the network fails."""
+        for attempt in range(1, self.create_attempts + 1):
+            try:
+                return await self._call(
+                    self._batch.create_namespaced_job, self.namespace, copy.deepcopy(manifest)
+                )
+            except (KubeError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                transient = not isinstance(exc, KubeError) or exc.status == 429 or exc.status >= 500
+                if not transient or attempt >= self.create_attempts:
+                    raise
+                self.log.warning(
+                    "creating Job %s failed (%s); trying again", manifest["metadata"]["name"], exc
+                )
+                await asyncio.sleep(self.retry_delay)
+        raise AssertionError("unreachable")
 
     async def wait(self, ref: str) -> Outcome:
         name = self._name(ref)
@@ -311,9 +349,10 @@ class KubernetesBackend(Backend):
                 await task
         self._tasks.clear()
         self._log_tasks.clear()
-        if self._api is not None:
-            await self._api.close()
-            self._api = None
+        for api in (self._api, self._log_api):
+            if api is not None:
+                await api.close()
+        self._api = self._log_api = None
         self._started = None
 
     # -- the cluster's view ------------------------------------------------------
@@ -364,10 +403,7 @@ class KubernetesBackend(Backend):
     def _capacity(self, flavor: Flavor) -> Capacity:
         pods = list(self.pods.values())
         # A Job created a moment ago has no pod yet; count it as the pod it will make.
-        have_pods = {
-            ((p.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-name")
-            for p in pods
-        }
+        have_pods = {job_name_of((p.get("metadata") or {}).get("labels") or {}) for p in pods}
         for name, job in self.jobs.items():
             if name in have_pods or self._finished(job) or (job.get("spec") or {}).get("suspend"):
                 continue
@@ -401,9 +437,16 @@ class KubernetesBackend(Backend):
                 config.load_incluster_config(client_configuration=configuration)
             except config.ConfigException:
                 await config.load_kube_config(client_configuration=configuration)
+        configuration.connection_pool_maxsize = self.api_connections
         self._api = client.ApiClient(configuration)
         self._batch = client.BatchV1Api(self._api)
         self._core = client.CoreV1Api(self._api)
+        # A long job's log stream holds its connection for hours: a pool of their own,
+        # so that a hundred running jobs never block a create or a cancel.
+        logs = copy.copy(configuration)
+        logs.connection_pool_maxsize = 0  # aiohttp: no limit
+        self._log_api = client.ApiClient(logs)
+        self._log_core = client.CoreV1Api(self._log_api)
         self._tasks = [
             asyncio.ensure_future(
                 self._reflect(
@@ -424,12 +467,15 @@ class KubernetesBackend(Backend):
             asyncio.ensure_future(self._reflect_nodes()),
         ]
         waiting = [asyncio.ensure_future(self._synced[k].wait()) for k in ("jobs", "pods")]
+        # Whether nodes can be read decides how the service queues: know it before the
+        # first job is scheduled (nodes are optional: no answer in time is not fatal).
+        nodes = asyncio.ensure_future(self._synced["nodes"].wait())
         try:
-            done, _ = await asyncio.wait(waiting, timeout=self.connect_timeout)
+            done, _ = await asyncio.wait([*waiting, nodes], timeout=self.connect_timeout)
         finally:
-            for w in waiting:
+            for w in [*waiting, nodes]:
                 w.cancel()
-        if len(done) < len(waiting):
+        if len([w for w in waiting if w in done]) < len(waiting):
             raise RuntimeError(
                 f"cannot list Jobs and pods in namespace {self.namespace!r} within "
                 f"{self.connect_timeout:g} s ({self._last_error or 'no answer'}); check the "
@@ -472,7 +518,9 @@ class KubernetesBackend(Backend):
             listed = await self._call(
                 self._core.list_namespaced_pod,
                 self.namespace,
-                label_selector=f"batch.kubernetes.io/job-name={name}",
+                # "job-name": set by the Job controller on every version (the
+                # batch.kubernetes.io/ one only from 1.27)
+                label_selector=f"job-name={name}",
             )
         except (KubeError, OSError) as exc:
             self.log.warning("cannot read the pods of Job %s (%s)", name, exc)
@@ -581,6 +629,7 @@ class KubernetesBackend(Backend):
                     "has the optional ClusterRole",
                     exc.message,
                 )
+                self._synced["nodes"].set()
                 return
         self.nodes = nodes
         await self._reflect("nodes", lister, nodes)
@@ -596,23 +645,46 @@ class KubernetesBackend(Backend):
                 await asyncio.wait_for(asyncio.shield(task), timeout=self.log_grace)
 
     async def _copy_log(self, name: str, log_file: Path) -> None:
-        """Copy the pod's log into the job's log file as it grows (pods/log, follow)."""
+        """Copy the pod's log into the job's log file as it grows (pods/log, follow).
+
+        A stream that ends while the container still runs was cut (a proxy's idle
+        timeout, an API server restart): it is opened again; the log then starts
+        from its beginning, so what the file already holds is skipped. A cut and the
+        container's end look the same from here, so once the container has ended the
+        log is read once more for what a cut stream missed.
+        """
+        written: int | None = None  # None: the file is not ours yet (rewrite it)
+        last_look = False
         while True:
             tick = self._tick
             pods = [p for p in self._pods_of(name) if self._container_started(p)]
             if pods:
                 pod_name = pods[0]["metadata"]["name"]
                 try:
-                    await self._stream_log(pod_name, log_file)
-                    return
+                    written = await self._stream_log(pod_name, log_file, written)
                 except KubeError as exc:
                     if exc.status == 404:
                         return
                     self.log.info("log of %s: %s; trying again", pod_name, exc)
                     await asyncio.sleep(self.retry_delay)
                     continue
-            if name not in self.jobs and not self._pods_of(name):
-                return
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                    self.log.info("log of %s cut (%s); opening it again", pod_name, exc)
+                    await asyncio.sleep(self.retry_delay)
+                    continue
+                if self._container_ended(self.pods.get(pod_name)):
+                    if last_look:
+                        return
+                    last_look = True
+                    continue
+                # The stream ended with the container running, as far as the pods'
+                # watch knows: cut, or the watch has not caught up. Look again soon.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(tick.wait(), timeout=self.retry_delay)
+                continue
+            job = self.jobs.get(name)
+            if (job is None or self._finished(job)) and not self._pods_of(name):
+                return  # ended, and its pod is gone: nothing more to read
             await tick.wait()
 
     @staticmethod
@@ -623,8 +695,23 @@ class KubernetesBackend(Backend):
                 return True
         return False
 
-    async def _stream_log(self, pod_name: str, log_file: Path) -> None:
-        response: Any = await self._core.read_namespaced_pod_log(
+    @staticmethod
+    def _container_ended(pod: Obj | None) -> bool:
+        """The pod is gone, or its container has ended: its log is complete."""
+        if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return True
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            if cs.get("name") == CONTAINER_NAME and "terminated" in (cs.get("state") or {}):
+                return True
+        return False
+
+    async def _stream_log(self, pod_name: str, log_file: Path, written: int | None) -> int:
+        """Follow one pod's log into the file; returns how many bytes the file holds.
+
+        ``written``: bytes already copied by an earlier stream of the same log (the new
+        stream repeats them first); None to start the file afresh.
+        """
+        response: Any = await self._log_core.read_namespaced_pod_log(
             pod_name,
             self.namespace,
             container=CONTAINER_NAME,
@@ -635,11 +722,18 @@ class KubernetesBackend(Backend):
             if response.status != 200:
                 raise _error(response.status, await response.read())
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            # The stream starts at the log's beginning: the file is rewritten, not appended.
-            with open(log_file, "wb") as out:  # noqa: ASYNC230 (a local file, written as it comes)
+            skip = written or 0
+            # (a local file, written as it comes: no need for async file I/O)
+            with open(log_file, "ab" if written is not None else "wb") as out:  # noqa: ASYNC230
+                count = skip
                 async for chunk in response.content.iter_any():
-                    out.write(chunk)
-                    out.flush()
+                    if skip:
+                        chunk, skip = chunk[skip:], max(0, skip - len(chunk))
+                    if chunk:
+                        out.write(chunk)
+                        out.flush()
+                        count += len(chunk)
+                return count
         finally:
             response.release()
 

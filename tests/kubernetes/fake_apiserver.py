@@ -18,8 +18,15 @@ It behaves like the real one where nbjobs' backend depends on it:
 - ``DELETE`` honours ``propagationPolicy``: Jobs default to ``Orphan`` (as
   batch/v1 does), ``Background`` deletes the Job at once and its pods after,
   ``Foreground`` keeps the Job (with a deletionTimestamp) until its pods are gone;
+  like the real server it reads a DeleteOptions body when one is sent and the
+  query parameter only when none is;
 - ``pods/{name}/log`` as text/plain, ``follow=true`` streams until the
-  container ends; 400 while the container has not started.
+  container ends; 400 while the container has not started;
+  :meth:`FakeApiServer.cut_log_streams` ends open streams early (a proxy's idle
+  timeout, an API server restart);
+- ``fail_creates`` answers creates with errors the real server gives under load:
+  ``500`` after storing the object (etcd timed out, the write went through), or
+  ``429`` / ``503`` without storing it.
 
 Nothing runs: the test plays the Job controller and the kubelet with the
 helper methods (:meth:`FakeApiServer.start_pod`, :meth:`FakeApiServer.finish_pod`, ...).
@@ -160,6 +167,12 @@ class FakeApiServer:
         self.bookmarks: list[int] = []
         self.bookmark_interval = bookmark_interval
         self.fail_watch_with_http_410 = False
+        #: the next creates' answers: (status, stored) — e.g. (500, True): the object is
+        #: stored but the client is told the request timed out
+        self.fail_creates: list[tuple[int, bool]] = []
+        #: log streams opened with follow=true that are open now
+        self.open_log_streams = 0
+        self._log_cuts = 0
         #: seconds a pod of a Background-deleted Job takes to terminate (its grace)
         self.pod_termination_delay = 0.05
         self._changed = asyncio.Condition()
@@ -497,6 +510,11 @@ class FakeApiServer:
         job["spec"]["suspend"] = False
         return self.put("jobs", job)
 
+    def cut_log_streams(self) -> None:
+        """End every open ``follow`` log stream now, as a proxy's idle timeout does."""
+        self._log_cuts += 1
+        self._poke()
+
     def append_log(self, pod_name: str, namespace: str, text: str) -> None:
         self.logs[(namespace, pod_name)] = self.logs.get((namespace, pod_name), "") + text
         self._poke()
@@ -579,7 +597,8 @@ class FakeApiServer:
             if request.can_read_body:
                 text = await request.text()
                 body = json.loads(text) if text.strip() else {}
-            policy = query.get("propagationPolicy") or body.get("propagationPolicy")
+            # the real server: a DeleteOptions body if one came, else the query parameters
+            policy = body.get("propagationPolicy") if body else query.get("propagationPolicy")
             return self._delete(resource, namespace, name, policy)
         raise ApiError(405, "MethodNotAllowed", f"the server does not allow {method} here")
 
@@ -627,6 +646,11 @@ class FakeApiServer:
                 f"{c['field']}: {c['message']}" for c in causes
             )
             raise ApiError(422, "Invalid", message, {"name": name, "kind": kind, "causes": causes})
+        failure = self.fail_creates.pop(0) if self.fail_creates else None
+        if failure is not None and not failure[1]:
+            code = failure[0]
+            reason = {422: "Invalid", 429: "TooManyRequests"}.get(code, "ServiceUnavailable")
+            raise ApiError(code, reason, "the server is currently unable to handle the request")
         if self.get(resource, namespace, name) is not None:
             raise ApiError(
                 409,
@@ -666,6 +690,8 @@ class FakeApiServer:
             if not body["spec"]["suspend"]:
                 body["status"]["startTime"] = now()
         self.put(resource, body, "ADDED")
+        if failure is not None:
+            raise ApiError(failure[0], "InternalError", "etcdserver: request timed out")
         return web.json_response(body, status=201)
 
     def _validate(self, resource: str, body: Obj) -> list[Obj]:
@@ -893,8 +919,12 @@ class FakeApiServer:
         response.enable_chunked_encoding()
         await response.prepare(request)
         sent = 0
+        cuts = self._log_cuts
+        self.open_log_streams += 1
         try:
             while True:
+                if self._log_cuts != cuts:
+                    break
                 text = self.logs.get((namespace or "", name), "")
                 if len(text) > sent:
                     await response.write(text[sent:].encode())
@@ -911,4 +941,6 @@ class FakeApiServer:
                         await asyncio.wait_for(self._changed.wait(), timeout=0.2)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
+        finally:
+            self.open_log_streams -= 1
         return response

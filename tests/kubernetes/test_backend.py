@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from nbjobs.job_service.backends import LaunchSpec
+from nbjobs.job_service.backends.kubernetes import KubeError
 from nbjobs.job_service.backends.kubernetes_objects import make_job
 
 from nbjobs.storage import job_folder, user_folder
@@ -389,3 +390,79 @@ async def test_bookmarks_move_a_quiet_watch_forward(make_backend, fake):
     )
     lists = [q for v, r, q in fake.queries if v == "list" and r == "jobs"]
     assert len(lists) == 1
+
+
+async def test_a_log_stream_cut_while_the_pod_runs_is_opened_again_without_repeats(
+    make_backend, fake, tmp_path
+):
+    backend = make_backend()
+    job_spec = spec(config())
+    job_spec.log_file = tmp_path / "log.txt"
+    ref = (await backend.start(job_spec)).ref
+    pod = fake.start_pod(JOB, NAMESPACE, node="gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    fake.append_log(pod, NAMESPACE, "cell 1 of 3\n")
+    await eventually(lambda: job_spec.log_file.exists() and job_spec.log_file.read_text())
+    opened = len([q for v, r, q in fake.queries if r == "pods" and q.get("follow")])
+    fake.cut_log_streams()  # a proxy's idle timeout: the job runs on, quietly
+    await eventually(
+        lambda: len([q for v, r, q in fake.queries if r == "pods" and q.get("follow")]) > opened
+    )
+    fake.append_log(pod, NAMESPACE, "cell 2 of 3\n")
+    await eventually(lambda: "cell 2" in job_spec.log_file.read_text())
+    fake.cut_log_streams()
+    fake.append_log(pod, NAMESPACE, "cell 3 of 3\n")
+    fake.finish_pod(pod, NAMESPACE, exit_code=0)
+    outcome = await asyncio.wait_for(backend.wait(ref), 10)
+    assert outcome.exit_code == 0
+    assert job_spec.log_file.read_text() == "cell 1 of 3\ncell 2 of 3\ncell 3 of 3\n"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        (500, True),  # etcd timed out after the write: the Job exists, the client was told 500
+        (503, False),  # an API server restarting
+        (429, False),  # API priority and fairness: too many requests
+    ],
+)
+async def test_a_create_the_server_failed_is_tried_again_and_makes_one_job(
+    make_backend, fake, failure
+):
+    fake.fail_creates = [failure]
+    backend = make_backend()
+    launched = await backend.start(spec(config()))
+    assert launched.ref == f"{NAMESPACE}/{JOB}"
+    assert [j["metadata"]["name"] for j in fake.list("jobs", NAMESPACE)] == [JOB]
+    assert [v for v, _, r in fake.requests if r == "jobs" and v == "create"] == ["create"] * 2
+
+
+async def test_a_create_the_server_refuses_is_not_tried_again_and_says_why(make_backend, fake):
+    fake.fail_creates = [(422, False)]
+    backend = make_backend()
+    with pytest.raises(KubeError, match="422 Invalid"):
+        await backend.start(spec(config()))
+    assert [v for v, _, r in fake.requests if r == "jobs" and v == "create"] == ["create"]
+    assert fake.list("jobs", NAMESPACE) == []
+
+
+async def test_many_running_jobs_log_streams_never_hold_up_a_create_or_a_cancel(
+    make_backend, fake, tmp_path
+):
+    # Three watches take three of the four connections; every running job's log stream
+    # holds one for as long as the job runs. They must not starve the Job calls.
+    backend = make_backend(api_connections=4)
+    cfg = config()
+    refs = []
+    for i in range(6):
+        job_spec = spec(cfg, job_id=f"{i:012d}", flavor="cpu")
+        job_spec.log_file = tmp_path / f"{i}.log"
+        refs.append((await asyncio.wait_for(backend.start(job_spec), 5)).ref)
+        pod = fake.start_pod(f"nbjobs-{i:012d}", NAMESPACE, node="cpu-0")["metadata"]["name"]
+        fake.run_pod(pod, NAMESPACE)
+        fake.append_log(pod, NAMESPACE, "running\n")
+    await eventually(lambda: fake.open_log_streams == 6)
+    late = await asyncio.wait_for(backend.start(spec(cfg, job_id="ffffffffffff")), 5)
+    await asyncio.wait_for(backend.cancel(refs[0]), 5)
+    await asyncio.wait_for(backend.cancel(late.ref), 5)
+    assert fake.get("jobs", NAMESPACE, "nbjobs-000000000000") is None
