@@ -300,3 +300,18 @@ def test_a_file_outside_the_users_folder_is_refused():
     bad.snapshot_file = Path("/srv/nbjobs/home/bob/x.ipynb")
     with pytest.raises(ManifestError, match="is not inside 'ada'"):
         make_job(bad, STORAGE, SETTINGS)
+
+
+@pytest.mark.parametrize("user", ["ada", "Ada.Lovelace@uni", "élodie", "a" * 80])
+def test_the_job_mounts_the_users_folder_as_the_notebook_pod_does(user):
+    # the spawner's own function: the same volume, mount path, subPath (escaping) and uid
+    from nbjobs.spawner.kubernetes import storage_volume
+
+    volume, mount = storage_volume(STORAGE, user)
+    pod = valid(make_job(spec(user=user), STORAGE, SETTINGS))["spec"]["template"]["spec"]
+    assert pod["volumes"] == [volume]
+    assert pod["containers"][0]["volumeMounts"] == [mount]
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (
+        STORAGE.uid,
+        STORAGE.gid,
+    )

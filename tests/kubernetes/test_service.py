@@ -128,6 +128,9 @@ async def test_submit_creates_the_job_follows_the_cluster_and_records_success(
     running = await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
     assert running["progress"]["cells_done"] == 1
     assert running["node"] == "gpu-0"  # which jobs run where, for maintenance
+    async with svc.client("root") as admin:  # an admin's list: every job and its node
+        listed = (await admin.get("jobs", params={"state": "running"})).json()["jobs"]
+    assert [(j["id"], j["user"], j["node"]) for j in listed] == [(job["id"], "ada", "gpu-0")]
     async with svc.client("ada") as client:
         log = await eventually_text(client, f"jobs/{job['id']}/logs", "cell 1 of 2")
     assert log == "[nbjobs] cell 1 of 2\n"
