@@ -6,14 +6,15 @@ Talks to the job service's REST API with a JupyterHub API token. Where to:
 ``$NBJOBS_TOKEN``, else ``$JUPYTERHUB_API_TOKEN`` (set in every notebook
 server, so the commands work from a JupyterLab terminal as they are).
 
-Exit codes: 0 done; 2 refused (the message says why) or the service could not
-be reached; ``submit --wait`` and ``rerun --wait`` exit like the job's runner:
-0 succeeded, 1 failed, 3 timed out, 4 cancelled.
+Exit codes (:data:`EXIT_CODES`, also in every command's ``--help``): the
+job's own codes for ``--wait`` match the runner's (0, 1, 3, 4), and what
+went wrong before or around the job has codes of its own (2, 5, 6).
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import sys
@@ -22,19 +23,71 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn
 
-REFUSED = 2
+#: the command line (or $NBJOBS_URL / the token) is unusable; nothing was sent
+EXIT_USAGE = 2
+#: the job service (or a check it would make, such as the notebook's folder) refused
+EXIT_REFUSED = 5
+#: the job service could not be reached, or failed on the request (5xx)
+EXIT_UNAVAILABLE = 6
+#: how ``submit --wait`` and ``rerun --wait`` exit: like the job's runner
 EXIT_FOR_STATE = {"succeeded": 0, "failed": 1, "timed_out": 3, "cancelled": 4}
 FINAL = set(EXIT_FOR_STATE)
+#: the single error code of ``nbjobs class`` (hub_config.classes), which predates the above
+REFUSED = 2
+
+#: every exit code, for ``--help`` and the README
+EXIT_CODES = {
+    0: "done (with --wait: the job succeeded)",
+    1: "with --wait: the job failed (a cell raised, the kernel died)",
+    EXIT_USAGE: "usage: bad options, no --url/$NBJOBS_URL or no token; nothing was sent",
+    3: "with --wait: the job timed out (its time limit)",
+    4: "with --wait: the job was cancelled",
+    EXIT_REFUSED: "refused (4xx: bad token, unknown job or flavor, over quota...); says why",
+    EXIT_UNAVAILABLE: "the job service is unreachable or failed (5xx); try again later",
+    130: "interrupted (Ctrl-C); a job already submitted goes on",
+}
+
+
+def exit_codes_help() -> str:
+    """The exit-code table as ``--help`` shows it."""
+    return "exit codes:\n" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
 
 
 class ClientError(Exception):
-    """Something to tell the user, then exit with ``REFUSED``; ``body``: the service's answer."""
+    """Something to tell the user, then exit with ``exit_code``.
 
-    def __init__(self, message: str, body: dict[str, Any] | None = None) -> None:
+    ``status``: the service's HTTP status, when it answered; ``body``: its JSON answer.
+    """
+
+    exit_code = EXIT_REFUSED
+
+    def __init__(
+        self, message: str, body: dict[str, Any] | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.body = body or {}
+        self.status = status
+
+
+class UsageError(ClientError):
+    """The command line or the environment is unusable; nothing was sent."""
+
+    exit_code = EXIT_USAGE
+
+
+class Refused(ClientError):
+    """The job service said no (4xx), with its reason."""
+
+    exit_code = EXIT_REFUSED
+
+
+class Unavailable(ClientError):
+    """The job service could not be reached, did not answer like itself, or failed (5xx)."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class Client:
@@ -47,7 +100,9 @@ class Client:
         self.token = token
         self.timeout = timeout
 
-    def _open(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None):
+    def _open(
+        self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None
+    ) -> http.client.HTTPResponse:
         url = self.base + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -57,62 +112,116 @@ class Client:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            return urllib.request.urlopen(request, timeout=self.timeout)
+            response: http.client.HTTPResponse = urllib.request.urlopen(
+                request, timeout=self.timeout
+            )
+            return response
         except urllib.error.HTTPError as exc:
-            try:
-                body = json.loads(exc.read() or b"{}")
-            except ValueError:
-                body = {}
-            body = body if isinstance(body, dict) else {}
-            raise ClientError(
-                body.get("message") or f"the job service answered {exc.code} {exc.reason}", body
-            ) from None
-        except urllib.error.URLError as exc:
-            raise ClientError(
-                f"cannot reach the job service at {self.base} ({exc.reason}); "
-                "check --url / $NBJOBS_URL"
-            ) from None
+            raise self._error(exc.code, exc.reason, exc.read()) from None
+        except (OSError, http.client.HTTPException) as exc:
+            self._unreachable(exc)
+
+    def _error(self, status: int, reason: str, raw: bytes) -> ClientError:
+        """The service's own error answer (JSON with a message), or a sign it was not it."""
+        try:
+            answer = json.loads(raw or b"{}")
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or not isinstance(answer.get("message"), str):
+            # An HTML page from a proxy or the hub: not the job service speaking.
+            return Unavailable(
+                f"{self.base} answered {status} {reason}, not as the job service does; "
+                "check --url / $NBJOBS_URL, or ask your admin whether the service runs",
+                status=status,
+            )
+        kind = Unavailable if status >= 500 else Refused
+        return kind(answer["message"], answer, status)
+
+    def _unreachable(self, exc: BaseException) -> NoReturn:
+        reason = getattr(exc, "reason", None) or exc
+        raise Unavailable(
+            f"cannot reach the job service at {self.base} ({reason}); check --url / $NBJOBS_URL"
+        ) from None
 
     def call(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
+        """Send one request; the service's JSON answer (None when empty)."""
         with self._open(method, path, body, query) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
+            try:
+                raw = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self._unreachable(exc)
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise Unavailable(
+                f"{self.base} did not answer as the job service does; check --url / $NBJOBS_URL"
+            ) from None
 
     def stream(self, path: str, **query: Any) -> Iterator[bytes]:
+        """A streamed answer (a log), chunk by chunk as the service sends it."""
         with self._open("GET", path, None, query) as response:
-            while (
-                chunk := response.read1(65536)
-                if hasattr(response, "read1")
-                else response.read(65536)
-            ):
-                yield chunk
+            try:
+                while chunk := response.read1(65536):
+                    yield chunk
+            except (OSError, http.client.HTTPException) as exc:
+                self._unreachable(exc)
 
 
 def _client(args: argparse.Namespace) -> Client:
     url = args.url or os.environ.get("NBJOBS_URL")
     token = args.token or os.environ.get("NBJOBS_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN")
     if not url:
-        raise ClientError("where is the job service? pass --url or set NBJOBS_URL")
+        raise UsageError("where is the job service? pass --url or set NBJOBS_URL")
     if not token:
-        raise ClientError("no token: pass --token or set NBJOBS_TOKEN (a JupyterHub API token)")
+        raise UsageError("no token: pass --token or set NBJOBS_TOKEN (a JupyterHub API token)")
     return Client(url, token)
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"nbjobs {prog}", description=description)
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as JSON on stderr when the command line has ``--json``."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            _print_error({"error": message, "exit_code": EXIT_USAGE})
+            sys.exit(EXIT_USAGE)
+        super().error(message)
+
+
+def _parser(prog: str, description: str) -> _Parser:
+    parser = _Parser(
+        prog=f"nbjobs {prog}",
+        description=description,
+        epilog=exit_codes_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--url", help="the job service (default: $NBJOBS_URL)")
     parser.add_argument("--token", help="a JupyterHub API token (default: $NBJOBS_TOKEN)")
-    parser.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    parser.add_argument(
+        "--json", action="store_true", help='print JSON, for scripts (errors: {"error": ...})'
+    )
     return parser
 
 
-def _run(argv: Sequence[str], parser: argparse.ArgumentParser, action: Any) -> int:
+def _print_error(error: dict[str, Any]) -> None:
+    print(json.dumps(error), file=sys.stderr)
+
+
+def _run(argv: Sequence[str], parser: _Parser, action: Any) -> int:
+    parser.json_errors = "--json" in argv
     args = parser.parse_args(list(argv))
     try:
         return int(action(_client(args), args))
     except ClientError as exc:
-        print(f"{parser.prog}: {exc}", file=sys.stderr)
-        return REFUSED
+        if args.json:
+            error: dict[str, Any] = {"error": str(exc), "exit_code": exc.exit_code}
+            if exc.status is not None:
+                error["status"] = exc.status
+            _print_error(error)
+        else:
+            print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 
@@ -122,9 +231,7 @@ def _notebook_path(notebook: str) -> str:
     root = os.path.realpath(os.environ.get("NBJOBS_ROOT") or os.path.expanduser("~"))
     full = os.path.realpath(notebook)
     if os.path.commonpath([root, full]) != root:
-        raise ClientError(
-            f"{notebook} is not inside your folder {root}; jobs run notebooks from it"
-        )
+        raise Refused(f"{notebook} is not inside your folder {root}; jobs run notebooks from it")
     return os.path.relpath(full, root)
 
 
@@ -220,6 +327,13 @@ def _after_submit(client: Client, job: dict[str, Any], args: argparse.Namespace)
     if not args.wait:
         print(json.dumps(job) if args.json else f"submitted {job['id']}: {_show(job)}")
         return 0
+    if not args.json:
+        # At once, so that another terminal can follow or cancel it while we wait.
+        print(
+            f"submitted {job['id']}; waiting for it (Ctrl-C stops waiting, not the job)",
+            file=sys.stderr,
+            flush=True,
+        )
     job = _wait(client, job, args.json)
     if args.json:
         print(json.dumps(job))
@@ -229,12 +343,13 @@ def _after_submit(client: Client, job: dict[str, Any], args: argparse.Namespace)
 
 
 def list_jobs(argv: Sequence[str]) -> int:
-    parser = _parser("list", "Your jobs, newest first.")
-    parser.add_argument("--state", help="only these states (comma-separated)")
-    parser.add_argument("--flavor")
+    parser = _parser("list", "Your jobs, newest first, one page at a time.")
+    parser.add_argument("--state", help="only these states (comma-separated: queued,running)")
+    parser.add_argument("--flavor", help="only jobs of this flavor")
     parser.add_argument("--user", help="another user's jobs (admins, the user's teachers)")
     parser.add_argument("--class", dest="class_name", help="a class's jobs (its teachers)")
-    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("--limit", type=int, default=20, help="jobs per page (default 20)")
+    parser.add_argument("--offset", type=int, default=0, help="jobs to skip (the next page)")
 
     def action(client: Client, args: argparse.Namespace) -> int:
         page = client.call(
@@ -244,21 +359,60 @@ def list_jobs(argv: Sequence[str]) -> int:
             flavor=args.flavor,
             user=args.user,
             limit=args.limit,
+            offset=args.offset or None,
             **{"class": args.class_name},
         )
         if args.json:
             print(json.dumps(page))
         elif not page["jobs"]:
-            print("no jobs")
+            print("no jobs" if not page["total"] else f"no jobs past {args.offset}")
         else:
-            others = args.user or args.class_name
-            for job in page["jobs"]:
-                print(f"{job['user']:<14}{_show(job)}" if others else _show(job))
-            if page["total"] > len(page["jobs"]):
-                print(f"({len(page['jobs'])} of {page['total']}; --limit for more)")
+            print(_table(page["jobs"], with_user=bool(args.user or args.class_name)))
+            shown_to = args.offset + len(page["jobs"])
+            if page["total"] > shown_to or args.offset:
+                more = f"; --offset {shown_to} for more" if page["total"] > shown_to else ""
+                print(f"(jobs {args.offset + 1}-{shown_to} of {page['total']}{more})")
         return 0
 
     return _run(argv, parser, action)
+
+
+LIST_COLUMNS = ("ID", "NAME", "STATE", "FLAVOR", "PROGRESS", "SUBMITTED")
+
+
+def _table(jobs: list[dict[str, Any]], with_user: bool) -> str:
+    """Jobs as an aligned table under a header row (USER first when others' jobs show)."""
+    header = ("USER", *LIST_COLUMNS) if with_user else LIST_COLUMNS
+    rows: list[tuple[str, ...]] = [header]
+    for job in jobs:
+        row: tuple[str, ...] = (job["id"], _clip(job["name"], 40), job["state"], job["flavor"])
+        row += (_progress(job), _local_time(job["submitted_at"]))
+        rows.append((job["user"], *row) if with_user else row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _progress(job: dict[str, Any]) -> str:
+    progress = job.get("progress") or {}
+    if job["state"] == "queued" and job.get("queue_position"):
+        return f"#{job['queue_position']} in queue"
+    if progress.get("cells_total"):
+        return f"{progress['cells_done']}/{progress['cells_total']} cells"
+    return "-"
+
+
+def _local_time(stamp: str) -> str:
+    try:
+        return datetime.fromisoformat(stamp).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def status(argv: Sequence[str]) -> int:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,8 +30,13 @@ def service(tmp_path_factory):
             {
                 "storage": {"root": "home"},
                 "database": {"url": "sqlite:///jobs.sqlite"},
-                "backend": {"local": {"gpus": [], "cpu_slots": 2}},
-                "flavors": [{"name": "cpu", "gpus": 0}, {"name": "gpu", "gpus": 1}],
+                "backend": {"local": {"gpus": [], "cpu_slots": 3}},
+                "flavors": [
+                    {"name": "cpu", "gpus": 0},
+                    {"name": "gpu", "gpus": 1},
+                    {"name": "short", "gpus": 0, "time_limit": 2},
+                    {"name": "listing", "gpus": 0},
+                ],
             }
         )
     )
@@ -139,19 +146,183 @@ def test_cancel_from_the_terminal(service):
         (["list"], "wrong", "send a JupyterHub API token"),
     ],
 )
-def test_refusals_exit_2_with_the_reason(service, args, token, expected):
+def test_refusals_exit_5_with_the_reason(service, args, token, expected):
     write(service, "ok.ipynb", "1")
 
     proc = cli(service, *args, token=token)
 
-    assert proc.returncode == 2
+    assert proc.returncode == 5
     assert expected in proc.stderr
 
 
-def test_an_unreachable_service_says_where_it_looked():
-    env = {**os.environ, "NBJOBS_URL": "http://127.0.0.1:9/", "NBJOBS_TOKEN": "x"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "nbjobs.cli", "list"], capture_output=True, text=True, env=env
+def test_with_json_a_refusal_is_a_json_object_on_stderr(service):
+    proc = cli(service, "status", "0123456789ab", "--json")
+
+    assert proc.returncode == 5
+    assert proc.stdout == ""
+    error = json.loads(proc.stderr)
+    assert "no job '0123456789ab' of yours" in error["error"]
+    assert error["status"] == 404
+    assert error["exit_code"] == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["list", "--limit", "many"], {}, "invalid int value: 'many'"),
+        (["status"], {}, "the following arguments are required: job"),
+        (["list"], {"NBJOBS_URL": ""}, "pass --url or set NBJOBS_URL"),
+        (["list"], {"NBJOBS_TOKEN": "", "JUPYTERHUB_API_TOKEN": ""}, "no token"),
+    ],
+)
+def test_usage_errors_exit_2_and_send_nothing(service, args, env, expected):
+    url, home = service
+    base = {**os.environ, "NBJOBS_URL": url, "NBJOBS_TOKEN": "t-ada", "NBJOBS_ROOT": str(home)}
+
+    def run(*extra):
+        return subprocess.run(
+            [sys.executable, "-m", "nbjobs.cli", *args, *extra],
+            capture_output=True,
+            text=True,
+            env={**base, **env},
+            timeout=60,
+        )
+
+    plain, as_json = run(), run("--json")
+
+    assert plain.returncode == 2
+    assert expected in plain.stderr
+    assert as_json.returncode == 2
+    assert expected in json.loads(as_json.stderr)["error"]
+
+
+def run_cli(url, *args):
+    env = {**os.environ, "NBJOBS_URL": url, "NBJOBS_TOKEN": "x"}
+    return subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
-    assert proc.returncode == 2
-    assert "cannot reach the job service at http://127.0.0.1:9/api/" in proc.stderr
+
+
+def test_an_unreachable_service_says_where_it_looked():
+    url = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
+
+    proc = run_cli(url, "list")
+    as_json = run_cli(url, "list", "--json")
+
+    assert proc.returncode == 6
+    assert f"cannot reach the job service at {url}api/" in proc.stderr
+    assert as_json.returncode == 6
+    assert f"cannot reach the job service at {url}api/" in json.loads(as_json.stderr)["error"]
+
+
+@pytest.fixture
+def proxy_error_page():
+    """A hub proxy whose service is down: an HTML error page instead of the API."""
+
+    class Down(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<html><body><h1>503: Service Unavailable</h1></body></html>"
+            self.send_response(503)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/services/nbjobs/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_service_that_fails_exits_6_not_like_a_refusal(proxy_error_page):
+    proc = run_cli(proxy_error_page, "status", "0123456789ab")
+
+    assert proc.returncode == 6
+    assert "answered 503 Service Unavailable, not as the job service does" in proc.stderr
+    assert "<html>" not in proc.stderr
+
+
+def test_submit_wait_exits_3_when_the_job_times_out(service):
+    write(service, "slow.ipynb", "import time; time.sleep(60)")
+
+    proc = cli(service, "submit", "slow.ipynb", "-f", "short", "--wait", "--json")
+
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["state"] == "timed_out"
+
+
+def test_submit_wait_exits_4_when_another_terminal_cancels_the_job(service):
+    url, home = service
+    write(service, "endless.ipynb", "import time; time.sleep(120)")
+    env = {**os.environ, "NBJOBS_URL": url, "NBJOBS_TOKEN": "t-ada", "NBJOBS_ROOT": str(home)}
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "nbjobs.cli", "submit", "endless.ipynb", "-f", "cpu", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=home,
+    )
+    try:
+        # The job's id comes at once, so that another terminal can cancel it.
+        first = waiting.stderr.readline()
+        job_id = first.split()[1].rstrip(";")
+        assert first.startswith(f"submitted {job_id}; waiting"), first
+
+        cancelled = cli(service, "cancel", job_id, "--json")
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["id"] == job_id
+    assert json.loads(cancelled.stdout)["state"] in ("cancelled", "running")
+    assert waiting.returncode == 4, err
+    assert "state:     cancelled" in out
+
+
+def test_list_shows_a_table_and_pages_filtered_by_state_and_flavor(service):
+    write(service, "listed.ipynb", "print(1)")
+    ids = []
+    for _ in range(3):
+        done = cli(service, "submit", "listed.ipynb", "-f", "listing", "--wait", "--json")
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout)["id"])
+    newest_first = ids[::-1]
+
+    table = cli(service, "list", "--flavor", "listing")
+    first = cli(service, "list", "--flavor", "listing", "--limit", "2")
+    second = cli(service, "list", "--flavor", "listing", "--limit", "2", "--offset", "2")
+    as_json = cli(service, "list", "--flavor", "listing", "--state", "succeeded", "--json")
+    none_running = cli(service, "list", "--flavor", "listing", "--state", "queued,running")
+
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "STATE", "FLAVOR", "PROGRESS", "SUBMITTED"]
+    assert [line.split()[0] for line in lines[1:]] == newest_first
+    assert all(line.split()[2:5] == ["succeeded", "listing", "1/1"] for line in lines[1:])
+    # aligned: every row's STATE starts where the header's does
+    column = lines[0].index("STATE")
+    assert all(line[column:].startswith("succeeded") for line in lines[1:])
+    assert [line.split()[0] for line in first.stdout.splitlines()[1:3]] == newest_first[:2]
+    assert first.stdout.splitlines()[-1] == "(jobs 1-2 of 3; --offset 2 for more)"
+    assert second.stdout.splitlines()[1].split()[0] == ids[0]
+    assert second.stdout.splitlines()[-1] == "(jobs 3-3 of 3)"
+    page = json.loads(as_json.stdout)
+    assert [job["id"] for job in page["jobs"]] == newest_first
+    assert (page["total"], page["limit"], page["offset"]) == (3, 20, 0)
+    assert none_running.stdout.strip() == "no jobs"
+
+
+def test_list_of_an_unknown_state_is_refused_with_the_states(service):
+    proc = cli(service, "list", "--state", "done")
+
+    assert proc.returncode == 5
+    assert "unknown state 'done'" in proc.stderr
