@@ -17,20 +17,25 @@ export function isActive(state: JobState): boolean {
   return !isFinal(state);
 }
 
-/** A duration for people: `45s`, `3m 07s`, `2h 05m`, `3d 4h`. */
-export function formatDuration(seconds: number): string {
+/** A duration for people: `45s`, `3m 07s`, `2h 05m`, `3d 4h` (units translated). */
+export function formatDuration(seconds: number, trans: Translate = plain): string {
   const s = Math.max(0, Math.floor(seconds));
   if (s < 60) {
-    return `${s}s`;
+    return trans('%1s', s);
   }
   const pad = (n: number) => String(n).padStart(2, '0');
   if (s < 3600) {
-    return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+    return trans('%1m %2s', Math.floor(s / 60), pad(s % 60));
   }
   if (s < 86400) {
-    return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`;
+    return trans('%1h %2m', Math.floor(s / 3600), pad(Math.floor((s % 3600) / 60)));
   }
-  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+  return trans('%1d %2h', Math.floor(s / 86400), Math.floor((s % 86400) / 3600));
+}
+
+/** Short facts in a row, `a · b · c`; the separator is the translator's. */
+export function joinFacts(parts: string[], trans: Translate = plain): string {
+  return parts.reduce((joined, part) => trans('%1 · %2', joined, part));
 }
 
 /**
@@ -105,23 +110,37 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
     parts.push(trans('%1 memory', flavor.memory));
   }
   if (flavor.time_limit) {
-    parts.push(trans('up to %1', formatDuration(flavor.time_limit)));
+    parts.push(trans('up to %1', formatDuration(flavor.time_limit, trans)));
   }
-  return parts.join(' · ');
+  return joinFacts(parts, trans);
 }
 
-/** Live availability: `2 free now · 3 waiting`, or why the flavor cannot run. */
+/**
+ * Live availability: `2 of 4 GPUs free · 3 waiting` for a GPU flavor,
+ * `1 free now · no queue` for one without GPUs, or why the flavor cannot run.
+ */
 export function flavorAvailability(flavor: IFlavor, trans: Translate = plain): string {
   if (flavor.unavailable) {
     return flavor.unavailable;
+  }
+  const waiting =
+    flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
+  const freeGpus = flavor.free_gpus;
+  const totalGpus = flavor.total_gpus;
+  if (flavor.gpus > 0 && typeof freeGpus === 'number' && typeof totalGpus === 'number') {
+    const gpus =
+      totalGpus === 1
+        ? trans('%1 of 1 GPU free', freeGpus)
+        : trans('%1 of %2 GPUs free', freeGpus, totalGpus);
+    // Free GPUs may still be too few for this flavor (it needs 2, 1 is free).
+    const free = flavor.available > 0 ? gpus : trans('%1: a job will wait', gpus);
+    return joinFacts([free, waiting], trans);
   }
   const free =
     flavor.available > 0
       ? trans('%1 free now', flavor.available)
       : trans('none free now: a job will wait');
-  const waiting =
-    flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
-  return `${free} · ${waiting}`;
+  return joinFacts([free, waiting], trans);
 }
 
 /** The flavor to pre-select: the first that can start now, else the first usable. */

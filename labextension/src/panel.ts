@@ -239,10 +239,10 @@ class JobRow {
   tick(): void {
     if (this._job) {
       const seconds = elapsedSeconds(this._job, new Date());
+      const took = formatDuration(seconds, this.trans);
       this._elapsed.textContent =
-        this._job.state === 'queued'
-          ? this.trans('waiting %1', formatDuration(seconds))
-          : formatDuration(seconds);
+        this._job.state === 'queued' ? this.trans('waiting %1', took) : took;
+      this._elapsed.title = this.trans('Elapsed time');
     }
   }
 

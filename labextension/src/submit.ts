@@ -143,7 +143,7 @@ export class SubmitForm extends Widget {
       title.className = 'nbjobs-Flavor-title';
       title.textContent =
         flavor.display_name && flavor.display_name !== flavor.name
-          ? `${flavor.display_name} (${flavor.name})`
+          ? trans('%1 (%2)', flavor.display_name, flavor.name)
           : flavor.name;
       const resources = document.createElement('span');
       resources.className = 'nbjobs-Flavor-resources';
@@ -214,7 +214,7 @@ export class SubmitForm extends Widget {
       skipped.className = 'nbjobs-Parameters-note';
       skipped.textContent = trans(
         'Kept as written: %1',
-        this._parameters.skipped.map(s => s.split('\n')[0]).join('; ')
+        this._parameters.skipped.map(s => s.split('\n')[0]).reduce((a, b) => trans('%1; %2', a, b))
       );
       fieldset.append(skipped);
     }

@@ -38,6 +38,10 @@ export interface IFlavor {
   queued: number;
   /** why no job of this flavor could ever start here; null when it can */
   unavailable?: string | null;
+  /** GPUs of the kind this flavor uses that are free now; null without GPUs or when unknown */
+  free_gpus?: number | null;
+  /** all GPUs of that kind */
+  total_gpus?: number | null;
 }
 
 export interface IProgress {

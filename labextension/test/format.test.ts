@@ -6,11 +6,16 @@ import {
   flavorAvailability,
   flavorResources,
   formatDuration,
+  joinFacts,
   progressFraction,
   progressLabel,
   stateLabel
 } from '../src/format';
+import { type Translate, plain } from '../src/translate';
 import type { IFlavor, IJob } from '../src/types';
+
+/** A translator that marks every message it was asked for, to see what goes through it. */
+const marked: Translate = (msgid, ...args) => `«${plain(msgid, ...args)}»`;
 
 function job(overrides: Partial<IJob>): IJob {
   return {
@@ -67,6 +72,23 @@ describe('formatDuration', () => {
     [-5, '0s']
   ])('%s seconds is %s', (seconds, text) => {
     expect(formatDuration(seconds)).toBe(text);
+  });
+
+  it('puts its units through the translator', () => {
+    const german: Translate = (msgid, ...args) =>
+      plain({ '%1s': '%1 Sek.', '%1m %2s': '%1 Min. %2 Sek.' }[msgid] ?? msgid, ...args);
+    expect(formatDuration(45, german)).toBe('45 Sek.');
+    expect(formatDuration(187, german)).toBe('3 Min. 07 Sek.');
+    expect(formatDuration(7500, marked)).toBe('«2h 05m»');
+    expect(formatDuration(3 * 86400, marked)).toBe('«3d 0h»');
+  });
+});
+
+describe('joinFacts', () => {
+  it('joins with the translated separator', () => {
+    expect(joinFacts(['a', 'b', 'c'])).toBe('a · b · c');
+    expect(joinFacts(['a', 'b'], marked)).toBe('«a · b»');
+    expect(joinFacts(['only'], marked)).toBe('only');
   });
 });
 
@@ -155,6 +177,41 @@ describe('flavors', () => {
       'none free now: a job will wait · 3 waiting'
     );
     expect(flavorAvailability(flavor({ unavailable: 'needs 4 GPU(s)' }))).toBe('needs 4 GPU(s)');
+  });
+
+  it('counts free GPUs, not job slots, for a GPU flavor', () => {
+    const gpus = (overrides: Partial<IFlavor>) =>
+      flavorAvailability(flavor({ free_gpus: 2, total_gpus: 4, available: 2, queued: 3, ...overrides }));
+    expect(gpus({})).toBe('2 of 4 GPUs free · 3 waiting');
+    expect(gpus({ queued: 0 })).toBe('2 of 4 GPUs free · no queue');
+    expect(gpus({ free_gpus: 0, available: 0 })).toBe('0 of 4 GPUs free: a job will wait · 3 waiting');
+    // Two GPUs per job, one free: the GPU is free, the job still waits.
+    expect(gpus({ gpus: 2, free_gpus: 1, available: 0, queued: 0 })).toBe(
+      '1 of 4 GPUs free: a job will wait · no queue'
+    );
+    expect(gpus({ free_gpus: 1, total_gpus: 1, queued: 0 })).toBe('1 of 1 GPU free · no queue');
+    expect(gpus({ unavailable: 'needs 8 GPU(s)' })).toBe('needs 8 GPU(s)');
+  });
+
+  it('falls back to job slots where GPUs are not counted', () => {
+    // A CPU flavor, or a backend that cannot see its GPUs.
+    expect(flavorAvailability(flavor({ gpus: 0, free_gpus: null, total_gpus: null, available: 1 }))).toBe(
+      '1 free now · no queue'
+    );
+    expect(flavorAvailability(flavor({ free_gpus: null, total_gpus: null, available: 3 }))).toBe(
+      '3 free now · no queue'
+    );
+  });
+
+  it('puts every word of the availability through the translator', () => {
+    const text = flavorAvailability(
+      flavor({ free_gpus: 2, total_gpus: 4, available: 2, queued: 3 }),
+      marked
+    );
+    expect(text).toBe('««2 of 4 GPUs free» · «3 waiting»»');
+    expect(flavorResources(flavor({}), marked)).toBe(
+      '««««1 × A100 GPU» · «8 CPU»» · «32Gi memory»» · «up to «1h 00m»»»'
+    );
   });
 
   it('pre-selects the first flavor that can start now', () => {
