@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -57,6 +59,54 @@ def test_the_lab_extension_and_server_config_are_installed_where_jupyter_looks(w
     config = data + "etc/jupyter/jupyter_server_config.d/nbjobs.json"
     enabled = json.loads(zipfile.ZipFile(wheel).read(config))
     assert enabled["ServerApp"]["jpserver_extensions"] == {"nbjobs.server_extension": True}
+
+
+def test_the_lab_extension_ships_its_settings_schema(wheel):
+    # The schema declares the notebook toolbar's Submit Job button and the file
+    # browser's context menu item: without it both silently vanish.
+    lab = f"{dist_prefix(wheel)}.data/data/share/jupyter/labextensions/nbjobs/"
+    schema = json.loads(zipfile.ZipFile(wheel).read(lab + "schemas/nbjobs/plugin.json"))
+    (button,) = schema["jupyter.lab.toolbars"]["Notebook"]
+    assert button["command"] == "nbjobs:submit"
+    assert [item["command"] for item in schema["jupyter.lab.menus"]["context"]] == ["nbjobs:submit"]
+    package = json.loads(zipfile.ZipFile(wheel).read(lab + "package.json"))
+    assert package["jupyterlab"]["_build"]["load"].startswith("static/remoteEntry.")
+
+
+def test_jupyter_lists_the_installed_lab_extension_enabled_and_ok(wheel, tmp_path):
+    # Installing a wheel puts its .data/data/ under the environment's prefix;
+    # here under a prefix of our own, which Jupyter is told to look in first.
+    prefix = tmp_path / "prefix"
+    data = f"{dist_prefix(wheel)}.data/data/"
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.startswith(data) and not name.endswith("/"):
+                target = prefix / name.removeprefix(data)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+    env = {
+        **os.environ,
+        "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+        "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter"),
+        "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "NO_COLOR": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    listing = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+    ours = str(prefix / "share" / "jupyter" / "labextensions")
+    assert ours in listing, listing
+    section = listing.split(ours, 1)[1].split("\n/", 1)[0]
+    line = next(ln for ln in section.splitlines() if ln.strip().startswith("nbjobs "))
+    assert re.search(r"\bnbjobs v\S+ enabled\s+OK\b", line), listing
+    assert "(python, nbjobs)" in line  # install.json: pip installed it, pip removes it
 
 
 def test_the_runner_imports_from_the_wheel_alone(wheel, tmp_path):
