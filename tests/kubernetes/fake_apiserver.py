@@ -11,7 +11,9 @@ It behaves like the real one where nbjobs' backend depends on it:
   streams newline-delimited JSON events; ``allowWatchBookmarks`` adds
   ``BOOKMARK`` events; ``timeoutSeconds`` ends the stream; a watch without a
   resourceVersion starts with synthetic ``ADDED`` events for what exists;
-- equality and set-based label selectors, ``fieldSelector=metadata.name=…``;
+- equality and set-based label selectors, ``fieldSelector=metadata.name=…``; a
+  watch sees an object whose labels stop matching its selector as ``DELETED``,
+  and one that starts matching as ``ADDED``;
 - ``metadata.generateName``; 404 / 409 / 422 answers with ``Status`` bodies like
   the real ones; some of the server's validation of Jobs (restartPolicy,
   extended-resource requests equal to limits, DNS names);
@@ -136,6 +138,20 @@ def _matches(obj: Obj, labels: str, fields: str) -> bool:
     return True
 
 
+def _as_seen_by(watcher: _Watcher, kind: str, obj: Obj, before: Obj | None) -> str | None:
+    """The event a watch with selectors gets for a change, if any (as the real server:
+    leaving the selection is DELETED, entering it ADDED)."""
+    now_in = _matches(obj, watcher.labels, watcher.fields)
+    if kind != "MODIFIED" or before is None:
+        return kind if now_in else None
+    was_in = _matches(before, watcher.labels, watcher.fields)
+    if now_in and was_in:
+        return "MODIFIED"
+    if now_in:
+        return "ADDED"
+    return "DELETED" if was_in else None
+
+
 @dataclass
 class _Watcher:
     resource: str
@@ -153,8 +169,9 @@ class FakeApiServer:
         self.resource_version = 100
         #: watches from a version at or below this are told 410 Gone
         self.compacted = 0
-        #: (resourceVersion, resource, event type, object) since the last compaction
-        self.history: list[tuple[int, str, str, Obj]] = []
+        #: (resourceVersion, resource, event type, object, the object before) since the
+        #: last compaction
+        self.history: list[tuple[int, str, str, Obj, Obj | None]] = []
         self.watchers: list[_Watcher] = []
         self.logs: dict[tuple[str, str], str] = {}
         #: every request as RBAC sees it: (verb, API group, resource or resource/subresource)
@@ -222,24 +239,28 @@ class FakeApiServer:
         self.resource_version += 1
         return self.resource_version
 
-    def _emit(self, resource: str, kind: str, obj: Obj) -> None:
+    def _emit(self, resource: str, kind: str, obj: Obj, before: Obj | None = None) -> None:
         version = int(obj["metadata"]["resourceVersion"])
         snapshot = copy.deepcopy(obj)
-        self.history.append((version, resource, kind, snapshot))
+        before = copy.deepcopy(before) if before is not None else None
+        self.history.append((version, resource, kind, snapshot, before))
         for watcher in self.watchers:
             if watcher.resource != resource:
                 continue
             if watcher.namespace and snapshot["metadata"].get("namespace") != watcher.namespace:
                 continue
-            if _matches(snapshot, watcher.labels, watcher.fields):
-                watcher.queue.put_nowait({"type": kind, "object": snapshot})
+            seen = _as_seen_by(watcher, kind, snapshot, before)
+            if seen is not None:
+                watcher.queue.put_nowait({"type": seen, "object": snapshot})
 
     def put(self, resource: str, obj: Obj, event: str = "MODIFIED") -> Obj:
         """Store an object as a controller would write it (new resourceVersion, event)."""
         meta = obj["metadata"]
+        key = (resource, meta.get("namespace"), meta["name"])
+        before = self.objects.get(key)
         meta["resourceVersion"] = str(self._next_version())
-        self.objects[(resource, meta.get("namespace"), meta["name"])] = obj
-        self._emit(resource, event, obj)
+        self.objects[key] = obj
+        self._emit(resource, event, obj, before if event == "MODIFIED" else None)
         self._poke()
         return obj
 
@@ -854,13 +875,14 @@ class FakeApiServer:
                     if _matches(obj, watcher.labels, watcher.fields):
                         await send({"type": "ADDED", "object": obj})
             else:
-                for version, res, event, obj in list(self.history):
+                for version, res, event, obj, before in list(self.history):
                     if res != resource or version <= int(since):
                         continue
                     if namespace and obj["metadata"].get("namespace") != namespace:
                         continue
-                    if _matches(obj, watcher.labels, watcher.fields):
-                        await send({"type": event, "object": obj})
+                    seen = _as_seen_by(watcher, event, obj, before)
+                    if seen is not None:
+                        await send({"type": seen, "object": obj})
             loop = asyncio.get_running_loop()
             ends = loop.time() + timeout if timeout else None
             while True:
