@@ -10,6 +10,7 @@ Everything lives in ``--workdir`` (default ``.nbjobs-demo``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -139,28 +140,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     log_path = workdir / "jupyterhub.log"
-    with open(log_path, "ab") as log:
-        hub = subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(hub_config)],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     url = f"http://{args.ip}:{args.port}"
+    # Until the hub is up, Ctrl-C (or a TERM) interrupts wherever it lands; the
+    # finally below stops whatever the hub has started by then.
+    signal.signal(signal.SIGTERM, _interrupt)
+    hub: subprocess.Popen[bytes] | None = None
+    try:
+        with open(log_path, "ab") as log:
+            hub = subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(hub_config)],
+                cwd=workdir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return _serve(hub, url, workdir, log_path)
+    except KeyboardInterrupt:
+        print("\nnbjobs demo: interrupted while starting; stopping ...", flush=True)
+        return 130
+    finally:
+        if hub is not None:
+            # a second Ctrl-C must not cut the clean-up short
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            _stop(hub)
+            print("nbjobs demo: stopped", flush=True)
+
+
+def _serve(hub: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path) -> int:
+    """Wait for the hub, say where it is, and run until Ctrl-C; the caller stops the hub."""
     print(f"nbjobs demo: starting JupyterHub (log: {log_path}) ...", flush=True)
     if not _wait_up(f"{url}/hub/api/", hub):
         print(f"nbjobs demo: the hub did not start; see {log_path}", file=sys.stderr)
-        _stop(hub)
         return 1
-    print(
-        f"\nnbjobs demo is running at {url}\n\n"
-        f"  log in as ada or bob (students), tess (teacher) or admin; password: {PASSWORD}\n"
-        "  open hello.ipynb and submit it as a job; results appear next to it\n"
-        f"  files: {workdir}\n\nCtrl-C stops the demo.",
-        flush=True,
-    )
     stop = False
 
     def on_signal(_sig: int, _frame: object) -> None:
@@ -169,15 +182,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    print(
+        f"\nnbjobs demo is running at {url}\n\n"
+        f"  log in as ada or bob (students), tess (teacher) or admin; password: {PASSWORD}\n"
+        "  open hello.ipynb and submit it as a job; results appear next to it\n"
+        f"  files: {workdir}\n\nCtrl-C stops the demo.",
+        flush=True,
+    )
     while not stop and hub.poll() is None:
         time.sleep(0.2)
     if hub.poll() is not None and not stop:
         print(f"nbjobs demo: the hub exited ({hub.returncode}); see {log_path}", file=sys.stderr)
         return 1
     print("\nnbjobs demo: stopping ...", flush=True)
-    _stop(hub)
-    print("nbjobs demo: stopped", flush=True)
     return 0
+
+
+def _interrupt(_sig: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _wait_up(url: str, hub: subprocess.Popen[bytes], timeout: float = 120) -> bool:
@@ -192,10 +214,34 @@ def _wait_up(url: str, hub: subprocess.Popen[bytes], timeout: float = 120) -> bo
 
 
 def _stop(hub: subprocess.Popen[bytes]) -> None:
+    """Stop the hub and everything it started, even if it was still starting.
+
+    The hub stops its proxy, services and servers itself, but only once its
+    own signal handlers are installed (at the end of its start-up), and it
+    starts each of them in a session of its own. So the hub is frozen, its
+    descendants noted, and whatever of them outlives it is stopped here.
+    """
+    import psutil  # ipykernel's dependency; only the demo needs it
+
+    family: list[psutil.Process] = []
     if hub.poll() is None:
-        hub.send_signal(signal.SIGTERM)
+        try:
+            os.kill(hub.pid, signal.SIGSTOP)  # no new children while we look
+            family = psutil.Process(hub.pid).children(recursive=True)
+            hub.send_signal(signal.SIGTERM)
+            os.kill(hub.pid, signal.SIGCONT)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
         try:
             hub.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(hub.pid, signal.SIGKILL)
             hub.wait()
+    left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for process in left:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(left, timeout=10)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()

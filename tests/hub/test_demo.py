@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -158,6 +160,84 @@ def test_the_teacher_provisions_a_class_from_a_terminal_in_her_server(demo):
     # carl can log in to the demo at once and is in the class
     carl = login(url, "carl")
     assert carl.get(f"{url}/hub/api/user").json()["groups"] == ["extra"]
+
+
+def test_the_demo_class_has_two_students_and_a_teacher(demo):
+    url, _, _, _ = demo
+    s = login(url, "tess")
+    r = s.post(f"{url}/hub/api/users/tess/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
+    assert r.status_code in (201, 202, 400), r.text  # 400: already running
+    deadline = time.monotonic() + 90
+    while not s.get(f"{url}/hub/api/users/tess").json()["servers"].get("", {}).get("ready"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    server = next(
+        p
+        for p in psutil.process_iter(["environ"])
+        if p.info["environ"] and p.info["environ"].get("JUPYTERHUB_USER") == "tess"
+    )
+    env = server.info["environ"]
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", "class", "list", "demo-class", "--json"],
+        env={
+            "PATH": os.environ["PATH"],
+            **{k: env[k] for k in env if k.startswith(("NBJOBS", "JUPYTERHUB"))},
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert listed.returncode == 0, listed.stderr
+    cls = json.loads(listed.stdout)
+    assert cls["name"] == "demo-class"
+    assert sorted(cls["students"]) == ["ada", "bob"]
+    assert cls["teachers"] == ["tess"]
+    # the students' flavors are the class's
+    ada = login(url, "ada")
+    assert ada.get(f"{url}/hub/api/user").json()["name"] == "ada"
+
+
+def test_ctrl_c_while_starting_stops_all_it_started(tmp_path):
+    ports = {name: free_port() for name in ("port", "hub-port", "service-port", "proxy-api-port")}
+    command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(tmp_path)]
+    command += [f"--{name}={port}" for name, port in ports.items()]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    demo_process = psutil.Process(proc.pid)
+    # Interrupt once the hub has started its proxy and the job service, before it is up.
+    deadline = time.monotonic() + 90
+    while True:
+        family = demo_process.children(recursive=True)
+        commands = []
+        for child in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                commands.append(" ".join(child.cmdline()))
+        proxy = any("configurable-http-proxy" in c for c in commands)
+        if proxy and any("nbjobs.cli service" in c for c in commands):
+            break
+        assert proc.poll() is None, commands
+        assert time.monotonic() < deadline, commands
+        time.sleep(0.02)
+
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=90)
+
+    assert "Ctrl-C stops the demo" not in out, "interrupted too late to test start-up"
+    assert "interrupted while starting" in out
+    assert "nbjobs demo: stopped" in out
+    assert proc.returncode == 130
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
+    for name, port in ports.items():
+        with pytest.raises(ConnectionRefusedError):  # nothing listens there
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        with socket.socket() as s:
+            # a new demo can listen there (servers reuse ports in TIME_WAIT, as here)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            assert s.getsockname()[1] == port, name
 
 
 def test_ctrl_c_stops_the_demo_and_its_hub(demo):
