@@ -1,0 +1,104 @@
+"""The local twin of the Kubernetes spawner, spawning brand-new users in a real hub.
+
+The hub runs hub_config's ``configure()`` on a local-backend nbjobs.yaml, so
+its spawner is nbjobs' ``LocalCPUSpawner``. Users are created through the
+hub's API and their servers started the way the hub starts anyone's; what
+the server serves and the environment of its process are read back.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from urllib.parse import quote
+
+import psutil
+import pytest
+import requests
+import yaml
+
+from nbjobs.config import load_config
+from nbjobs.storage import escape_username, user_folder
+
+from .hubproc import basics, free_port, running_hub
+
+HUB_CONFIG = """
+import os
+from nbjobs.hub_config import configure
+configure(c, {config!r}, service_port={service_port})
+c.Authenticator.allow_all = True
+c.JupyterHub.services.append({{"name": "tester", "api_token": {token!r}}})
+c.JupyterHub.load_roles.append(
+    {{"name": "tester", "services": ["tester"],
+      "scopes": ["admin:users", "admin:servers", "access:servers"]}}
+)
+if os.geteuid() == 0:  # servers run as the hub's user
+    c.Spawner.args = ["--allow-root"]
+"""
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("local-spawner")
+    port, hub_port = free_port(), free_port()
+    token = secrets.token_hex(16)
+    nbjobs_yaml = tmp / "nbjobs.yaml"
+    nbjobs_yaml.write_text(
+        yaml.safe_dump(
+            {
+                "storage": {"root": str(tmp / "shared"), "user_dir": "home/{username}"},
+                "database": {"url": f"sqlite:///{tmp}/jobs.sqlite"},
+                "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+            }
+        )
+    )
+    config = HUB_CONFIG.format(config=str(nbjobs_yaml), service_port=free_port(), token=token)
+    with running_hub(tmp, basics(tmp, port, hub_port) + config, port) as url:
+        yield url, {"Authorization": f"token {token}"}, load_config(nbjobs_yaml)
+
+
+@pytest.mark.parametrize("name", ["carl", "marie.curie@sorbonne.fr"])
+def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
+    url, headers, config = hub
+    api = f"{url}/hub/api/users/{quote(name, safe='')}"
+    folder = user_folder(config.storage, name)
+    # the one escaping function builds the path, under the shared root
+    assert folder == config.storage.root / "home" / escape_username(name)
+    assert folder.is_relative_to(config.storage.root)
+    assert not folder.exists()
+
+    assert requests.post(api, headers=headers, timeout=30).status_code == 201
+    started = requests.post(f"{api}/server", headers=headers, timeout=60)
+    assert started.status_code in (201, 202), started.text
+    deadline = time.monotonic() + 90
+    while (
+        not (model := requests.get(api, headers=headers, timeout=30).json())["servers"]
+        .get("", {})
+        .get("ready")
+    ):
+        assert time.monotonic() < deadline, model
+        time.sleep(0.3)
+
+    try:
+        assert folder.is_dir()
+        (folder / "mine.txt").write_text("only in my folder\n")
+        server = url + model["servers"][""]["url"]
+        listed = requests.get(server + "api/contents/", headers=headers, timeout=30)
+        assert listed.status_code == 200, listed.text
+        assert [item["name"] for item in listed.json()["content"]] == ["mine.txt"]
+
+        processes = [
+            p
+            for p in psutil.process_iter(["environ", "cwd"])
+            if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == name
+        ]
+        assert len(processes) == 1
+        env = processes[0].info["environ"]
+        assert env["CUDA_VISIBLE_DEVICES"] == ""
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+        assert env["NBJOBS_ROOT"] == str(folder)
+        assert env["HOME"] == str(folder)
+        assert env["NBJOBS_URL"].endswith("/services/nbjobs/")
+        assert processes[0].info["cwd"] == str(folder)
+    finally:
+        requests.delete(f"{api}/server", headers=headers, timeout=60)
