@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, ExitCode
-from .execute import run_notebook
+from .execute import run_notebook, status_file_conflict
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg
 from .status import RunStatus, utc_now, write_status
 
@@ -20,8 +20,9 @@ exit codes:
   1  failed: a cell raised (not tagged raises-exception) or the kernel died;
      OUTPUT holds the run up to and including that cell, with its traceback
   2  bad input: INPUT unreadable or not a valid notebook, kernel not installed,
-     OUTPUT equal to INPUT or not writable, bad parameters or options;
-     nothing was run and nothing was written but the status file
+     OUTPUT equal to INPUT or not writable, --status-file equal to INPUT or
+     OUTPUT or not writable, bad parameters or options; nothing was run and
+     nothing was written but the status file (when it is usable)
   3  timed out: --timeout or --cell-timeout reached; OUTPUT holds partial output
   4  cancelled: SIGTERM or SIGINT received; OUTPUT holds partial output
 
@@ -93,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _record_bad_input(args: argparse.Namespace, message: str) -> None:
     """Tell the job service why nothing ran, if the status file can be written."""
-    if not args.status_file:
-        return
+    if not args.status_file or status_file_conflict(args.status_file, args.input, args.output):
+        return  # no status file, or one that would overwrite a notebook
     now = utc_now()
     status = RunStatus(
         state="failed",

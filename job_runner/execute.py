@@ -176,6 +176,9 @@ class NotebookJob:
             )
         check_writable_folder(job.output_path, "OUTPUT")
         if job.status_path is not None:
+            conflict = status_file_conflict(job.status_path, job.input_path, job.output_path)
+            if conflict is not None:
+                raise BadInput(conflict)
             check_writable_folder(job.status_path, "--status-file")
         job.cwd = Path(cwd).absolute() if cwd is not None else job.input_path.parent
         if not job.cwd.is_dir():
@@ -427,14 +430,15 @@ class NotebookJob:
             "warnings": self.warnings,
             "error": None if error is None else _error_dict(error),
         }
-        atomic_write_text(self.output_path, nbformat.writes(self.nb))
+        # fsync'ed: on NFS a rename can be acknowledged before the data is stable.
+        atomic_write_text(self.output_path, nbformat.writes(self.nb), durable=True)
 
         self.status.state = state
         self.status.exit_code = int(exit_code)
         self.status.message = message
         self.status.error = error
         self.status.finished_at = self.nb.metadata["nbjobs"]["finished_at"]
-        self._write_status()
+        self._write_status(durable=True)
         outcome = f"{state} ({message})" if message else state
         self._log(f"done: {outcome}; executed notebook: {self.output_path}")
         return RunResult(
@@ -476,12 +480,14 @@ class NotebookJob:
 
     # -- logging -------------------------------------------------------------
 
-    def _write_status(self) -> None:
+    def _write_status(self, durable: bool = False) -> None:
+        # Only the final status is fsync'ed: a progress write is superseded within
+        # PROGRESS_COALESCE, and an fsync per write is a round trip on NFS.
         if self._deferred_write is not None:
             self._deferred_write.cancel()
             self._deferred_write = None
         if self.status_path is not None:
-            write_status(self.status_path, self.status)
+            write_status(self.status_path, self.status, durable=durable)
             self._last_write = time.monotonic()
 
     def _write_progress(self) -> None:
@@ -576,6 +582,27 @@ def check_writable_folder(target: Path, what: str) -> None:
         raise BadInput(f"cannot write to {what} folder {folder}: {exc.strerror}") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def status_file_conflict(
+    status_path: str | os.PathLike[str],
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+) -> str | None:
+    """Why ``status_path`` must not be written (it is INPUT or OUTPUT, maybe through a
+    link), or ``None`` when it may."""
+    status, source, output = Path(status_path), Path(input_path), Path(output_path)
+    if _same_file(source, status):
+        return (
+            f"--status-file {status.absolute()} is the INPUT notebook, which the runner "
+            "never overwrites; choose another path for the status file"
+        )
+    if _same_file(output, status):
+        return (
+            f"--status-file {status.absolute()} is the OUTPUT notebook; the status would "
+            "replace the executed notebook: choose another path for the status file"
+        )
+    return None
 
 
 def find_kernel_language(name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from nbjobs.job_runner import BadInput, ExitCode, read_status, run_notebook
@@ -92,6 +93,87 @@ def test_output_that_is_a_link_to_the_input_is_refused(make_notebook, tmp_path):
     assert proc.returncode == ExitCode.BAD_INPUT
     assert "is the INPUT notebook" in error_line(proc.stderr)
     assert source.read_bytes() == before
+
+
+@pytest.mark.parametrize("through", ["same path", "relative path", "symlink", "hard link"])
+@pytest.mark.parametrize("notebook", ["INPUT", "OUTPUT"])
+def test_status_file_that_is_a_notebook_is_refused(make_notebook, tmp_path, notebook, through):
+    source = make_notebook("print('x')")
+    output = tmp_path / "out.ipynb"
+    output.write_text("last week's result")  # an OUTPUT may exist: it is replaced on success
+    target = source if notebook == "INPUT" else output
+    before = {p: p.read_bytes() for p in (source, output)}
+    status = {
+        "same path": target,
+        "relative path": Path("sub", "..", target.name),
+        "symlink": tmp_path / "status.json",
+        "hard link": tmp_path / "status.json",
+    }[through]
+    (tmp_path / "sub").mkdir()
+    if through == "symlink":
+        status.symlink_to(target)
+    elif through == "hard link":
+        status.hardlink_to(target)
+    listing = sorted(p.name for p in tmp_path.iterdir())
+
+    proc = run_cli(source, output, "--status-file", status, cwd=tmp_path)
+
+    assert proc.returncode == ExitCode.BAD_INPUT
+    message = error_line(proc.stderr)
+    assert message.startswith(f"--status-file {tmp_path / status} is the {notebook} notebook")
+    assert message.endswith("choose another path for the status file")
+    assert {p: p.read_bytes() for p in (source, output)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing  # nothing written
+
+
+def test_status_file_equal_to_an_output_that_does_not_exist_yet(make_notebook, tmp_path):
+    source = make_notebook("print('x')")
+    output = tmp_path / "out.ipynb"
+    (tmp_path / "status.json").symlink_to(output)  # dangling: OUTPUT is not written yet
+
+    proc = run_cli(source, output, "--status-file", tmp_path / "status.json")
+
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert "is the OUTPUT notebook" in error_line(proc.stderr)
+    assert not output.exists()
+
+
+def test_status_file_equal_to_a_broken_input_leaves_it_alone(tmp_path):
+    # The input is refused first (not JSON); the status that records why must not
+    # land on the input either.
+    source = tmp_path / "truncated.ipynb"
+    shutil.copy(NOTEBOOKS / "truncated.ipynb", source)
+    before = source.read_bytes()
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "--status-file", source)
+
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert "is not a notebook" in error_line(proc.stderr)
+    assert source.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["truncated.ipynb"]
+
+
+def test_status_file_equal_to_output_through_python_api(make_notebook, tmp_path):
+    source = make_notebook("print('x')")
+    output = tmp_path / "out.ipynb"
+
+    with pytest.raises(BadInput, match="is the OUTPUT notebook"):
+        run_notebook(source, output, status_file=output)
+    assert not output.exists()
+
+
+def test_status_file_folder_missing(make_notebook, tmp_path):
+    source = make_notebook("print('x')")
+    status = tmp_path / "no" / "such" / "status.json"
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "--status-file", status)
+
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert error_line(proc.stderr) == (
+        f"--status-file folder {tmp_path / 'no' / 'such'} does not exist"
+    )
+    assert not (tmp_path / "out.ipynb").exists()
+    assert not (tmp_path / "no").exists()
 
 
 def test_output_folder_missing(make_notebook, tmp_path):
