@@ -3,7 +3,8 @@
 NVML (the ``pynvml`` module of nvidia-ml-py) when it is importable, else
 ``nvidia-smi`` when it is on PATH, else nothing. Both list every GPU of the
 node; on one machine the job is confined by ``CUDA_VISIBLE_DEVICES``, so the
-list is filtered by it (indices or UUIDs) to what CUDA programs will use.
+list is filtered by it (indices or UUIDs), in its order, to what CUDA programs
+will use.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
     if devices is None:
         devices, source = _query_nvidia_smi()
     if devices is not None and visible is not None:
-        wanted = [v.strip() for v in visible.split(",") if v.strip()]
-        devices = [d for d in devices if _selected(d, wanted)]
+        devices = _as_cuda_sees_them(devices, visible)
     return {
         "cuda_visible_devices": "unset" if visible is None else visible,
         "devices": devices if devices else "none",
@@ -37,9 +37,24 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def _selected(device: dict[str, Any], wanted: list[str]) -> bool:
-    """Whether CUDA_VISIBLE_DEVICES (indices or UUID prefixes) names this device."""
-    return str(device["index"]) in wanted or any(device["uuid"].startswith(w) for w in wanted)
+def _as_cuda_sees_them(devices: list[dict[str, Any]], visible: str) -> list[dict[str, Any]]:
+    """The devices CUDA_VISIBLE_DEVICES selects, in its order, as CUDA reads it.
+
+    Each entry is a node index (``"1"``) or a UUID or unique UUID prefix
+    (``"GPU-2222bbbb"``; Kubernetes' device plugin and many schedulers hand
+    out UUIDs). Like CUDA, the list ends at the first entry that names no
+    device (or one already named): ``"0,7,1"`` on a two-GPU node is GPU 0 only.
+    """
+    chosen: list[dict[str, Any]] = []
+    for entry in (v.strip() for v in visible.split(",")):
+        if entry.isdigit():
+            matches = [d for d in devices if str(d["index"]) == str(int(entry))]
+        else:
+            matches = [d for d in devices if entry and str(d["uuid"]).startswith(entry)]
+        if len(matches) != 1 or matches[0] in chosen:
+            break
+        chosen.append(matches[0])
+    return chosen
 
 
 def _query_nvml() -> tuple[list[dict[str, Any]] | None, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -65,3 +66,104 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60, what: str = "co
 def leftovers(folder: Path) -> list[str]:
     """Temp files the atomic writes might have left behind."""
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or p.suffix == ".tmp")
+
+
+# -- GPUs: the runner asks NVML (pynvml) first, then nvidia-smi; tests decide both --
+
+NO_PYNVML = 'raise ImportError("no NVML here (a test stub)")\n'
+
+FAKE_PYNVML = '''"""A fake NVML (the pynvml module of nvidia-ml-py) reporting a test's devices."""
+import json
+
+_DEVICES = json.loads({devices!r})
+_initialised = False
+
+
+class NVMLError(Exception):
+    pass
+
+
+def nvmlInit():
+    global _initialised
+    if _DEVICES is None:
+        raise NVMLError("Driver Not Loaded")
+    _initialised = True
+
+
+def nvmlShutdown():
+    global _initialised
+    _initialised = False
+
+
+def _check():
+    if not _initialised:
+        raise NVMLError("Uninitialized")
+
+
+def nvmlDeviceGetCount():
+    _check()
+    return len(_DEVICES)
+
+
+def nvmlDeviceGetHandleByIndex(index):
+    _check()
+    return _DEVICES[index]
+
+
+def nvmlDeviceGetName(handle):
+    return handle["name"]
+
+
+def nvmlDeviceGetUUID(handle):
+    return handle["uuid"]
+
+
+class _Memory:
+    def __init__(self, total):
+        self.total, self.free, self.used = total, total, 0
+
+
+def nvmlDeviceGetMemoryInfo(handle):
+    return _Memory(handle["memory_mib"] * 1024 * 1024)
+'''
+
+
+def gpu_env(
+    folder: Path,
+    *,
+    nvml_devices: list[dict[str, Any]] | bool | None = False,
+    smi_script: str | None = None,
+    **extra: str,
+) -> dict[str, str]:
+    """An environment for the runner whose GPU tools are the test's, whatever the host has.
+
+    ``nvml_devices``: False, no pynvml at all (a stub that fails to import);
+    None, a pynvml whose init fails (no driver); a list of ``{"name", "uuid",
+    "memory_mib"}``, a pynvml reporting those devices at indexes 0, 1, …
+    ``smi_script``: the ``nvidia-smi`` on PATH, or none at all (PATH is cleared
+    of every folder holding one). ``extra`` variables are set as given.
+    """
+    modules = folder / "fake-pynvml"
+    modules.mkdir(parents=True, exist_ok=True)
+    if nvml_devices is False:
+        (modules / "pynvml.py").write_text(NO_PYNVML)
+    else:
+        (modules / "pynvml.py").write_text(FAKE_PYNVML.format(devices=json.dumps(nvml_devices)))
+    env = dict(os.environ)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(modules), env.get("PYTHONPATH", "")) if p)
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not _has_smi(p)]
+    if smi_script is not None:
+        bin_dir = folder / "fake-bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        smi = bin_dir / "nvidia-smi"
+        smi.write_text(smi_script)
+        smi.chmod(0o755)
+        path.insert(0, str(bin_dir))
+    env["PATH"] = os.pathsep.join(path)
+    env.update(extra)
+    return env
+
+
+def _has_smi(folder: str) -> bool:
+    return os.access(os.path.join(folder, "nvidia-smi"), os.X_OK)

@@ -1,14 +1,17 @@
-"""The output records the GPUs the job could see, as CUDA programs will see them."""
+"""The output records the GPUs the job could see, as CUDA programs will see them.
+
+Every test decides what NVML (pynvml) and nvidia-smi report, so they pass the
+same on a laptop and on a GPU node.
+"""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import nbformat
 import pytest
 
-from .helpers import runner_command
+from .helpers import gpu_env, runner_command
 
 FAKE_SMI = """#!/bin/sh
 # Answers the one query the runner makes, like a two-GPU node would.
@@ -17,15 +20,29 @@ echo "1, GPU-2222bbbb-0000-0000-0000-000000000000, NVIDIA A100-SXM4-40GB, 40960"
 """
 
 
+NVML_DEVICES = [
+    {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-aaaa0000-1111-2222-3333-444444444444",
+        "memory_mib": 81559,
+    },
+    {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-bbbb0000-1111-2222-3333-444444444444",
+        "memory_mib": 81559,
+    },
+    {"name": "NVIDIA L4", "uuid": "GPU-cccc0000-1111-2222-3333-444444444444", "memory_mib": 23034},
+]
+
+
 @pytest.fixture
 def fake_node(tmp_path):
-    """A PATH whose nvidia-smi reports two GPUs."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(FAKE_SMI)
-    smi.chmod(0o755)
-    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    """An environment whose nvidia-smi reports two GPUs, and with no NVML."""
+
+    def env(**extra):
+        return gpu_env(tmp_path, smi_script=FAKE_SMI, **extra)
+
+    return env
 
 
 def gpus_recorded(make_notebook, tmp_path, env):
@@ -52,7 +69,7 @@ def gpus_recorded(make_notebook, tmp_path, env):
     ],
 )
 def test_only_the_gpus_the_job_was_given(make_notebook, tmp_path, fake_node, visible, uuids):
-    env = {**os.environ, "PATH": fake_node, "CUDA_VISIBLE_DEVICES": visible}
+    env = fake_node(CUDA_VISIBLE_DEVICES=visible)
 
     gpus = gpus_recorded(make_notebook, tmp_path, env)
 
@@ -64,7 +81,7 @@ def test_only_the_gpus_the_job_was_given(make_notebook, tmp_path, fake_node, vis
 
 
 def test_no_gpu_given_means_none(make_notebook, tmp_path, fake_node):
-    env = {**os.environ, "PATH": fake_node, "CUDA_VISIBLE_DEVICES": ""}
+    env = fake_node(CUDA_VISIBLE_DEVICES="")
 
     gpus = gpus_recorded(make_notebook, tmp_path, env)
 
@@ -72,9 +89,59 @@ def test_no_gpu_given_means_none(make_notebook, tmp_path, fake_node):
 
 
 def test_a_node_without_nvidia_tools(make_notebook, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if "nvidia" not in p)
+    env = gpu_env(tmp_path)  # no pynvml, no nvidia-smi, CUDA_VISIBLE_DEVICES unset
 
     gpus = gpus_recorded(make_notebook, tmp_path, env)
 
     assert gpus == {"cuda_visible_devices": "unset", "devices": "none", "source": "none"}
+
+
+def nvml_devices(*indexes):
+    """What the runner records for these indexes of NVML_DEVICES."""
+    return [
+        {
+            "index": i,
+            "uuid": NVML_DEVICES[i]["uuid"],
+            "name": NVML_DEVICES[i]["name"],
+            "memory_total_mib": NVML_DEVICES[i]["memory_mib"],
+        }
+        for i in indexes
+    ]
+
+
+@pytest.mark.parametrize(
+    ("visible", "indexes"),
+    [
+        (None, [0, 1, 2]),
+        ("2", [2]),
+        ("2,0", [2, 0]),  # CUDA's order: device 0 of the job is the node's GPU 2
+        ("GPU-bbbb0000-1111-2222-3333-444444444444", [1]),  # what Kubernetes hands out
+        ("GPU-cccc0000,GPU-aaaa0000-1111-2222-3333-444444444444", [2, 0]),
+        ("GPU-aaaa0000, 1", [0, 1]),  # UUIDs and indexes mixed, spaces around
+        ("1,7,2", [1]),  # like CUDA, the list ends at an entry that names no GPU
+        ("GPU-,0", []),  # a prefix naming several GPUs names none
+        ("GPU-dddd0000-1111-2222-3333-444444444444", []),
+    ],
+    ids=["unset", "index", "order", "uuid", "uuids", "mixed", "invalid", "ambiguous", "other"],
+)
+def test_nvml_reports_the_visible_gpus(make_notebook, tmp_path, visible, indexes):
+    extra = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    # nvidia-smi would say something else: NVML, when it answers, is what counts.
+    env = gpu_env(tmp_path, nvml_devices=NVML_DEVICES, smi_script=FAKE_SMI, **extra)
+
+    gpus = gpus_recorded(make_notebook, tmp_path, env)
+
+    assert gpus == {
+        "cuda_visible_devices": "unset" if visible is None else visible,
+        "devices": nvml_devices(*indexes) if indexes else "none",
+        "source": "nvml",
+    }
+
+
+def test_nvml_without_a_driver_falls_back_to_nvidia_smi(make_notebook, tmp_path):
+    env = gpu_env(tmp_path, nvml_devices=None, smi_script=FAKE_SMI, CUDA_VISIBLE_DEVICES="0")
+
+    gpus = gpus_recorded(make_notebook, tmp_path, env)
+
+    assert gpus["source"] == "nvidia-smi"
+    assert [d["uuid"] for d in gpus["devices"]] == ["GPU-1111aaaa-0000-0000-0000-000000000000"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from nbjobs.job_runner import ExitCode, read_status, run_notebook
 from .helpers import (
     NOTEBOOKS,
     code,
+    gpu_env,
     leftovers,
     markdown,
     read_json,
@@ -60,7 +60,7 @@ def test_output_metadata_records_the_run(make_notebook, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        env=gpu_env(tmp_path, CUDA_VISIBLE_DEVICES=""),  # whatever GPUs this host has
     )
 
     assert proc.returncode == 0, proc.stderr
@@ -191,6 +191,68 @@ def test_output_streams_to_the_log_while_the_job_runs(make_notebook, tmp_path):
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def test_cell_stderr_streams_to_the_log_stderr_while_the_job_runs(make_notebook, tmp_path):
+    source = make_notebook(
+        "import sys, time\n"
+        "print('to stdout', flush=True)\n"
+        "sys.stderr.write('warning: to stderr\\n'); sys.stderr.flush()\n"
+        "time.sleep(30)"
+    )
+    with subprocess.Popen(
+        runner_command(source, tmp_path / "out.ipynb"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            stderr_lines = []
+            while (line := proc.stderr.readline()) and line != "warning: to stderr\n":
+                stderr_lines.append(line)
+            assert line == "warning: to stderr\n", stderr_lines  # while the cell still runs
+            assert proc.poll() is None
+        finally:
+            proc.terminate()
+            stdout, stderr = proc.communicate(timeout=30)
+    assert stdout.startswith("to stdout\n")
+    assert "to stderr" not in stdout
+    assert "to stdout" not in "".join(stderr_lines) + stderr
+
+
+def test_status_file_is_always_whole_while_it_is_replaced(make_notebook, tmp_path):
+    # Many quick cells: the file is replaced dozens of times a second while we read.
+    cells = [f"import time; time.sleep(0.004); v{i} = {i}" for i in range(400)]
+    source = make_notebook(*cells)
+    status = tmp_path / "s.json"
+    seen: list[tuple[str, int]] = []
+    with subprocess.Popen(
+        runner_command(source, tmp_path / "out.ipynb", "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        while True:
+            finished = proc.poll() is not None  # then this read is the last one
+            try:
+                text = status.read_text()
+            except FileNotFoundError:
+                assert not seen, "the status file vanished while being replaced"
+                assert not finished
+                continue
+            data = json.loads(text)  # a torn or empty file fails here
+            assert data["cells_total"] == 400
+            seen.append((data["state"], data["cells_done"]))
+            if finished:
+                break
+        assert proc.returncode == ExitCode.SUCCEEDED
+
+    done = [n for _, n in seen]
+    assert done == sorted(done), "progress went backwards"
+    assert seen[-1] == ("succeeded", 400)
+    running = sorted({n for state, n in seen if state == "running"})
+    assert len(running) >= 5, f"saw too little progress: {running}"
+    assert len(seen) > 100  # the reader really did race the writer
 
 
 def test_status_file_reports_progress_mid_run(make_notebook, tmp_path):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
+import uuid
 
 import nbformat
 import psutil
@@ -86,7 +88,8 @@ def test_dead_kernel_fails_with_partial_output(make_notebook, tmp_path, death):
     assert leftovers(tmp_path) == []
 
 
-def test_sigterm_interrupts_and_writes_partial_output(make_notebook, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_interrupts_and_writes_partial_output(make_notebook, tmp_path, sig):
     source = make_notebook(
         "print('before', flush=True)",
         "import time\nfor i in range(600):\n    time.sleep(0.1)",
@@ -105,7 +108,7 @@ def test_sigterm_interrupts_and_writes_partial_output(make_notebook, tmp_path):
         )
         kernels = [p for p in psutil.Process(proc.pid).children(recursive=True)]
         sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         code = proc.wait(timeout=30)
         took = time.monotonic() - sent
 
@@ -114,9 +117,11 @@ def test_sigterm_interrupts_and_writes_partial_output(make_notebook, tmp_path):
     final = read_status(status)
     assert final is not None
     assert final.state == "cancelled"
-    assert final.message == "cancelled by SIGTERM"
+    assert final.exit_code == ExitCode.CANCELLED
+    assert final.message == f"cancelled by {sig.name}"
     nb = nbformat.read(output, as_version=4)
-    assert "cancelled by SIGTERM" in banner(nb)
+    assert f"cancelled by {sig.name}" in banner(nb)
+    assert nb.metadata["nbjobs"]["state"] == "cancelled"
     assert nb.cells[1].outputs[0]["text"] == "before\n"
     interrupted = nb.cells[final.error.cell_index] if final.error else None
     assert interrupted is not None
@@ -127,21 +132,48 @@ def test_sigterm_interrupts_and_writes_partial_output(make_notebook, tmp_path):
 
 def test_sigterm_during_kernel_start_still_reports(make_notebook, tmp_path):
     source = make_notebook("print('x')")
+    output = tmp_path / "out.ipynb"
     status = tmp_path / "s.json"
+    # The kernel inherits this mark, so it can be found after the runner is gone.
+    mark = f"nbjobs-test-{uuid.uuid4()}"
     with subprocess.Popen(
-        runner_command(source, tmp_path / "out.ipynb", "--status-file", status),
+        runner_command(source, output, "--status-file", status),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "NBJOBS_TEST_MARK": mark},
     ) as proc:
+        # The kernel process is up, but not yet ready: the runner is still starting.
         wait_for(
-            lambda: (s := read_status(status)) is not None and s.state == "starting",
-            what="the runner to start",
+            lambda: bool(psutil.Process(proc.pid).children()),
+            what="the kernel process to be launched",
         )
+        starting = read_status(status)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
 
+    assert starting is not None
+    assert starting.state == "starting"
     assert code == ExitCode.CANCELLED
     final = read_status(status)
     assert final is not None
     assert final.state == "cancelled"
-    assert (tmp_path / "out.ipynb").exists()
+    assert final.message == "cancelled by SIGTERM"
+    nb = nbformat.read(output, as_version=4)
+    assert "cancelled by SIGTERM" in banner(nb)
+    assert nb.cells[-1].execution_count is None  # the cell never ran
+    wait_for(lambda: not processes_marked(mark), timeout=5, what="no kernel left behind")
+
+
+def processes_marked(mark: str) -> list[psutil.Process]:
+    """Live processes (not zombies) whose environment carries ``mark``."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if (
+                process.environ().get("NBJOBS_TEST_MARK") == mark
+                and process.status() != psutil.STATUS_ZOMBIE
+            ):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
