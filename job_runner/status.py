@@ -3,8 +3,10 @@
 The runner rewrites this JSON file atomically (temp file + rename) when it
 starts, after every cell (a burst of quick cells is coalesced: the file is
 never more than 25 ms behind) and when it ends, so a reader (the job service, a
-``watch cat``) never sees half a file. This module is the one definition of
-the format; readers go through :func:`read_status`.
+``watch cat``) never sees half a file. The final status is fsync'ed before its
+rename, like the output notebook; progress writes are not (each is superseded
+within moments, and on NFS an fsync is a round trip). This module is the one
+definition of the format; readers go through :func:`read_status`.
 
 Cell indices (``current_cell``, ``error.cell_index``) count the cells of the
 notebook being executed, including the injected-parameters cell; in a final
@@ -97,11 +99,16 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_status(path: str | os.PathLike[str], status: RunStatus) -> None:
-    """Atomically replace the status file with ``status``."""
+def write_status(path: str | os.PathLike[str], status: RunStatus, *, durable: bool = False) -> None:
+    """Atomically replace the status file with ``status``.
+
+    With ``durable`` the new content is on stable storage when this returns
+    (see :func:`atomic_write_text`): the runner asks for it for the final status
+    only, since every progress write is superseded within moments.
+    """
     status.updated_at = utc_now()
     # One line, by the C encoder (indent would force the slow pure-Python one).
-    atomic_write_text(Path(path), json.dumps(status.to_dict()) + "\n")
+    atomic_write_text(Path(path), json.dumps(status.to_dict()) + "\n", durable=durable)
 
 
 def read_status(path: str | os.PathLike[str]) -> RunStatus | None:
@@ -121,7 +128,7 @@ def read_status(path: str | os.PathLike[str]) -> RunStatus | None:
         raise StatusFileError(f"status file {path} is not valid: {exc}") from exc
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, durable: bool = False) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
 
     Readers see the old content or the new one, never a mix; a crash leaves at
@@ -129,6 +136,10 @@ def atomic_write_text(path: Path, text: str) -> None:
     permissions for a new file (0666 less the umask). The temp name is fixed per
     process (one writer per file), which keeps a write cheap enough to do after
     every cell; O_EXCL still refuses to follow anything planted at that name.
+
+    With ``durable``, the temp file is fsync'ed before the rename and the folder
+    after it, so that a node or NFS server crash right after the job cannot
+    leave an empty or missing file where the rename said the data was.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     data = text.encode("utf-8")
@@ -142,6 +153,8 @@ def atomic_write_text(path: Path, text: str) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -149,3 +162,18 @@ def atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if durable:
+        _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable; a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):  # some filesystems refuse fsync on a folder
+            os.fsync(fd)
+    finally:
+        os.close(fd)
