@@ -2,8 +2,9 @@
 
     python bench/spawn_bench.py [--rounds N]
 
-Two real hubs run side by side, identical but for the spawner class; rounds
-alternate between them (so machine noise hits both alike). Each round starts
+Two real hubs run side by side, identical but for the spawner class; each
+round spawns on both, and which goes first alternates from round to round (so
+machine noise and warm caches favour neither). Each round starts
 a user's server through the hub API and waits until the hub says it is
 ready, then stops it. Printed: the median spawn-to-ready of each, and the ratio.
 """
@@ -105,7 +106,7 @@ class Hub:
             except requests.ConnectionError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.log.flush()
+                self.stop()
                 tail = (work / "hub.log").read_text()[-3000:]
                 raise SystemExit(f"hub with {spawner} did not start; its log ends:\n{tail}")
             time.sleep(0.3)
@@ -131,8 +132,13 @@ class Hub:
         return elapsed
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.log.close()
 
 
@@ -142,15 +148,19 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("configurable-http-proxy", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("configurable-http-proxy is missing: run scripts/install.sh")
+    times: dict[str, list[float]] = {name: [] for name in SPAWNERS}
     with tempfile.TemporaryDirectory(prefix="nbjobs-spawn-") as tmp:
-        hubs = {
-            name: Hub(Path(tmp) / str(i), cls) for i, (name, cls) in enumerate(SPAWNERS.items())
-        }
-        times: dict[str, list[float]] = {name: [] for name in hubs}
+        hubs: dict[str, Hub] = {}
         try:
+            # the first hub is stopped (finally) if the second does not start
+            for i, (name, cls) in enumerate(SPAWNERS.items()):
+                hubs[name] = Hub(Path(tmp) / str(i), cls)
             for round_ in range(args.rounds):
-                for name, hub in hubs.items():
-                    times[name].append(hub.spawn_to_ready(f"user{round_}"))
+                order = list(hubs)
+                if round_ % 2:  # alternate who goes first: warm caches favour neither
+                    order.reverse()
+                for name in order:
+                    times[name].append(hubs[name].spawn_to_ready(f"user{round_}"))
         finally:
             for hub in hubs.values():
                 hub.stop()
