@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -28,23 +29,36 @@ from nbjobs.config import Flavor
 from .base import Backend, Launched, LaunchSpec, Outcome
 
 
-def discover_gpus() -> list[str]:
-    """GPU indices NVML reports on this machine; none without a driver."""
+def discover_gpus(log: logging.Logger | logging.LoggerAdapter[Any] | None = None) -> list[str]:
+    """The GPU indices NVML (nvidia-ml-py) reports on this machine.
+
+    Never raises: without nvidia-ml-py, without a driver (NVML fails to start)
+    or when NVML cannot count the devices, the answer is no GPUs, and ``log``
+    says why and how to list the GPUs in ``backend.local.gpus`` instead.
+    """
+    log = log or logging.getLogger(__name__)
+    instead = "no GPUs are used; list them in nbjobs.yaml (backend.local.gpus) to use them anyway"
     try:
         import pynvml
     except ImportError:
+        log.info("nbjobs: nvidia-ml-py (NVML) is not installed, so %s", instead)
         return []
     try:
         pynvml.nvmlInit()
-    except Exception:  # no driver, no device
+    except Exception as exc:  # NVMLError: no driver, no device, no libnvidia-ml
+        # Usual on a CPU-only machine (nvidia-ml-py comes with the service): not a warning.
+        log.info("nbjobs: NVML did not start (%s; no NVIDIA driver here?), so %s", exc, instead)
         return []
     try:
-        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception:
+        count = int(pynvml.nvmlDeviceGetCount())
+    except Exception as exc:
+        log.warning("nbjobs: NVML could not count the GPUs (%s), so %s", exc, instead)
         return []
     finally:
         with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
+    log.info("nbjobs: NVML sees %d GPU%s", count, "" if count == 1 else "s")
+    return [str(i) for i in range(count)]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -107,7 +121,10 @@ class LocalBackend(Backend):
     def __init__(self, config_file: Any, **kwargs: Any) -> None:
         super().__init__(config_file, **kwargs)
         local = self.nbjobs.backend.local
-        self.gpus = [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus()
+        # An admin's list wins (it may keep a GPU for the desktop); "auto" asks NVML.
+        self.gpus = (
+            [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
+        )
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
@@ -193,6 +210,9 @@ class LocalBackend(Backend):
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
         env = dict(os.environ)
         env.update(spec.flavor.env)
+        # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make
+        # CUDA count like NVML, so the job gets the GPUs it was given.
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         # An empty value hides every GPU: a CPU flavor must not grab one by accident.
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         env["NBJOBS_JOB_ID"] = spec.job_id
