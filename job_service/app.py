@@ -27,7 +27,7 @@ from .backends import Backend
 from .backends.local import LocalBackend
 from .classes import ClassRegistry, HubGroups
 from .db import connect
-from .handlers import routes
+from .handlers import NotFoundHandler, routes
 from .service import JobService
 
 
@@ -116,6 +116,8 @@ class JobServiceApp(Application):
             "nbjobs_service": service,
             "nbjobs_auth": auth,
             "log_function": self._log_request,
+            # paths outside api/ too get a JSON 404, not tornado's HTML page
+            "default_handler_class": NotFoundHandler,
         }
         settings.update(self.tornado_settings)
         return web.Application(routes(self.prefix), **settings)

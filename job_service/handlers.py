@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +21,11 @@ from .service import Caller, JobService, ServiceError
 
 Body = TypeVar("Body", bound=BaseModel)
 LOG_CHUNK = 64 * 1024
+#: the largest number a query argument may carry (offsets): what every database and
+#: ``seek`` takes (2**53 - 1, also exact in JavaScript)
+MAX_INT_ARG = 2**53 - 1
+#: a job id in a URL (the service makes 12 hex digits; up to 32 are accepted)
+JOB_ID = "[0-9a-f]{1,32}"
 
 
 class APIHandler(web.RequestHandler):
@@ -63,10 +70,25 @@ class APIHandler(web.RequestHandler):
                 body = {"message": message, "problems": [p.model_dump() for p in problems]}
                 self.finish(json.dumps(body))
                 return
+        if status_code == 405:
+            allowed = self.allowed_methods()
+            self.set_header("Allow", ", ".join(allowed))
+            message = (
+                f"{self.request.method} is not something {self.request.path} answers; "
+                f"it answers {', '.join(allowed) or 'nothing'} (see api/openapi.yaml)"
+            )
         if status_code >= 500:
             message = "the job service failed on this request; its log says why"
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"message": message}))
+
+    def allowed_methods(self) -> list[str]:
+        """The HTTP methods this handler implements (for a 405's message and Allow header)."""
+        return [
+            m
+            for m in self.SUPPORTED_METHODS
+            if getattr(type(self), m.lower(), None) is not getattr(web.RequestHandler, m.lower())
+        ]
 
     def send(self, model: BaseModel | list[Any], status: int = 200) -> None:
         self.set_status(status)
@@ -91,14 +113,33 @@ class APIHandler(web.RequestHandler):
                 msg = "is not a field of this request"
             raise web.HTTPError(400, "%s", f"{where}: {msg}" if where else msg) from None
 
-    def int_arg(self, name: str, default: int) -> int:
+    def int_arg(
+        self, name: str, default: int, *, minimum: int | None = None, maximum: int = MAX_INT_ARG
+    ) -> int:
+        """A whole-number query argument; out of ``minimum..maximum`` is a 400 that says so.
+
+        The upper bound keeps numbers a database or ``seek`` cannot take (``10**30``)
+        from ever reaching them.
+        """
         value = self.get_query_argument(name, None)
         if value is None:
             return default
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise web.HTTPError(400, "%s must be a whole number, not %r", name, value) from None
+        if number > maximum or (minimum is not None and number < minimum):
+            low = "" if minimum is None else f"from {minimum} "
+            raise web.HTTPError(
+                400, "%s must be a whole number %sup to %d, not %s", name, low, maximum, value
+            )
+        return number
+
+    async def _call_sync(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ServiceError as exc:
+            raise web.HTTPError(exc.status, "%s", exc.message) from None
 
     async def _call(self, coro: Any) -> Any:
         try:
@@ -129,7 +170,7 @@ class JobsHandler(APIHandler):
             user=self.get_query_argument("user", None),
             class_name=self.get_query_argument("class", None),
             limit=self.int_arg("limit", 50),
-            offset=self.int_arg("offset", 0),
+            offset=self.int_arg("offset", 0, minimum=0),
         )
         self.send(jobs)
 
@@ -139,15 +180,11 @@ class JobsHandler(APIHandler):
         self.set_header("Location", self.request.path.rstrip("/") + f"/{job.id}")
         self.send(job, status=HTTPStatus.CREATED)
 
-    async def _call_sync(self, func: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ServiceError as exc:
-            raise web.HTTPError(exc.status, "%s", exc.message) from None
 
+class JobHandler(APIHandler):
+    """``GET`` / ``PATCH`` / ``DELETE api/jobs/{job_id}`` (any other method: 405)."""
 
-class JobHandler(JobsHandler):
-    async def get(self, job_id: str) -> None:  # type: ignore[override]
+    async def get(self, job_id: str) -> None:
         self.send(await self._call_sync(self.service.get, self.caller, job_id))
 
     async def patch(self, job_id: str) -> None:
@@ -180,7 +217,7 @@ class LogsHandler(APIHandler):
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
         follow = self.get_query_argument("follow", "0") in ("1", "true", "yes")
-        offset = max(0, self.int_arg("offset", 0))
+        offset = self.int_arg("offset", 0, minimum=0)
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -204,6 +241,8 @@ class LogsHandler(APIHandler):
     def _send_from(self, path: Path, offset: int) -> int:
         try:
             with open(path, "rb") as f:
+                if offset >= os.fstat(f.fileno()).st_size:
+                    return offset  # nothing new (and no seek past what a file system takes)
                 f.seek(offset)
                 while chunk := f.read(LOG_CHUNK):
                     self.write(chunk)
@@ -269,13 +308,32 @@ class UsageHandler(APIHandler):
         self.send(self.service.usage(self.caller))
 
 
+class NotFoundHandler(APIHandler):
+    """Any path under ``api/`` that is no resource: a JSON 404 (after the token check)."""
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        path = self.request.path
+        job = path.split("/api/jobs/", 1)[1].split("/")[0] if "/api/jobs/" in path else ""
+        if job and not re.fullmatch(JOB_ID, job):
+            raise web.HTTPError(
+                404,
+                "%s",
+                f"no job {job!r}: a job id is up to 32 hex digits (0-9, a-f); "
+                "`nbjobs list` shows your jobs",
+            )
+        raise web.HTTPError(
+            404, "%s", f"no such resource: {path}; api/openapi.yaml lists the job service's API"
+        )
+
+
 def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
     """The API's URL patterns under ``prefix``.
 
     ``/`` standalone; ``/services/nbjobs/`` under a hub.
     """
     api = prefix.rstrip("/") + "/api"
-    job = r"/jobs/(?P<job_id>[0-9a-f]{1,32})"
+    job = rf"/jobs/(?P<job_id>{JOB_ID})"
     return [
         (api + "/health", HealthHandler),
         (api + "/flavors", FlavorsHandler),
@@ -288,4 +346,6 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + "/classes/?", ClassesHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
+        # last: every other path under api/ is a JSON 404, never tornado's HTML page
+        (api + r"(?:/.*)?", NotFoundHandler),
     ]

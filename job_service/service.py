@@ -344,6 +344,9 @@ class JobService:
 
     def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         quota = self.quota_for(caller)
+        if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
+            # It could never start: refuse now rather than let it wait forever.
+            raise Forbidden(_too_big_for_quota(flavor, quota))
         if quota.max_queued_jobs is not None:
             queued = db.scalar(
                 select(func.count())
@@ -675,6 +678,9 @@ class JobService:
             return f"flavor {record.flavor!r} no longer exists; cancel and resubmit"
         caller = Caller(record.user, frozenset(record.groups))
         quota = self.quota_for(caller)
+        if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
+            # queued before the quota shrank: it waits, and says it never fits
+            return _too_big_for_quota(flavor, quota) + "; cancel it"
         if (
             flavor.gpus
             and quota.max_running_gpus is not None
@@ -935,3 +941,28 @@ class JobService:
             time_limit=record.time_limit,
             requeues=record.requeues or 0,
         )
+
+
+def queue_order(
+    priority: int,
+    seq: int,
+    user: str,
+    running_jobs: Counter[str],
+    last_start: dict[str, float],
+) -> tuple[int, int, float, int]:
+    """The queue's sort key, best first; the scheduler and the queue positions share it.
+
+    Priority first (admins may raise it), then fair share: users running fewer
+    jobs first, then round-robin (the user who started a job least recently),
+    then submission order.
+    """
+    return (-priority, running_jobs[user], last_start.get(user, 0.0), seq)
+
+
+def _too_big_for_quota(flavor: Flavor, quota: Quota) -> str:
+    """Why a flavor can never start under a quota's running-GPU limit, and what to do."""
+    return (
+        f"flavor {flavor.name!r} needs {flavor.gpus} GPU(s) at once and your quota "
+        f"(max_running_gpus) allows {quota.max_running_gpus}; pick a flavor with fewer GPUs "
+        "or ask your admin to raise your quota"
+    )

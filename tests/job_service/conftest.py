@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,14 @@ from tornado.httpserver import HTTPServer
 from nbjobs.config import parse_config
 from nbjobs.storage import user_folder
 
-TOKENS = {"ada-token": "ada", "bob-token": "bob", "root-token": "root", "eve-token": "eve"}
-GROUPS = {"ada": ["students"], "bob": ["students"], "eve": ["staff"]}
+TOKENS = {
+    "ada-token": "ada",
+    "bob-token": "bob",
+    "root-token": "root",
+    "eve-token": "eve",
+    "cy-token": "cy",
+}
+GROUPS = {"ada": ["students"], "bob": ["students"], "eve": ["staff"], "cy": ["staff", "students"]}
 
 BASE_CONFIG: dict[str, Any] = {
     "backend": {"kind": "local", "local": {"gpus": [0, 1], "slots_per_gpu": 2, "cpu_slots": 2}},
@@ -115,7 +123,9 @@ class Service:
             await asyncio.sleep(0.1)
 
 
-async def start_service(tmp_path: Path, overrides: dict[str, Any] | None = None) -> Service:
+async def start_service(
+    tmp_path: Path, overrides: dict[str, Any] | None = None, argv: tuple[str, ...] = ()
+) -> Service:
     data = {**BASE_CONFIG, **(overrides or {})}
     data.setdefault("storage", {"root": str(tmp_path / "home")})
     data.setdefault("database", {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"})
@@ -133,6 +143,7 @@ async def start_service(tmp_path: Path, overrides: dict[str, Any] | None = None)
             f"--StaticTokenAuth.user_groups={GROUPS!r}",
             "--LocalBackend.cancel_grace=5",
             "--LocalBackend.poll_interval=0.1",
+            *argv,
         ]
     )
     service = app.make_service()
@@ -148,6 +159,60 @@ async def stop_service(svc: Service) -> None:
     await svc.service.stop()
 
 
+async def stop_all(svc: Service) -> None:
+    """Cancel what a test left running, then stop the service."""
+    backend = svc.service.backend
+    for job in list(backend.running.values()):  # type: ignore[attr-defined]
+        await backend.cancel(f"{job.job_id}:{job.pid}:{job.created:.3f}")
+    await stop_service(svc)
+
+
+def record_gpu_time(
+    svc: Service,
+    user: str,
+    *,
+    gpus: int,
+    started_ago: timedelta,
+    finished_ago: timedelta,
+    groups: list[str] | None = None,
+) -> str:
+    """Record a finished GPU job in the service's database, as if it had run then."""
+    from nbjobs.job_service.db import JobRecord
+
+    now = datetime.now(timezone.utc)
+    job_id = uuid.uuid4().hex[:12]
+    folder = svc.home(user)
+    with svc.service.sessions() as db:
+        svc.service._seq += 1
+        db.add(
+            JobRecord(
+                id=job_id,
+                seq=svc.service._seq,
+                user=user,
+                groups=groups if groups is not None else GROUPS.get(user, []),
+                name="earlier",
+                flavor="gpu2" if gpus == 2 else "gpu",
+                state="succeeded",
+                priority=0,
+                path="earlier.ipynb",
+                output_path="earlier.out.ipynb",
+                source_file=str(folder / "earlier.ipynb"),
+                snapshot_file=str(folder / ".nbjobs" / job_id / "input.ipynb"),
+                output_file=str(folder / "earlier.out.ipynb"),
+                job_dir=str(folder / ".nbjobs" / job_id),
+                parameters={},
+                gpu_count=gpus,
+                gpus=[str(i) for i in range(gpus)],
+                submitted_at=now - started_ago,
+                started_at=now - started_ago,
+                finished_at=now - finished_ago,
+                exit_code=0,
+            )
+        )
+        db.commit()
+    return job_id
+
+
 @pytest.fixture
 async def svc(tmp_path) -> AsyncIterator[Service]:
     s = await start_service(tmp_path)
@@ -155,16 +220,13 @@ async def svc(tmp_path) -> AsyncIterator[Service]:
         yield s
     finally:
         # Jobs a test left running would outlive it: cancel them.
-        backend = s.service.backend
-        for job in list(backend.running.values()):  # type: ignore[attr-defined]
-            await backend.cancel(f"{job.job_id}:{job.pid}:{job.created:.3f}")
-        await stop_service(s)
+        await stop_all(s)
 
 
 @pytest.fixture
 def start(tmp_path) -> Callable[..., Any]:
     """Start (another) service over the same folder and database."""
-    return lambda overrides=None: start_service(tmp_path, overrides)
+    return lambda overrides=None, argv=(): start_service(tmp_path, overrides, argv)
 
 
 def _postgres_bin() -> Path | None:

@@ -6,12 +6,15 @@ import asyncio
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 import requests
 import yaml
-from nbjobs.job_service.handlers import routes
+from nbjobs.job_service.handlers import NotFoundHandler, routes
 from openapi_core import OpenAPI
 from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
+
+from nbjobs.config import Quota
 
 from .conftest import TOKENS
 
@@ -25,7 +28,9 @@ def spec() -> OpenAPI:
 
 def test_every_route_is_described_and_every_description_is_served(spec):
     served = set()
-    for pattern, _ in routes("/"):
+    for pattern, handler in routes("/"):
+        if handler is NotFoundHandler:
+            continue  # the JSON 404 for every other path: no resource to describe
         path = pattern.removeprefix("/api").rstrip("?").rstrip("/")
         served.add(re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", path))
     described = set(yaml.safe_load(SPEC_FILE.read_text())["paths"])
@@ -79,4 +84,36 @@ async def test_responses_match_the_spec(svc, spec):
     assert (await do("ada", "POST", f"jobs/{slow['id']}/cancel")).status_code == 200
     assert (await do("ada", "DELETE", f"jobs/{slow['id']}")).status_code == 204
     assert (await do("root", "GET", "usage")).status_code == 200
-    assert len(checked) == 19
+    assert (await do("ada", "GET", "jobs", params={"offset": 10**30})).status_code == 400
+    assert (
+        await do("ada", "GET", f"jobs/{job['id']}/logs", params={"offset": -1})
+    ).status_code == 400
+    # a re-run is checked like a submission: the notebook gone (400), over the GPU quota (403)
+    svc.write("ada", "gone.ipynb", "1")
+    gone = await svc.wait("ada", (await svc.submit("ada", "gone.ipynb", "gpu"))["id"])
+    (svc.home("ada") / "gone.ipynb").unlink()
+    assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun")).status_code == 400
+    svc.write("ada", "gone.ipynb", "1")
+    config = svc.service.config
+    no_gpus = config.quotas.model_copy(update={"default": Quota(max_running_gpus=0)})
+    svc.service.config = config.model_copy(update={"quotas": no_gpus})
+    assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun")).status_code == 403
+    svc.service.config = config
+    assert len(checked) == 23
+
+
+async def test_errors_off_the_described_paths_are_the_described_error(svc, spec):
+    error = yaml.safe_load(SPEC_FILE.read_text())["components"]["schemas"]["Error"]
+    svc.write("ada", "a.ipynb", "1")
+    job = await svc.submit("ada", "a.ipynb")
+
+    async with svc.client("ada") as c:
+        not_allowed = await c.post(f"jobs/{job['id']}")
+        not_found = await c.get("jobs/not-hex")
+
+    assert not_allowed.status_code == 405
+    assert not_allowed.headers["allow"] == "GET, DELETE, PATCH"
+    assert not_found.status_code == 404
+    for r in (not_allowed, not_found):
+        assert r.headers["content-type"] == "application/json"
+        jsonschema.validate(r.json(), error)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from .conftest import stop_all
+
 
 async def post_job(svc, user, body, **kwargs):
     async with svc.client(user) as c:
@@ -137,26 +139,27 @@ async def test_group_flavors_are_listed_only_to_the_group(svc):
 
 
 @pytest.mark.parametrize(
-    ("body", "expected"),
+    ("body", "status", "expected"),
     [
-        (b"{not json", "the request body is not JSON"),
-        ({"flavor": "cpu"}, "path: Field required"),
-        ({"path": "a.ipynb", "flavor": "cpu", "gpus": 8}, "gpus: is not a field of this request"),
-        ({"path": "a.ipynb", "flavor": "cpu", "parameters": {"1x": 1}}, "Python identifiers"),
-        ({"path": "a.ipynb", "flavor": "cpu", "priority": 5}, "only admins may set"),
-        ({"path": "a.ipynb", "flavor": "cpu", "time_limit": 99999}, "longer than flavor 'cpu'"),
-        ({"path": "a.ipynb", "flavor": "cpu", "time_limit": -1}, "time_limit: Input should be"),
-        ([1, 2], "Input should be a valid dictionary"),
+        (b"{not json", 400, "the request body is not JSON"),
+        ({"flavor": "cpu"}, 400, "path: Field required"),
+        ({"path": "a.ipynb", "flavor": "cpu", "gpus": 8}, 400, "gpus: is not a field of this"),
+        ({"path": "a.ipynb", "flavor": "cpu", "parameters": {"1x": 1}}, 400, "Python identifiers"),
+        # well-formed, but not this caller's to ask: forbidden
+        ({"path": "a.ipynb", "flavor": "cpu", "priority": 5}, 403, "only admins may set"),
+        ({"path": "a.ipynb", "flavor": "cpu", "time_limit": 99999}, 400, "longer than flavor"),
+        ({"path": "a.ipynb", "flavor": "cpu", "time_limit": -1}, 400, "time_limit: Input should"),
+        ([1, 2], 400, "Input should be a valid dictionary"),
     ],
 )
-async def test_malformed_bodies_get_a_400_that_says_what_is_wrong(svc, body, expected):
+async def test_malformed_bodies_get_a_400_that_says_what_is_wrong(svc, body, status, expected):
     svc.write("ada", "a.ipynb", "1")
     kwargs = {"content": body} if isinstance(body, bytes) else {"json": body}
 
     async with svc.client("ada") as c:
         r = await c.post("jobs", **kwargs)
 
-    assert r.status_code in (400, 403)
+    assert r.status_code == status
     assert expected in r.json()["message"]
     assert await no_jobs_recorded(svc)
 
@@ -190,3 +193,104 @@ async def test_a_flavor_bigger_than_the_machine_is_refused_at_once(svc, start):
 
     assert r.status_code == 409
     assert "needs 4 GPU(s) and this machine has 2 GPUs" in r.json()["message"]
+
+
+@pytest.mark.parametrize("where", ["jobs", "logs"])
+@pytest.mark.parametrize("offset", [str(10**30), "-1", "9007199254740992"])
+async def test_offsets_no_database_or_file_can_take_are_a_400(svc, where, offset):
+    svc.write("ada", "a.ipynb", "print('hi')")
+    job = await svc.wait("ada", (await svc.submit("ada", "a.ipynb"))["id"])
+    path = "jobs" if where == "jobs" else f"jobs/{job['id']}/logs"
+
+    async with svc.client("ada") as c:
+        r = await c.get(path, params={"offset": offset})
+        biggest = await c.get(path, params={"offset": 2**53 - 1})
+
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        f"offset must be a whole number from 0 up to 9007199254740991, not {offset}"
+    )
+    assert biggest.status_code == 200  # past the end: an empty page, an empty log
+    if where == "jobs":
+        assert biggest.json()["jobs"] == []
+    else:
+        assert biggest.text == ""
+
+
+async def test_methods_a_resource_does_not_offer_are_a_json_405(svc):
+    svc.write("ada", "a.ipynb", "import time; time.sleep(30)")
+    job = await svc.submit("ada", "a.ipynb")
+    prefix = "/services/nbjobs/api/"
+
+    async with svc.client("ada") as c:
+        post_job = await c.post(f"jobs/{job['id']}", json={"path": "a.ipynb", "flavor": "cpu"})
+        put_jobs = await c.put("jobs", json={})
+        get_cancel = await c.get(f"jobs/{job['id']}/cancel")
+        delete_health = await c.delete("health")
+        listed = (await c.get("jobs")).json()
+    async with svc.client(None) as c:
+        anonymous = await c.post(f"jobs/{job['id']}")
+
+    assert post_job.status_code == 405
+    assert post_job.headers["content-type"] == "application/json"
+    assert post_job.json()["message"] == (
+        f"POST is not something {prefix}jobs/{job['id']} answers; "
+        "it answers GET, DELETE, PATCH (see api/openapi.yaml)"
+    )
+    assert post_job.headers["allow"] == "GET, DELETE, PATCH"
+    assert put_jobs.status_code == 405
+    assert put_jobs.json()["message"].endswith("it answers GET, POST (see api/openapi.yaml)")
+    assert get_cancel.status_code == 405
+    assert get_cancel.json()["message"].startswith(f"GET is not something {prefix}jobs/")
+    assert delete_health.status_code == 405
+    assert listed["total"] == 1  # the POST submitted nothing
+    assert anonymous.status_code == 401  # the token is checked first, as everywhere
+
+
+async def test_unknown_paths_are_a_json_404_with_a_sentence(svc):
+    async with svc.client("ada") as c:
+        not_hex = await c.get("jobs/not-a-job")
+        too_long = await c.get("jobs/" + "a" * 33)
+        nothing = await c.get("nothing/here")
+        outside = await c.get(svc.url + "elsewhere")
+        action = await c.post("jobs/0123456789ab/launch")
+    async with svc.client(None) as c:
+        anonymous = await c.get("nothing/here")
+
+    assert not_hex.status_code == 404
+    assert not_hex.json()["message"] == (
+        "no job 'not-a-job': a job id is up to 32 hex digits (0-9, a-f); "
+        "`nbjobs list` shows your jobs"
+    )
+    assert too_long.status_code == 404
+    assert "a job id is up to 32 hex digits" in too_long.json()["message"]
+    for r in (nothing, outside, action):
+        assert r.status_code == 404
+        assert r.headers["content-type"] == "application/json"
+    assert nothing.json()["message"] == (
+        "no such resource: /services/nbjobs/api/nothing/here; "
+        "api/openapi.yaml lists the job service's API"
+    )
+    assert anonymous.status_code == 401
+    assert "token" in anonymous.json()["message"]
+
+
+async def test_a_flavor_bigger_than_the_users_gpu_quota_is_refused_at_once(start):
+    svc = await start({"quotas": {"default": {"max_running_gpus": 1}}})
+    try:
+        svc.write("ada", "a.ipynb", "1")
+
+        too_big = await post_job(svc, "ada", {"path": "a.ipynb", "flavor": "gpu2"})
+        fits = await post_job(svc, "ada", {"path": "a.ipynb", "flavor": "gpu"})
+
+        assert too_big.status_code == 403
+        assert too_big.json()["message"] == (
+            "flavor 'gpu2' needs 2 GPU(s) at once and your quota (max_running_gpus) allows 1; "
+            "pick a flavor with fewer GPUs or ask your admin to raise your quota"
+        )
+        assert fits.status_code == 201
+        async with svc.client("ada") as c:
+            listed = (await c.get("jobs")).json()
+        assert [j["flavor"] for j in listed["jobs"]] == ["gpu"]
+    finally:
+        await stop_all(svc)
