@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import shutil
 import uuid
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, StatusFileError, read_status
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from nbjobs.config import Flavor, NbjobsConfig, Quota
@@ -459,13 +460,43 @@ class JobService:
         if flavor:
             query = query.where(JobRecord.flavor == flavor)
         with self.sessions() as db:
+            if {JobState.STARTING.value, JobState.RUNNING.value} & set(states):
+                self._note_running(db)
             total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
             records = db.scalars(
                 query.order_by(JobRecord.seq.desc()).limit(limit).offset(offset)
             ).all()
-            positions = self._queue_positions(db)
+            # placing the queue costs a query: only when this page shows a queued job
+            queued_here = any(r.state == JobState.QUEUED.value for r in records)
+            positions = self._queue_positions(db) if queued_here else {}
             jobs = [self._to_model(db, r, positions) for r in records]
         return JobList(jobs=jobs, total=total, limit=limit, offset=offset)
+
+    def _note_running(self, db: Session) -> None:
+        """Record as ``running`` the started jobs whose runner says so (its status file).
+
+        A job is shown running from its status file; recording it too lets a list
+        filtered by state (``starting`` or ``running``) match what it shows.
+        """
+        starting = db.execute(
+            select(JobRecord.id, JobRecord.job_dir).where(
+                JobRecord.state == JobState.STARTING.value
+            )
+        ).all()
+        running = []
+        for job_id, job_dir in starting:
+            with contextlib.suppress(StatusFileError, OSError):
+                live = read_status(Path(job_dir) / "status.json")
+                if live is not None and live.state == JobState.RUNNING.value:
+                    running.append(job_id)
+        if running:
+            # only if still starting: a job that ended meanwhile keeps its final state
+            db.execute(
+                update(JobRecord)
+                .where(JobRecord.id.in_(running), JobRecord.state == JobState.STARTING.value)
+                .values(state=JobState.RUNNING.value)
+            )
+            db.commit()
 
     def log_file(self, caller: Caller, job_id: str) -> Path:
         """The job's log (it may not exist yet while queued)."""
@@ -609,32 +640,13 @@ class JobService:
             ).all()
             if not queued:
                 return
-            active = db.scalars(
-                select(JobRecord).where(JobRecord.state.in_([s.value for s in ACTIVE_STATES]))
-            ).all()
-            running_jobs = Counter(r.user for r in active)
-            # Round-robin between users: whoever started a job least recently goes first.
-            last_start: dict[str, float] = {
-                user: when.timestamp()
-                for user, when in db.execute(
-                    select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
-                ).all()
-                if when is not None
-            }
-            running_gpus: Counter[str] = Counter()
-            for r in active:
-                running_gpus[r.user] += r.gpu_count
+            running_jobs, running_gpus, last_start = self._fair_share(db, {r.user for r in queued})
             pending = list(queued)
             to_start: list[JobRecord] = []
             hours_cache: dict[tuple[str, str], float] = {}
             while pending:
                 pending.sort(
-                    key=lambda r: (
-                        -r.priority,
-                        running_jobs[r.user],
-                        last_start.get(r.user, 0.0),
-                        r.seq,
-                    )
+                    key=lambda r: queue_order(r.priority, r.seq, r.user, running_jobs, last_start)
                 )
                 started_one = False
                 for record in list(pending):
@@ -665,6 +677,26 @@ class JobService:
             for record in to_start:
                 if record.backend_ref and record.state == JobState.STARTING.value:
                     self._follow(record.id, record.backend_ref)
+
+    def _fair_share(
+        self, db: Session, users: set[str] | None = None
+    ) -> tuple[Counter[str], Counter[str], dict[str, float]]:
+        """Per user (all, or ``users``): jobs running, GPUs held, when they last started one."""
+        active_query = select(JobRecord.user, JobRecord.gpu_count).where(
+            JobRecord.state.in_([s.value for s in ACTIVE_STATES])
+        )
+        last_query = select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
+        if users is not None:
+            active_query = active_query.where(JobRecord.user.in_(users))
+            last_query = last_query.where(JobRecord.user.in_(users))
+        running_jobs: Counter[str] = Counter()
+        running_gpus: Counter[str] = Counter()
+        for user, gpu_count in db.execute(active_query).all():
+            running_jobs[user] += 1
+            running_gpus[user] += gpu_count
+        # Round-robin between users: whoever started a job least recently goes first.
+        last_start = {user: when.timestamp() for user, when in db.execute(last_query).all() if when}
+        return running_jobs, running_gpus, last_start
 
     def _why_waiting(
         self,
@@ -878,12 +910,44 @@ class JobService:
     # -- views -------------------------------------------------------------------
 
     def _queue_positions(self, db: Session) -> dict[str, int]:
+        """Each queued job's place: the order :meth:`schedule` would start them in.
+
+        The same :func:`queue_order` as the scheduler, replayed as if each job
+        started in turn (its user then runs one more job and started last), so
+        bob's one job behind ada's fifty shows the place it really has: next
+        but one. Quotas and capacity, which may pass a job over, are not foreseen.
+        """
         queued = db.execute(
-            select(JobRecord.id)
-            .where(JobRecord.state == JobState.QUEUED.value)
-            .order_by(JobRecord.priority.desc(), JobRecord.seq)
-        ).scalars()
-        return {job_id: i for i, job_id in enumerate(queued, start=1)}
+            select(JobRecord.id, JobRecord.user, JobRecord.priority, JobRecord.seq).where(
+                JobRecord.state == JobState.QUEUED.value
+            )
+        ).all()
+        if not queued:
+            return {}
+        by_user: dict[str, list[Any]] = {}
+        for row in queued:
+            by_user.setdefault(row.user, []).append(row)
+        running_jobs, _, last_start = self._fair_share(db, set(by_user))
+
+        def key(row: Any) -> tuple[int, int, float, int]:
+            return queue_order(row.priority, row.seq, row.user, running_jobs, last_start)
+
+        for rows in by_user.values():
+            rows.sort(key=key, reverse=True)  # each user's best last, to pop
+        heads = [(key(rows[-1]), user) for user, rows in by_user.items()]
+        heapq.heapify(heads)
+        clock = max([utcnow().timestamp(), *last_start.values()])
+        positions: dict[str, int] = {}
+        while heads:
+            _, user = heapq.heappop(heads)
+            rows = by_user[user]
+            positions[rows.pop().id] = len(positions) + 1
+            running_jobs[user] += 1
+            clock += 1.0
+            last_start[user] = clock
+            if rows:
+                heapq.heappush(heads, (key(rows[-1]), user))
+        return positions
 
     def _to_model(
         self, db: Session, record: JobRecord, positions: dict[str, int] | None = None

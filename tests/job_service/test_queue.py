@@ -7,6 +7,8 @@ import asyncio
 import nbformat
 import psutil
 
+from .conftest import stop_all
+
 SHOW_GPUS = "import os; print('GPUS=' + os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
 
 
@@ -212,3 +214,82 @@ async def test_two_hundred_submissions_at_once_are_each_recorded_once(svc):
     assert listed["total"] == 200
     assert {j["id"] for j in listed["jobs"]} == ids
     assert sorted(j["queue_position"] for j in listed["jobs"]) == list(range(1, 201))
+
+
+async def test_queue_positions_are_the_order_the_scheduler_starts_jobs_in(start):
+    svc = await start({"backend": {"kind": "local", "local": {"gpus": [0], "cpu_slots": 1}}})
+    try:
+        svc.write("root", "hog.ipynb", "import time; time.sleep(3)")
+        svc.write("ada", "f.ipynb", "import time; time.sleep(2)")
+        svc.write("bob", "f.ipynb", "1")
+        hog = await svc.submit("root", "hog.ipynb")
+        await svc.wait("root", hog["id"], running)
+        ada = [await svc.submit("ada", "f.ipynb") for _ in range(2)]
+        bob = await svc.submit("bob", "f.ipynb")
+
+        async def positions() -> dict[str, int]:
+            async with svc.client("root") as c:
+                listed = (await c.get("jobs", params={"state": "queued"})).json()
+            return {j["id"]: j["queue_position"] for j in listed["jobs"]}
+
+        # Fair share: once ada's first job starts, bob's one job goes before her second.
+        before = await positions()
+        assert [before[j["id"]] for j in [*ada, bob]] == [1, 3, 2]
+        await svc.wait("ada", ada[0]["id"], running)
+        # ada runs a job and bob none: bob's job is next, though ada submitted first
+        assert (await svc.job("bob", bob["id"]))["queue_position"] == 1
+        assert (await svc.job("ada", ada[1]["id"]))["queue_position"] == 2
+        done = [await svc.wait("root", j["id"], timeout=120) for j in [*ada, bob]]
+        started = sorted(done, key=lambda j: j["started_at"])
+        assert [before[j["id"]] for j in started] == [1, 2, 3]
+    finally:
+        await stop_all(svc)
+
+
+async def test_an_admin_submitting_with_a_priority_jumps_the_queue(svc):
+    svc.write("root", "p.ipynb", "import time; time.sleep(2)")
+    hog = await svc.submit("root", "p.ipynb", "gpu2")
+    await svc.wait("root", hog["id"], running)
+    svc.write("ada", "p.ipynb", "1")
+    early = await svc.submit("ada", "p.ipynb", "gpu2")
+
+    urgent = await svc.submit("root", "p.ipynb", "gpu2", priority=10)
+
+    assert urgent["priority"] == 10
+    assert urgent["queue_position"] == 1
+    assert (await svc.job("ada", early["id"]))["queue_position"] == 2
+    first, second = await svc.wait("root", urgent["id"]), await svc.wait("ada", early["id"])
+    assert first["started_at"] < second["started_at"]
+
+
+async def test_list_filters_by_state_and_flavor_return_exactly_the_matching_jobs(svc):
+    svc.write("ada", "quick.ipynb", "1")
+    svc.write("ada", "slow.ipynb", "import time; time.sleep(30)")
+    svc.write("root", "hog.ipynb", "import time; time.sleep(30)")
+    gpu_done = await svc.wait("ada", (await svc.submit("ada", "quick.ipynb", "gpu"))["id"])
+    cpu_done = await svc.wait("ada", (await svc.submit("ada", "quick.ipynb", "cpu"))["id"])
+    hog = await svc.submit("root", "hog.ipynb", "gpu2")  # holds both GPUs: ada's GPU jobs wait
+    await svc.wait("root", hog["id"], running)
+    cpu_running = await svc.submit("ada", "slow.ipynb", "cpu")
+    await svc.wait("ada", cpu_running["id"], running)
+    gpu_queued = await svc.submit("ada", "quick.ipynb", "gpu")
+    gpu2_queued = await svc.submit("ada", "quick.ipynb", "gpu2")
+
+    async def ids(who: str, **params: str) -> list[str]:
+        async with svc.client(who) as c:
+            listed = (await c.get("jobs", params=params)).json()
+        assert listed["total"] == len(listed["jobs"])
+        return [j["id"] for j in listed["jobs"]]  # newest first
+
+    assert await ids("ada", state="queued,running") == [
+        gpu2_queued["id"],
+        gpu_queued["id"],
+        cpu_running["id"],
+    ]
+    assert await ids("ada", state="running") == [cpu_running["id"]]
+    assert await ids("ada", state="succeeded") == [cpu_done["id"], gpu_done["id"]]
+    assert await ids("ada", flavor="gpu") == [gpu_queued["id"], gpu_done["id"]]
+    assert await ids("ada", flavor="gpu", state="queued") == [gpu_queued["id"]]
+    assert await ids("root", state="running") == [cpu_running["id"], hog["id"]]
+    assert await ids("root", state="running", user="root") == [hog["id"]]
+    assert await ids("bob", state="queued,running") == []
