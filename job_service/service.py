@@ -200,7 +200,16 @@ class JobService:
         return not flavor.groups
 
     def quota_for(self, caller: Caller) -> Quota:
-        """The caller's quota: their own entry, else the most generous of their groups."""
+        """The caller's quota: their own entry, else the most generous of their groups.
+
+        With several groups in ``quotas.groups``, each limit is the most generous
+        any of them grants (no limit beats every number): ``max_running_gpus`` and
+        ``max_queued_jobs`` each on their own, while the GPU-hours budget is taken
+        whole, hours and period together, from the group whose budget allows the
+        most hours per day (10 a day beats 30 a month); a tie goes to the longer
+        period, then to the group first by name. A class's GPU-hours replace the
+        budget; a user's own entry replaces all of it.
+        """
         quotas = self.config.quotas
         if caller.name in quotas.users:
             return quotas.users[caller.name]
@@ -219,11 +228,16 @@ class JobService:
         def most(values: list[Any]) -> Any:
             return None if any(v is None for v in values) else max(values)
 
+        def per_day(q: Quota) -> tuple[float, timedelta]:
+            rate = float("inf") if q.gpu_hours is None else q.gpu_hours / PERIODS[q.period].days
+            return rate, PERIODS[q.period]
+
+        budget = max(mine, key=per_day)  # max keeps the first of equals: first by name
         return Quota(
             max_running_gpus=most([q.max_running_gpus for q in mine]),
             max_queued_jobs=most([q.max_queued_jobs for q in mine]),
-            gpu_hours=most([q.gpu_hours for q in mine]),
-            period=mine[0].period,
+            gpu_hours=budget.gpu_hours,
+            period=budget.period,
         )
 
     def flavors_for(self, caller: Caller) -> list[FlavorInfo]:
