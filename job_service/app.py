@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tornado import httpserver, web
-from traitlets import Dict, Instance, Integer, Type, Unicode, default
+from traitlets import Dict, Float, Instance, Integer, Type, Unicode, default
 from traitlets.config import Application
 
 from nbjobs.config import ConfigError, NbjobsConfig, load_config
@@ -64,6 +64,17 @@ class JobServiceApp(Application):
         None, klass=Authenticator, allow_none=True, help="how callers are authenticated"
     ).tag(config=True)
     tornado_settings = Dict(help="extra tornado settings").tag(config=True)
+    time_limit_grace = Float(
+        60.0,
+        min=0,
+        help="""Seconds past a job's time limit before the service stops it.
+
+        The runner stops a notebook at its time limit itself; this is the backstop
+        for a runner that cannot (hung, stopped). The job is then marked ``timed_out``.
+        Backends that enforce limits themselves (Kubernetes' activeDeadlineSeconds)
+        need none. ``c.JobServiceApp.time_limit_grace = 120``
+        """,
+    ).tag(config=True)
 
     aliases = {
         "config": "JobServiceApp.config_file",
@@ -101,7 +112,14 @@ class JobServiceApp(Application):
         if self.in_hub and os.environ.get("JUPYTERHUB_API_URL"):
             hub = HubGroups(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"])
         classes = ClassRegistry(self.nbjobs_config, hub, log=self.log)
-        return JobService(self.nbjobs_config, backend, sessions, log=self.log, classes=classes)
+        return JobService(
+            self.nbjobs_config,
+            backend,
+            sessions,
+            log=self.log,
+            classes=classes,
+            time_limit_grace=self.time_limit_grace,
+        )
 
     def make_auth(self) -> Authenticator:
         assert self.nbjobs_config is not None

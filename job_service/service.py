@@ -115,6 +115,7 @@ class JobService:
         log: logging.Logger | None = None,
         folder_for: Callable[[str], Path] | None = None,
         classes: ClassRegistry | None = None,
+        time_limit_grace: float = 60.0,
     ) -> None:
         from .classes import ClassRegistry
 
@@ -126,6 +127,9 @@ class JobService:
         self.backend = backend
         self.sessions = sessions
         self.log = log or logging.getLogger("nbjobs.job_service")
+        #: seconds past a job's time limit before the service stops a runner that did not
+        #: stop itself (the backstop; a backend that enforces limits itself needs none)
+        self.time_limit_grace = time_limit_grace
         self._wake = asyncio.Event()
         self._followers: dict[str, asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
@@ -782,7 +786,7 @@ class JobService:
             note = None
             try:
                 # The runner enforces the limit itself; this is the backstop.
-                grace = 60.0
+                grace = self.time_limit_grace
                 backstop = limit + grace if limit and not self.backend.enforces_time_limit else None
                 outcome = await asyncio.wait_for(self.backend.wait(ref), timeout=backstop)
             except asyncio.TimeoutError:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import nbformat
+import psutil
 import pytest
+
+from .conftest import BASE_CONFIG, record_gpu_time, stop_all
+
+HOUR = timedelta(hours=1)
 
 
 async def test_submit_runs_the_notebook_and_writes_output_next_to_it(svc):
@@ -72,6 +79,31 @@ async def test_flavor_time_limit_stops_the_job(svc):
     assert done["state"] == "timed_out"
     assert done["time_limit"] == 3
     assert (svc.home("ada") / done["output_path"]).exists()
+
+
+async def test_the_service_stops_a_runner_that_overruns_its_time_limit(start):
+    # The runner stops a notebook at its time limit itself; one that cannot (hung,
+    # stopped) is stopped by the service once the limit and its grace have passed.
+    six = {"name": "six", "gpus": 0, "time_limit": 6}
+    svc = await start(
+        {"flavors": [*BASE_CONFIG["flavors"], six]},
+        argv=("--JobServiceApp.time_limit_grace=0.5",),
+    )
+    svc.service.backend.cancel_grace = 1  # a stopped runner ignores SIGTERM: kill it soon
+    try:
+        svc.write("ada", "hang.ipynb", "print('start', flush=True)", "import time; time.sleep(60)")
+        job = await svc.submit("ada", "hang.ipynb", "six")
+        await svc.wait("ada", job["id"], lambda j: j["progress"]["cells_done"] >= 1)
+        runner = psutil.Process(svc.service.backend.running[job["id"]].pid)
+        runner.suspend()  # a hung runner: it cannot enforce its own limit
+
+        done = await svc.wait("ada", job["id"], timeout=30)
+
+        assert done["state"] == "timed_out"
+        assert done["message"] == "stopped by the job service after its time limit (6 s)"
+        assert not runner.is_running() or runner.status() == psutil.STATUS_ZOMBIE
+    finally:
+        await stop_all(svc)
 
 
 async def test_logs_hold_the_cell_output_and_follow_streams_until_the_end(svc):
@@ -159,6 +191,7 @@ async def test_usage_counts_gpu_hours_per_user_and_group(svc):
     cpu_job = await svc.submit("bob", "u.ipynb", "cpu")
     gpu_done = await svc.wait("ada", gpu_job["id"])
     await svc.wait("bob", cpu_job["id"])
+    record_gpu_time(svc, "eve", gpus=2, started_ago=timedelta(hours=2), finished_ago=HOUR)
 
     async with svc.client("root") as c:
         everyone = (await c.get("usage")).json()
@@ -177,6 +210,11 @@ async def test_usage_counts_gpu_hours_per_user_and_group(svc):
     assert users["bob"]["gpu_hours"] == 0  # a CPU flavor holds no GPU
     groups = {row["name"]: row for row in everyone["groups"]}
     assert groups["students"]["jobs"] == 2
+    # the group's GPU-hours are its members': ada's GPU job, bob's CPU job adds none
+    assert groups["students"]["gpu_hours"] == pytest.approx(held, abs=1e-4)
+    # eve's 2 GPUs for an hour count for her group only
+    assert groups["staff"]["gpu_hours"] == pytest.approx(2.0, abs=1e-3)
+    assert users["eve"]["gpu_hours"] == pytest.approx(2.0, abs=1e-3)
     assert everyone["period"] == "week"
     assert [row["name"] for row in mine["users"]] == ["bob"]  # users see only themselves
 
