@@ -15,7 +15,7 @@ echo "==> mypy"
 # that mypy sees the same module names the code imports.
 stage=build/typecheck/nbjobs
 rm -rf build/typecheck && mkdir -p "$stage"
-for f in nbjobs/*.py; do ln -s "$PWD/$f" "$stage/"; done
+for f in nbjobs/*.py nbjobs/client; do ln -s "$PWD/$f" "$stage/"; done
 for part in job_runner job_service server_extension spawner hub_config; do
     [ -f "$part/__init__.py" ] && ln -s "$PWD/$part" "$stage/$part"
 done
