@@ -80,7 +80,8 @@ def run_notebook(
 
     Raises :class:`BadInput` (nothing run, nothing written) when the input is
     not a valid notebook, its kernel is not installed, the output would
-    overwrite the input or cannot be written, or the parameters do not fit.
+    overwrite the input or cannot be written, the status file would overwrite
+    the input or the output or cannot be written, or the parameters do not fit.
     """
     job = NotebookJob.prepare(
         input_path,
