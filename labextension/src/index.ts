@@ -20,6 +20,7 @@ import {
 import type { MainAreaWidget } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { NbjobsAPI, NbjobsError } from './api';
@@ -177,7 +178,22 @@ async function submitNotebook(
       return null;
     }
     if (open.context.model.dirty) {
-      await open.context.save();
+      try {
+        await open.context.save();
+      } catch (error) {
+        // Lab has shown why the save failed (or the user cancelled it); a job
+        // must not run an older copy than the one on screen.
+        if ((error as Error)?.name !== 'ModalCancelError') {
+          Notification.error(
+            trans(
+              '%1 was not submitted: it could not be saved. Fix what stopped the save (see the message), then submit again.',
+              path
+            ),
+            { autoClose: false }
+          );
+        }
+        return null;
+      }
       Notification.info(trans('Saved %1 before submitting it.', path), { autoClose: 4000 });
     }
   }
@@ -190,12 +206,19 @@ async function submitNotebook(
       api.flavors()
     ]);
   } catch (error) {
-    await showErrorMessage(
-      trans('Submit Job'),
-      error instanceof NbjobsError
-        ? error.message
-        : trans('Could not read %1; save it and try again.', path)
-    );
+    let message: string;
+    if (error instanceof NbjobsError) {
+      message = error.message;
+    } else if (error instanceof ServerConnection.ResponseError && error.response.status === 404) {
+      // Open in Lab, but its file was moved or deleted on the server.
+      message = trans(
+        '%1 is not saved as a file on the server (was it moved or deleted?). A job runs the saved file: save the notebook (File ▸ Save Notebook As…), then submit it again.',
+        path
+      );
+    } else {
+      message = trans('Could not read %1; save it and try again.', path);
+    }
+    await showErrorMessage(trans('Submit Job'), message);
     return null;
   }
   const localPath = app.serviceManager.contents.localPath(path);
@@ -229,7 +252,7 @@ function notifyEnded(
   openIt: () => void,
   showLog: () => void
 ): void {
-  const took = formatDuration(elapsedSeconds(job, new Date()));
+  const took = formatDuration(elapsedSeconds(job, new Date()), trans);
   const open = { label: trans('Open output'), callback: openIt };
   const log = { label: trans('View log'), callback: showLog };
   switch (job.state) {
