@@ -1,9 +1,11 @@
 """A real JupyterHub (the demo's machinery) and a real browser (Debian's chromium).
 
 The hub is set up by `nbjobs.demo.prepare` and then given a config of our own:
-one CPU slot, so a second job visibly waits, and a flavor this machine could
-never run, so the dialog shows it disabled with the reason. Screenshots go to
-tests/artifacts/ (gitignored): look at them.
+one CPU slot, so a second job visibly waits; four GPU ids for the local
+backend (no GPU is needed: a job only gets CUDA_VISIBLE_DEVICES), so the dialog
+counts free GPUs and jobs of two flavors run side by side; and a flavor this
+machine could never run, so the dialog shows it disabled with the reason.
+Screenshots go to tests/artifacts/ (gitignored): look at them.
 """
 
 from __future__ import annotations
@@ -45,9 +47,18 @@ CHROMIUM_FLAGS = [
 HUB_JOBS_CONFIG = {
     "storage": {"root": "home"},
     "database": {"url": "sqlite:///jobs.sqlite"},
-    "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+    "backend": {"kind": "local", "local": {"gpus": [0, 1, 2, 3], "cpu_slots": 1}},
     "flavors": [
         {"name": "cpu", "display_name": "CPU only", "gpus": 0, "cpu": "1", "time_limit": "10m"},
+        {
+            "name": "t4",
+            "display_name": "1 \N{MULTIPLICATION SIGN} T4",
+            "gpus": 1,
+            "gpu_type": "T4",
+            "cpu": "4",
+            "memory": "16Gi",
+            "time_limit": "1h",
+        },
         {
             "name": "a100x8",
             "display_name": "8 \N{MULTIPLICATION SIGN} A100",
@@ -64,7 +75,7 @@ HUB_JOBS_CONFIG = {
             "name": "demo-class",
             "teachers": ["tess"],
             "students": ["ada", "bob"],
-            "flavors": ["cpu", "a100x8"],
+            "flavors": ["cpu", "t4", "a100x8"],
         },
     ],
     "admin": {"users": ["admin"]},
@@ -116,6 +127,13 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     nbformat.write(
         notebook("print('loading')", "raise ValueError('bad input: no rows')", "print('never')"),
         home / "fail.ipynb",
+    )
+    nbformat.write(
+        notebook(
+            *[f"print('tick {i}', flush=True); time.sleep(pause)" for i in range(1, 9)],
+            parameters="import time\npause = 1.5",
+        ),
+        home / "ticks.ipynb",
     )
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
@@ -200,6 +218,23 @@ def shot(page: Page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def api(page: Page, method: str, path: str, body: object = None) -> tuple[int, object]:
+    """Call the server extension's API from inside the page (with its cookies and XSRF)."""
+    status, text = page.evaluate(
+        """async ([method, path, body]) => {
+            const xsrf = document.cookie.match(/(?:^|; )_xsrf=([^;]*)/);
+            const headers = {'Content-Type': 'application/json'};
+            if (xsrf) headers['X-XSRFToken'] = decodeURIComponent(xsrf[1]);
+            const init = {method, credentials: 'same-origin', headers};
+            if (body !== null) init.body = JSON.stringify(body);
+            const r = await fetch(path, init);
+            return [r.status, await r.text()];
+        }""",
+        [method, path, body],
+    )
+    return status, json.loads(text) if text else None
 
 
 def api_json(page: Page, path: str) -> object:
