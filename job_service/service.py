@@ -473,13 +473,13 @@ class JobService:
             who = user
         if who is not None:
             query = query.where(JobRecord.user == who)
-        if states:
-            query = query.where(JobRecord.state.in_(states))
         if flavor:
             query = query.where(JobRecord.flavor == flavor)
         with self.sessions() as db:
-            if {JobState.STARTING.value, JobState.RUNNING.value} & set(states):
-                self._note_running(db)
+            if states:
+                if {JobState.STARTING.value, JobState.RUNNING.value} & set(states):
+                    self._note_running(db)
+                query = query.where(self._state_filter(db, set(states)))
             total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
             records = db.scalars(
                 query.order_by(JobRecord.seq.desc()).limit(limit).offset(offset)
@@ -489,6 +489,34 @@ class JobService:
             positions = self._queue_positions(db) if queued_here else {}
             jobs = [self._to_model(db, r, positions) for r in records]
         return JobList(jobs=jobs, total=total, limit=limit, offset=offset)
+
+    def _state_filter(self, db: Session, states: set[str]) -> Any:
+        """The SQL condition for "the job is shown in one of ``states``".
+
+        A job handed to a cluster that has not placed it yet is recorded
+        ``starting`` but shown ``queued`` (with the cluster's reason): the filter
+        follows what the user sees, so ``state=queued`` lists it and
+        ``state=starting`` does not.
+        """
+        condition = JobRecord.state.in_(states)
+        queued, starting = JobState.QUEUED.value, JobState.STARTING.value
+        if (queued in states) == (starting in states):
+            return condition
+        started = db.execute(
+            select(JobRecord.id, JobRecord.backend_ref).where(
+                JobRecord.state == starting, JobRecord.backend_ref.is_not(None)
+            )
+        ).all()
+        held = [
+            job_id
+            for job_id, ref in started
+            if ref and (seen := self.backend.seen(ref)) is not None and seen.waiting
+        ]
+        if not held:
+            return condition
+        if queued in states:
+            return condition | JobRecord.id.in_(held)
+        return condition & JobRecord.id.not_in(held)
 
     def _note_running(self, db: Session) -> None:
         """Record as ``running`` the started jobs whose runner says so (its status file).

@@ -323,3 +323,10 @@ async def test_with_kueue_every_job_goes_to_the_cluster_at_once(
         assert seen["state"] == "queued"
         assert seen["waiting_reason"] == "waiting for Kueue to admit it (queue team-a)"
     assert all(j["spec"]["suspend"] for j in fake.list("jobs", NAMESPACE))
+    # The list filters by what the user sees: held by Kueue is queued, not starting.
+    async with svc.client("ada") as client:
+        queued = (await client.get("jobs", params={"state": "queued"})).json()
+        starting = (await client.get("jobs", params={"state": "starting"})).json()
+    assert sorted(j["id"] for j in queued["jobs"]) == sorted(j["id"] for j in jobs)
+    assert queued["total"] == 3
+    assert (starting["jobs"], starting["total"]) == ([], 0)
