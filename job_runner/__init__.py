@@ -13,9 +13,26 @@ Public API: :func:`run_notebook`, :class:`RunResult`, :class:`ExitCode`,
 :func:`read_status` and :class:`StatusFileError`.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
-from .execute import RunResult, run_notebook
 from .status import FINAL_STATES, CellError, RunStatus, StatusFileError, read_status
+
+if TYPE_CHECKING:
+    from .execute import RunResult, run_notebook
+
+
+def __getattr__(name: str) -> Any:
+    # The executor (nbclient, nbformat, jupyter_client) loads on first use: the job
+    # service reads status files through this package and needs none of it.
+    if name in ("RunResult", "run_notebook"):
+        from . import execute
+
+        return getattr(execute, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FINAL_STATES",

@@ -327,3 +327,32 @@ def test_runner_imports_nothing_else_of_nbjobs():
         [sys.executable, "-c", "import json\n" + code_], capture_output=True, text=True, check=True
     ).stdout
     assert json.loads(out) == [[], []]
+
+
+def test_the_runner_starts_without_compiling_optional_iri_grammars():
+    # jsonschema (under nbformat) builds lark grammars at import when rfc3987-syntax is
+    # installed, as in most Jupyter images: most of a second of every job's start-up.
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nbjobs.job_runner", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "nbformat" in imported  # the check has teeth: the executor did load
+    assert not {"lark", "lark.lark"} & imported
+
+
+def test_reading_status_files_does_not_load_the_executor():
+    # the job service imports this package for the status file; it needs no kernel client
+    code_ = (
+        "import sys, json, nbjobs.job_runner as r\n"
+        "r.read_status, r.RunStatus\n"
+        "print(json.dumps(sorted(m for m in ('nbformat', 'nbclient', 'jupyter_client') "
+        "if m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code_], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out) == []
+    assert callable(__import__("nbjobs.job_runner", fromlist=["run_notebook"]).run_notebook)
