@@ -108,12 +108,13 @@ def configure(
         c.JupyterHub.spawner_class = "nbjobs.spawner.local.LocalCPUSpawner"
         c.LocalCPUSpawner.nbjobs_config_file = os.path.abspath(path) if path else ""
         # the service listens under its hub prefix, also on its own address
-        c.LocalCPUSpawner.nbjobs_service_url = f"{service_url}/services/{SERVICE_NAME}/"
+        # (under the hub's base_url, which the spawner fills in at spawn time)
+        c.LocalCPUSpawner.nbjobs_service_url = f"{service_url}{{base_url}}services/{SERVICE_NAME}/"
     else:
         c.JupyterHub.spawner_class = "nbjobs.spawner.kubernetes.NbjobsKubeSpawner"
         c.NbjobsKubeSpawner.nbjobs_config_file = os.path.abspath(path) if path else ""
         # pods reach the service through the hub's proxy, never with credentials of their own
         c.NbjobsKubeSpawner.nbjobs_service_url = os.environ.get(
-            "NBJOBS_PUBLIC_SERVICE_URL", f"http://proxy-public/services/{SERVICE_NAME}/"
+            "NBJOBS_PUBLIC_SERVICE_URL", f"http://proxy-public{{base_url}}services/{SERVICE_NAME}/"
         )
     return config

@@ -20,6 +20,19 @@ SERVER_TOKEN_SCOPES = [
 ]
 
 
+def service_url_for(template: str, hub_base_url: str) -> str:
+    """The job service's API root, with ``{base_url}`` replaced by the hub's base URL.
+
+    A hub-managed service listens under ``<base_url>services/<name>/``, so a hub
+    served under ``/jupyter/`` puts the job service under
+    ``/jupyter/services/nbjobs/``. The spawners learn the base URL at spawn time
+    (JupyterHub passes it as ``JUPYTERHUB_BASE_URL``), so the template is filled
+    then and not when the config file is read.
+    """
+    base = "/" + hub_base_url.strip("/") + "/" if hub_base_url.strip("/") else "/"
+    return template.replace("{base_url}", base)
+
+
 def cpu_only_env(service_url: str | None, user_folder: str) -> dict[str, str]:
     """Environment of a CPU-only notebook server.
 

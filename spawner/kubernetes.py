@@ -25,7 +25,7 @@ from traitlets import Unicode
 from nbjobs.config import NbjobsConfig, StorageConfig, load_config
 from nbjobs.storage import user_subpath
 
-from .common import SERVER_TOKEN_SCOPES, cpu_only_env, profile_list
+from .common import SERVER_TOKEN_SCOPES, cpu_only_env, profile_list, service_url_for
 
 #: resources a notebook pod may ask for; anything else is an accelerator or device
 ALLOWED_RESOURCES = {"cpu", "memory", "ephemeral-storage"}
@@ -95,9 +95,10 @@ class NbjobsKubeSpawner(KubeSpawner):
     """KubeSpawner for nbjobs' CPU-only notebook pods."""
 
     nbjobs_config_file = Unicode("", help="nbjobs.yaml (storage, profiles)").tag(config=True)
-    nbjobs_service_url = Unicode("", help="the job service's API root, seen from pods").tag(
-        config=True
-    )
+    nbjobs_service_url = Unicode(
+        "",
+        help="the job service's API root, seen from pods; '{base_url}' becomes the hub's base URL",
+    ).tag(config=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -119,7 +120,8 @@ class NbjobsKubeSpawner(KubeSpawner):
 
     def get_env(self) -> dict[str, str]:
         env = super().get_env()
-        env.update(cpu_only_env(self.nbjobs_service_url or None, self.nbjobs.storage.mount_path))
+        url = service_url_for(self.nbjobs_service_url, env.get("JUPYTERHUB_BASE_URL", "/"))
+        env.update(cpu_only_env(url or None, self.nbjobs.storage.mount_path))
         return env
 
     async def load_user_options(self) -> None:

@@ -16,7 +16,7 @@ from traitlets import Unicode
 from nbjobs.config import load_config
 from nbjobs.storage import user_folder
 
-from .common import SERVER_TOKEN_SCOPES, cpu_only_env
+from .common import SERVER_TOKEN_SCOPES, cpu_only_env, service_url_for
 
 
 class LocalCPUSpawner(SimpleLocalProcessSpawner):
@@ -26,7 +26,8 @@ class LocalCPUSpawner(SimpleLocalProcessSpawner):
         os.environ.get("NBJOBS_CONFIG", ""), help="nbjobs.yaml (storage root, service)"
     ).tag(config=True)
     nbjobs_service_url = Unicode(
-        os.environ.get("NBJOBS_URL", ""), help="the job service's API root for the server"
+        os.environ.get("NBJOBS_URL", ""),
+        help="the job service's API root for the server; '{base_url}' becomes the hub's base URL",
     ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
@@ -41,7 +42,8 @@ class LocalCPUSpawner(SimpleLocalProcessSpawner):
     def get_env(self) -> dict[str, str]:
         env = super().get_env()
         folder = self.user_folder()
-        env.update(cpu_only_env(self.nbjobs_service_url or None, folder))
+        url = service_url_for(self.nbjobs_service_url, env.get("JUPYTERHUB_BASE_URL", "/"))
+        env.update(cpu_only_env(url or None, folder))
         env["HOME"] = folder
         return env
 

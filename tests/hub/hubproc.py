@@ -36,11 +36,11 @@ c.JupyterHub.authenticator_class = "dummy"
 
 
 @contextmanager
-def running_hub(folder: Path, config: str, port: int) -> Iterator[str]:
+def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> Iterator[str]:
     """Start ``jupyterhub -f`` on ``config`` (the text of a jupyterhub_config.py).
 
     Waits until the nbjobs service answers through the hub's proxy, yields the
-    hub's URL, and stops the hub afterwards. A hub that does not come up fails
+    hub's URL (with its ``base_url``), and stops the hub afterwards. A hub that does not come up fails
     with the end of its log.
     """
     (folder / "jupyterhub_config.py").write_text(config)
@@ -56,7 +56,7 @@ def running_hub(folder: Path, config: str, port: int) -> Iterator[str]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://127.0.0.1:{port}{base_url.rstrip('/')}"
         try:
             deadline = time.monotonic() + 90
             while True:

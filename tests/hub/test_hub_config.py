@@ -28,7 +28,7 @@ def test_the_kubernetes_example_makes_a_hub_of_cpu_only_pods_and_the_job_service
 
     assert c.JupyterHub.spawner_class == "nbjobs.spawner.kubernetes.NbjobsKubeSpawner"
     assert c.NbjobsKubeSpawner.nbjobs_config_file == str(EXAMPLES / "kubernetes.yaml")
-    assert c.NbjobsKubeSpawner.nbjobs_service_url.endswith("/services/nbjobs/")
+    assert c.NbjobsKubeSpawner.nbjobs_service_url.endswith("{base_url}services/nbjobs/")
     [service] = c.JupyterHub.services
     assert service["name"] == "nbjobs"
     assert service["command"][-2:] == ["--config", str(EXAMPLES / "kubernetes.yaml")]
@@ -100,7 +100,7 @@ def test_the_zero_to_jupyterhub_values_hand_the_hub_to_nbjobs(monkeypatch):
     exec(values["hub"]["extraConfig"]["nbjobs"], {"c": c})  # what z2jh does with it
 
     assert c.JupyterHub.spawner_class == "nbjobs.spawner.kubernetes.NbjobsKubeSpawner"
-    assert c.NbjobsKubeSpawner.nbjobs_service_url == "http://proxy-public/services/nbjobs/"
+    assert c.NbjobsKubeSpawner.nbjobs_service_url == "http://proxy-public{base_url}services/nbjobs/"
     assert c.JupyterHub.services[0]["url"] == "http://nbjobs-job-service:8787"
     singleuser = values["singleuser"]
     assert singleuser["extraPodConfig"]["automountServiceAccountToken"] is False

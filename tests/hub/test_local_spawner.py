@@ -37,8 +37,9 @@ if os.geteuid() == 0:  # servers run as the hub's user
 """
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+@pytest.fixture(scope="module", params=["/"])
+def hub(request, tmp_path_factory):
+    base_url = request.param
     tmp = tmp_path_factory.mktemp("local-spawner")
     port, hub_port = free_port(), free_port()
     token = secrets.token_hex(16)
@@ -53,7 +54,8 @@ def hub(tmp_path_factory):
         )
     )
     config = HUB_CONFIG.format(config=str(nbjobs_yaml), service_port=free_port(), token=token)
-    with running_hub(tmp, basics(tmp, port, hub_port) + config, port) as url:
+    config += f"c.JupyterHub.base_url = {base_url!r}\n"
+    with running_hub(tmp, basics(tmp, port, hub_port) + config, port, base_url) as url:
         yield url, {"Authorization": f"token {token}"}, load_config(nbjobs_yaml)
 
 
@@ -100,5 +102,33 @@ def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
         assert env["HOME"] == str(folder)
         assert env["NBJOBS_URL"].endswith("/services/nbjobs/")
         assert processes[0].info["cwd"] == str(folder)
+    finally:
+        requests.delete(f"{api}/server", headers=headers, timeout=60)
+
+
+@pytest.mark.parametrize("hub", ["/jupyter/"], indirect=True)
+def test_under_a_base_url_the_server_reaches_the_job_service(hub):
+    # a hub served under /jupyter/ also routes its services there: the server
+    # extension must be told /jupyter/services/nbjobs/, or Submit Job gets 404s
+    url, headers, _ = hub
+    name = "grace"
+    api = f"{url}/hub/api/users/{name}"
+    assert requests.post(api, headers=headers, timeout=30).status_code == 201
+    started = requests.post(f"{api}/server", headers=headers, timeout=60)
+    assert started.status_code in (201, 202), started.text
+    deadline = time.monotonic() + 90
+    while (
+        not (model := requests.get(api, headers=headers, timeout=30).json())["servers"]
+        .get("", {})
+        .get("ready")
+    ):
+        assert time.monotonic() < deadline, model
+        time.sleep(0.3)
+    try:
+        server = url.removesuffix("/jupyter") + model["servers"][""]["url"]
+        assert model["servers"][""]["url"].startswith("/jupyter/user/grace/")
+        flavors = requests.get(server + "nbjobs/api/flavors", headers=headers, timeout=30)
+        assert flavors.status_code == 200, flavors.text
+        assert [f["name"] for f in flavors.json()], flavors.text
     finally:
         requests.delete(f"{api}/server", headers=headers, timeout=60)

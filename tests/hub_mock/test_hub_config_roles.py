@@ -97,13 +97,6 @@ async def test_a_new_user_may_submit_but_not_teach_or_administer(app):
     assert model["roles"] == ["user"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="hub_config gives notebook servers NBJOBS_URL=<service>/services/nbjobs/ whatever "
-    "the hub's base_url: under a base_url such as MockHub's '/@/space%20word/' the job service "
-    "listens under <base_url>services/nbjobs/, and the server extension gets 404s",
-)
 async def test_servers_are_told_the_job_service_address_under_the_hubs_base_url(app):
     assert (await api_request(app, "users", "basil", method="post")).status_code == 201
     assert app.base_url != "/"

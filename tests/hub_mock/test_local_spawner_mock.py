@@ -96,8 +96,8 @@ async def test_a_spawned_server_is_cpu_only_and_serves_the_users_folder(app, nbj
     env = process.environ()
     assert env["CUDA_VISIBLE_DEVICES"] == ""
     assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
-    assert env["NBJOBS_URL"] == spawner.nbjobs_service_url
-    assert env["NBJOBS_URL"].endswith("/services/nbjobs/")
+    assert env["NBJOBS_URL"] == spawner.nbjobs_service_url.replace("{base_url}", app.base_url)
+    assert env["NBJOBS_URL"].endswith(f"{app.base_url}services/nbjobs/")
     assert env["NBJOBS_ROOT"] == env["HOME"] == str(folder)
     assert process.cwd() == str(folder)
 

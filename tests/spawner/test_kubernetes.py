@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import kubernetes_validate
 import pytest
 import yaml
+from jupyterhub.objects import Hub
 from kubernetes_asyncio.client import ApiClient
 from nbjobs.spawner.kubernetes import NbjobsKubeSpawner, gpu_requests, gpu_uses
 from tornado import web
@@ -54,13 +55,8 @@ async def make_spawner(tmp_path):
             admin=admin,
             groups=[SimpleNamespace(name=g) for g in groups],
         )
-        spawner = NbjobsKubeSpawner(
-            _mock=True,
-            user=user,
-            nbjobs_config_file=str(config),
-            nbjobs_service_url="http://nbjobs.nbjobs.svc:8787/services/nbjobs/",
-            **traits,
-        )
+        traits.setdefault("nbjobs_service_url", "http://nbjobs.nbjobs.svc:8787/services/nbjobs/")
+        spawner = NbjobsKubeSpawner(_mock=True, user=user, nbjobs_config_file=str(config), **traits)
         made.append(spawner)
         return spawner
 
@@ -99,6 +95,18 @@ async def test_the_pod_is_cpu_only_and_mounts_the_users_folder(make_spawner):
     assert manifest["spec"]["securityContext"]["fsGroup"] == 100
     assert container["securityContext"]["runAsUser"] == 1000
     assert manifest["spec"]["automountServiceAccountToken"] is False
+
+
+async def test_pods_reach_the_job_service_under_the_hubs_base_url(make_spawner):
+    # a hub served under /jupyter/ routes its services under /jupyter/services/
+    spawner = make_spawner(
+        nbjobs_service_url="http://proxy-public{base_url}services/nbjobs/",
+        hub=Hub(base_url="/jupyter/hub/"),
+    )
+
+    env = spawner.get_env()
+
+    assert env["NBJOBS_URL"] == "http://proxy-public/jupyter/services/nbjobs/"
 
 
 async def test_notebook_pods_never_get_a_service_account_token(make_spawner):
