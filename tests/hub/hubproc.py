@@ -40,8 +40,8 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
     """Start ``jupyterhub -f`` on ``config`` (the text of a jupyterhub_config.py).
 
     Waits until the nbjobs service answers through the hub's proxy, yields the
-    hub's URL (with its ``base_url``), and stops the hub afterwards. A hub that does not come up fails
-    with the end of its log.
+    hub's URL (with its ``base_url``), and stops the hub afterwards. A hub that
+    does not come up fails with the end of its log.
     """
     (folder / "jupyterhub_config.py").write_text(config)
     env = dict(os.environ)
