@@ -21,7 +21,8 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
 
     Returns ``{"cuda_visible_devices": str | "unset", "devices": [...] | "none",
     "source": "nvml" | "nvidia-smi" | "none"}`` where each device has index,
-    uuid, name and memory_total_mib.
+    uuid, name and memory_total_mib; a MIG slice (NVML only) also has
+    parent_uuid, and its index is ``"<gpu>:<slice>"``.
     """
     env = dict(os.environ if env is None else env)
     visible = env.get("CUDA_VISIBLE_DEVICES")
@@ -41,9 +42,10 @@ def _as_cuda_sees_them(devices: list[dict[str, Any]], visible: str) -> list[dict
     """The devices CUDA_VISIBLE_DEVICES selects, in its order, as CUDA reads it.
 
     Each entry is a node index (``"1"``) or a UUID or unique UUID prefix
-    (``"GPU-2222bbbb"``; Kubernetes' device plugin and many schedulers hand
-    out UUIDs). Like CUDA, the list ends at the first entry that names no
-    device (or one already named): ``"0,7,1"`` on a two-GPU node is GPU 0 only.
+    (``"GPU-2222bbbb"``, ``"MIG-…"`` for a MIG slice; Kubernetes' device
+    plugin and many schedulers hand out UUIDs). Like CUDA, the list ends at
+    the first entry that names no device (or one already named): ``"0,7,1"``
+    on a two-GPU node is GPU 0 only.
     """
     chosen: list[dict[str, Any]] = []
     for entry in (v.strip() for v in visible.split(",")):
@@ -70,23 +72,53 @@ def _query_nvml() -> tuple[list[dict[str, Any]] | None, str]:
         devices = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            devices.append(
-                {
-                    "index": index,
-                    "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
-                    "name": name.decode() if isinstance(name, bytes) else name,
-                    "memory_total_mib": int(memory.total) // (1024 * 1024),
-                }
-            )
+            gpu = _nvml_device(pynvml, handle, index)
+            devices.append(gpu)
+            devices.extend(_nvml_mig_devices(pynvml, handle, gpu))
         return devices, "nvml"
     except Exception:
         return None, "none"
     finally:
         with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
+
+
+def _nvml_device(pynvml: Any, handle: Any, index: int | str) -> dict[str, Any]:
+    name = pynvml.nvmlDeviceGetName(handle)
+    uuid = pynvml.nvmlDeviceGetUUID(handle)
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return {
+        "index": index,
+        "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+        "name": name.decode() if isinstance(name, bytes) else name,
+        "memory_total_mib": int(memory.total) // (1024 * 1024),
+    }
+
+
+def _nvml_mig_devices(pynvml: Any, handle: Any, gpu: dict[str, Any]) -> list[dict[str, Any]]:
+    """The MIG slices of a GPU in MIG mode, each named ``<gpu>:<slice>``.
+
+    A job given a MIG slice sees ``CUDA_VISIBLE_DEVICES=MIG-<uuid>`` (or gets
+    the slice from the container runtime); the slice is what it computes on,
+    so it is recorded as a device of its own, with its own memory.
+    """
+    try:
+        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
+        if current != 1:  # NVML_DEVICE_MIG_ENABLE
+            return []
+        count = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except Exception:  # a GPU without MIG answers "not supported"
+        return []
+    slices = []
+    for index in range(count):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, index)
+        except Exception:  # no slice at this index
+            continue
+        device = _nvml_device(pynvml, mig, f"{gpu['index']}:{index}")
+        device["parent_uuid"] = gpu["uuid"]
+        slices.append(device)
+    return slices
 
 
 def _query_nvidia_smi() -> tuple[list[dict[str, Any]] | None, str]:

@@ -125,6 +125,23 @@ class _Memory:
 
 def nvmlDeviceGetMemoryInfo(handle):
     return _Memory(handle["memory_mib"] * 1024 * 1024)
+
+
+def nvmlDeviceGetMigMode(handle):
+    if "mig" not in handle:
+        raise NVMLError("Not Supported")
+    return (1, 1)  # current, pending: enabled
+
+
+def nvmlDeviceGetMaxMigDeviceCount(handle):
+    return 7
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(handle, index):
+    slices = handle["mig"]
+    if index >= len(slices) or slices[index] is None:
+        raise NVMLError("Not Found")
+    return slices[index]
 '''
 
 
@@ -139,7 +156,9 @@ def gpu_env(
 
     ``nvml_devices``: False, no pynvml at all (a stub that fails to import);
     None, a pynvml whose init fails (no driver); a list of ``{"name", "uuid",
-    "memory_mib"}``, a pynvml reporting those devices at indexes 0, 1, …
+    "memory_mib"}``, a pynvml reporting those devices at indexes 0, 1, … (a
+    ``"mig"`` list of the same shape, with None for an empty index, puts a
+    device in MIG mode with those slices).
     ``smi_script``: the ``nvidia-smi`` on PATH, or none at all (PATH is cleared
     of every folder holding one). ``extra`` variables are set as given.
     """

@@ -145,3 +145,57 @@ def test_nvml_without_a_driver_falls_back_to_nvidia_smi(make_notebook, tmp_path)
 
     assert gpus["source"] == "nvidia-smi"
     assert [d["uuid"] for d in gpus["devices"]] == ["GPU-1111aaaa-0000-0000-0000-000000000000"]
+
+
+MIG_GPU = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "uuid": "GPU-eeee0000-1111-2222-3333-444444444444",
+    "memory_mib": 81559,
+    "mig": [
+        {
+            "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb",
+            "uuid": "MIG-1a1a1a1a-0000-0000-0000-000000000000",
+            "memory_mib": 9984,
+        },
+        None,  # a slice index with no instance on it
+        {
+            "name": "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+            "uuid": "MIG-3c3c3c3c-0000-0000-0000-000000000000",
+            "memory_mib": 40192,
+        },
+    ],
+}
+
+
+def test_a_job_given_a_mig_slice_records_that_slice(make_notebook, tmp_path):
+    # what a Kubernetes job asking for nvidia.com/mig-3g.40gb gets from the device plugin
+    visible = "MIG-3c3c3c3c-0000-0000-0000-000000000000"
+    env = gpu_env(tmp_path, nvml_devices=[NVML_DEVICES[2], MIG_GPU], CUDA_VISIBLE_DEVICES=visible)
+
+    gpus = gpus_recorded(make_notebook, tmp_path, env)
+
+    assert gpus == {
+        "cuda_visible_devices": visible,
+        "devices": [
+            {
+                "index": "1:2",
+                "uuid": visible,
+                "name": "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+                "memory_total_mib": 40192,
+                "parent_uuid": "GPU-eeee0000-1111-2222-3333-444444444444",
+            }
+        ],
+        "source": "nvml",
+    }
+
+
+def test_a_node_in_mig_mode_lists_its_slices(make_notebook, tmp_path):
+    env = gpu_env(tmp_path, nvml_devices=[MIG_GPU])
+
+    gpus = gpus_recorded(make_notebook, tmp_path, env)
+
+    assert [(d["index"], d["uuid"][:12]) for d in gpus["devices"]] == [
+        (0, "GPU-eeee0000"),
+        ("0:0", "MIG-1a1a1a1a"),
+        ("0:2", "MIG-3c3c3c3c"),
+    ]
