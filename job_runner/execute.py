@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -138,6 +139,7 @@ class NotebookJob:
         self.cell_durations: dict[int, float] = {}
         self.warnings: list[str] = []
         self._cells_task: asyncio.Future[None] | None = None
+        self._socket_dir: str | None = None
         self._last_write = 0.0
         self._deferred_write: asyncio.TimerHandle | None = None
         self._stdout: TextIO = sys.stdout
@@ -257,6 +259,8 @@ class NotebookJob:
             exit_code, message = ExitCode.FAILED, f"kernel {self.kernel_name} failed: {exc}"
         finally:
             self._remove_signal_handlers()
+            if self._socket_dir is not None:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
 
         return self._finish(exit_code, message, error, time.monotonic() - started)
 
@@ -364,8 +368,27 @@ class NotebookJob:
 
     async def _start_kernel(self, client: NotebookClient) -> None:
         client.km = client.create_kernel_manager()
+        self._use_private_sockets(client.km)
         await client.async_start_new_kernel()
         await client.async_start_new_kernel_client()
+
+    def _use_private_sockets(self, km: Any) -> None:
+        """Talk to the kernel over Unix sockets in a folder only this user can open.
+
+        On a shared machine, TCP ports on loopback are open to every local user
+        (messages are signed, but outputs can be read); sockets in a 0700 folder
+        are not, and the kernel has no reason to warn about plain-text TCP.
+        Where no short private path can be had, TCP on loopback it stays.
+        """
+        try:
+            self._socket_dir = tempfile.mkdtemp(prefix="nbjobs-kernel-")
+        except OSError:
+            return
+        prefix = os.path.join(self._socket_dir, "k")
+        if len(prefix) > 90:  # sun_path holds about 100 bytes, and ports add "-NNNNN"
+            return
+        km.transport = "ipc"
+        km.ip = prefix
 
     async def _shutdown_kernel(self, client: NotebookClient) -> None:
         """Stop a kernel whose start was cancelled half-way."""

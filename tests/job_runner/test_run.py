@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -356,3 +357,25 @@ def test_reading_status_files_does_not_load_the_executor():
     ).stdout
     assert json.loads(out) == []
     assert callable(__import__("nbjobs.job_runner", fromlist=["run_notebook"]).run_notebook)
+
+
+def test_the_kernel_is_reached_through_sockets_only_its_user_can_open(make_notebook, tmp_path):
+    # on a shared machine, a kernel on loopback TCP could be listened to by any local user
+    source = make_notebook(
+        "from ipykernel.kernelapp import IPKernelApp\n"
+        "import os, stat\n"
+        "app = IPKernelApp.instance()\n"
+        "folder = os.path.dirname(app.ip)\n"
+        "print(app.transport, oct(stat.S_IMODE(os.stat(folder).st_mode)), folder)"
+    )
+    output = tmp_path / "out.ipynb"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+
+    proc = run_cli(source, output, env=env)
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    transport, mode, folder = nbformat.read(output, as_version=4).cells[0].outputs[0].text.split()
+    assert (transport, mode) == ("ipc", "0o700")
+    assert Path(folder).parent == tmp_path
+    assert not Path(folder).exists()  # the sockets go with the job
+    assert "without encryption" not in proc.stderr
