@@ -13,8 +13,9 @@ first column is the user name. Blank lines and lines starting with ``#`` are
 skipped. A bad roster changes nothing and every problem is reported with its
 line number.
 
-Exit codes: 0 done; 2 refused (the message says why) or the service could not
-be reached.
+Exit codes, the same as the rest of ``nbjobs``: 0 done; 2 a command line that
+cannot be used (nothing was sent); 5 refused, by the job service or by the
+roster check (the message says why); 6 the job service could not be reached.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nbjobs.client.cli import REFUSED, Client, ClientError, _client
+from nbjobs.client.cli import Client, ClientError, UsageError, _client
 
 HEADER_NAMES = {"username", "user", "login", "name", "student"}
 
@@ -138,7 +139,7 @@ def create(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     try:
         result: dict[str, Any] = client.call("POST", "classes", body)
     except ClientError as exc:
-        raise ClientError(_problems(exc, lines, source)) from None
+        raise type(exc)(_problems(exc, lines, source), exc.body, exc.status) from None
     return result
 
 
@@ -151,7 +152,7 @@ def change_roster(client: Client, args: argparse.Namespace) -> dict[str, Any]:
             method, f"classes/{args.name}/students", {"students": students}
         )
     except ClientError as exc:
-        raise ClientError(_problems(exc, lines, source)) from None
+        raise type(exc)(_problems(exc, lines, source), exc.body, exc.status) from None
     return result
 
 
@@ -198,7 +199,7 @@ def main(argv: Sequence[str]) -> int:
         client = _client(args)
         if args.command in ("create", "add", "remove"):
             if not args.students and not args.roster and args.command != "create":
-                raise ClientError("name students, or give --roster FILE")
+                raise UsageError("name students, or give --roster FILE")
             result = (create if args.command == "create" else change_roster)(client, args)
             if args.json:
                 print(json.dumps(result))
@@ -232,5 +233,5 @@ def main(argv: Sequence[str]) -> int:
             )
     except ClientError as exc:
         print(f"nbjobs class {args.command}: {exc}", file=sys.stderr)
-        return REFUSED
+        return exc.exit_code
     return 0

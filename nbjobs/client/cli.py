@@ -35,8 +35,6 @@ EXIT_UNAVAILABLE = 6
 #: how ``submit --wait`` and ``rerun --wait`` exit: like the job's runner
 EXIT_FOR_STATE = {"succeeded": 0, "failed": 1, "timed_out": 3, "cancelled": 4}
 FINAL = set(EXIT_FOR_STATE)
-#: the single error code of ``nbjobs class`` (hub_config.classes), which predates the above
-REFUSED = 2
 
 #: every exit code, for ``--help`` and the README
 EXIT_CODES = {

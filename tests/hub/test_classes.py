@@ -151,7 +151,7 @@ def test_a_bad_roster_names_every_line_and_changes_nothing(hub):
 
     refused = hub.nbjobs("tom", "class", "create", "second", "--roster", roster)
 
-    assert refused.returncode == 2
+    assert refused.returncode == 5
     assert "nothing was changed" in refused.stderr
     assert "bad.csv, line 2: 'not a name': not a valid user name" in refused.stderr
     assert "bad.csv, line 3: 'carol': listed twice" in refused.stderr
@@ -169,22 +169,22 @@ def test_a_class_belongs_to_its_teachers(hub):
     other = hub.nbjobs("tom", "class", "add", "owned", "zed")
     student = hub.nbjobs("eve", "class", "create", "mine", "bob")
 
-    assert other.returncode == 2
+    assert other.returncode == 5
     assert "no class 'owned' of yours" in other.stderr
     assert "zed" not in hub.group("owned")["users"]
-    assert student.returncode == 2
+    assert student.returncode == 5
     assert "lacks the custom:nbjobs:teach scope" in student.stderr
     assert hub.group("mine") is None
-    assert hub.nbjobs("tom", "class", "list", "owned").returncode == 2
+    assert hub.nbjobs("tom", "class", "list", "owned").returncode == 5
 
 
 def test_teachers_may_not_exceed_what_the_admin_allows(hub):
     too_much = hub.nbjobs("tess", "class", "create", "greedy", "zoe", "--gpu-hours", "50")
     wrong_flavor = hub.nbjobs("tess", "class", "create", "greedy", "zoe", "--flavors", "big-cpu")
 
-    assert too_much.returncode == 2
+    assert too_much.returncode == 5
     assert "at most 5 GPU-hours per student" in too_much.stderr
-    assert wrong_flavor.returncode == 2
+    assert wrong_flavor.returncode == 5
     assert "teachers may give: cpu, lab-cpu" in wrong_flavor.stderr
     assert hub.group("greedy") is None
 
@@ -198,11 +198,11 @@ def test_add_remove_and_delete_keep_students_and_their_work(hub):
     not_there = hub.nbjobs("tess", "class", "remove", "cv", "nobody")
 
     assert added.returncode == 0, added.stderr
-    assert again.returncode == 2
+    assert again.returncode == 5
     assert "command line: 'hal': listed twice" in again.stderr
     assert removed.returncode == 0
     assert sorted(hub.group("cv")["users"]) == ["hal", "ivy"]
-    assert not_there.returncode == 2
+    assert not_there.returncode == 5
     assert "not a student of class 'cv'" in not_there.stderr
 
     deleted = hub.nbjobs("tess", "class", "delete", "cv")
@@ -262,11 +262,11 @@ def test_a_teacher_may_not_enrol_admins_or_teachers(hub, student, reason):
     created = hub.nbjobs("tess", "class", "create", f"grab-{student.lower()}", "--roster", roster)
     added = hub.nbjobs("tess", "class", "add", ok, student)
 
-    assert created.returncode == 2
+    assert created.returncode == 5
     assert f"grab.csv, line 2: {reason}" in created.stderr
     assert hub.group(f"grab-{student.lower()}") is None
     assert not hub.user_exists("pia2")
-    assert added.returncode == 2
+    assert added.returncode == 5
     assert f"command line: {reason}" in added.stderr
     assert hub.group(ok)["users"] == ["pia"]
     hub.nbjobs("tess", "class", "delete", ok)
@@ -283,7 +283,7 @@ def test_the_teacher_of_another_class_is_not_a_student(hub):
 
     refused = hub.nbjobs("tess", "class", "create", "takeover", "cora")
 
-    assert refused.returncode == 2
+    assert refused.returncode == 5
     assert "'cora': a teacher (class 'cotaught')" in refused.stderr
     assert hub.group("takeover") is None
 
@@ -294,7 +294,7 @@ def test_names_differing_only_in_case_are_one_student(hub):
     refused = hub.nbjobs("tess", "class", "create", "cases", "--roster", roster)
     made = hub.nbjobs("tess", "class", "create", "cases", "Quinn", " Yuri ")
 
-    assert refused.returncode == 2
+    assert refused.returncode == 5
     assert (
         "cases.csv, line 3: 'zara': listed twice (first as entry 1, 'Zara'; "
         "names are not case-sensitive)" in refused.stderr
@@ -314,7 +314,7 @@ def test_adding_bad_students_names_each_and_changes_nothing(hub):
 
     refused = hub.nbjobs("tess", "class", "add", "mine-a", "--roster", roster)
 
-    assert refused.returncode == 2
+    assert refused.returncode == 5
     assert "more.csv, line 3: 'not a name': not a valid user name" in refused.stderr
     assert "more.csv, line 4: 'xia': already a student of class 'theirs'" in refused.stderr
     assert hub.group("mine-a")["users"] == ["wes"]
@@ -339,8 +339,33 @@ def test_a_roster_that_is_not_a_csv_list_of_names_is_refused(hub, content, expec
     created = hub.nbjobs("tess", "class", "create", "odd", "--roster", str(path))
     added = hub.nbjobs("tess", "class", "add", "odd", "--roster", str(path))
 
-    assert created.returncode == 2
+    assert created.returncode == 5
     assert expected in created.stderr
-    assert added.returncode == 2
+    assert added.returncode == 5
     assert expected in added.stderr
     assert hub.group("odd") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["add", "ml101", "--url", "http://127.0.0.1:1/"], 2, "name students, or give --roster"),
+        (["list", "--url", ""], 2, "pass --url or set NBJOBS_URL"),
+        (["list", "--url", f"http://127.0.0.1:{free_port()}/"], 6, "cannot reach"),
+    ],
+    ids=["no-students", "no-url", "unreachable"],
+)
+def test_class_commands_exit_like_the_rest_of_nbjobs(args, code, words):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NBJOBS")}
+    env["NBJOBS_TOKEN"] = "some-token"
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", "class", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == code, done.stderr
+    assert words in done.stderr
