@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import json
 import os
 import random
@@ -182,6 +183,16 @@ async def dispatch(work: Path, rounds: int) -> None:
     )
 
 
+def list_schedule(lengths: list[float], slots: int, overhead: float = 0.0) -> float:
+    """Makespan of first-come-first-served list scheduling: each job, in order, goes to
+    the slot that frees first. No service, no start-up: the bound any FIFO queue (and
+    nbjobs' queue is FIFO within a priority) can reach on this mix of jobs."""
+    free_at = [0.0] * slots
+    for length in lengths:
+        heapq.heappush(free_at, heapq.heappop(free_at) + length + overhead)
+    return max(free_at)
+
+
 async def packing(work: Path, jobs: int) -> None:
     rng = random.Random(7)
     lengths = [rng.choice([0.2, 0.5, 1.0, 2.0]) for _ in range(jobs)]
@@ -202,6 +213,16 @@ async def packing(work: Path, jobs: int) -> None:
     print(
         f"  makespan / ideal counting each runner's own life = {makespan / with_runner:.3f}"
         f"   (a runner lives {life * 1000:.0f} ms doing nothing)"
+    )
+    fifo = list_schedule(lengths, 4)
+    fifo_with_runner = list_schedule(lengths, 4, life)
+    print(
+        f"  same jobs, FIFO on 4 slots with no service at all: / ideal = {fifo / ideal:.3f};"
+        f" with runner life = {fifo_with_runner / ideal:.3f}"
+    )
+    print(
+        f"  nbjobs makespan / that FIFO bound (with runner life) = "
+        f"{makespan / fifo_with_runner:.3f}   (the service's own share)"
     )
 
 

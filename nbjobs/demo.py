@@ -142,7 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_path = workdir / "jupyterhub.log"
     url = f"http://{args.ip}:{args.port}"
     # Until the hub is up, Ctrl-C (or a TERM) interrupts wherever it lands; the
-    # finally below stops whatever the hub has started by then.
+    # finally below stops whatever the hub has started by then. Both are set here,
+    # not inherited: started in the background by a shell, a process begins with
+    # SIGINT ignored, and an INT sent to stop the demo would be lost.
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     hub: subprocess.Popen[bytes] | None = None
     try:
