@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import json
 import logging
 import shutil
 import uuid
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, StatusFileError, read_status
-from sqlalchemy import func, select, update
+from sqlalchemy import Text, cast, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from nbjobs.config import Flavor, NbjobsConfig, Quota
@@ -679,50 +680,101 @@ class JobService:
         round-robin: the user who started a job least recently), then
         submission. A job that does not fit now is passed over, with the
         reason recorded, and the rest may start.
+
+        A pass costs little even with thousands queued: the queue is read as
+        plain rows, users' queues are merged through a heap (one user's jobs
+        keep their order; only the user who just started a job moves), a
+        waiting reason is worked out once per user, groups and flavor until
+        something starts, and only reasons that changed are written.
         """
         with self.sessions() as db:
-            queued = db.scalars(
-                select(JobRecord).where(JobRecord.state == JobState.QUEUED.value)
+            queued = db.execute(
+                select(
+                    JobRecord.id,
+                    JobRecord.user,
+                    # as the stored text: decoded once per distinct value, not per job
+                    cast(JobRecord.groups, Text).label("groups"),
+                    JobRecord.flavor,
+                    JobRecord.priority,
+                    JobRecord.seq,
+                    JobRecord.waiting_reason,
+                ).where(JobRecord.state == JobState.QUEUED.value)
             ).all()
             if not queued:
                 return
-            running_jobs, running_gpus, last_start = self._fair_share(db, {r.user for r in queued})
-            pending = list(queued)
-            to_start: list[JobRecord] = []
+            by_user: dict[str, list[Any]] = {}
+            for row in queued:
+                by_user.setdefault(row.user, []).append(row)
+            running_jobs, running_gpus, last_start = self._fair_share(db, set(by_user))
+
+            def key(row: Any) -> tuple[int, int, float, int]:
+                return queue_order(row.priority, row.seq, row.user, running_jobs, last_start)
+
+            for rows in by_user.values():
+                # one user's jobs share the fair-share part of the key: best last, to pop
+                rows.sort(key=lambda r: (r.priority, -r.seq))
+            heads = [(key(rows[-1]), user) for user, rows in by_user.items()]
+            heapq.heapify(heads)
+            verdicts: dict[tuple[str, str, str], str | None] = {}
             hours_cache: dict[tuple[str, str], float] = {}
-            while pending:
-                pending.sort(
-                    key=lambda r: queue_order(r.priority, r.seq, r.user, running_jobs, last_start)
-                )
-                started_one = False
-                for record in list(pending):
-                    reason = self._why_waiting(db, record, running_gpus, hours_cache)
-                    if reason is not None:
-                        record.waiting_reason = reason
-                        pending.remove(record)
-                        continue
-                    record.state = JobState.STARTING.value
-                    record.waiting_reason = None
-                    try:
-                        await self._launch(record)
-                    except Exception as exc:
-                        self.log.exception("job %s: could not start", record.id)
-                        record.state = JobState.FAILED.value
-                        record.finished_at = utcnow()
-                        record.message = f"the backend could not start the job: {exc}"
-                    pending.remove(record)
+            reasons: dict[str, str] = {}
+            to_start: list[JobRecord] = []
+            while heads:
+                _, user = heapq.heappop(heads)
+                row = by_user[user].pop()
+                verdict_key = (row.user, row.groups or "[]", row.flavor)
+                if verdict_key not in verdicts:
+                    groups = json.loads(row.groups) if row.groups else []
+                    verdicts[verdict_key] = self._why_waiting(
+                        db, row.user, groups or [], row.flavor, running_gpus, hours_cache
+                    )
+                reason = verdicts[verdict_key]
+                if reason is not None:
+                    reasons[row.id] = reason
+                elif (record := await self._start_queued(db, row.id)) is not None:
                     to_start.append(record)
-                    running_jobs[record.user] += 1
-                    last_start[record.user] = utcnow().timestamp()
-                    running_gpus[record.user] += record.gpu_count
-                    started_one = True
-                    break  # re-sort: fair share changed
-                if not started_one:
-                    break
+                    if record.state == JobState.STARTING.value:
+                        running_jobs[user] += 1
+                        last_start[user] = utcnow().timestamp()
+                        running_gpus[user] += record.gpu_count
+                    verdicts.clear()  # capacity and this user's share changed
+                if by_user[user]:
+                    heapq.heappush(heads, (key(by_user[user][-1]), user))
+            changed: dict[str, list[str]] = {}
+            for row in queued:
+                reason = reasons.get(row.id)
+                if reason is not None and reason != row.waiting_reason:
+                    changed.setdefault(reason, []).append(row.id)
+            for reason, ids in changed.items():
+                for i in range(0, len(ids), 500):
+                    db.execute(
+                        update(JobRecord)
+                        .where(
+                            JobRecord.id.in_(ids[i : i + 500]),
+                            JobRecord.state == JobState.QUEUED.value,
+                        )
+                        .values(waiting_reason=reason)
+                    )
             db.commit()
             for record in to_start:
                 if record.backend_ref and record.state == JobState.STARTING.value:
                     self._follow(record.id, record.backend_ref)
+
+    async def _start_queued(self, db: Session, job_id: str) -> JobRecord | None:
+        """Hand one queued job to the backend; a job it cannot start is failed, with why."""
+        record = db.get(JobRecord, job_id)
+        if record is None or record.state != JobState.QUEUED.value:
+            return None  # cancelled while this pass ran
+        record.state = JobState.STARTING.value
+        record.waiting_reason = None
+        try:
+            await self._launch(record)
+        except Exception as exc:
+            self.log.exception("job %s: could not start", record.id)
+            record.state = JobState.FAILED.value
+            record.finished_at = utcnow()
+            record.message = f"the backend could not start the job: {exc}"
+        return record
 
     def _fair_share(
         self, db: Session, users: set[str] | None = None
@@ -747,14 +799,17 @@ class JobService:
     def _why_waiting(
         self,
         db: Session,
-        record: JobRecord,
+        user: str,
+        groups: list[str],
+        flavor_name: str,
         running_gpus: Counter[str],
         hours_cache: dict[tuple[str, str], float],
     ) -> str | None:
-        flavor = self.config.flavor(record.flavor)
+        """Why a job of ``user`` (in ``groups``) on ``flavor_name`` cannot start now, or None."""
+        flavor = self.config.flavor(flavor_name)
         if flavor is None:
-            return f"flavor {record.flavor!r} no longer exists; cancel and resubmit"
-        caller = Caller(record.user, frozenset(record.groups))
+            return f"flavor {flavor_name!r} no longer exists; cancel and resubmit"
+        caller = Caller(user, frozenset(groups))
         quota = self.quota_for(caller)
         if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
             # queued before the quota shrank: it waits, and says it never fits
@@ -762,16 +817,16 @@ class JobService:
         if (
             flavor.gpus
             and quota.max_running_gpus is not None
-            and running_gpus[record.user] + flavor.gpus > quota.max_running_gpus
+            and running_gpus[user] + flavor.gpus > quota.max_running_gpus
         ):
             return (
                 f"waiting for your other jobs: you may use {quota.max_running_gpus} GPU(s) at "
-                f"once and are using {running_gpus[record.user]}"
+                f"once and are using {running_gpus[user]}"
             )
         if flavor.gpus and quota.gpu_hours is not None:
-            key = (record.user, quota.period)
+            key = (user, quota.period)
             if key not in hours_cache:
-                hours_cache[key] = self._gpu_hours(db, record.user, quota.period)
+                hours_cache[key] = self._gpu_hours(db, user, quota.period)
             if hours_cache[key] >= quota.gpu_hours:
                 return (
                     f"your {quota.gpu_hours:g} GPU-hours for this {quota.period} are used up; "
