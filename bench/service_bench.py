@@ -17,7 +17,8 @@ ratio against a baseline measured in the same run.
   api       list a page of jobs with 10,000 in the database vs 100: p50, ratio;
             service memory
   queue     one scheduling pass with 100, 1,000 and 10,000 jobs queued: p50, and
-            the cost per queued job against 100 (1.00: linear)
+            the cost per queued job against 100 (1.00: linear); a page of one
+            user's queued jobs (with their places) at each size, against 100
 """
 
 from __future__ import annotations
@@ -343,10 +344,10 @@ def queued_records(count: int, users: int) -> list[JobRecord]:
 
 async def queue(work: Path, rounds: int) -> None:
     """One scheduling pass (run on every submit and every job end) as the queue grows."""
-    results = {}
+    results, pages = {}, {}
     for count in (100, 1_000, 10_000):
         # no GPU free: every pass orders the whole queue and says why each job waits
-        async with Bench(work / f"queue-{count}", gpus=0, users=["ada"]) as bench:
+        async with Bench(work / f"queue-{count}", gpus=0, users=["u00"]) as bench:
             with bench.service.sessions() as db:
                 db.add_all(queued_records(count, users=40))
                 db.commit()
@@ -357,11 +358,21 @@ async def queue(work: Path, rounds: int) -> None:
                 await bench.service.schedule()
                 samples.append(time.perf_counter() - t0)
             results[count] = statistics.median(samples)
-    print("== queue: one scheduling pass, 40 users' jobs queued, no GPU free")
+            # and what a user's Jobs panel asks for: a page of their jobs, with places
+            async with bench.client("u00") as c:
+                views = []
+                for _ in range(rounds * 3):
+                    t0 = time.perf_counter()
+                    (await c.get("jobs", params={"limit": 50})).raise_for_status()
+                    views.append(time.perf_counter() - t0)
+            pages[count] = statistics.median(views)
+    print("== queue: 40 users' jobs queued, no GPU free")
     for count, p50 in results.items():
         print(
-            f"  {count:>6} queued  p50 {p50 * 1000:7.1f} ms"
+            f"  {count:>6} queued  scheduling pass p50 {p50 * 1000:6.1f} ms"
             f"   per queued job ÷ at 100: {p50 / count / (results[100] / 100):.2f}"
+            f"   a page of one user's jobs p50 {pages[count] * 1000:5.1f} ms"
+            f" (÷ at 100: {pages[count] / pages[100]:.2f})"
         )
 
 

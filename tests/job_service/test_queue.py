@@ -293,3 +293,32 @@ async def test_list_filters_by_state_and_flavor_return_exactly_the_matching_jobs
     assert await ids("root", state="running") == [cpu_running["id"], hog["id"]]
     assert await ids("root", state="running", user="root") == [hog["id"]]
     assert await ids("bob", state="queued,running") == []
+
+
+async def test_queue_positions_follow_every_change_of_the_queue(svc):
+    # positions are worked out once per change of the queue: each change must show
+    svc.write("root", "hog.ipynb", "import time; time.sleep(60)")
+    svc.write("ada", "w.ipynb", "1")
+    svc.write("bob", "w.ipynb", "1")
+    hog = await svc.submit("root", "hog.ipynb", "gpu2")  # both GPUs: the rest wait
+    await svc.wait("root", hog["id"], running)
+
+    async def places(*jobs):
+        return [(await svc.job("root", j["id"]))["queue_position"] for j in jobs]
+
+    ada1 = await svc.submit("ada", "w.ipynb", "gpu")
+    ada2 = await svc.submit("ada", "w.ipynb", "gpu")
+    assert await places(ada1, ada2) == [1, 2]
+    bob = await svc.submit("bob", "w.ipynb", "gpu")  # fair share: after ada's first
+    assert await places(ada1, bob, ada2) == [1, 2, 3]
+    async with svc.client("ada") as c:
+        assert (await c.post(f"jobs/{ada1['id']}/cancel")).status_code == 200
+    assert await places(ada2, bob) == [1, 2]  # submission order between equals
+    async with svc.client("root") as c:
+        assert (await c.patch(f"jobs/{bob['id']}", json={"priority": 5})).status_code == 200
+    assert await places(bob, ada2) == [1, 2]
+    async with svc.client("root") as c:
+        assert (await c.post(f"jobs/{hog['id']}/cancel")).status_code == 200
+    done = [await svc.wait("root", j["id"]) for j in (bob, ada2)]
+    assert [j["queue_position"] for j in done] == [None, None]
+    assert done[0]["started_at"] <= done[1]["started_at"]
