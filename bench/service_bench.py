@@ -128,7 +128,7 @@ class Bench:
             while (job := (await c.get(f"jobs/{ids[0]}")).json())["state"] not in FINAL:
                 await asyncio.sleep(every)
             return [job]
-        unfinished = {"state": "queued,starting,running", "limit": 1}
+        unfinished: dict[str, str | int] = {"state": "queued,starting,running", "limit": 1}
         while (await c.get("jobs", params=unfinished)).json()["total"]:
             await asyncio.sleep(every)
         page = (await c.get("jobs", params={"limit": 500})).json()
