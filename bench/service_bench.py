@@ -286,24 +286,9 @@ async def api(work: Path, rounds: int) -> None:
             now = datetime.now(timezone.utc)
             with bench.service.sessions() as db:
                 db.add_all(
-                    JobRecord(
-                        id=f"{i:012x}",
-                        seq=i,
+                    job_record(
+                        i,
                         user="ada" if i % 2 else "root",
-                        groups=[],
-                        name="job",
-                        flavor="cpu",
-                        state="succeeded",
-                        priority=0,
-                        path="job.ipynb",
-                        output_path="job.out.ipynb",
-                        source_file="x",
-                        snapshot_file="x",
-                        output_file="x",
-                        job_dir="x",
-                        parameters={},
-                        gpu_count=0,
-                        gpus=[],
                         submitted_at=now - timedelta(seconds=i),
                         started_at=now,
                         finished_at=now,
@@ -328,28 +313,41 @@ async def api(work: Path, rounds: int) -> None:
     print(f"  peak memory of this process (service + benchmark): {rss:.0f} MiB")
 
 
+def job_record(i: int, **fields: Any) -> JobRecord:
+    """Job number ``i`` of a benchmark's database: a finished CPU job unless ``fields``
+    say otherwise (its files are never read)."""
+    defaults: dict[str, Any] = {
+        "id": f"{i:012x}",
+        "seq": i,
+        "groups": [],
+        "name": "job",
+        "flavor": "cpu",
+        "state": "succeeded",
+        "priority": 0,
+        "path": "job.ipynb",
+        "output_path": "job.out.ipynb",
+        "source_file": "x",
+        "snapshot_file": "x",
+        "output_file": "x",
+        "job_dir": "x",
+        "parameters": {},
+        "gpu_count": 0,
+        "gpus": [],
+    }
+    return JobRecord(**{**defaults, **fields})
+
+
 def queued_records(count: int, users: int) -> list[JobRecord]:
     """``count`` queued GPU jobs from ``users`` users, oldest first."""
     now = datetime.now(timezone.utc)
     return [
-        JobRecord(
-            id=f"{i:012x}",
-            seq=i,
+        job_record(
+            i,
             user=f"u{i % users:02d}",
             groups=["class-a"] if i % 2 else [],
-            name="job",
             flavor="gpu",
             state="queued",
-            priority=0,
-            path="job.ipynb",
-            output_path="job.out.ipynb",
-            source_file="x",
-            snapshot_file="x",
-            output_file="x",
-            job_dir="x",
-            parameters={},
             gpu_count=1,
-            gpus=[],
             submitted_at=now - timedelta(seconds=count - i),
         )
         for i in range(count)

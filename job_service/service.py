@@ -15,7 +15,7 @@ import logging
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -708,26 +708,12 @@ class JobService:
             ).all()
             if not queued:
                 return
-            by_user: dict[str, list[Any]] = {}
-            for row in queued:
-                by_user.setdefault(row.user, []).append(row)
-            running_jobs, running_gpus, last_start = self._fair_share(db, set(by_user))
-
-            def key(row: Any) -> tuple[int, int, float, int]:
-                return queue_order(row.priority, row.seq, row.user, running_jobs, last_start)
-
-            for rows in by_user.values():
-                # one user's jobs share the fair-share part of the key: best last, to pop
-                rows.sort(key=lambda r: (r.priority, -r.seq))
-            heads = [(key(rows[-1]), user) for user, rows in by_user.items()]
-            heapq.heapify(heads)
+            running_jobs, running_gpus, last_start = self._fair_share(db, {r.user for r in queued})
             verdicts: dict[tuple[str, str, str], str | None] = {}
             hours_cache: dict[tuple[str, str], float] = {}
             reasons: dict[str, str] = {}
             to_start: list[JobRecord] = []
-            while heads:
-                _, user = heapq.heappop(heads)
-                row = by_user[user].pop()
+            for row in in_queue_order(queued, running_jobs, last_start):
                 verdict_key = (row.user, row.groups or "[]", row.flavor)
                 if verdict_key not in verdicts:
                     groups = json.loads(row.groups) if row.groups else []
@@ -740,12 +726,10 @@ class JobService:
                 elif (record := await self._start_queued(db, row.id)) is not None:
                     to_start.append(record)
                     if record.state == JobState.STARTING.value:
-                        running_jobs[user] += 1
-                        last_start[user] = utcnow().timestamp()
-                        running_gpus[user] += record.gpu_count
+                        running_jobs[row.user] += 1
+                        last_start[row.user] = utcnow().timestamp()
+                        running_gpus[row.user] += record.gpu_count
                     verdicts.clear()  # capacity and this user's share changed
-                if by_user[user]:
-                    heapq.heappush(heads, (key(by_user[user][-1]), user))
             changed: dict[str, list[str]] = {}
             for row in queued:
                 reason = reasons.get(row.id)
@@ -1062,29 +1046,14 @@ class JobService:
         ).all()
         if not queued:
             return {}
-        by_user: dict[str, list[Any]] = {}
-        for row in queued:
-            by_user.setdefault(row.user, []).append(row)
-        running_jobs, _, last_start = self._fair_share(db, set(by_user))
-
-        def key(row: Any) -> tuple[int, int, float, int]:
-            return queue_order(row.priority, row.seq, row.user, running_jobs, last_start)
-
-        for rows in by_user.values():
-            rows.sort(key=key, reverse=True)  # each user's best last, to pop
-        heads = [(key(rows[-1]), user) for user, rows in by_user.items()]
-        heapq.heapify(heads)
+        running_jobs, _, last_start = self._fair_share(db, {r.user for r in queued})
         clock = max([utcnow().timestamp(), *last_start.values()])
         positions: dict[str, int] = {}
-        while heads:
-            _, user = heapq.heappop(heads)
-            rows = by_user[user]
-            positions[rows.pop().id] = len(positions) + 1
-            running_jobs[user] += 1
+        for row in in_queue_order(queued, running_jobs, last_start):
+            positions[row.id] = len(positions) + 1
+            running_jobs[row.user] += 1
             clock += 1.0
-            last_start[user] = clock
-            if rows:
-                heapq.heappush(heads, (key(rows[-1]), user))
+            last_start[row.user] = clock
         return positions
 
     def _to_model(
@@ -1147,6 +1116,35 @@ class JobService:
 
 #: what a job's place in the queue depends on, besides jobs coming and going
 _QUEUE_FIELDS = ("state", "priority", "started_at", "user")
+
+
+def in_queue_order(
+    rows: Sequence[Any], running_jobs: Counter[str], last_start: dict[str, float]
+) -> Iterator[Any]:
+    """Queued rows (with ``user``, ``priority``, ``seq``), best first by :func:`queue_order`.
+
+    Users' queues are merged through a heap: one user's jobs keep their order
+    among themselves, so only heads compete. A caller that counts a start for
+    the user of the row just yielded (in ``running_jobs`` and ``last_start``)
+    before asking for the next one moves that user's next job to its new place.
+    """
+    by_user: dict[str, list[Any]] = {}
+    for row in rows:
+        by_user.setdefault(row.user, []).append(row)
+
+    def key(row: Any) -> tuple[int, int, float, int]:
+        return queue_order(row.priority, row.seq, row.user, running_jobs, last_start)
+
+    for queue in by_user.values():
+        queue.sort(key=lambda r: (r.priority, -r.seq))  # the user's best last, to pop
+    heads = [(key(queue[-1]), user) for user, queue in by_user.items()]
+    heapq.heapify(heads)
+    while heads:
+        _, user = heapq.heappop(heads)
+        queue = by_user[user]
+        yield queue.pop()
+        if queue:  # keyed now: the caller may have counted a start for this user
+            heapq.heappush(heads, (key(queue[-1]), user))
 
 
 def queue_order(

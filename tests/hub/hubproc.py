@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import requests
+import yaml
 
 
 def free_port() -> int:
@@ -33,6 +34,20 @@ c.ConfigurableHTTPProxy.pid_file = "{folder}/proxy.pid"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
 c.JupyterHub.authenticator_class = "dummy"
 """
+
+
+def local_nbjobs_yaml(folder: Path, **extra: object) -> Path:
+    """An nbjobs.yaml for a test hub on the local backend (no GPU, one CPU slot), with
+    its shared storage and database in ``folder``; ``extra`` adds top-level sections."""
+    path = folder / "nbjobs.yaml"
+    settings = {
+        "storage": {"root": str(folder / "shared"), "user_dir": "home/{username}"},
+        "database": {"url": f"sqlite:///{folder}/jobs.sqlite"},
+        "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(settings))
+    return path
 
 
 @contextmanager

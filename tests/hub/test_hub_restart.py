@@ -15,11 +15,10 @@ import time
 import nbformat
 import psutil
 import requests
-import yaml
 
 from nbjobs.storage import escape_username
 
-from .hubproc import basics, free_port, running_hub
+from .hubproc import basics, free_port, local_nbjobs_yaml, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
@@ -58,17 +57,7 @@ def wait_for(predicate, what: str, timeout: float = 90):
 def test_a_hub_restart_mid_job_loses_nothing(tmp_path):
     port, hub_port, service_port = free_port(), free_port(), free_port()
     admin_token = secrets.token_hex(16)
-    nbjobs_yaml = tmp_path / "nbjobs.yaml"
-    nbjobs_yaml.write_text(
-        yaml.safe_dump(
-            {
-                "storage": {"root": str(tmp_path / "shared"), "user_dir": "home/{username}"},
-                "database": {"url": f"sqlite:///{tmp_path}/jobs.sqlite"},
-                "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
-                "flavors": [{"name": "cpu", "gpus": 0}],
-            }
-        )
-    )
+    nbjobs_yaml = local_nbjobs_yaml(tmp_path, flavors=[{"name": "cpu", "gpus": 0}])
     config = basics(tmp_path, port, hub_port) + HUB_CONFIG.format(
         config=str(nbjobs_yaml), service_port=service_port, token=admin_token
     )

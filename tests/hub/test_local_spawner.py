@@ -15,12 +15,11 @@ from urllib.parse import quote
 import psutil
 import pytest
 import requests
-import yaml
 
 from nbjobs.config import load_config
 from nbjobs.storage import escape_username, user_folder
 
-from .hubproc import basics, free_port, running_hub
+from .hubproc import basics, free_port, local_nbjobs_yaml, running_hub
 
 HUB_CONFIG = """
 import os
@@ -43,32 +42,17 @@ def hub(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("local-spawner")
     port, hub_port = free_port(), free_port()
     token = secrets.token_hex(16)
-    nbjobs_yaml = tmp / "nbjobs.yaml"
-    nbjobs_yaml.write_text(
-        yaml.safe_dump(
-            {
-                "storage": {"root": str(tmp / "shared"), "user_dir": "home/{username}"},
-                "database": {"url": f"sqlite:///{tmp}/jobs.sqlite"},
-                "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
-            }
-        )
-    )
+    nbjobs_yaml = local_nbjobs_yaml(tmp)
     config = HUB_CONFIG.format(config=str(nbjobs_yaml), service_port=free_port(), token=token)
     config += f"c.JupyterHub.base_url = {base_url!r}\n"
     with running_hub(tmp, basics(tmp, port, hub_port) + config, port, base_url) as url:
         yield url, {"Authorization": f"token {token}"}, load_config(nbjobs_yaml)
 
 
-@pytest.mark.parametrize("name", ["carl", "marie.curie@sorbonne.fr"])
-def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
-    url, headers, config = hub
+def new_user_with_a_server(url: str, headers: dict[str, str], name: str) -> tuple[str, dict]:
+    """Create ``name`` through the hub's API and start their server, the way the hub
+    starts anyone's; the user's API URL, and their model once the server is ready."""
     api = f"{url}/hub/api/users/{quote(name, safe='')}"
-    folder = user_folder(config.storage, name)
-    # the one escaping function builds the path, under the shared root
-    assert folder == config.storage.root / "home" / escape_username(name)
-    assert folder.is_relative_to(config.storage.root)
-    assert not folder.exists()
-
     assert requests.post(api, headers=headers, timeout=30).status_code == 201
     started = requests.post(f"{api}/server", headers=headers, timeout=60)
     assert started.status_code in (201, 202), started.text
@@ -80,6 +64,19 @@ def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
     ):
         assert time.monotonic() < deadline, model
         time.sleep(0.3)
+    return api, model
+
+
+@pytest.mark.parametrize("name", ["carl", "marie.curie@sorbonne.fr"])
+def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
+    url, headers, config = hub
+    folder = user_folder(config.storage, name)
+    # the one escaping function builds the path, under the shared root
+    assert folder == config.storage.root / "home" / escape_username(name)
+    assert folder.is_relative_to(config.storage.root)
+    assert not folder.exists()
+
+    api, model = new_user_with_a_server(url, headers, name)
 
     try:
         assert folder.is_dir()
@@ -111,19 +108,7 @@ def test_under_a_base_url_the_server_reaches_the_job_service(hub):
     # a hub served under /jupyter/ also routes its services there: the server
     # extension must be told /jupyter/services/nbjobs/, or Submit Job gets 404s
     url, headers, _ = hub
-    name = "grace"
-    api = f"{url}/hub/api/users/{name}"
-    assert requests.post(api, headers=headers, timeout=30).status_code == 201
-    started = requests.post(f"{api}/server", headers=headers, timeout=60)
-    assert started.status_code in (201, 202), started.text
-    deadline = time.monotonic() + 90
-    while (
-        not (model := requests.get(api, headers=headers, timeout=30).json())["servers"]
-        .get("", {})
-        .get("ready")
-    ):
-        assert time.monotonic() < deadline, model
-        time.sleep(0.3)
+    api, model = new_user_with_a_server(url, headers, "grace")
     try:
         server = url.removesuffix("/jupyter") + model["servers"][""]["url"]
         assert model["servers"][""]["url"].startswith("/jupyter/user/grace/")
