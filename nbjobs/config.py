@@ -131,6 +131,48 @@ class LocalBackendConfig(_Model):
     cpu_slots: int = Field(default=2, ge=0)
 
 
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from ``1048576``, ``"64KiB"``, ``"16MiB"``, ``"50MB"`` or ``"1GiB"``.
+
+    ``KiB``/``MiB``/``GiB`` count in 1024s, ``KB``/``MB``/``GB`` in 1000s.
+    """
+    if isinstance(value, bool):
+        raise ValueError("a size is a number of bytes or text like '16MiB'")
+    if isinstance(value, int | float):
+        size = float(value)
+    else:
+        match = _BYTES.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a size; write bytes or e.g. '64KiB', '16MiB'")
+        unit = (match.group(2) or "").lower().removesuffix("b")
+        if unit.endswith("i"):
+            factor = 1024 ** ("kmgt".index(unit[0]) + 1)
+        else:
+            factor = _BYTE_UNITS[unit]
+        size = float(match.group(1)) * factor
+    if size < 1:
+        raise ValueError("a size must be at least 1 byte")
+    return int(size)
+
+
+Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str)]
+
+
+class LimitsConfig(_Model):
+    """How much one request may send: what keeps one caller from sinking the service."""
+
+    #: the largest request body the job service reads (413 beyond it)
+    request_body: Size = 1024**2
+    #: the largest notebook a job may run (413 at submit beyond it)
+    notebook: Size = 100 * 1024**2
+    #: the largest set of parameters, as JSON (400 at submit beyond it)
+    parameters: Size = 64 * 1024
+
+
 class KueueConfig(_Model):
     """Hand every job to Kueue: its LocalQueue orders, admits and fair-shares them."""
 
@@ -395,6 +437,7 @@ class NbjobsConfig(_Model):
     classes: list[ClassConfig] = []
     teachers: TeachersConfig = TeachersConfig()
     admin: AdminConfig = AdminConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> NbjobsConfig:
