@@ -9,6 +9,7 @@ hub says and checks callers' tokens with the hub. Standalone it listens on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -17,17 +18,18 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tornado import httpserver, web
-from traitlets import Dict, Float, Instance, Integer, Type, Unicode, default
+from traitlets import Bool, Dict, Float, Instance, Integer, Type, Unicode, default
 from traitlets.config import Application
 
 from nbjobs.config import ConfigError, NbjobsConfig, load_config
 
-from .auth import Authenticator, HubTokenAuth, StaticTokenAuth
+from .auth import Authenticator, HubTokenAuth, StaticTokenAuth, TokenConfigError
 from .backends import Backend
 from .backends.local import LocalBackend
 from .classes import ClassRegistry, HubGroups
-from .db import connect
+from .db import DatabaseUnusable, connect
 from .handlers import NotFoundHandler, routes
+from .lease import DispatcherLease, LeaseHeld
 from .service import JobService
 
 
@@ -64,6 +66,26 @@ class JobServiceApp(Application):
         None, klass=Authenticator, allow_none=True, help="how callers are authenticated"
     ).tag(config=True)
     tornado_settings = Dict(help="extra tornado settings").tag(config=True)
+    standby = Bool(
+        True,
+        help="""What to do when another job service already uses the same database.
+
+        True: wait as a standby (not listening) and take over when the other stops,
+        or ``lease_seconds`` after it dies. False: refuse to start, naming the other.
+        Either way two services never both start jobs from one database.
+        ``c.JobServiceApp.standby = False``
+        """,
+    ).tag(config=True)
+    lease_seconds = Float(
+        15.0,
+        min=1.0,
+        help="""Seconds the dispatcher lease lasts unrenewed (renewed every third of it).
+
+        How long a standby waits after the active service died before it takes over.
+        The machines' clocks must agree to well within it.
+        ``c.JobServiceApp.lease_seconds = 30``
+        """,
+    ).tag(config=True)
     time_limit_grace = Float(
         60.0,
         min=0,
@@ -119,6 +141,7 @@ class JobServiceApp(Application):
             log=self.log,
             classes=classes,
             time_limit_grace=self.time_limit_grace,
+            lease=DispatcherLease(sessions, seconds=self.lease_seconds, log=self.log),
         )
 
     def make_auth(self) -> Authenticator:
@@ -155,10 +178,28 @@ class JobServiceApp(Application):
         )
 
     async def run(self) -> None:
-        """Serve until SIGTERM or SIGINT."""
+        """Serve until SIGTERM or SIGINT (or until another service takes the database)."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        auth = self.make_auth()  # a bad token file stops the start here
         self.service = self.make_service()
-        await self.service.start()
-        app = self.make_web_app(self.service, self.make_auth())
+        self.service.on_lease_lost = stop.set
+        # Waits here, not listening, while another service holds the database.
+        starting = asyncio.ensure_future(self.service.start(standby=self.standby))
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():  # stopped while a standby
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            await self.service.lease.aclose()
+            self.log.info("stopped while waiting as a standby")
+            return
+        stopped.cancel()
+        starting.result()  # LeaseHeld when not a standby
+        app = self.make_web_app(self.service, auth)
         server = httpserver.HTTPServer(app, xheaders=True)
         server.listen(self.port, self.ip)
         self.log.info(
@@ -168,10 +209,6 @@ class JobServiceApp(Application):
             self.prefix,
             self.service.backend.__class__.__name__,
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         self.log.info("stopping; running jobs go on and are adopted at the next start")
         server.stop()
@@ -186,5 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nbjobs service: {exc}", flush=True)
         return 2
-    asyncio.run(app.run())
+    try:
+        asyncio.run(app.run())
+    except (DatabaseUnusable, TokenConfigError) as exc:
+        print(f"nbjobs service: {exc}", flush=True)
+        return 2
+    except LeaseHeld as exc:
+        print(f"nbjobs service: {exc}", flush=True)
+        return 3
     return 0

@@ -7,6 +7,7 @@ version reached is kept in ``nbjobs_schema``.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -106,25 +108,84 @@ class JobRecord(Base):
         return max(0.0, (end - self.started_at).total_seconds()) * self.gpu_count
 
 
+class LeaseRecord(Base):
+    """Who dispatches jobs from this database, until when."""
+
+    __tablename__ = "nbjobs_lease"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: ``host pid=N id=…`` of the holder, for people reading a refusal
+    holder: Mapped[str] = mapped_column(String(255))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class SchemaVersion(Base):
     __tablename__ = "nbjobs_schema"
 
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
 
 
+class DatabaseUnusable(RuntimeError):
+    """The job records cannot be opened; the text says which database and what to do."""
+
+
 def connect(url: str) -> sessionmaker[Any]:
-    """An engine for ``url`` with the schema in place, as a session factory."""
+    """An engine for ``url`` with the schema in place, as a session factory.
+
+    A database that cannot be used stops here with a :class:`DatabaseUnusable` that
+    says why: an SQLite file of zero bytes (truncated or lost: starting empty would
+    silently forget every job), one that is not a database or is damaged, one this
+    process may not read or write, a server that does not answer.
+    """
     kwargs: dict[str, Any] = {"future": True}
+    shown = make_url(url).render_as_string(hide_password=True)
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         database = make_url(url).database
-        if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        if database and database != ":memory:" and not database.startswith("file:"):
+            _check_sqlite_file(Path(database))
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
-    upgrade_schema(engine)
+    try:
+        upgrade_schema(engine)
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise DatabaseUnusable(
+            f"cannot use the job database {shown} ({reason}); if it is an SQLite file, it "
+            "may be damaged: restore it from a backup (the jobs' files stay in users' "
+            "folders), or move it away to start with no job records"
+        ) from None
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Refuse an SQLite file that would start empty or fail later, with a sentence."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatabaseUnusable(
+            f"cannot make the folder of the job database {path} ({exc.strerror}); "
+            "create it or point database.url in nbjobs.yaml elsewhere"
+        ) from None
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return  # a new database: made on first use
+    except OSError as exc:
+        raise DatabaseUnusable(f"cannot read the job database {path} ({exc.strerror})") from None
+    if size == 0:
+        raise DatabaseUnusable(
+            f"the job database {path} is empty (0 bytes): it was truncated or never "
+            "written, and starting with it would forget every job; restore it from a "
+            "backup, or delete the file to start with no job records"
+        )
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise DatabaseUnusable(
+            f"this service (uid {os.getuid()}) may not read and write the job database "
+            f"{path}; fix its owner or mode"
+        )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -52,6 +52,7 @@ from nbjobs.storage import (
 
 from .backends import Backend, LaunchSpec, Outcome
 from .db import JobRecord
+from .lease import DispatcherLease
 
 if TYPE_CHECKING:
     from .classes import ClassRegistry
@@ -118,6 +119,7 @@ class JobService:
         folder_for: Callable[[str], Path] | None = None,
         classes: ClassRegistry | None = None,
         time_limit_grace: float = 60.0,
+        lease: DispatcherLease | None = None,
     ) -> None:
         from .classes import ClassRegistry
 
@@ -142,11 +144,22 @@ class JobService:
         self._loop_task: asyncio.Task[None] | None = None
         self._seq = 0
         self._stopping = False
+        #: one dispatcher per database: taken at start, given back at stop
+        self.lease = lease or DispatcherLease(sessions, log=self.log)
+        #: called when another service took the lease over (the app stops then)
+        self.on_lease_lost: Callable[[], None] | None = None
 
     # -- life ------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Recover jobs a previous run left, then start scheduling."""
+    async def start(self, *, standby: bool = True) -> None:
+        """Take the database's dispatcher lease, recover jobs a previous run left, then
+        start scheduling.
+
+        While another service holds the lease this waits as a standby (``standby``)
+        or raises :class:`~.lease.LeaseHeld` saying who holds it.
+        """
+        await self.lease.take(wait=standby)
+        self.lease.keep(self._lease_lost)
         with self.sessions() as db:
             self._seq = db.scalar(select(func.max(JobRecord.seq))) or 0
         await self._recover()
@@ -162,6 +175,15 @@ class JobService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.backend.shutdown()
+        await self.lease.aclose()
+
+    def _lease_lost(self) -> None:
+        """Another service dispatches from this database now: stop scheduling at once."""
+        self._stopping = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+        if self.on_lease_lost is not None:
+            self.on_lease_lost()
 
     async def _recover(self) -> None:
         with self.sessions() as db:
@@ -692,7 +714,12 @@ class JobService:
         keep their order; only the user who just started a job moves), a
         waiting reason is worked out once per user, groups and flavor until
         something starts, and only reasons that changed are written.
+
+        A pass starts nothing unless this service still holds the dispatcher lease
+        (renewed here when it is getting old), so two services never both start jobs.
         """
+        if self._stopping or not self.lease.fresh():
+            return
         with self.sessions() as db:
             queued = db.execute(
                 select(
