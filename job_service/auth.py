@@ -9,10 +9,17 @@ service accepts the tokens it was configured with (like JupyterHub's own
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
+import os
+import time
+from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Unicode
+import yaml
+from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import AdminConfig, TeachersConfig
@@ -50,15 +57,68 @@ class Authenticator(LoggingConfigurable):
 
 
 class StaticTokenAuth(Authenticator):
-    """Tokens from configuration: ``{token: user}`` with ``user_groups`` for their groups."""
+    """Tokens from configuration: ``{token: user}`` with ``user_groups`` for their groups.
+
+    Give the tokens in a file (:attr:`tokens_file`) or an environment variable
+    (:attr:`tokens_env`), not on the command line, where every local user can read
+    them with ``ps``. All three sources add up.
+    """
 
     tokens = Dict(key_trait=Unicode(), value_trait=Unicode(), help="API token -> user name").tag(
         config=True
     )
+    tokens_file = Unicode(
+        "",
+        help="""A YAML or JSON file of ``{token: user name}``, read at start.
+
+        Keep it readable by the service alone (``chmod 600``); the service warns
+        when others may read it. ``c.StaticTokenAuth.tokens_file = "/etc/nbjobs/tokens.yaml"``
+        """,
+    ).tag(config=True)
+    tokens_env = Unicode(
+        "NBJOBS_SERVICE_TOKENS",
+        help="""An environment variable holding ``{token: user name}`` as JSON (if set).""",
+    ).tag(config=True)
     user_groups = Dict(help="user name -> list of group names").tag(config=True)
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._known: dict[str, str] = {**self._from_env(), **self._from_file(), **self.tokens}
+
+    def _from_file(self) -> dict[str, str]:
+        if not self.tokens_file:
+            return {}
+        path = Path(self.tokens_file)
+        try:
+            mode = path.stat().st_mode
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise TokenConfigError(
+                f"cannot read the token file {path} ({exc}); give a YAML file of "
+                "'token: user name' lines"
+            ) from None
+        if mode & 0o077:
+            self.log.warning(
+                "nbjobs: the token file %s may be read by other users (mode %o); chmod 600 it",
+                path,
+                mode & 0o777,
+            )
+        return _token_map(data, f"the token file {path}")
+
+    def _from_env(self) -> dict[str, str]:
+        raw = os.environ.get(self.tokens_env, "") if self.tokens_env else ""
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            raise TokenConfigError(
+                f'${self.tokens_env} is not JSON; set it to {{"token": "user name"}}'
+            ) from None
+        return _token_map(data, f"${self.tokens_env}")
+
     async def caller_for_token(self, token: str) -> Caller | None:
-        for known, name in self.tokens.items():
+        for known, name in self._known.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 groups = frozenset(self.user_groups.get(name, []))
                 return Caller(
@@ -70,8 +130,31 @@ class StaticTokenAuth(Authenticator):
         return None
 
 
+class TokenConfigError(ValueError):
+    """Configured tokens that cannot be used; the text says what to fix."""
+
+
+def _token_map(data: Any, where: str) -> dict[str, str]:
+    """``{token: user}`` from parsed configuration, or a :class:`TokenConfigError`."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and v for k, v in data.items()
+    ):
+        raise TokenConfigError(
+            f"{where} must map each token to a user name (text: text), e.g. "
+            "'a-long-random-token: ada'"
+        )
+    return dict(data)
+
+
 class HubTokenAuth(Authenticator):
-    """Tokens checked with the JupyterHub API (``jupyterhub.services.auth.HubAuth``)."""
+    """Tokens checked with the JupyterHub API (``jupyterhub.services.auth.HubAuth``).
+
+    The hub's answer for a token is kept for :attr:`cache_seconds` only (HubAuth's own
+    cache keeps it five minutes, so a revoked or expired token would go on working that
+    long): a token the hub revokes or lets expire stops working here within seconds.
+    """
 
     require_submit_scope = Bool(
         False,
@@ -79,14 +162,50 @@ class HubTokenAuth(Authenticator):
         "scope in JupyterHub.custom_scopes and grant it through roles)",
     ).tag(config=True)
 
+    cache_seconds = Float(
+        5.0,
+        min=0,
+        help="""Seconds the hub's answer for a token is reused before the hub is asked again.
+
+        This is as long as a token keeps working here after the hub revoked it or it
+        expired. 0 asks the hub on every request (one loopback call, a few
+        milliseconds). ``c.HubTokenAuth.cache_seconds = 2``
+        """,
+    ).tag(config=True)
+
+    cache_size = Integer(
+        10_000, min=0, help="most tokens whose answers are kept at once (oldest dropped first)"
+    ).tag(config=True)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         from jupyterhub.services.auth import HubAuth
 
         self.hub_auth = HubAuth(parent=self)
+        #: sha256(token) -> (monotonic time of the hub's answer, the answer)
+        self._answers: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+
+    async def _hub_model(self, token: str) -> dict[str, Any] | None:
+        """The hub's user model for a token, reused for at most ``cache_seconds``.
+
+        Only answers that name someone are kept: a refused token is asked about again
+        (so a token made a moment ago works at once), and nothing is kept past its age.
+        """
+        key = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        now = time.monotonic()
+        cached = self._answers.get(key)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            return cached[1]
+        self._answers.pop(key, None)
+        model = await self.hub_auth.user_for_token(token, use_cache=False, sync=False)
+        if model and self.cache_seconds > 0 and self.cache_size > 0:
+            self._answers[key] = (now, model)
+            while len(self._answers) > self.cache_size:
+                self._answers.popitem(last=False)
+        return model or None
 
     async def caller_for_token(self, token: str) -> Caller | None:
-        model = await self.hub_auth.user_for_token(token, use_cache=True, sync=False)
+        model = await self._hub_model(token)
         if not model or model.get("kind", "user") != "user":
             return None
         name = model["name"]
