@@ -203,5 +203,6 @@ def test_second_service_told_not_to_wait_refuses_with_a_sentence(tmp_path, home)
     finally:
         first.stop()
     assert code == 3, text
-    assert "another job service" in text and "is using this database" in text, text
+    assert "another job service" in text, text
+    assert "is using this database" in text, text
     assert "Traceback" not in text, text
