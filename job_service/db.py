@@ -172,7 +172,18 @@ def _check_sqlite_file(path: Path) -> None:
     try:
         size = path.stat().st_size
     except FileNotFoundError:
-        return  # a new database: made on first use
+        # A new database: made here, readable by the service alone (SQLite gives its
+        # -wal and -shm files the same mode). A file made meanwhile is checked below.
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            return
+        except FileExistsError:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise DatabaseUnusable(
+                f"cannot create the job database {path} ({exc.strerror}); "
+                "point database.url in nbjobs.yaml at a folder this service may write"
+            ) from None
     except OSError as exc:
         raise DatabaseUnusable(f"cannot read the job database {path} ({exc.strerror})") from None
     if size == 0:

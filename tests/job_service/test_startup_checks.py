@@ -140,3 +140,12 @@ def test_tokens_from_a_file_and_the_environment_work_and_stay_out_of_ps(tmp_path
     assert "secret-token" not in argv
     text = (tmp_path / "service.log").read_text()
     assert "may be read by other users (mode 644); chmod 600 it" in text, text
+
+
+def test_a_new_database_file_is_readable_by_the_service_alone(tmp_path):
+    from nbjobs.job_service.db import connect
+
+    sessions = connect(f"sqlite:///{tmp_path / 'new.sqlite'}")
+    with sessions() as db:
+        db.connection()  # open it, as the service does
+    assert (tmp_path / "new.sqlite").stat().st_mode & 0o777 == 0o600
