@@ -127,3 +127,21 @@ def test_the_runner_imports_from_the_wheel_alone(wheel, tmp_path):
 def dist_prefix(wheel: Path) -> str:
     name, version = wheel.name.split("-")[:2]
     return f"{name}-{version}"
+
+
+def test_the_typescript_build_writes_only_inside_its_checkout(tmp_path):
+    """tsc's incremental build info once landed in the folder that holds the checkout;
+    a second clone beside it then built no lib/ and its install failed."""
+    tsc = ROOT / "node_modules" / ".bin" / "tsc"
+    assert tsc.exists(), "run jlpm install first (scripts/install.sh --dev does)"
+    parent = tmp_path / "clones"
+    clones = [parent / "one", parent / "two"]
+    for clone in clones:
+        (clone / "labextension").mkdir(parents=True)
+        (clone / "labextension" / "src").symlink_to(ROOT / "labextension" / "src")
+        (clone / "tsconfig.json").write_text((ROOT / "tsconfig.json").read_text())
+        (clone / "node_modules").symlink_to(ROOT / "node_modules")
+    for clone in clones:
+        subprocess.run([str(tsc), "-p", "tsconfig.json"], cwd=clone, check=True, timeout=300)
+        assert (clone / "lib" / "index.js").exists()  # each clone builds its own lib/
+    assert sorted(p.name for p in parent.iterdir()) == ["one", "two"]  # nothing beside them
