@@ -42,6 +42,9 @@ BANNER_TAG = "nbjobs-banner"
 #: the most the status file lags behind the run (see NotebookJob._write_progress)
 PROGRESS_COALESCE = 0.025
 FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
+#: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
+#: ``sys.exit()``, ``sys.exit(0)``, ``sys.exit(None)``, ``raise SystemExit``
+CLEAN_EXIT_VALUES = frozenset({"", "0", "None"})
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -135,6 +138,8 @@ class NotebookJob:
 
     def __init__(self) -> None:
         self.stop_reason: tuple[ExitCode, str] | None = None
+        #: the notebook cell where the notebook ended itself with sys.exit(0), if it did
+        self.stopped_itself_at: int | None = None
         self.current_number = 0  # 1-based position of the running cell among code cells
         self.cell_durations: dict[int, float] = {}
         self.warnings: list[str] = []
@@ -285,6 +290,16 @@ class NotebookJob:
             current = self.status.current_cell
             ename = getattr(exc, "ename", type(exc).__name__)
             evalue = getattr(exc, "evalue", str(exc))
+            if ename == "SystemExit" and str(evalue).strip() in CLEAN_EXIT_VALUES:
+                # sys.exit(0) / sys.exit() / raise SystemExit: the notebook chose to stop
+                # here, as a script would; a clean end, not a failure (papermill agrees).
+                self.status.cells_done = self.current_number
+                self.stopped_itself_at = current
+                message = (
+                    f"the notebook stopped itself at {self._cell_label()} "
+                    f"(SystemExit: {str(evalue).strip() or 'None'}); the cells after it did not run"
+                )
+                return ExitCode.SUCCEEDED, message, None
             message = f"{self._cell_label()} raised {ename}: {evalue}".strip()
             if ename == "StdinNotImplementedError":
                 message += (
@@ -438,6 +453,8 @@ class NotebookJob:
             )
         if exit_code != ExitCode.SUCCEEDED:
             error = self._add_banner(state, message or state, error)
+        elif self.stopped_itself_at is not None:
+            self._add_banner("stopped", message or state, None, self.stopped_itself_at)
         self.nb.metadata["nbjobs"] = {
             "state": state,
             "message": message,
@@ -476,26 +493,34 @@ class NotebookJob:
             warnings=self.warnings,
         )
 
-    def _add_banner(self, state: str, message: str, error: CellError | None) -> CellError | None:
+    def _add_banner(
+        self,
+        state: str,
+        message: str,
+        error: CellError | None,
+        stopped_at: int | None = None,
+    ) -> CellError | None:
         """Put a banner on top and an anchor above the failing cell, papermill-style.
 
-        Returns the error with ``cell_index`` pointing into the output notebook.
+        ``state`` ``stopped`` is the notebook's own clean stop (``sys.exit(0)``): an
+        informational banner, with the anchor at ``stopped_at``. Returns the error with
+        ``cell_index`` pointing into the output notebook.
         """
         headline = {
             "failed": "Execution failed",
             "timed_out": "Execution timed out",
             "cancelled": "Execution was cancelled",
+            "stopped": "The notebook stopped itself",
         }[state]
         text = f"**nbjobs: {headline}.** {message}"
-        failed_index = error.cell_index if error is not None else None
+        failed_index = error.cell_index if error is not None else stopped_at
         if failed_index is not None:
             text += f"  \n[Go to the cell where it stopped](#{FAILED_CELL_ANCHOR})."
             anchor = nbformat.v4.new_markdown_cell(f'<span id="{FAILED_CELL_ANCHOR}"></span>')
             anchor.metadata["tags"] = [BANNER_TAG]
             self.nb.cells.insert(failed_index, anchor)
-        banner = nbformat.v4.new_markdown_cell(
-            f'<div class="alert alert-danger">\n\n{text}\n\n</div>'
-        )
+        style = "alert-info" if state == "stopped" else "alert-danger"
+        banner = nbformat.v4.new_markdown_cell(f'<div class="alert {style}">\n\n{text}\n\n</div>')
         banner.metadata["tags"] = [BANNER_TAG]
         self.nb.cells.insert(0, banner)
         if error is not None and failed_index is not None:
