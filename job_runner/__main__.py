@@ -24,7 +24,10 @@ EPILOG = """\
 exit codes:
   0  succeeded: every cell ran
   1  failed: a cell raised (not tagged raises-exception) or the kernel died;
-     OUTPUT holds the run up to and including that cell, with its traceback
+     OUTPUT holds the run up to and including that cell, with its traceback.
+     Also when OUTPUT could not be written at the end (a full disk, a quota,
+     a folder no longer writable): the status file's message says so and
+     what to do
   2  bad input: INPUT unreadable or not a valid notebook, kernel not installed,
      OUTPUT equal to INPUT or not writable, --status-file equal to INPUT or
      OUTPUT or not writable, bad parameters or options; nothing was run and

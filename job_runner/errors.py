@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from enum import IntEnum
 
 
@@ -32,3 +34,34 @@ STATE_FOR_EXIT_CODE = {
 
 class BadInput(ValueError):
     """Something the caller gave cannot be used; the message is one line for a person."""
+
+
+#: what to do about a file the job could not write, by errno; ``{folder}`` is its folder
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free space in your folder and re-run",
+    errno.EDQUOT: "free space in your folder (or ask your admin for a larger quota) and re-run",
+    errno.EACCES: "make {folder} writable again (or move the notebook to a folder that is) "
+    "and re-run",
+    errno.EPERM: "make {folder} writable again (or move the notebook to a folder that is) "
+    "and re-run",
+    errno.EROFS: "{folder} is on a read-only file system now; move the notebook to a "
+    "writable folder (or ask your admin) and re-run",
+    errno.ENOENT: "{folder} was removed or moved while the job ran; re-run it",
+}
+
+
+def could_not_write(what: str, path: str | os.PathLike[str], exc: OSError) -> str:
+    """One sentence for a file of the job that could not be written: which, why, what to do.
+
+    ``could_not_write("the output notebook", path, exc)`` reads like "could not write
+    the output notebook /home/ada/a.2026-01-01T0930.0123abcd.ipynb: no space left on
+    device (ENOSPC); free space in your folder and re-run".
+    """
+    code = exc.errno or 0
+    reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+    name = errno.errorcode.get(code)
+    if name:
+        reason += f" ({name})"
+    folder = os.path.dirname(os.fspath(path)) or "."
+    advice = _WRITE_ADVICE.get(code, "check the storage (or ask your admin) and re-run")
+    return f"could not write {what} {os.fspath(path)}: {reason}; {advice.format(folder=folder)}"

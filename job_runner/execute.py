@@ -10,6 +10,7 @@ the failing cell's traceback and a banner saying what happened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from nbformat import NotebookNode
 from nbformat.corpus.words import generate_corpus_id as random_cell_id
 from nbformat.warnings import MissingIDFieldWarning
 
-from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
+from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .gpus import visible_gpus
 from .parameters import ParameterError, inject_parameters
 from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
@@ -135,6 +136,8 @@ class NotebookJob:
     kernel_language: str
     code_cells: list[int]
     status: RunStatus
+    #: a progress write of the status file failed (and was reported once)
+    _progress_unwritten = False
 
     def __init__(self) -> None:
         self.stop_reason: tuple[ExitCode, str] | None = None
@@ -471,15 +474,27 @@ class NotebookJob:
             "warnings": self.warnings,
             "error": None if error is None else _error_dict(error),
         }
-        # fsync'ed: on NFS a rename can be acknowledged before the data is stable.
-        atomic_write_text(self.output_path, nbformat.writes(self.nb), durable=True)
+        try:
+            # fsync'ed: on NFS a rename can be acknowledged before the data is stable.
+            atomic_write_text(self.output_path, nbformat.writes(self.nb), durable=True)
+        except OSError as exc:  # a full disk, a quota, a folder made read-only
+            unwritten = could_not_write("the output notebook", self.output_path, exc)
+            self._log(unwritten)
+            if exit_code == ExitCode.SUCCEEDED:
+                exit_code, message = ExitCode.FAILED, unwritten
+            else:
+                message = f"{message or state}; {unwritten}"
+            state = STATE_FOR_EXIT_CODE[exit_code]
 
         self.status.state = state
         self.status.exit_code = int(exit_code)
         self.status.message = message
         self.status.error = error
         self.status.finished_at = self.nb.metadata["nbjobs"]["finished_at"]
-        self._write_status(durable=True)
+        try:
+            self._write_status(durable=True)
+        except OSError as exc:  # the job service falls back on the exit code
+            self._log(could_not_write("the status file", self.status_path or "", exc))
         outcome = f"{state} ({message})" if message else state
         self._log(f"done: {outcome}; executed notebook: {self.output_path}")
         return RunResult(
@@ -536,7 +551,16 @@ class NotebookJob:
             self._deferred_write.cancel()
             self._deferred_write = None
         if self.status_path is not None:
-            write_status(self.status_path, self.status, durable=durable)
+            try:
+                write_status(self.status_path, self.status, durable=durable, last_resort=durable)
+            except OSError as exc:
+                if durable:
+                    raise
+                # Progress is worth a warning, not the job: the final status tries harder.
+                if not self._progress_unwritten:
+                    self._progress_unwritten = True
+                    unwritten = could_not_write("the status file", self.status_path, exc)
+                    self._log(f"warning: {unwritten}; the job goes on")
             self._last_write = time.monotonic()
 
     def _write_progress(self) -> None:
@@ -554,9 +578,17 @@ class NotebookJob:
 
     def _log(self, line: str) -> None:
         if self.echo:
-            print(f"[nbjobs] {line}", file=self._stderr, flush=True)
+            # The log may be on a full disk too; the status file carries what matters.
+            with contextlib.suppress(OSError):
+                print(f"[nbjobs] {line}", file=self._stderr, flush=True)
 
     def _echo_output(self, msg: dict[str, Any]) -> None:
+        # A log that cannot be written (a full disk) costs the log, not the job: the
+        # output notebook holds every output anyway.
+        with contextlib.suppress(OSError):
+            self._echo_message(msg)
+
+    def _echo_message(self, msg: dict[str, Any]) -> None:
         content = msg.get("content", {})
         kind = msg.get("msg_type")
         if kind == "stream":

@@ -17,6 +17,7 @@ what a person opens.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
@@ -99,16 +100,56 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_status(path: str | os.PathLike[str], status: RunStatus, *, durable: bool = False) -> None:
+def write_status(
+    path: str | os.PathLike[str],
+    status: RunStatus,
+    *,
+    durable: bool = False,
+    last_resort: bool = False,
+) -> None:
     """Atomically replace the status file with ``status``.
 
     With ``durable`` the new content is on stable storage when this returns
     (see :func:`atomic_write_text`): the runner asks for it for the final status
     only, since every progress write is superseded within moments.
+
+    With ``last_resort``, when the atomic write fails for want of space (a full disk
+    or quota: a new file no longer fits), the existing file is overwritten in place,
+    in the room it already has (the error's traceback left out if that is what does
+    not fit): a reader may see it half-written for an instant, but the job's last
+    word gets through. Raises :class:`OSError` when even that fails.
     """
     status.updated_at = utc_now()
     # One line, by the C encoder (indent would force the slow pure-Python one).
-    atomic_write_text(Path(path), json.dumps(status.to_dict()) + "\n", durable=durable)
+    text = json.dumps(status.to_dict()) + "\n"
+    try:
+        atomic_write_text(Path(path), text, durable=durable)
+    except OSError as exc:
+        if not last_resort or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        try:
+            _overwrite_in_place(Path(path), text)
+        except OSError:
+            if status.error is None or not status.error.traceback:
+                raise exc from None
+            compact = status.to_dict()
+            compact["error"]["traceback"] = []
+            _overwrite_in_place(Path(path), json.dumps(compact) + "\n")
+
+
+def _overwrite_in_place(path: Path, text: str) -> None:
+    """Write ``text`` over an existing file's content, reusing its blocks, then cut the
+    rest off; never follows a link, never makes a new file."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        data = text.encode("utf-8")
+        offset = 0
+        while offset < len(data):
+            offset += os.pwrite(fd, data[offset:], offset)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_status(path: str | os.PathLike[str]) -> RunStatus | None:
