@@ -120,6 +120,53 @@ class DatabaseConfig(_Model):
     url: str = "sqlite:///nbjobs.sqlite"
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: the job service's own secrets (the hub's tokens for it, its static tokens, its database):
+#: no job ever gets them, whatever nbjobs.yaml says
+SERVICE_SECRET_NAMES = frozenset(
+    {
+        "JPY_API_TOKEN",
+        "CONFIGPROXY_AUTH_TOKEN",
+        "NBJOBS_SERVICE_TOKENS",
+        "NBJOBS_SERVICE_API_TOKEN",
+    }
+)
+SERVICE_SECRET_PREFIXES = ("JUPYTERHUB_", "JPY_")
+#: what nbjobs itself sets for each job; nbjobs.yaml cannot change it for every job
+PER_JOB_NAMES = frozenset({"NBJOBS_JOB_ID", "CUDA_VISIBLE_DEVICES"})
+
+
+def is_service_secret(name: str) -> bool:
+    """Whether an environment variable is one of the job service's own secrets.
+
+    The hub's tokens for the service (``JUPYTERHUB_*``, ``JPY_*``), the proxy's
+    token, the service's static tokens and anything naming a database URL.
+    """
+    upper = name.upper()
+    return (
+        upper in SERVICE_SECRET_NAMES
+        or upper.startswith(SERVICE_SECRET_PREFIXES)
+        or upper.endswith("DATABASE_URL")
+    )
+
+
+def _job_env_name(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ValueError(
+            f"{name!r} is not an environment variable name "
+            "(letters, digits and '_', not starting with a digit)"
+        )
+    if is_service_secret(name):
+        raise ValueError(
+            f"{name} belongs to the job service (its hub token and hub settings, its "
+            "tokens, its database) and never reaches a job; remove it, and give jobs a "
+            "credential of their own under another name if they need one"
+        )
+    if name in PER_JOB_NAMES:
+        raise ValueError(f"nbjobs sets {name} for each job itself; remove it")
+    return name
+
+
 class LocalBackendConfig(_Model):
     """Jobs as processes on this machine."""
 
@@ -129,6 +176,29 @@ class LocalBackendConfig(_Model):
     slots_per_gpu: int = Field(default=2, ge=1)
     #: jobs with no GPU that may run at once
     cpu_slots: int = Field(default=2, ge=0)
+    #: whose OS account runs the jobs: ``service`` (the job service's own account) or
+    #: ``user`` (the account named like the JupyterHub user, as JupyterHub's
+    #: LocalProcessSpawner does; the job service must then run as root)
+    run_as: Literal["service", "user"] = "service"
+    #: variables every local job gets, on top of the few nbjobs passes (PATH, LANG, ...)
+    env: dict[str, str] = {}
+    #: variables copied by name from the job service's environment into every local job
+    #: (e.g. PYTHONPATH, LD_LIBRARY_PATH, HTTPS_PROXY); the service's secrets are refused
+    pass_env: list[str] = []
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            _job_env_name(name)
+        return value
+
+    @field_validator("pass_env")
+    @classmethod
+    def _pass_env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _job_env_name(name)
+        return value
 
 
 _BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)

@@ -12,6 +12,9 @@ still waits (the job shows as ``queued`` with that reason).
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,55 @@ class LaunchSpec:
     time_limit: float | None = None
     #: 0 for the first run; n for the n-th re-queue after the cluster disrupted the job
     attempt: int = 0
+
+    @property
+    def job_dir(self) -> Path:
+        """The job's own folder (snapshot, status file, log, parameters)."""
+        return self.status_file.parent
+
+    @property
+    def parameters_file(self) -> Path:
+        """Where the runner reads the parameters from (never the command line, which
+        every local user can read with ``ps`` and which has a length limit)."""
+        return self.job_dir / "parameters.json"
+
+
+def write_parameters_file(
+    spec: LaunchSpec, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+) -> Path | None:
+    """Write the job's parameters as JSON into its folder; None when it has none.
+
+    The file is made anew, without following links: a ``parameters.json`` the user
+    left there (a symlink to someone else's file, say) is removed, never written
+    through, and the folder itself must not be a link. ``owner`` (uid, gid) hands
+    the file to the account the job runs as (the service must be root for that).
+    """
+    if not spec.parameters:
+        return None
+    data = json.dumps(spec.parameters).encode("utf-8")
+    folder = os.open(spec.job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        name = spec.parameters_file.name
+        with contextlib.suppress(FileNotFoundError):  # left by an earlier attempt
+            os.unlink(name, dir_fd=folder)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, mode, dir_fd=folder)
+        try:
+            if owner is not None:
+                os.fchown(fd, *owner)
+            os.fchmod(fd, mode)  # exactly this, whatever the umask
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=folder)  # no half-written parameters (a full disk)
+            raise
+        finally:
+            os.close(fd)
+    finally:
+        os.close(folder)
+    return spec.parameters_file
 
 
 @dataclass

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from traitlets import Float, Integer, Unicode
 from nbjobs.config import ConfigError, Flavor
 from nbjobs.storage import job_folder, user_folder
 
-from .base import Backend, Launched, LaunchSpec, Outcome, Seen
+from .base import Backend, Launched, LaunchSpec, Outcome, Seen, write_parameters_file
 from .kubernetes_objects import (
     CONTAINER_NAME,
     JOB_ID_LABEL,
@@ -251,6 +252,7 @@ class KubernetesBackend(Backend):
     async def start(self, spec: LaunchSpec) -> Launched:
         await self._ensure_started()
         manifest = make_job(spec, self.storage, self.settings)
+        self._write_parameters(spec)
         name = manifest["metadata"]["name"]
         try:
             created = await self._create(manifest)
@@ -269,6 +271,22 @@ class KubernetesBackend(Backend):
         self._follow_log(name, spec.log_file)
         self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
         return Launched(ref=f"{self.namespace}/{name}", gpus=[])
+
+    def _write_parameters(self, spec: LaunchSpec) -> None:
+        """The job's parameters as a file in its folder on the shared storage, which the
+        pod reads (``--parameters``): readable by the pod's account (storage.uid) and, where
+        the service can arrange it, by no one else."""
+        uid, gid = self.storage.uid, self.storage.gid
+        if os.geteuid() == 0 and uid is not None:
+            write_parameters_file(spec, owner=(uid, gid if gid is not None else -1))
+        elif uid is None or uid == os.geteuid():
+            write_parameters_file(spec)
+        elif gid is not None and (gid == os.getegid() or gid in os.getgroups()):
+            write_parameters_file(spec, mode=0o640, owner=(-1, gid))
+        else:
+            # The pod's account is neither ours nor in our group: the file is as open as
+            # the snapshot beside it, which the pod must read too.
+            write_parameters_file(spec, mode=0o644)
 
     async def _create(self, manifest: Obj) -> Obj:
         """Create the Job; try again while the API server or the network fails."""

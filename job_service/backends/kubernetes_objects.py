@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -98,7 +97,9 @@ def runner_command(
     command += [where(spec.snapshot_file), where(spec.output_file)]
     command += ["--status-file", where(spec.status_file), "--cwd", where(spec.cwd)]
     if spec.parameters:
-        command += ["--parameters", json.dumps(spec.parameters)]
+        # the file the backend writes into the job's folder, like the local backend:
+        # the Job's spec holds no user data, and an API object's size is limited
+        command += ["--parameters", where(spec.parameters_file)]
     if spec.time_limit:
         command += ["--timeout", f"{spec.time_limit:g}"]
     return command

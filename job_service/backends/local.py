@@ -6,27 +6,107 @@ whole-GPU job holds. Jobs with no GPU take one of ``cpu_slots``. Jobs run in
 their own session, so the service can stop a job's whole process tree (the
 runner and its kernel) and a service restart leaves them running, to be
 adopted again.
+
+A job never inherits the service's environment (under a hub it holds the
+service's hub token): it starts from :func:`job_environment`, an allow-list
+plus what nbjobs.yaml adds. Jobs run as the service's OS account, or with
+``backend.local.run_as: user`` as the submitting user's own account (the
+service must then run as root), the way JupyterHub's LocalProcessSpawner
+starts notebook servers. Parameters reach the runner in a file of the job's
+folder, readable by the job's account alone, never on its command line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
+import pwd
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
 from traitlets import Float, List, Unicode
 
-from nbjobs.config import Flavor
+from nbjobs.config import ConfigError, Flavor, LocalBackendConfig, is_service_secret
+from nbjobs.storage import user_folder
 
-from .base import Backend, Launched, LaunchSpec, Outcome
+from .base import Backend, Launched, LaunchSpec, Outcome, write_parameters_file
+
+#: What a local job takes from the job service's environment, by name: where programs
+#: and libraries are, the language, time zone and temp folder, the Python environment in
+#: use. Nothing else; nbjobs.yaml adds more (``backend.local.pass_env`` and ``env``).
+JOB_ENV_ALLOWED = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+    }
+)
+#: ... and every variable whose name starts so (LC_ALL, LC_CTYPE, ...)
+JOB_ENV_ALLOWED_PREFIXES = ("LC_",)
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class JobRefused(RuntimeError):
+    """This job cannot be started here; the message says why and what to do."""
+
+
+def job_environment(
+    spec: LaunchSpec,
+    gpus: list[str],
+    *,
+    home: Path,
+    account: pwd.struct_passwd | None,
+    settings: LocalBackendConfig,
+    service_env: Mapping[str, str],
+) -> dict[str, str]:
+    """The whole environment of one local job, built up rather than inherited.
+
+    In order, later wins: the allow-listed variables of the service's environment
+    (:data:`JOB_ENV_ALLOWED`, ``LC_*``); ``HOME`` (the user's folder, as their notebook
+    server has it) and ``USER``/``LOGNAME``/``SHELL`` of the job's OS account; the
+    variables nbjobs.yaml passes on by name (``backend.local.pass_env``) and sets
+    (``backend.local.env``); the flavor's ``env``; and what nbjobs sets per job
+    (``NBJOBS_JOB_ID``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER`` unless set).
+    The service's own secrets (:func:`~nbjobs.config.is_service_secret`) are never
+    copied, even when listed.
+    """
+    env = {
+        name: value
+        for name, value in service_env.items()
+        if name in JOB_ENV_ALLOWED or name.startswith(JOB_ENV_ALLOWED_PREFIXES)
+    }
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env["HOME"] = str(home)
+    if account is not None:
+        env["USER"] = env["LOGNAME"] = account.pw_name
+        if account.pw_shell:
+            env["SHELL"] = account.pw_shell
+    for name in settings.pass_env:
+        if name in service_env and not is_service_secret(name):
+            env[name] = service_env[name]
+    env.update(settings.env)
+    env.update(spec.flavor.env)
+    # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make
+    # CUDA count like NVML, so the job gets the GPUs it was given.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    # An empty value hides every GPU: a CPU flavor must not grab one by accident.
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env["NBJOBS_JOB_ID"] = spec.job_id
+    return env
 
 
 def discover_gpus(log: logging.Logger | logging.LoggerAdapter[Any] | None = None) -> list[str]:
@@ -121,6 +201,21 @@ class LocalBackend(Backend):
     def __init__(self, config_file: Any, **kwargs: Any) -> None:
         super().__init__(config_file, **kwargs)
         local = self.nbjobs.backend.local
+        self.settings = local
+        if local.run_as == "user" and os.geteuid() != 0:
+            raise ConfigError(
+                f"backend.local.run_as is 'user', but the job service runs as "
+                f"{_account_name(os.geteuid())} (uid {os.geteuid()}), not root, so it cannot "
+                "start jobs under users' accounts; run the service as root, or set "
+                "run_as: service"
+            )
+        missing = [name for name in local.pass_env if name not in os.environ]
+        if missing:
+            self.log.warning(
+                "nbjobs: backend.local.pass_env names %s, not set in the job service's "
+                "environment; jobs get no such variable",
+                ", ".join(missing),
+            )
         # An admin's list wins (it may keep a GPU for the desktop); "auto" asks NVML.
         self.gpus = (
             [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
@@ -199,28 +294,64 @@ class LocalBackend(Backend):
         command += [str(spec.output_file), "--status-file", str(spec.status_file)]
         command += ["--cwd", str(spec.cwd)]
         if spec.parameters:
-            command += ["--parameters", json.dumps(spec.parameters)]
+            # a file, not JSON in argv: every local user reads argv with ps, and one
+            # argument may not exceed 128 KiB
+            command += ["--parameters", str(spec.parameters_file)]
         if spec.time_limit:
             command += ["--timeout", f"{spec.time_limit:g}"]
         return command + list(self.runner_args)
 
+    def job_account(self, user: str) -> pwd.struct_passwd | None:
+        """The OS account a user's jobs run as with ``run_as: user``; None: the service's.
+
+        Raises :class:`JobRefused` when the machine has no account of that name, or
+        when it is root's.
+        """
+        if self.settings.run_as != "user":
+            return None
+        try:
+            account = pwd.getpwnam(user)
+        except KeyError:
+            raise JobRefused(
+                f"jobs here run under the submitting user's own OS account "
+                f"(backend.local.run_as: user), and this machine has no account named "
+                f"{user!r}; ask an admin to create it"
+            ) from None
+        if account.pw_uid == 0:
+            raise JobRefused(
+                f"the OS account {user!r} is root's (uid 0), and nbjobs never runs a job "
+                "as root; submit from another account"
+            )
+        return account
+
     async def start(self, spec: LaunchSpec) -> Launched:
+        account = self.job_account(spec.user)
         gpus = self._pick(spec.flavor)
         if gpus is None:
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
-        env = dict(os.environ)
-        env.update(spec.flavor.env)
-        # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make
-        # CUDA count like NVML, so the job gets the GPUs it was given.
-        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-        # An empty value hides every GPU: a CPU flavor must not grab one by accident.
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        env["NBJOBS_JOB_ID"] = spec.job_id
-        env.pop("JUPYTERHUB_API_TOKEN", None)  # the job gets no credentials of ours
+        own = account if account is not None else _own_account()
+        env = job_environment(
+            spec,
+            gpus,
+            home=user_folder(self.nbjobs.storage, spec.user),
+            account=own,
+            settings=self.settings,
+            service_env=os.environ,
+        )
+        as_user: dict[str, Any] = {}
+        owner = None
+        if account is not None:
+            owner = (account.pw_uid, account.pw_gid)
+            as_user = {
+                "user": account.pw_uid,
+                "group": account.pw_gid,
+                "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid),
+            }
         spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-        # A plain Popen, polled: the job must be able to outlive this service (a
-        # restart adopts it), which an asyncio subprocess transport does not allow.
-        with open(spec.log_file, "ab") as log:  # noqa: ASYNC230 (a local file, opened once)
+        log = _prepare_job_files(spec, owner)
+        try:
+            # A plain Popen, polled: the job must be able to outlive this service (a
+            # restart adopts it), which an asyncio subprocess transport does not allow.
             process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
                 self.command(spec),
                 stdin=subprocess.DEVNULL,
@@ -229,7 +360,19 @@ class LocalBackend(Backend):
                 cwd=spec.cwd,
                 env=env,
                 start_new_session=True,
+                **as_user,
             )
+        except PermissionError as exc:
+            if account is None:
+                raise
+            raise JobRefused(
+                f"the runner could not start as {account.pw_name!r}: {exc.strerror} "
+                f"({exc.filename or self.python}); the Python that runs jobs "
+                "(c.LocalBackend.python) and the job's folder must be open to every "
+                "user's account"
+            ) from None
+        finally:
+            os.close(log)
         created = psutil.Process(process.pid).create_time()
         self.running[spec.job_id] = _Running(
             spec.job_id, process.pid, created, gpus, spec.flavor.shared, process
@@ -361,3 +504,54 @@ class LocalBackend(Backend):
                 self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
                 with contextlib.suppress(psutil.Error):
                     psutil.Process(pid).kill()
+
+
+def _account_name(uid: int) -> str:
+    try:
+        return repr(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return "an account with no name"
+
+
+def _own_account() -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwuid(os.getuid())
+    except KeyError:  # a container's uid with no passwd line
+        return None
+
+
+def _prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None) -> int:
+    """Open the job's log for the runner (a descriptor) and write its parameters file.
+
+    Nothing is followed through a link: the job folder, the log and the snapshot are
+    opened with ``O_NOFOLLOW``. With ``owner`` (run_as: user) the folder, the snapshot,
+    the log and the parameters are handed to the job's account, which must write its
+    status file and read its notebook there.
+    """
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    folder = os.open(spec.job_dir, os.O_RDONLY | os.O_DIRECTORY | nofollow)
+    try:
+
+        def open_in_folder(path: Path, flags: int, mode: int = 0o600) -> int:
+            if path.parent == spec.job_dir:
+                return os.open(path.name, flags | nofollow, mode, dir_fd=folder)
+            return os.open(path, flags | nofollow, mode)
+
+        if owner is not None:
+            os.fchown(folder, *owner)
+            snapshot = open_in_folder(spec.snapshot_file, os.O_RDONLY)
+            try:
+                os.fchown(snapshot, *owner)
+            finally:
+                os.close(snapshot)
+        log = open_in_folder(spec.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            if owner is not None:
+                os.fchown(log, *owner)
+            write_parameters_file(spec, owner=owner)
+        except BaseException:
+            os.close(log)
+            raise
+    finally:
+        os.close(folder)
+    return log

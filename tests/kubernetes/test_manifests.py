@@ -141,7 +141,7 @@ def test_a_gpu_job_is_one_locked_down_batch_job_running_the_runner():
                                 "--cwd",
                                 "/home/jovyan/work",
                                 "--parameters",
-                                '{"lr": 0.1}',
+                                "/home/jovyan/.nbjobs/jobs/0123456789ab/parameters.json",
                                 "--timeout",
                                 "3600",
                             ],
