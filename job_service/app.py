@@ -225,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         asyncio.run(app.run())
-    except (DatabaseUnusable, TokenConfigError) as exc:
+    except (DatabaseUnusable, TokenConfigError, ConfigError) as exc:
+        # ConfigError here: nbjobs.yaml that parsed but does not fit this machine (the
+        # backend says so when it is made: run_as: user in a service that is not root)
         print(f"nbjobs service: {exc}", flush=True)
         return 2
     except LeaseHeld as exc:

@@ -9,6 +9,8 @@ Real service, real runner processes and kernels; the notebooks report what they 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import pwd
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from nbjobs.job_service.backends.base import LaunchSpec
 from nbjobs.job_service.backends.kubernetes_objects import make_job
@@ -31,7 +34,7 @@ from nbjobs.job_service.backends.kubernetes_objects import make_job
 from nbjobs.config import ConfigError, Flavor, KubernetesBackendConfig, StorageConfig, parse_config
 from nbjobs.storage import job_folder
 
-from .conftest import BASE_CONFIG, TOKENS, notebook, start_service, stop_all
+from .conftest import BASE_CONFIG, start_service, stop_all
 
 #: what a service may hold in its environment that no job may see
 SECRETS = {
@@ -53,13 +56,18 @@ KERNEL_SETS |= {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "MPLBA
 DUMP_ENVIRONMENT = """
 import getpass, json, os, tempfile
 from IPython.paths import get_ipython_dir
+with tempfile.NamedTemporaryFile() as scratch:
+    scratch_made = os.path.isfile(scratch.name)
 json.dump(
     {
         "env": dict(os.environ),
         "ipython_dir": get_ipython_dir(),
         "profile_dir": get_ipython().profile_dir.location,
         "user": getpass.getuser(),
-        "tmp": tempfile.gettempdir(),
+        "made": [
+            os.path.isdir(get_ipython().profile_dir.location),
+            scratch_made,
+        ],
         "runner_argv": open(f"/proc/{os.getppid()}/cmdline").read().split("\\0"),
     },
     open("seen.json", "w"),
@@ -135,10 +143,9 @@ async def test_a_job_sees_none_of_the_services_secrets(tmp_path, monkeypatch):
 
     # the kernel and IPython work in it: their folders are in the user's folder
     assert seen["ipython_dir"] == str(home / ".ipython")
-    assert Path(seen["profile_dir"]).is_dir()
-    assert Path(seen["profile_dir"]).is_relative_to(home)
+    assert seen["profile_dir"].startswith(f"{home}/")
+    assert seen["made"] == [True, True]  # the profile folder, and a temp file
     assert seen["user"] == env["USER"]
-    assert Path(seen["tmp"]).is_dir()
 
 
 async def test_parameters_reach_the_runner_in_a_private_file_never_on_its_command_line(
@@ -256,3 +263,172 @@ def test_a_job_pod_holds_nothing_of_the_services_environment(monkeypatch):
     assert command[command.index("--parameters") + 1] == (
         "/home/jovyan/.nbjobs/jobs/0123456789ab/parameters.json"
     )
+
+
+# -- run_as: user ----------------------------------------------------------------
+
+
+@pytest.fixture
+def public_folder() -> Iterator[Path]:
+    """A folder other accounts can reach (pytest's own temp folder is root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="nbjobs-run-as-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def os_account(public_folder: Path) -> Iterator[pwd.struct_passwd]:
+    """A throwaway OS account, its home under the nbjobs storage root; removed after."""
+    if os.geteuid() != 0:
+        pytest.skip(f"creating OS accounts and switching to them needs root (uid {os.geteuid()})")
+    name = "nbjt" + uuid.uuid4().hex[:8]  # letters and digits: its folder keeps the name
+    home = public_folder / "home" / name
+    subprocess.run(
+        ["useradd", "--no-create-home", "--home-dir", str(home), "--user-group", name],
+        check=True,
+        capture_output=True,
+    )
+    account = pwd.getpwnam(name)
+    try:
+        home.mkdir(parents=True)
+        os.chown(home, account.pw_uid, account.pw_gid)
+        home.chmod(0o700)
+        yield account
+    finally:
+        for process in psutil.process_iter(["uids"]):  # what this test's jobs left running
+            if process.info["uids"] and process.info["uids"].real == account.pw_uid:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+        subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def python_for(account: pwd.struct_passwd, folder: Path) -> str:
+    """A Python with this checkout's packages that ``account`` may start."""
+    probe = ["runuser", "-u", account.pw_name, "--"]
+    check = ["-c", "import nbjobs.job_runner, ipykernel"]
+    if subprocess.run([*probe, sys.executable, *check], capture_output=True).returncode == 0:
+        return sys.executable
+    # The venv's interpreter lies in a folder closed to other accounts (under /root
+    # here): a venv of the system's Python of the same version, over the same packages.
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    base = next(
+        (
+            path
+            for path in (f"/usr/bin/{version}", f"/usr/local/bin/{version}")
+            if os.access(path, os.X_OK) and not os.path.realpath(path).startswith("/root/")
+        ),
+        None,
+    )
+    assert base, f"no {version} here that other accounts may run; install it to run this test"
+    venv = folder / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(base)
+    (venv / "lib" / version).mkdir(parents=True)
+    (venv / "lib" / version / "site-packages").symlink_to(sysconfig.get_paths()["purelib"])
+    (venv / "pyvenv.cfg").write_text(f"home = {os.path.dirname(base)}\n")
+    python = str(venv / "bin" / "python")
+    subprocess.run([*probe, python, *check], check=True, capture_output=True)
+    return python
+
+
+WHO_AM_I = """
+import json, os
+seen = {{"uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(), "home": os.environ["HOME"]}}
+seen["user"] = os.environ["USER"]
+try:
+    seen["secret"] = open({secret!r}).read()
+except PermissionError:
+    seen["secret"] = "denied"
+json.dump(seen, open("whoami.json", "w"))
+"""
+
+
+async def test_jobs_run_as_the_submitting_users_own_account(tmp_path, public_folder, os_account):
+    name = os_account.pw_name
+    secret = public_folder / "root-only.txt"
+    secret.write_text("root's secret")
+    secret.chmod(0o600)
+    python = python_for(os_account, public_folder)
+    overrides = {
+        **local_backend(gpus=[], run_as="user"),
+        "storage": {"root": str(public_folder / "home")},
+    }
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"own-token": name, "none-token": "nbjtnoaccount"}))
+    tokens.chmod(0o600)
+    argv = (f"--StaticTokenAuth.tokens_file={tokens}", f"--LocalBackend.python={python}")
+    svc = await start_service(tmp_path, overrides, argv)
+    try:
+        home = svc.home(name)
+        svc.write(name, "who.ipynb", WHO_AM_I.format(secret=str(secret)))
+        svc.write("nbjtnoaccount", "who.ipynb", "print('never runs')")
+        async with httpx.AsyncClient(base_url=svc.url + "api/", timeout=60) as http:
+            own = {"Authorization": "token own-token"}
+            none = {"Authorization": "token none-token"}
+            body = {"path": "who.ipynb", "flavor": "cpu", "parameters": {"n": 1}}
+            job = (await http.post("jobs", json=body, headers=own)).json()
+            orphan = (await http.post("jobs", json=body, headers=none)).json()
+            for submitted, headers in ((job, own), (orphan, none)):
+                while submitted["state"] not in ("succeeded", "failed", "cancelled"):
+                    await asyncio.sleep(0.1)
+                    now = await http.get(f"jobs/{submitted['id']}", headers=headers)
+                    submitted.update(now.json())
+    finally:
+        await stop_all(svc)
+
+    assert job["state"] == "succeeded", job
+    seen = json.loads((home / "whoami.json").read_text())
+    assert seen["uid"] == seen["euid"] == os_account.pw_uid
+    assert seen["gid"] == os_account.pw_gid
+    assert seen["secret"] == "denied"
+    assert (seen["user"], seen["home"]) == (name, str(home))
+    # The job's folder and files are the account's: it wrote its status file and log there.
+    folder = job_folder(home, job["id"])
+    owned = [folder, folder / "input.ipynb", folder / "log.txt", folder / "status.json"]
+    owned += [folder / "parameters.json", home / job["output_path"], home / "whoami.json"]
+    assert {p.name: p.lstat().st_uid for p in owned} == {p.name: os_account.pw_uid for p in owned}
+    assert stat.S_IMODE((folder / "parameters.json").lstat().st_mode) == 0o600
+    assert stat.S_IMODE((folder / "log.txt").lstat().st_mode) == 0o600
+
+    assert orphan["state"] == "failed"
+    assert orphan["message"] == (
+        "the backend could not start the job: jobs here run under the submitting user's own "
+        "OS account (backend.local.run_as: user), and this machine has no account named "
+        "'nbjtnoaccount'; ask an admin to create it"
+    )
+
+
+def test_run_as_user_needs_a_service_running_as_root(public_folder, os_account):
+    config = public_folder / "nbjobs.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                **BASE_CONFIG,
+                **local_backend(run_as="user"),
+                "storage": {"root": str(public_folder / "home")},
+                "database": {"url": f"sqlite:///{public_folder / 'jobs.sqlite'}"},
+            }
+        )
+    )
+    public_folder.chmod(0o777)  # the service may make its database there
+    python = python_for(os_account, public_folder)
+    command = ["runuser", "-u", os_account.pw_name, "--", python, "-m", "nbjobs.cli", "service"]
+
+    started = subprocess.run(
+        [*command, "--config", str(config), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=public_folder,
+    )
+
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert started.stdout.strip() == (
+        f"nbjobs service: nbjobs.yaml: backend.local.run_as is 'user', but the job service "
+        f"runs as '{os_account.pw_name}' (uid {os_account.pw_uid}), not root, so it cannot "
+        "start jobs under users' accounts; run the service as root, or set run_as: service"
+    )
+    assert "Traceback" not in started.stderr
