@@ -323,7 +323,7 @@ class JobService:
             raise Forbidden(
                 f"you may not use flavor {request.flavor!r}; your flavors are: {names or 'none'}"
             )
-        why_not = self.backend.can_ever_fit(flavor)
+        why_not = self.backend.can_ever_fit(flavor) or self.backend.cannot_run_for(caller.name)
         if why_not:
             raise Conflict(why_not)
         if request.priority not in (None, 0) and not caller.admin:

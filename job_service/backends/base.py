@@ -146,6 +146,12 @@ class Backend(LoggingConfigurable):
         """None if this backend could run the flavor at all; else why not, for a person."""
         raise NotImplementedError
 
+    def cannot_run_for(self, user: str) -> str | None:
+        """None if this backend can run jobs of ``user`` at all; else why not, for a person
+        (the local backend with ``run_as: user`` and no OS account of that name). Default:
+        None."""
+        return None
+
     def free_for(self, flavor: Flavor) -> int:
         """How many more jobs of this flavor could start right now."""
         raise NotImplementedError

@@ -324,7 +324,15 @@ class LocalBackend(Backend):
             )
         return account
 
+    def cannot_run_for(self, user: str) -> str | None:
+        try:
+            self.job_account(user)
+        except JobRefused as exc:
+            return str(exc)
+        return None
+
     async def start(self, spec: LaunchSpec) -> Launched:
+        # checked at submit too; the account may have gone since
         account = self.job_account(spec.user)
         gpus = self._pick(spec.flavor)
         if gpus is None:
