@@ -10,7 +10,9 @@ it with ``pip install nbjobs``; it imports nothing else of nbjobs.
 
 Public API: :func:`run_notebook`, :class:`RunResult`, :class:`ExitCode`,
 :class:`BadInput`, and the status file's :class:`RunStatus`,
-:func:`read_status` and :class:`StatusFileError`.
+:func:`read_status` and :class:`StatusFileError`; :func:`parse_notebook` reads a
+notebook the way the runner does (nbformat 4.5, repairs said), for the job service's
+check at submit.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .status import FINAL_STATES, CellError, RunStatus, StatusFileError, read_st
 
 if TYPE_CHECKING:
     from .execute import RunResult, run_notebook
+    from .reading import parse_notebook
 
 
 def __getattr__(name: str) -> Any:
@@ -31,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from . import execute
 
         return getattr(execute, name)
+    if name == "parse_notebook":  # nbformat only: what the job service checks at submit
+        from .reading import parse_notebook
+
+        return parse_notebook
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -43,6 +50,7 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "StatusFileError",
+    "parse_notebook",
     "read_status",
     "run_notebook",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -20,7 +19,6 @@ import socket
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +29,11 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
-from nbformat.corpus.words import generate_corpus_id as random_cell_id
-from nbformat.warnings import MissingIDFieldWarning
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .gpus import visible_gpus
 from .parameters import ParameterError, inject_parameters
+from .reading import parse_notebook
 from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
 
 BANNER_TAG = "nbjobs-banner"
@@ -146,6 +143,8 @@ class NotebookJob:
         self.current_number = 0  # 1-based position of the running cell among code cells
         self.cell_durations: dict[int, float] = {}
         self.warnings: list[str] = []
+        #: what was fixed in the input to make it a valid notebook (see .reading)
+        self.repairs: list[str] = []
         self._cells_task: asyncio.Future[None] | None = None
         self._socket_dir: str | None = None
         self._last_write = 0.0
@@ -179,7 +178,8 @@ class NotebookJob:
         job.parameters = dict(parameters)
         job.echo = echo
 
-        job.nb = read_notebook(job.input_path)
+        job.nb, job.repairs = read_notebook(job.input_path)
+        job.warnings += [f"repaired: {r}" for r in job.repairs]
         if _same_file(job.input_path, job.output_path):
             raise BadInput(
                 f"OUTPUT {job.output_path} is the INPUT notebook; the runner never overwrites "
@@ -201,7 +201,7 @@ class NotebookJob:
 
         _strip_previous_run(job.nb)
         try:
-            job.warnings = inject_parameters(job.nb, job.parameters, job.kernel_language)
+            job.warnings += inject_parameters(job.nb, job.parameters, job.kernel_language)
         except ParameterError as exc:
             raise BadInput(str(exc)) from exc
         job.code_cells = [
@@ -472,6 +472,7 @@ class NotebookJob:
             "cells_total": self.status.cells_total,
             "gpus": visible_gpus(),
             "warnings": self.warnings,
+            "repairs": self.repairs,
             "error": None if error is None else _error_dict(error),
         }
         try:
@@ -609,8 +610,9 @@ class NotebookJob:
 # -- checks used by prepare ---------------------------------------------------
 
 
-def read_notebook(path: Path) -> NotebookNode:
-    """Load and validate a notebook, or raise :class:`BadInput` saying what is wrong."""
+def read_notebook(path: Path) -> tuple[NotebookNode, list[str]]:
+    """Load a notebook as nbformat 4.5 (see :mod:`.reading`), with the repairs made;
+    raise :class:`BadInput` saying what is wrong when it cannot be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -621,27 +623,7 @@ def read_notebook(path: Path) -> NotebookNode:
         raise BadInput(f"INPUT {path} is not a notebook: it is not UTF-8 text") from None
     except OSError as exc:
         raise BadInput(f"cannot read INPUT {path}: {exc.strerror}") from None
-    try:
-        json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(
-            f"INPUT {path} is not a notebook: invalid JSON at line {exc.lineno} "
-            f"column {exc.colno} ({exc.msg})"
-        ) from None
-    try:
-        with warnings.catch_warnings():
-            # A 4.5 notebook whose cells lack ids is common (hand-made, old tools);
-            # ids are added below rather than warned about in the job's log.
-            warnings.simplefilter("ignore", MissingIDFieldWarning)
-            nb = nbformat.reads(text, as_version=4)
-            for cell in nb.cells:
-                if "id" not in cell and nb.nbformat_minor >= 5:
-                    cell["id"] = random_cell_id()
-            nbformat.validate(nb)
-    except Exception as exc:  # nbformat raises several types for malformed notebooks
-        reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
-        raise BadInput(f"INPUT {path} is not a valid notebook: {_shorten(reason)}") from None
-    return nb
+    return parse_notebook(text, f"INPUT {path}")
 
 
 def _shorten(text: str, limit: int = 240) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbjobs.job_runner import BadInput, ExitCode, read_status, run_notebook
 
@@ -24,7 +25,7 @@ def error_line(stderr: str) -> str:
     [
         ("truncated.ipynb", "is not a notebook: invalid JSON at line"),
         ("not_a_notebook.ipynb", "is not a valid notebook"),
-        ("bad_cell_type.ipynb", "is not a valid notebook"),
+        ("cells_not_a_list.ipynb", "is not a notebook: it has no list of cells"),
     ],
 )
 def test_broken_notebooks_are_refused(tmp_path, name, expected):
@@ -44,6 +45,20 @@ def test_broken_notebooks_are_refused(tmp_path, name, expected):
     assert final.exit_code == ExitCode.BAD_INPUT
     assert final.state == "failed"
     assert expected in (final.message or "")
+
+
+def test_an_unknown_cell_type_is_kept_as_a_raw_cell_and_said(tmp_path):
+    """JupyterLab opens such a file (showing the cell as raw); the runner runs it too."""
+    proc = run_cli(NOTEBOOKS / "bad_cell_type.ipynb", tmp_path / "out.ipynb")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "raw"
+    assert nb.cells[0].source == "A1 = 2"
+    assert nb.metadata["nbjobs"]["repairs"] == [
+        "cell 1 had cell type 'spreadsheet'; it is kept as a raw cell"
+    ]
 
 
 def test_missing_kernel_names_the_installed_ones(tmp_path):
