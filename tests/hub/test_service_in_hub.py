@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 
 import nbformat
+import psutil
 import pytest
 import requests
 import yaml
@@ -130,3 +132,40 @@ def test_submitting_can_require_the_custom_submit_scope(hub):
     assert refused.status_code == 403
     assert "lacks the custom:nbjobs:submit scope" in refused.json()["message"]
     assert api(hub, "ada", "GET", "jobs").status_code == 200  # reading is still allowed
+
+
+def test_a_job_gets_none_of_the_hub_credentials_of_the_service(hub):
+    # The hub starts the service with its own token (JUPYTERHUB_API_TOKEN and
+    # JPY_API_TOKEN, which can create users and groups) and the hub's URLs.
+    tmp = hub[2].parent
+    service = next(
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "service" in (p.info["cmdline"] or []) and f"{tmp}/nbjobs.yaml" in p.info["cmdline"]
+    )
+    service_env = service.environ()
+    secrets = {n: v for n, v in service_env.items() if n.startswith(("JUPYTERHUB_", "JPY_"))}
+    assert service_env["JUPYTERHUB_API_TOKEN"] == service_env["JPY_API_TOKEN"]
+    home = hub[2] / escape_username("bob")
+    home.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import json, os\njson.dump(dict(os.environ), open('env-seen.json', 'w'))"
+        )
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, home / "env.ipynb")
+
+    job = api(hub, "bob", "POST", "jobs", json={"path": "env.ipynb", "flavor": "cpu"}).json()
+    deadline = time.monotonic() + 90
+    while (state := api(hub, "bob", "GET", f"jobs/{job['id']}").json()["state"]) != "succeeded":
+        assert state not in ("failed", "cancelled", "timed_out")
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+
+    seen = (home / "env-seen.json").read_text()
+    env = json.loads(seen)
+    assert [n for n in env if n.startswith(("JUPYTERHUB_", "JPY_API"))] == []
+    assert [n for n, value in secrets.items() if len(value) > 8 and value in seen] == []
+    assert env["HOME"] == str(home)
