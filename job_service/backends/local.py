@@ -356,7 +356,14 @@ class LocalBackend(Backend):
                 "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid),
             }
         spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-        log = _prepare_job_files(spec, owner)
+        try:
+            log = _prepare_job_files(spec, owner)
+        except OSError as exc:
+            raise JobRefused(
+                f"the job's folder {spec.job_dir} could not be prepared ({exc.strerror}: "
+                f"{exc.filename}); it and its files must be real files, not links: "
+                "re-submit the notebook"
+            ) from None
         try:
             # A plain Popen, polled: the job must be able to outlive this service (a
             # restart adopts it), which an asyncio subprocess transport does not allow.

@@ -53,6 +53,9 @@ SECRETS = {
 KERNEL_SETS = {"JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL", "PAGER"}
 KERNEL_SETS |= {"CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "GIT_PAGER", "MPLBACKEND", "TERM"}
 
+#: a job that holds the only slot until the test creates ``go`` in the user's folder
+WAIT_FOR_GO = "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)"
+
 DUMP_ENVIRONMENT = """
 import getpass, json, os, tempfile
 from IPython.paths import get_ipython_dir
@@ -159,9 +162,7 @@ async def test_parameters_reach_the_runner_in_a_private_file_never_on_its_comman
     svc = await start_service(tmp_path, overrides)
     try:
         home = svc.home("ada")
-        svc.write(
-            "ada", "wait.ipynb", "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)"
-        )
+        svc.write("ada", "wait.ipynb", WAIT_FOR_GO)
         svc.write("ada", "params.ipynb", "text = ''\nlabel = ''", DUMP_ENVIRONMENT)
         big = "p" * 1_000_000  # one argv string may hold 128 KiB at most
         label = "label-" + uuid.uuid4().hex
@@ -193,6 +194,33 @@ async def test_parameters_reach_the_runner_in_a_private_file_never_on_its_comman
     # the kernel ran the injected values
     output = json.loads((home / done["output_path"]).read_text())
     assert output["metadata"]["nbjobs"]["parameters"]["label"] == label
+
+
+async def test_a_link_planted_as_a_queued_jobs_log_is_never_written_through(tmp_path):
+    svc = await start_service(tmp_path, local_backend(gpus=[], cpu_slots=1))
+    try:
+        home = svc.home("ada")
+        svc.write("ada", "wait.ipynb", WAIT_FOR_GO)
+        svc.write("ada", "b.ipynb", "print('a line for the log')")
+        first = await svc.submit("ada", "wait.ipynb")
+        job = await svc.submit("ada", "b.ipynb")
+        await svc.wait("ada", first["id"], until=lambda j: j["state"] == "running")
+        victim = tmp_path / "bobs-notebook.ipynb"
+        victim.write_text("bob's notebook")
+        folder = job_folder(home, job["id"])
+        (folder / "log.txt").symlink_to(victim)
+        (home / "go").touch()
+        done = await svc.wait("ada", job["id"])
+    finally:
+        await stop_all(svc)
+
+    assert victim.read_text() == "bob's notebook"
+    assert done["state"] == "failed"
+    assert done["message"] == (
+        f"the backend could not start the job: the job's folder {folder} could not be prepared "
+        "(Too many levels of symbolic links: log.txt); it and its files must be real files, "
+        "not links: re-submit the notebook"
+    )
 
 
 @pytest.mark.parametrize(
