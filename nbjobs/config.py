@@ -219,10 +219,8 @@ def parse_size(value: Any) -> int:
         if not match:
             raise ValueError(f"{value!r} is not a size; write bytes or e.g. '64KiB', '16MiB'")
         unit = (match.group(2) or "").lower().removesuffix("b")
-        if unit.endswith("i"):
-            factor = 1024 ** ("kmgt".index(unit[0]) + 1)
-        else:
-            factor = _BYTE_UNITS[unit]
+        binary = unit.endswith("i")
+        factor = 1024 ** ("kmgt".index(unit[0]) + 1) if binary else _BYTE_UNITS[unit]
         size = float(match.group(1)) * factor
     if size < 1:
         raise ValueError("a size must be at least 1 byte")

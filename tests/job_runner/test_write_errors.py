@@ -59,7 +59,8 @@ def test_a_full_output_disk_ends_the_job_with_what_to_do(make_notebook, tmp_path
 
     assert proc.returncode == ExitCode.FAILED, proc.stderr
     final = read_status(status)
-    assert final is not None and final.state == "failed"
+    assert final is not None
+    assert final.state == "failed"
     assert final.exit_code == ExitCode.FAILED
     assert final.message == (
         f"could not write the output notebook {output}: no space left on device (ENOSPC); "
@@ -87,7 +88,8 @@ def test_a_disk_that_stays_full_still_gets_the_jobs_last_word(make_notebook, sma
 
     assert proc.returncode == ExitCode.FAILED, log.read_text()
     final = read_status(status)  # whole, valid JSON, though no new file fitted
-    assert final is not None and final.state == "failed"
+    assert final is not None
+    assert final.state == "failed"
     assert final.message is not None
     assert final.message.startswith(f"could not write the output notebook {output}: ")
     assert "no space left on device (ENOSPC); free space in your folder" in final.message
@@ -125,7 +127,8 @@ def test_an_output_folder_made_read_only_ends_the_job_with_what_to_do(make_noteb
 
     assert proc.returncode == ExitCode.FAILED, proc.stderr
     final = read_status(status)
-    assert final is not None and final.state == "failed"
+    assert final is not None
+    assert final.state == "failed"
     assert final.message is not None
     assert final.message.startswith(f"could not write the output notebook {output}: {reason}; ")
     assert advice in final.message
@@ -142,7 +145,9 @@ def test_a_failed_cell_keeps_its_reason_when_the_output_cannot_be_written(
 
     assert proc.returncode == ExitCode.FAILED, proc.stderr
     final = read_status(status)
-    assert final is not None and final.message is not None
+    assert final is not None
+    assert final.message is not None
     assert final.message.startswith("code cell 2 of 2 raised ZeroDivisionError: division by zero; ")
     assert f"could not write the output notebook {output}: no space left" in final.message
-    assert final.error is not None and final.error.ename == "ZeroDivisionError"
+    assert final.error is not None
+    assert final.error.ename == "ZeroDivisionError"
