@@ -24,8 +24,9 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from typing import Any, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -36,6 +37,12 @@ DISPATCHER = "dispatcher"
 
 class LeaseHeld(RuntimeError):
     """Another job service holds the database; the text names it and says what to do."""
+
+
+def _rowcount(db: Session, statement: Any) -> int:
+    """Rows an UPDATE matched (a conditional UPDATE is how the lease is taken atomically)."""
+    result = db.execute(statement, execution_options={"synchronize_session": False})
+    return int(cast(CursorResult[Any], result).rowcount)
 
 
 def _now() -> datetime:
@@ -74,16 +81,16 @@ class DispatcherLease:
         """Take (or renew) the lease; None when this process holds it now, else its holder."""
         now = _now()
         until = now + timedelta(seconds=self.seconds)
-        table = LeaseRecord.__table__
         with self.sessions() as db:
-            taken = db.execute(
-                update(table)
+            taken = _rowcount(
+                db,
+                update(LeaseRecord)
                 .where(
-                    table.c.name == self.name,
-                    (table.c.holder == self.holder) | (table.c.expires_at < now),
+                    LeaseRecord.name == self.name,
+                    (LeaseRecord.holder == self.holder) | (LeaseRecord.expires_at < now),
                 )
-                .values(holder=self.holder, expires_at=until)
-            ).rowcount
+                .values(holder=self.holder, expires_at=until),
+            )
             if taken:
                 db.commit()
                 self.held = True
@@ -108,13 +115,13 @@ class DispatcherLease:
     def renew(self) -> bool:
         """Extend the claim; False when the lease is no longer this process's."""
         until = _now() + timedelta(seconds=self.seconds)
-        table = LeaseRecord.__table__
         with self.sessions() as db:
-            kept = db.execute(
-                update(table)
-                .where(table.c.name == self.name, table.c.holder == self.holder)
-                .values(expires_at=until)
-            ).rowcount
+            kept = _rowcount(
+                db,
+                update(LeaseRecord)
+                .where(LeaseRecord.name == self.name, LeaseRecord.holder == self.holder)
+                .values(expires_at=until),
+            )
             db.commit()
         self.held = bool(kept)
         if self.held:
@@ -135,11 +142,10 @@ class DispatcherLease:
         self.stop_keeping()
         if not self.held:
             return
-        table = LeaseRecord.__table__
         with self.sessions() as db:
             db.execute(
-                update(table)
-                .where(table.c.name == self.name, table.c.holder == self.holder)
+                update(LeaseRecord)
+                .where(LeaseRecord.name == self.name, LeaseRecord.holder == self.holder)
                 .values(expires_at=datetime(1970, 1, 1, tzinfo=timezone.utc))
             )
             db.commit()
