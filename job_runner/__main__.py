@@ -17,6 +17,7 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 from .errors import BadInput, ExitCode  # noqa: E402
 from .execute import run_notebook, status_file_conflict  # noqa: E402
+from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
 from .status import RunStatus, utc_now, write_status  # noqa: E402
 
@@ -34,6 +35,12 @@ exit codes:
      nothing was written but the status file (when it is usable)
   3  timed out: --timeout or --cell-timeout reached; OUTPUT holds partial output
   4  cancelled: SIGTERM or SIGINT received; OUTPUT holds partial output
+
+output limits: a cell's outputs are kept up to --max-cell-output (all cells
+together up to --max-output); past that, the end of each stream is kept and a
+note says how much was left out between; rich outputs past it are dropped. The
+log gets cell output up to --max-log-output. metadata.nbjobs.output says what
+was left out. Memory stays bounded however much a notebook prints.
 
 parameters (papermill-style): a cell tagged "injected-parameters" is inserted
 after the cell tagged "parameters" (first, if there is none). -p values are
@@ -71,7 +78,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--status-file", metavar="FILE", help="JSON progress file, replaced atomically"
     )
     parser.add_argument("--cwd", metavar="DIR", help="working folder (default: the notebook's)")
+    defaults = OutputLimits()
+    for flag, default, what in [
+        ("--max-cell-output", defaults.cell, "output kept per cell in OUTPUT"),
+        ("--max-output", defaults.notebook, "output kept for all cells together"),
+        ("--max-log-output", defaults.log, "cell output copied to the log"),
+    ]:
+        parser.add_argument(
+            flag,
+            type=_size,
+            default=default,
+            metavar="SIZE",
+            help=f"{what} (characters; 512K, 2M, 1G; default {default // MiB}M); the rest is "
+            "counted and its start and end kept",
+        )
     return parser
+
+
+def _size(text: str) -> int:
+    """A size from the command line: ``1048576``, ``512K``, ``2M``, ``1G`` (1024-based)."""
+    units = {"": 1, "K": 1024, "M": MiB, "G": 1024 * MiB}
+    number, unit = text.strip().upper().removesuffix("IB").removesuffix("B"), ""
+    if number and number[-1] in units:
+        number, unit = number[:-1], number[-1]
+    try:
+        value = int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (like 512K, 2M, 1G)") from None
+    if value < 1024:
+        raise argparse.ArgumentTypeError(f"{text!r} is too small; give at least 1K")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             status_file=args.status_file,
             cwd=args.cwd,
             echo=True,
+            output_limits=OutputLimits(
+                cell=args.max_cell_output, notebook=args.max_output, log=args.max_log_output
+            ),
         )
     except (BadInput, ParameterError) as exc:
         print(f"nbjobs-runner: error: {exc}", file=sys.stderr)

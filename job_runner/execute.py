@@ -32,6 +32,7 @@ from nbformat import NotebookNode
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .gpus import visible_gpus
+from .output_limits import OutputBudget, OutputLimits
 from .parameters import ParameterError, inject_parameters
 from .reading import parse_notebook
 from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
@@ -71,6 +72,7 @@ def run_notebook(
     status_file: str | os.PathLike[str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     echo: bool = False,
+    output_limits: OutputLimits | None = None,
 ) -> RunResult:
     """Execute ``input_path`` and write the executed notebook to ``output_path``.
 
@@ -78,7 +80,9 @@ def run_notebook(
     bad input: success, a cell that raised, a dead kernel, a time limit, and
     SIGTERM/SIGINT (when called from the main thread). ``timeout`` limits the
     whole run, ``cell_timeout`` each cell, in seconds. With ``echo``, cell
-    output is copied to this process's stdout/stderr as it arrives.
+    output is copied to this process's stdout/stderr as it arrives. Output past
+    ``output_limits`` (see :mod:`.output_limits`) is left out of the notebook and
+    the echo, and counted.
 
     Raises :class:`BadInput` (nothing run, nothing written) when the input is
     not a valid notebook, its kernel is not installed, the output would
@@ -95,14 +99,16 @@ def run_notebook(
         status_file=status_file,
         cwd=cwd,
         echo=echo,
+        output_limits=output_limits,
     )
     return asyncio.run(job.run())
 
 
 class _EchoingClient(NotebookClient):
-    """An nbclient that hands every output to a callback as it arrives."""
+    """An nbclient that keeps outputs within a budget and hands each one kept to a callback."""
 
     on_output: Callable[[dict[str, Any]], None] | None = None
+    budget: OutputBudget | None = None
 
     def output(
         self,
@@ -111,10 +117,17 @@ class _EchoingClient(NotebookClient):
         display_id: str | None,
         cell_index: int,
     ) -> NotebookNode | None:
-        out = super().output(outs, msg, display_id, cell_index)
         if self.on_output is not None:
-            self.on_output(msg)
-        return out
+            self.on_output(msg)  # the log has a budget of its own
+        hooked = self.output_hook_stack[msg["parent_header"].get("msg_id")]
+        if self.budget is not None and not hooked and not self.budget.admit(cell_index, msg, outs):
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+    def clear_output(self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int) -> None:
+        super().clear_output(outs, msg, cell_index)
+        if self.budget is not None and not msg.get("content", {}).get("wait"):
+            self.budget.cleared(cell_index)
 
 
 class NotebookJob:
@@ -150,6 +163,11 @@ class NotebookJob:
         self._last_write = 0.0
         self._deferred_write: asyncio.TimerHandle | None = None
         self._stdout: TextIO = sys.stdout
+        self.output_limits = OutputLimits()
+        self.budget = OutputBudget(self.output_limits)
+        #: characters of cell output copied to the log, and left out of it
+        self.logged = 0
+        self.log_dropped = 0
         self._stderr: TextIO = sys.stderr
 
     # -- preparation: every check that can fail before anything runs --------
@@ -167,6 +185,7 @@ class NotebookJob:
         status_file: str | os.PathLike[str] | None,
         cwd: str | os.PathLike[str] | None,
         echo: bool,
+        output_limits: OutputLimits | None = None,
     ) -> NotebookJob:
         """Validate everything and load the notebook; raise :class:`BadInput` on any problem."""
         job = cls()
@@ -177,6 +196,8 @@ class NotebookJob:
         job.cell_timeout = _positive_or_none(cell_timeout, "--cell-timeout")
         job.parameters = dict(parameters)
         job.echo = echo
+        job.output_limits = output_limits or OutputLimits()
+        job.budget = OutputBudget(job.output_limits)
 
         job.nb, job.repairs = read_notebook(job.input_path)
         job.warnings += [f"repaired: {r}" for r in job.repairs]
@@ -244,6 +265,7 @@ class NotebookJob:
         )
         if self.echo:
             client.on_output = self._echo_output
+        client.budget = self.budget
 
         exit_code, message, error = ExitCode.SUCCEEDED, None, None
         try:
@@ -346,6 +368,7 @@ class NotebookJob:
                 await client.async_execute_cell(cell, index)
             finally:
                 self.cell_durations[index] = time.monotonic() - started
+                self.budget.finish_cell(index, cell.outputs)
             self.status.cells_done = number
             if number < total:
                 self.status.current_cell = self.code_cells[number]
@@ -473,6 +496,10 @@ class NotebookJob:
             "gpus": visible_gpus(),
             "warnings": self.warnings,
             "repairs": self.repairs,
+            "output": {
+                **self.budget.summary(),
+                "log_dropped_characters": self.log_dropped,
+            },
             "error": None if error is None else _error_dict(error),
         }
         try:
@@ -594,8 +621,7 @@ class NotebookJob:
         kind = msg.get("msg_type")
         if kind == "stream":
             stream = self._stderr if content.get("name") == "stderr" else self._stdout
-            stream.write(content.get("text", ""))
-            stream.flush()
+            self._echo_text(stream, content.get("text", ""))
         elif kind == "error":
             tb = "\n".join(_ANSI.sub("", line) for line in content.get("traceback", []))
             self._stderr.write(tb + "\n")
@@ -603,8 +629,24 @@ class NotebookJob:
         elif kind in ("execute_result", "display_data"):
             text = content.get("data", {}).get("text/plain")
             if text:
-                self._stdout.write(text + "\n")
-                self._stdout.flush()
+                self._echo_text(self._stdout, text + "\n")
+
+    def _echo_text(self, stream: TextIO, text: str) -> None:
+        """Copy output to the log until the log's limit; past it, only count it."""
+        room = self.output_limits.log - self.logged
+        if room <= 0:
+            self.log_dropped += len(text)
+            return
+        if len(text) > room:
+            self.log_dropped += len(text) - room
+            text = text[:room] + (
+                f"\n[nbjobs] the log reached its limit ({self.output_limits.log:,} characters); "
+                "later output is counted, not logged (the output notebook keeps the start and "
+                "end of each cell's output)\n"
+            )
+        self.logged += len(text)
+        stream.write(text)
+        stream.flush()
 
 
 # -- checks used by prepare ---------------------------------------------------

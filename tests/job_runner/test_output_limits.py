@@ -1,0 +1,191 @@
+"""Runaway output: a flood cannot sink a job, its memory or the result's openability."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import nbformat
+import psutil
+from nbjobs.job_runner import ExitCode, read_status
+from nbjobs.job_runner.output_limits import OutputBudget, OutputLimits, _Tail
+
+from .helpers import run_cli, runner_command
+
+KiB = 1024
+
+
+def _stream_text(cell: nbformat.NotebookNode, name: str = "stdout") -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("name") == name)
+
+
+def test_a_cell_that_prints_too_much_keeps_its_start_and_end(make_notebook, tmp_path):
+    source = make_notebook(
+        "for i in range(200_000):\n    print(f'line {i:06d}')",
+        "print('next cell runs')",
+    )
+    output, status = tmp_path / "out.ipynb", tmp_path / "s.json"
+
+    proc = run_cli(
+        source,
+        output,
+        "--status-file",
+        status,
+        "--max-cell-output",
+        "64K",
+        "--max-log-output",
+        "8K",
+    )
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr[-2000:]
+    nb = nbformat.read(output, as_version=4)
+    nbformat.validate(nb)
+    flood = nb.cells[0]
+    text = _stream_text(flood)
+    assert text.startswith("line 000000\n")
+    assert text.endswith("line 199999\n")  # the end is kept
+    assert len(text) <= 64 * KiB + 100
+    note = _stream_text(flood, "stderr")
+    assert "characters of output were left out here" in note
+    assert "The start is above, the end below" in note
+    assert _stream_text(nb.cells[1]) == "next cell runs\n"
+    summary = nb.metadata["nbjobs"]["output"]
+    assert summary["cells_with_dropped_output"] == [0]
+    # 200,000 lines of 12 characters, less what was kept
+    assert summary["dropped_characters"] == 200_000 * 12 - len(text)
+    assert summary["limits"]["cell"] == 64 * KiB
+    # the log stops at its own limit and says so
+    assert "the log reached its limit" in proc.stdout
+    assert len(proc.stdout) < 8 * KiB + 500
+    assert summary["log_dropped_characters"] > 2_000_000
+
+
+def test_the_whole_notebook_has_a_limit_too(make_notebook, tmp_path):
+    cells = [f"print('{c}' * 40_000)" for c in "abcdef"]
+    source = make_notebook(*cells)
+    output = tmp_path / "out.ipynb"
+
+    proc = run_cli(source, output, "--max-cell-output", "64K", "--max-output", "100K")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr[-2000:]
+    nb = nbformat.read(output, as_version=4)
+    kept = [len(_stream_text(c)) for c in nb.cells]
+    assert kept[0] == 40_001  # under both limits: whole
+    assert sum(kept) <= 100 * KiB + 64 * KiB // 2 + 10
+    assert kept[-1] == 0  # nothing left for the last cell's text, but its note
+    assert "left out" in _stream_text(nb.cells[-1], "stderr")
+
+
+def test_images_past_the_limit_are_dropped_and_counted(make_notebook, tmp_path):
+    source = make_notebook(
+        "from IPython.display import display, HTML\n"
+        "for i in range(50):\n    display(HTML('<b>' + 'x' * 4000 + '</b>'))\n"
+        "print('after')"
+    )
+    output = tmp_path / "out.ipynb"
+
+    proc = run_cli(source, output, "--max-cell-output", "32K")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr[-2000:]
+    nb = nbformat.read(output, as_version=4)
+    rich = [o for o in nb.cells[0].outputs if o.output_type == "display_data"]
+    assert 1 <= len(rich) < 10
+    note = _stream_text(nb.cells[0], "stderr")
+    assert "rich outputs such as images" in note
+    assert _stream_text(nb.cells[0]).endswith("after\n")
+
+
+def test_a_traceback_after_a_flood_is_kept(make_notebook, tmp_path):
+    source = make_notebook("print('x' * 500_000)\nraise ValueError('the real problem')")
+    output, status = tmp_path / "out.ipynb", tmp_path / "s.json"
+
+    proc = run_cli(source, output, "--status-file", status, "--max-cell-output", "16K")
+
+    assert proc.returncode == ExitCode.FAILED
+    nb = nbformat.read(output, as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    kinds = [o.output_type for o in code_cells[0].outputs]
+    assert kinds[-1] == "error"  # after the head, the note and the tail
+    assert code_cells[0].outputs[-1]["evalue"] == "the real problem"
+    final = read_status(status)
+    assert final is not None
+    assert final.error is not None
+    assert final.error.evalue == "the real problem"
+
+
+def test_clear_output_gives_the_cell_its_budget_back(make_notebook, tmp_path):
+    source = make_notebook(
+        "from IPython.display import clear_output\n"
+        "for i in range(30):\n    clear_output()\n    print(str(i) * 5000)\n"
+    )
+    output = tmp_path / "out.ipynb"
+
+    proc = run_cli(source, output, "--max-cell-output", "16K")
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr[-2000:]
+    nb = nbformat.read(output, as_version=4)
+    assert _stream_text(nb.cells[0]) == "29" * 5000 + "\n"  # what a user saw last, whole
+    assert nb.metadata["nbjobs"]["output"]["dropped_characters"] == 0
+
+
+def test_memory_stays_bounded_while_a_cell_prints_forever(make_notebook, tmp_path):
+    """A teaching notebook's `while True: print(...)` under a time limit (the runner's
+    process tree once grew to 1.4 GiB and wrote a 224 MB notebook)."""
+    source = make_notebook("i = 0\nwhile True:\n    print('hello, world', i)\n    i += 1")
+    output = tmp_path / "out.ipynb"
+    peak = 0
+    with subprocess.Popen(
+        runner_command(source, output, "--timeout", "20"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        runner = psutil.Process(proc.pid)
+        done = threading.Event()
+
+        def watch() -> None:
+            nonlocal peak
+            while not done.is_set():
+                try:
+                    peak = max(peak, runner.memory_info().rss)
+                except psutil.Error:
+                    return
+                time.sleep(0.1)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        code = proc.wait(timeout=120)
+        done.set()
+        watcher.join()
+
+    assert code == ExitCode.TIMED_OUT
+    size = output.stat().st_size
+    assert size < 20 * 1024 * KiB, size  # openable: the defaults keep it well under 20 MB
+    nb = json.loads(output.read_text())
+    assert nb["metadata"]["nbjobs"]["output"]["dropped_characters"] > 0
+    assert peak < 300 * 1024 * KiB, f"the runner peaked at {peak / 2**20:.0f} MiB"
+
+
+def test_the_tail_keeps_exactly_the_newest_text():
+    tail = _Tail(10)
+    dropped = sum(tail.add(part) for part in ["abc", "defgh", "ijklmn", "op"])
+    assert tail.text() == "gh" + "ijklmn" + "op"
+    assert dropped == len("abcdefghijklmnop") - 10
+    assert tail.add("x" * 25) == 10 + 15
+    assert tail.text() == "x" * 10
+
+
+def test_budget_counts_what_it_leaves_out():
+    budget = OutputBudget(OutputLimits(cell=100, notebook=1000, log=100))
+    outs: list = []
+    for i in range(10):
+        msg = {"msg_type": "stream", "content": {"name": "stdout", "text": f"{i}" * 30}}
+        if budget.admit(0, msg, outs):
+            outs.append(nbformat.v4.new_output("stream", name="stdout", text=f"{i}" * 30))
+    budget.finish_cell(0, outs)
+    kept = "".join(o["text"] for o in outs if o["name"] == "stdout")
+    # half the cell's room for the start, half for the end
+    assert kept == "0" * 30 + "1" * 20 + "8" * 20 + "9" * 30
+    assert budget.dropped == {0: 300 - 100}
+    assert "200 characters of output were left out" in outs[-2]["text"]
