@@ -200,7 +200,11 @@ class JobServiceApp(Application):
         stopped.cancel()
         starting.result()  # LeaseHeld when not a standby
         app = self.make_web_app(self.service, auth)
-        server = httpserver.HTTPServer(app, xheaders=True)
+        # the handlers refuse a body over limits.request_body with a 413 (see APIHandler);
+        # tornado's own cap, a little above it, is the backstop
+        server = httpserver.HTTPServer(
+            app, xheaders=True, max_body_size=self.service.config.limits.request_body + 65536
+        )
         server.listen(self.port, self.ip)
         self.log.info(
             "nbjobs job service at http://%s:%s%sapi/ (%s backend)",

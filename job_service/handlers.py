@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tornado import web
 from tornado.iostream import StreamClosedError
+from tornado.log import app_log
 
 from nbjobs.models import CreateClass, RosterChange, SubmitRequest, UpdateRequest
 
@@ -21,6 +24,13 @@ from .service import Caller, JobService, ServiceError
 
 Body = TypeVar("Body", bound=BaseModel)
 LOG_CHUNK = 64 * 1024
+#: how deep a request body may nest objects and arrays (the API's own bodies need 3;
+#: parameters get the rest). Deeper JSON is a 400, never a parser's RecursionError.
+MAX_BODY_DEPTH = 64
+#: the most digits a whole number in a request body may have
+MAX_DIGITS = 1000
+#: a ``token=`` (or ``access_token=``) value in a query string, for redacting it from logs
+_QUERY_TOKEN = re.compile(r"((?:^|[?&;])(?:access_)?token=)[^&;#]*", re.IGNORECASE)
 #: the largest number a query argument may carry (offsets): what every database and
 #: ``seek`` takes (2**53 - 1, also exact in JavaScript)
 MAX_INT_ARG = 2**53 - 1
@@ -28,10 +38,37 @@ MAX_INT_ARG = 2**53 - 1
 JOB_ID = "[0-9a-f]{1,32}"
 
 
+def redact_tokens(uri: str) -> str:
+    """``uri`` with the value of every ``token=`` query argument replaced by ``[secret]``."""
+    return _QUERY_TOKEN.sub(r"\1[secret]", uri)
+
+
+def size_text(size: int) -> str:
+    """A byte count for people: ``900 bytes``, ``64 KiB``, ``5.2 MiB``."""
+    if size < 1024:
+        return f"{size} bytes"
+    value, unit = size / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+
+
+@web.stream_request_body
 class APIHandler(web.RequestHandler):
-    """JSON in and out; every request authenticated; errors as ``{"message": ...}``."""
+    """JSON in and out; every request authenticated; errors as ``{"message": ...}``.
+
+    The body is streamed in (``data_received``) rather than read whole by tornado
+    first, so a body over ``limits.request_body`` is refused from its
+    ``Content-Length`` before any of it is read, and one sent without a length
+    (chunked) is counted and dropped once it passes the limit: either way a 413,
+    and the service holds no more than the limit.
+    """
 
     caller: Caller
+    _body_parts: list[bytes]
+    _body_received: int = 0
 
     @property
     def service(self) -> JobService:
@@ -46,14 +83,60 @@ class APIHandler(web.RequestHandler):
     def check_xsrf_cookie(self) -> None:
         """Token-authenticated API: no cookies, so no XSRF to check."""
 
+    @property
+    def body_limit(self) -> int:
+        """The largest request body this service reads (``limits.request_body``)."""
+        return self.service.config.limits.request_body
+
     async def prepare(self) -> None:
-        token = bearer_token(self.request.headers, self.get_query_argument("token", None))
+        self._body_parts, self._body_received = [], 0
+        try:
+            query_token = self.get_query_argument("token", None)
+        except web.HTTPError:  # not decodable: no token anyone could have been given
+            query_token = None
+        token = bearer_token(self.request.headers, query_token)
         caller = await self.authenticator.caller_for_token(token) if token else None
         if caller is None:
             self.set_header("WWW-Authenticate", 'token realm="nbjobs"')
             raise web.HTTPError(401, reason="send a JupyterHub API token: Authorization: token …")
         self.caller = caller
+        declared = self.request.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > self.body_limit:
+            self._refuse_body(int(declared))
         await self.service.classes.refresh()
+
+    def data_received(self, chunk: bytes) -> None:
+        """Keep the body up to the limit; past it, count and drop (:meth:`json_body` refuses)."""
+        self._body_received += len(chunk)
+        if self._body_received <= self.body_limit:
+            self._body_parts.append(chunk)
+        else:
+            self._body_parts.clear()
+
+    def _refuse_body(self, size: int) -> NoReturn:
+        raise web.HTTPError(
+            413,
+            "%s",
+            f"the request body is {size_text(size)}; the job service reads at most "
+            f"{size_text(self.body_limit)} (limits.request_body in nbjobs.yaml)",
+        )
+
+    def _request_summary(self) -> str:
+        # what tornado's warnings and errors name the request by: never with a token
+        request = self.request
+        return f"{request.method} {redact_tokens(request.uri or '')} ({request.remote_ip})"
+
+    def log_exception(
+        self,
+        typ: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Like tornado's, but never logs the request's URI (it may carry ``?token=``)."""
+        if isinstance(value, web.HTTPError):
+            super().log_exception(typ, value, tb)  # through _request_summary, redacted
+            return
+        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=(typ, value, tb))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         message = self._reason
@@ -98,11 +181,47 @@ class APIHandler(web.RequestHandler):
         else:
             self.finish(model.model_dump_json())
 
-    def body(self, model: type[Body]) -> Body:
+    def json_body(self) -> dict[str, Any]:
+        """The request body as a JSON object (empty: ``{}``); anything else is a 400 or 413.
+
+        Every way a caller's bytes can fail is a sentence: too large, not UTF-8, not
+        JSON (``NaN`` and numbers out of a float's range included), nested deeper
+        than :data:`MAX_BODY_DEPTH`, or JSON that is not an object.
+        """
+        if self._body_received > self.body_limit:
+            self._refuse_body(self._body_received)
+        raw = b"".join(self._body_parts) or b"{}"
         try:
-            data = json.loads(self.request.body or b"{}")
-        except json.JSONDecodeError as exc:
-            raise web.HTTPError(400, "the request body is not JSON: %s", exc.msg) from None
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise web.HTTPError(
+                400,
+                "%s",
+                f"the request body is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                f"position {exc.start}); send JSON encoded as UTF-8",
+            ) from None
+        try:
+            data = json.loads(
+                text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_whole
+            )
+        except RecursionError:
+            raise web.HTTPError(400, "%s", _too_deep()) from None
+        except ValueError as exc:  # JSONDecodeError, or a number Python will not convert
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise web.HTTPError(400, "the request body is not JSON: %s", reason) from None
+        if not isinstance(data, dict):
+            raise web.HTTPError(
+                400,
+                "%s",
+                f"the request body must be a JSON object ({{...}}), not {_json_kind(data)}",
+            )
+        if _deeper_than(data, MAX_BODY_DEPTH):
+            raise web.HTTPError(400, "%s", _too_deep())
+        return data
+
+    def body(self, model: type[Body]) -> Body:
+        """The request body as ``model``; a body that does not fit is a 400 naming the field."""
+        data = self.json_body()
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -176,9 +295,24 @@ class JobsHandler(APIHandler):
 
     async def post(self) -> None:
         request = self.body(SubmitRequest)
+        self._check_parameters_size(request)
         job = await self._call(self.service.submit(self.caller, request))
         self.set_header("Location", self.request.path.rstrip("/") + f"/{job.id}")
         self.send(job, status=HTTPStatus.CREATED)
+
+    def _check_parameters_size(self, request: SubmitRequest) -> None:
+        """Parameters over ``limits.parameters`` (as JSON) are a 400 saying both sizes."""
+        limit = self.service.config.limits.parameters
+        as_json = json.dumps(request.parameters, ensure_ascii=False, separators=(",", ":"))
+        size = len(as_json.encode("utf-8"))
+        if size > limit:
+            raise web.HTTPError(
+                400,
+                "%s",
+                f"parameters: {size_text(size)} as JSON, over the {size_text(limit)} a job "
+                "may be given (limits.parameters in nbjobs.yaml); put large inputs in a file "
+                "next to the notebook and pass its name",
+            )
 
 
 class JobHandler(APIHandler):
@@ -294,6 +428,48 @@ class ClassStudentsHandler(APIHandler):
         change = self.body(RosterChange)
         classes = self.service.classes
         self.send(await self._call(classes.remove_students(self.caller, name, change.students)))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _whole(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise ValueError(f"a number of {digits} digits is longer than the {MAX_DIGITS} it may have")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` levels (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _too_deep() -> str:
+    return (
+        f"the request body nests objects and arrays more than {MAX_BODY_DEPTH} levels deep; "
+        "send flatter JSON"
+    )
 
 
 def _http_error(exc: ServiceError) -> web.HTTPError:

@@ -149,7 +149,7 @@ async def test_group_flavors_are_listed_only_to_the_group(svc):
         ({"path": "a.ipynb", "flavor": "cpu", "priority": 5}, 403, "only admins may set"),
         ({"path": "a.ipynb", "flavor": "cpu", "time_limit": 99999}, 400, "longer than flavor"),
         ({"path": "a.ipynb", "flavor": "cpu", "time_limit": -1}, 400, "time_limit: Input should"),
-        ([1, 2], 400, "Input should be a valid dictionary"),
+        ([1, 2], 400, "the request body must be a JSON object ({...}), not an array"),
     ],
 )
 async def test_malformed_bodies_get_a_400_that_says_what_is_wrong(svc, body, status, expected):
