@@ -160,7 +160,8 @@ class APIHandler(web.RequestHandler):
                 f"{self.request.method} is not something {self.request.path} answers; "
                 f"it answers {', '.join(allowed) or 'nothing'} (see api/openapi.yaml)"
             )
-        if status_code >= 500:
+        if status_code >= 500 and not (exc_info and isinstance(exc_info[1], web.HTTPError)):
+            # an uncaught exception: its text is for the log, not the caller
             message = "the job service failed on this request; its log says why"
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"message": message}))

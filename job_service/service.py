@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, StatusFileError, read_status
+from pydantic import ValidationError
 from sqlalchemy import Text, cast, event, func, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session, sessionmaker
@@ -510,14 +511,44 @@ class JobService:
                     self._note_running(db)
                 query = query.where(self._state_filter(db, set(states)))
             total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
-            records = db.scalars(
-                query.order_by(JobRecord.seq.desc()).limit(limit).offset(offset)
-            ).all()
+            page = query.order_by(JobRecord.seq.desc()).limit(limit).offset(offset)
+            records = self._readable_records(db, page, "a job list")
             # placing the queue costs a query: only when this page shows a queued job
             queued_here = any(r.state == JobState.QUEUED.value for r in records)
-            positions = self._queue_positions(db) if queued_here else {}
-            jobs = [self._to_model(db, r, positions) for r in records]
+            positions: dict[str, int] = {}
+            if queued_here:
+                try:
+                    positions = self._queue_positions(db)
+                except (ValueError, TypeError) as exc:  # a damaged queued record
+                    self.log.warning("queue positions left out of a job list: %s", exc)
+            jobs = []
+            for record in records:
+                try:
+                    jobs.append(self._to_model(db, record, positions))
+                except DamagedRecord as exc:
+                    self.log.warning("%s; left out of a job list", exc.message)
+        # A damaged record still counts in ``total``: it is there, only not shown.
         return JobList(jobs=jobs, total=total, limit=limit, offset=offset)
+
+    def _readable_records(self, db: Session, query: Any, where: str) -> list[JobRecord]:
+        """The records ``query`` selects, less any the database cannot give back (logged).
+
+        One record whose stored JSON or time cannot be read fails the whole query; then
+        the records are read one by one and only the damaged ones are left out.
+        """
+        try:
+            return list(db.scalars(query).all())
+        except (ValueError, TypeError):
+            db.expunge_all()  # what it loaded before the damaged record may be half-made
+        records = []
+        for job_id in db.scalars(query.with_only_columns(JobRecord.id)).all():
+            one = select(JobRecord).where(JobRecord.id == job_id)
+            try:
+                records.append(db.scalars(one.execution_options(populate_existing=True)).one())
+            except (ValueError, TypeError) as exc:
+                message = DamagedRecord(job_id, str(exc)).message
+                self.log.warning("%s; left out of %s", message, where)
+        return records
 
     def _state_filter(self, db: Session, states: set[str]) -> Any:
         """The SQL condition for "the job is shown in one of ``states``".
@@ -597,10 +628,14 @@ class JobService:
                 # a teacher also sees their students
                 students = {s for c in self.classes.taught_by(caller.name) for s in c.students}
                 query = query.where(JobRecord.user.in_({caller.name, *students}))
-            records = db.scalars(query).all()
+            records = self._readable_records(db, query, "the usage")
         users: dict[str, UsageRow] = {}
         groups: dict[str, UsageRow] = {}
         for r in records:
+            problem = _usage_problem(r)
+            if problem is not None:
+                self.log.warning("%s; left out of the usage", DamagedRecord(r.id, problem).message)
+                continue
             start = max(r.started_at, since) if r.started_at else None
             hours = 0.0
             if start is not None and r.gpu_count:
@@ -1086,12 +1121,19 @@ class JobService:
     def _to_model(
         self, db: Session, record: JobRecord, positions: dict[str, int] | None = None
     ) -> Job:
-        state = JobState(record.state)
-        progress = Progress(
-            cells_done=record.cells_done,
-            cells_total=record.cells_total,
-            current_cell=record.current_cell,
-        )
+        """The API's view of a record; :class:`DamagedRecord` when the record cannot be one."""
+        try:
+            state = JobState(record.state)
+        except ValueError:
+            raise DamagedRecord(record.id, f"state {record.state!r} is not a job state") from None
+        try:
+            progress = Progress(
+                cells_done=record.cells_done,
+                cells_total=record.cells_total,
+                current_cell=record.current_cell,
+            )
+        except ValidationError as exc:
+            raise DamagedRecord(record.id, _first_problem(exc)) from None
         if state in ACTIVE_STATES:
             with contextlib.suppress(StatusFileError, OSError):
                 live = read_status(Path(record.job_dir) / "status.json")
@@ -1114,31 +1156,36 @@ class JobService:
         if state is JobState.QUEUED:
             positions = positions if positions is not None else self._queue_positions(db)
             position = positions.get(record.id)
-        return Job(
-            id=record.id,
-            user=record.user,
-            name=record.name,
-            path=record.path,
-            output_path=record.output_path,
-            flavor=record.flavor,
-            state=state,
-            queue_position=position,
-            waiting_reason=waiting if state is JobState.QUEUED else None,
-            progress=progress,
-            parameters=record.parameters or {},
-            priority=record.priority,
-            gpus=record.gpus or [],
-            submitted_at=record.submitted_at,
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-            exit_code=record.exit_code,
-            message=record.message,
-            error=JobError(**record.error) if record.error else None,
-            node=(seen.node if seen is not None and seen.node else None) or record.node,
-            rerun_of=record.rerun_of,
-            time_limit=record.time_limit,
-            requeues=record.requeues or 0,
-        )
+        if record.error is not None and not isinstance(record.error, dict):
+            raise DamagedRecord(record.id, f"error {record.error!r} is not an object")
+        try:
+            return Job(
+                id=record.id,
+                user=record.user,
+                name=record.name,
+                path=record.path,
+                output_path=record.output_path,
+                flavor=record.flavor,
+                state=state,
+                queue_position=position,
+                waiting_reason=waiting if state is JobState.QUEUED else None,
+                progress=progress,
+                parameters=record.parameters or {},
+                priority=record.priority,
+                gpus=record.gpus or [],
+                submitted_at=record.submitted_at,
+                started_at=record.started_at,
+                finished_at=record.finished_at,
+                exit_code=record.exit_code,
+                message=record.message,
+                error=JobError(**record.error) if record.error else None,
+                node=(seen.node if seen is not None and seen.node else None) or record.node,
+                rerun_of=record.rerun_of,
+                time_limit=record.time_limit,
+                requeues=record.requeues or 0,
+            )
+        except (ValidationError, TypeError) as exc:
+            raise DamagedRecord(record.id, _first_problem(exc)) from None
 
 
 #: what a job's place in the queue depends on, besides jobs coming and going
@@ -1188,6 +1235,49 @@ def queue_order(
     then submission order.
     """
     return (-priority, running_jobs[user], last_start.get(user, 0.0), seq)
+
+
+class DamagedRecord(ServiceError):
+    """A job's database record the service cannot make sense of: the service's fault (500).
+
+    A job list and the usage leave such a record out (and log it); asking for the
+    job itself gets this sentence.
+    """
+
+    status = 500
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        super().__init__(
+            f"job {job_id}'s record in the job database is damaged ({reason}); an admin can "
+            "repair or delete that row"
+        )
+        self.job_id = job_id
+
+
+def _first_problem(exc: Exception) -> str:
+    """What is wrong with a record, from the error its model raised: one short clause."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}" if where else str(first["msg"])
+    return str(exc)
+
+
+def _usage_problem(record: JobRecord) -> str | None:
+    """Why a record cannot count in the usage (None: it can)."""
+    if record.state not in {s.value for s in JobState}:
+        return f"state {record.state!r} is not a job state"
+    if not isinstance(record.user, str):
+        return "it has no user"
+    if not isinstance(record.groups, list) or not all(isinstance(g, str) for g in record.groups):
+        return f"groups {record.groups!r} is not a list of names"
+    if record.gpu_count is not None and not isinstance(record.gpu_count, int):
+        return f"gpu_count {record.gpu_count!r} is not a number"
+    for name in ("started_at", "finished_at"):
+        value = getattr(record, name)
+        if value is not None and not isinstance(value, datetime):
+            return f"{name} {value!r} is not a time"
+    return None
 
 
 def _too_big_for_quota(flavor: Flavor, quota: Quota) -> str:
