@@ -44,6 +44,29 @@ FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 #: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
 #: ``sys.exit()``, ``sys.exit(0)``, ``sys.exit(None)``, ``raise SystemExit``
 CLEAN_EXIT_VALUES = frozenset({"", "0", "None"})
+#: run silently in a Python kernel before the first cell (see _cap_kernel_writes); the
+#: cap goes on before every cell, since IPython wraps and restores the streams' write
+#: around each one
+KERNEL_WRITE_CAP = """
+def __nbjobs_install(whole=WHOLE, half=HALF):
+    import sys
+    def cap(write):
+        def capped(text, *args, **kwargs):
+            if isinstance(text, str) and len(text) > whole:
+                left = len(text) - 2 * half
+                text = (text[:half] + f"\\n[nbjobs] {left:,} characters of one write left out\\n"
+                        + text[-half:])
+            return write(text, *args, **kwargs)
+        capped.nbjobs_capped = True
+        return capped
+    def before_each_cell(*_):
+        for stream in (sys.stdout, sys.stderr):
+            if not getattr(stream.write, "nbjobs_capped", False):
+                stream.write = cap(stream.write)
+    get_ipython().events.register("pre_run_cell", before_each_cell)
+__nbjobs_install()
+del __nbjobs_install
+"""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -282,6 +305,7 @@ class NotebookJob:
                     # down); ours interrupt the cell and keep the partial output.
                     self._install_signal_handlers()
                     self.status.state = "running"  # written with the first cell
+                    await self._cap_kernel_writes(client)
                     exit_code, message, error = await self._run_cells(client)
         except DeadKernelError as exc:  # the kernel never came up, or died between cells
             exit_code, message = self._stopped_or(ExitCode.FAILED, f"kernel died: {exc}")
@@ -352,6 +376,25 @@ class NotebookJob:
         finally:
             if deadline is not None:
                 deadline.cancel()
+
+    async def _cap_kernel_writes(self, client: NotebookClient) -> None:
+        """In a Python kernel, cut any one write to stdout/stderr bigger than a cell may
+        keep to its start and end, before it is sent.
+
+        ``print('x' * 200_000_000)`` would otherwise go out as one 200 MB message: the
+        kernel holds several copies of it while sending and the runner while receiving.
+        Silent (no output, no history) and done once, before the first cell.
+        """
+        if self.kernel_language != "python":
+            return
+        # a write bigger than a whole cell may keep is cut to two fifths of the
+        # cell's room, so what is sent (start, note, end) fits in the head whole
+        whole = max(2048, self.output_limits.cell)
+        half = max(1024, self.output_limits.cell // 5)
+        code = KERNEL_WRITE_CAP.replace("WHOLE", str(whole)).replace("HALF", str(half))
+        with contextlib.suppress(Exception):  # a kernel that refuses still runs the cells
+            msg_id = client.kc.execute(code, silent=True, store_history=False)
+            await client.async_wait_for_reply(msg_id)
 
     async def _execute_cells(self, client: NotebookClient) -> None:
         # One status write per cell boundary: it says both how many cells are done

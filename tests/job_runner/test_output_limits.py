@@ -189,3 +189,31 @@ def test_budget_counts_what_it_leaves_out():
     assert kept == "0" * 30 + "1" * 20 + "8" * 20 + "9" * 30
     assert budget.dropped == {0: 300 - 100}
     assert "200 characters of output were left out" in outs[-2]["text"]
+
+
+def test_one_huge_write_is_cut_in_the_kernel_before_it_is_sent(make_notebook, tmp_path):
+    """`print('x' * 200_000_000)` went out as one 200 MB message: the kernel and the
+    runner each held several copies (0.9 GiB). Now the kernel sends its start and end."""
+    source = make_notebook("print('x' * 200_000_000)", "print('after')")
+    output = tmp_path / "out.ipynb"
+    peaks: dict[int, int] = {}
+    with subprocess.Popen(
+        runner_command(source, output),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        runner = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                for p in [runner, *runner.children(recursive=True)]:
+                    peaks[p.pid] = max(peaks.get(p.pid, 0), p.memory_info().rss)
+            except psutil.Error:
+                pass
+            time.sleep(0.02)
+    assert proc.returncode == ExitCode.SUCCEEDED
+    assert output.stat().st_size < 5 * 1024 * KiB
+    nb = nbformat.read(output, as_version=4)
+    assert "characters of one write left out" in _stream_text(nb.cells[0])
+    assert _stream_text(nb.cells[1]) == "after\n"
+    # the kernel holds the 200 MB string itself (the notebook made it), and no copies
+    assert max(peaks.values()) < 400 * 1024 * KiB, {k: v >> 20 for k, v in peaks.items()}
