@@ -31,6 +31,7 @@ import contextlib
 import copy
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,9 @@ from .kubernetes_objects import (
 )
 
 Obj = dict[str, Any]
+#: deleted pods remembered for their final status (those of followed jobs are
+#: dropped at release; this bounds what unfollowed ones can hold)
+DELETED_PODS_KEPT = 1000
 
 
 class KubeError(Exception):
@@ -134,6 +138,10 @@ class KubernetesBackend(Backend):
         #: the cluster as last seen, by name
         self.jobs: dict[str, Obj] = {}
         self.pods: dict[str, Obj] = {}
+        #: pods as their DELETED event last showed them, by name: with pod-tracking
+        #: finalizers a pod is gone before its Job's final condition, and its status
+        #: (evicted, preempted, out of memory) is the only place the reason is
+        self.deleted_pods: OrderedDict[str, Obj] = OrderedDict()
         #: None until nodes are listed, or for good when the ServiceAccount may not read them
         self.nodes: dict[str, Obj] | None = None
         self.nodes_readable = True
@@ -354,6 +362,8 @@ class KubernetesBackend(Backend):
     def release(self, ref: str) -> None:
         name = self._name(ref)
         self._cancelling.discard(name)
+        for pod in [n for n, p in self.deleted_pods.items() if _job_of_pod(p) == name]:
+            del self.deleted_pods[pod]
         task = self._log_tasks.pop(name, None)
         if task is not None and not task.done():
             task.cancel()
@@ -378,14 +388,22 @@ class KubernetesBackend(Backend):
     def _name(self, ref: str) -> str:
         return ref.rsplit("/", 1)[-1]
 
-    def _pods_of(self, name: str) -> list[Obj]:
-        return [
-            p
-            for p in self.pods.values()
-            if ((p.get("metadata") or {}).get("labels") or {}).get("batch.kubernetes.io/job-name")
-            == name
-            or job_name_of((p.get("metadata") or {}).get("labels") or {}) == name
-        ]
+    def _pods_of(self, name: str, *, deleted: bool = False) -> list[Obj]:
+        """The Job's pods; with ``deleted``, when none is left, the last ones seen
+        deleted (their final status says why the job ended, before the Job's own
+        condition does)."""
+        live = [p for p in self.pods.values() if _job_of_pod(p) == name]
+        if live or not deleted:
+            return live
+        return [p for p in self.deleted_pods.values() if _job_of_pod(p) == name]
+
+    def _remember_deleted(self, pod: Obj) -> None:
+        if _job_of_pod(pod) is None:
+            return
+        self.deleted_pods[pod["metadata"]["name"]] = pod
+        self.deleted_pods.move_to_end(pod["metadata"]["name"])
+        while len(self.deleted_pods) > DELETED_PODS_KEPT:
+            self.deleted_pods.popitem(last=False)
 
     def _verdict(self, name: str) -> Verdict:
         job = self.jobs.get(name)
@@ -396,7 +414,7 @@ class KubernetesBackend(Backend):
             flavor = self.nbjobs.flavor(flavor_name or "")
             if flavor is not None and self.nodes is not None:
                 capacity = self._capacity(flavor)
-        return job_verdict(job, self._pods_of(name), flavor, capacity)
+        return job_verdict(job, self._pods_of(name, deleted=True), flavor, capacity)
 
     @staticmethod
     def _finished(job: Obj) -> bool:
@@ -626,6 +644,8 @@ class KubernetesBackend(Backend):
                 name = obj["metadata"]["name"]
                 if kind == "DELETED":
                     store.pop(name, None)
+                    if store is self.pods:
+                        self._remember_deleted(obj)
                 else:
                     store[name] = obj
                 self._changed()
@@ -754,6 +774,12 @@ class KubernetesBackend(Backend):
                 return count
         finally:
             response.release()
+
+
+def _job_of_pod(pod: Obj) -> str | None:
+    """The name of the Job a pod belongs to (either label the Job controller sets)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get("batch.kubernetes.io/job-name") or job_name_of(labels)
 
 
 def _error(status: int, body: bytes) -> KubeError:

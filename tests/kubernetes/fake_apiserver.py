@@ -451,8 +451,15 @@ class FakeApiServer:
         pod_reason: str | None = None,
         pod_message: str | None = None,
         disruption: tuple[str, str] | None = None,
+        pod_deleted_first: bool = False,
     ) -> Obj:
-        """The kubelet reports the container ended; the Job controller updates the Job."""
+        """The kubelet reports the container ended; the Job controller updates the Job.
+
+        ``pod_deleted_first``: the order real clusters show with pod-tracking finalizers
+        (an evicted pod, a failed pod the controller cleans up): the pod's ``DELETED``
+        event (carrying its final status) arrives before the Job's Failed condition, and
+        a list of the Job's pods afterwards is empty.
+        """
         pod = self.objects[("pods", namespace, pod_name)]
         container = pod["spec"]["containers"][0]
         terminated: Obj = {"exitCode": exit_code, "startedAt": now(), "finishedAt": now()}
@@ -486,6 +493,8 @@ class FakeApiServer:
             ]
         done = self.update_pod(pod_name, namespace, **status)
         job_name = pod["metadata"]["labels"].get("batch.kubernetes.io/job-name")
+        if pod_deleted_first:
+            self.remove("pods", namespace, pod_name)
         if job_name and ("jobs", namespace, job_name) in self.objects:
             if exit_code == 0:
                 self.job_condition(job_name, namespace, "Complete", "CompletionsReached")

@@ -214,12 +214,19 @@ async def test_the_clusters_deadline_is_timed_out(make_backend, fake):
         ),
     ],
 )
-async def test_evicted_or_preempted_jobs_fail_with_the_reason(make_backend, fake, kwargs, expected):
+@pytest.mark.parametrize("order", ["pod-kept", "pod-deleted-first"])
+async def test_evicted_or_preempted_jobs_fail_with_the_reason(
+    make_backend, fake, kwargs, expected, order
+):
+    """Also in the order real clusters show with pod-tracking finalizers: the pod's
+    DELETED event before the Job's Failed condition (the reason was lost then)."""
     backend = make_backend()
     ref = (await backend.start(spec(config()))).ref
     pod = fake.start_pod(JOB, NAMESPACE, node="gpu-0")["metadata"]["name"]
     fake.run_pod(pod, NAMESPACE)
-    fake.finish_pod(pod, NAMESPACE, exit_code=143, **kwargs)
+    fake.finish_pod(
+        pod, NAMESPACE, exit_code=143, pod_deleted_first=order == "pod-deleted-first", **kwargs
+    )
     outcome = await asyncio.wait_for(backend.wait(ref), 10)
     assert (outcome.state, outcome.message) == ("failed", expected)
     assert outcome.disrupted  # not the notebook's fault: a flavor may re-queue it

@@ -179,9 +179,12 @@ async def test_out_of_memory_and_deadline_reach_the_user_as_such(
     assert timed_out["message"] == "stopped by Kubernetes at its time limit (14520 s)"
 
 
+@pytest.mark.parametrize("deleted_first", [False, True], ids=["pod-kept", "pod-deleted-first"])
 async def test_an_evicted_job_goes_back_to_the_queue_as_often_as_its_flavor_allows(
-    fake, kubeconfig, tmp_path, running_services
+    fake, kubeconfig, tmp_path, running_services, deleted_first
 ):
+    """Also when the pod's DELETED event comes before the Job's Failed condition, as
+    real clusters send them with pod-tracking finalizers (the job was failed then)."""
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
     data = settings(tmp_path)
     data["flavors"][0]["requeue_on_eviction"] = 1
@@ -202,7 +205,11 @@ async def test_an_evicted_job_goes_back_to_the_queue_as_often_as_its_flavor_allo
     # The node is drained: the pod is evicted, the runner saves what it has on SIGTERM.
     write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
     fake.finish_pod(
-        pod, NAMESPACE, exit_code=143, disruption=("EvictionByEvictionAPI", "Eviction API")
+        pod,
+        NAMESPACE,
+        exit_code=143,
+        disruption=("EvictionByEvictionAPI", "Eviction API"),
+        pod_deleted_first=deleted_first,
     )
     # Back in the queue (not failed), then a second Job for the second attempt.
     second = f"{first}-r1"
