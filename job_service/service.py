@@ -941,6 +941,8 @@ class JobService:
                         outcome.message,
                         forced=note,
                         backend_state=outcome.state,
+                        started_at=outcome.started_at,
+                        finished_at=outcome.finished_at,
                     )
                     db.commit()
         finally:
@@ -999,6 +1001,8 @@ class JobService:
         lost: bool = False,
         forced: str | None = None,
         backend_state: str | None = None,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
     ) -> None:
         """Record how a job ended, from the runner's status file and the exit code.
 
@@ -1055,7 +1059,11 @@ class JobService:
             state = backend_state
             record.message = note or record.message
         record.state = state
-        record.finished_at = utcnow()
+        # The backend's own record of the times (a cluster's) wins over when this service
+        # noticed: GPU-hours are charged for what ran, not for a restart's downtime.
+        if started_at is not None and (finished_at is None or started_at <= finished_at):
+            record.started_at = started_at
+        record.finished_at = finished_at or utcnow()
         self.log.info(
             "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
         )

@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,10 @@ class Outcome:
     #: the cluster stopped the job for reasons of its own (evicted, preempted, its node
     #: lost), not the notebook: a flavor with ``requeue_on_eviction`` queues it again
     disrupted: bool = False
+    #: when the job started and ended by the backend's own clock (a cluster's record),
+    #: for metering: the service's noticing may be late (a restart, a slow watch)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 @dataclass

@@ -350,6 +350,8 @@ class KubernetesBackend(Backend):
                     verdict.message,
                     state=verdict.state,
                     disrupted=verdict.disrupted,
+                    started_at=verdict.started_at,
+                    finished_at=verdict.finished_at,
                 )
             await tick.wait()
 

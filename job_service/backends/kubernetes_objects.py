@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -488,6 +489,10 @@ class Verdict:
     #: the cluster stopped it for reasons of its own (eviction, preemption, a lost node):
     #: not the notebook's fault, so the flavor may put it back in the queue
     disrupted: bool = False
+    #: when it started and ended, as the cluster says (the container's start, the Job's
+    #: completion), not when the service noticed; None when the cluster does not say
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -563,7 +568,63 @@ def job_verdict(
     flavor: Flavor | None,
     capacity: Capacity | None = None,
 ) -> Verdict:
-    """Map a Job (None: it is gone) and its pods to what a person should be told."""
+    """Map a Job (None: it is gone) and its pods to what a person should be told,
+    with the cluster's own times of its start and end."""
+    pods = list(pods)
+    verdict = _job_verdict(job, pods, flavor, capacity)
+    if job is not None:
+        verdict.started_at, verdict.finished_at = cluster_times(job, pods)
+    return verdict
+
+
+def cluster_times(
+    job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+) -> tuple[datetime | None, datetime | None]:
+    """When the job's notebook started and ended, as Kubernetes recorded it.
+
+    Start: the runner container's start (running or terminated ``startedAt``) of
+    the newest pod, else the Job's ``startTime``. End, for a Job that ended: its
+    ``completionTime``, else its Failed condition's ``lastTransitionTime``, else the
+    container's ``finishedAt``.
+    """
+    newest = sorted(
+        pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "", reverse=True
+    )
+    started = finished = None
+    for cs in _container_statuses(newest[0]) if newest else []:
+        state = cs.get("state") or {}
+        for phase in ("running", "terminated"):
+            if state.get(phase):
+                started = started or state[phase].get("startedAt")
+                if phase == "terminated":
+                    finished = state[phase].get("finishedAt")
+    status = job.get("status") or {}
+    started = started or status.get("startTime")
+    end = status.get("completionTime")
+    failed = _condition(job, "Failed")
+    if end is None and failed is not None:
+        end = failed.get("lastTransitionTime")
+    if end is None and (failed is not None or _condition(job, "Complete") is not None):
+        end = finished
+    return _timestamp(started), _timestamp(end)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """A Kubernetes time (RFC 3339, ``2026-11-25T09:30:00Z``) as an aware datetime."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _job_verdict(
+    job: Mapping[str, Any] | None,
+    pods: list[Mapping[str, Any]],
+    flavor: Flavor | None,
+    capacity: Capacity | None,
+) -> Verdict:
     if job is None:
         return Verdict(
             done=True,

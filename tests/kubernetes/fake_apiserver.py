@@ -421,14 +421,16 @@ class FakeApiServer:
             ],
         )
 
-    def run_pod(self, pod_name: str, namespace: str) -> Obj:
+    def run_pod(self, pod_name: str, namespace: str, started_at: str | None = None) -> Obj:
+        """The kubelet started the container (``started_at``: when, as the cluster says)."""
         pod = self.objects[("pods", namespace, pod_name)]
         container = pod["spec"]["containers"][0]
+        started_at = started_at or now()
         return self.update_pod(
             pod_name,
             namespace,
             phase="Running",
-            startTime=now(),
+            startTime=started_at,
             containerStatuses=[
                 {
                     "name": container["name"],
@@ -437,7 +439,7 @@ class FakeApiServer:
                     "ready": True,
                     "restartCount": 0,
                     "started": True,
-                    "state": {"running": {"startedAt": now()}},
+                    "state": {"running": {"startedAt": started_at}},
                 }
             ],
         )
@@ -452,6 +454,7 @@ class FakeApiServer:
         pod_message: str | None = None,
         disruption: tuple[str, str] | None = None,
         pod_deleted_first: bool = False,
+        finished_at: str | None = None,
     ) -> Obj:
         """The kubelet reports the container ended; the Job controller updates the Job.
 
@@ -462,7 +465,19 @@ class FakeApiServer:
         """
         pod = self.objects[("pods", namespace, pod_name)]
         container = pod["spec"]["containers"][0]
-        terminated: Obj = {"exitCode": exit_code, "startedAt": now(), "finishedAt": now()}
+        finished_at = finished_at or now()
+        running = next(
+            (
+                (cs.get("state") or {}).get("running") or {}
+                for cs in (pod.get("status") or {}).get("containerStatuses") or []
+            ),
+            {},
+        )
+        terminated: Obj = {
+            "exitCode": exit_code,
+            "startedAt": running.get("startedAt") or finished_at,
+            "finishedAt": finished_at,
+        }
         terminated["reason"] = reason or ("Completed" if exit_code == 0 else "Error")
         status: Obj = {
             "phase": "Succeeded" if exit_code == 0 else "Failed",
@@ -497,7 +512,9 @@ class FakeApiServer:
             self.remove("pods", namespace, pod_name)
         if job_name and ("jobs", namespace, job_name) in self.objects:
             if exit_code == 0:
-                self.job_condition(job_name, namespace, "Complete", "CompletionsReached")
+                self.job_condition(
+                    job_name, namespace, "Complete", "CompletionsReached", at=finished_at
+                )
             else:
                 self.job_condition(
                     job_name,
@@ -505,12 +522,21 @@ class FakeApiServer:
                     "Failed",
                     "BackoffLimitExceeded",
                     "Job has reached the specified backoff limit",
+                    at=finished_at,
                 )
         return done
 
     def job_condition(
-        self, job_name: str, namespace: str, kind: str, reason: str, message: str = ""
+        self,
+        job_name: str,
+        namespace: str,
+        kind: str,
+        reason: str,
+        message: str = "",
+        at: str | None = None,
     ) -> Obj:
+        """The Job controller sets a final condition (``at``: its transition time)."""
+        at = at or now()
         job = copy.deepcopy(self.objects[("jobs", namespace, job_name)])
         job["status"].setdefault("conditions", []).append(
             {
@@ -518,14 +544,14 @@ class FakeApiServer:
                 "status": "True",
                 "reason": reason,
                 "message": message,
-                "lastProbeTime": now(),
-                "lastTransitionTime": now(),
+                "lastProbeTime": at,
+                "lastTransitionTime": at,
             }
         )
         job["status"]["active"] = 0
         if kind == "Complete":
             job["status"]["succeeded"] = 1
-            job["status"]["completionTime"] = now()
+            job["status"]["completionTime"] = at
         elif kind == "Failed":
             job["status"]["failed"] = 1
             # the controller deletes pods still running (deadline exceeded, failure policy)

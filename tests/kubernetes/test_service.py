@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -337,3 +338,33 @@ async def test_with_kueue_every_job_goes_to_the_cluster_at_once(
     assert sorted(j["id"] for j in queued["jobs"]) == sorted(j["id"] for j in jobs)
     assert queued["total"] == 3
     assert (starting["jobs"], starting["total"]) == ([], 0)
+
+
+async def test_times_are_the_clusters_not_when_the_service_noticed(
+    fake, kubeconfig, tmp_path, running_services
+):
+    """After a restart the end was recorded 14 s late (GPU-hours charged for the downtime):
+    the job's start and end come from the container and the Job's completion."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.write("ada", "t.ipynb", "print(1)")
+    job = await svc.submit("ada", "t.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+    # what the cluster recorded: a run of 25 minutes that ended 5 minutes ago
+    began = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=30)
+    ended = began + timedelta(minutes=25)
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    fake.run_pod(pod, NAMESPACE, started_at=began.strftime(stamp))
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("succeeded", 1, 1, exit_code=0))
+    fake.finish_pod(pod, NAMESPACE, exit_code=0, finished_at=ended.strftime(stamp))
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert done["state"] == "succeeded"
+    assert datetime.fromisoformat(done["started_at"]) == began
+    assert datetime.fromisoformat(done["finished_at"]) == ended
+    async with svc.client("root") as admin:
+        usage = (await admin.get("usage")).json()
+    ada = next(u for u in usage["users"] if u["name"] == "ada")
+    assert abs(ada["gpu_hours"] - 25 / 60) < 0.001  # metered on the cluster's times
