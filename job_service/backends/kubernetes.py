@@ -142,6 +142,8 @@ class KubernetesBackend(Backend):
         #: finalizers a pod is gone before its Job's final condition, and its status
         #: (evicted, preempted, out of memory) is the only place the reason is
         self.deleted_pods: OrderedDict[str, Obj] = OrderedDict()
+        #: the node each followed Job's pod was bound to, once known (until release)
+        self._placed: dict[str, str] = {}
         #: None until nodes are listed, or for good when the ServiceAccount may not read them
         self.nodes: dict[str, Obj] | None = None
         self.nodes_readable = True
@@ -202,7 +204,9 @@ class KubernetesBackend(Backend):
         name = self._name(ref)
         job = self.jobs.get(name)
         if job is None:
-            return None
+            # gone (cancelled, deleted, past its deadline): where it ran is still known
+            node = self._placed.get(name)
+            return Seen(node=node) if node else None
         verdict = self._verdict(name)
         return Seen(waiting=verdict.waiting, node=verdict.node)
 
@@ -366,6 +370,7 @@ class KubernetesBackend(Backend):
         self._cancelling.discard(name)
         for pod in [n for n, p in self.deleted_pods.items() if _job_of_pod(p) == name]:
             del self.deleted_pods[pod]
+        self._placed.pop(name, None)
         task = self._log_tasks.pop(name, None)
         if task is not None and not task.done():
             task.cancel()
@@ -416,7 +421,10 @@ class KubernetesBackend(Backend):
             flavor = self.nbjobs.flavor(flavor_name or "")
             if flavor is not None and self.nodes is not None:
                 capacity = self._capacity(flavor)
-        return job_verdict(job, self._pods_of(name, deleted=True), flavor, capacity)
+        verdict = job_verdict(job, self._pods_of(name, deleted=True), flavor, capacity)
+        if verdict.node:
+            self._placed[name] = verdict.node  # kept once bound, for the job's record
+        return verdict
 
     @staticmethod
     def _finished(job: Obj) -> bool:

@@ -276,6 +276,12 @@ async def test_cancel_deletes_the_job_in_the_background_and_waits_for_the_pod(ma
     deletes = [q for v, r, q in fake.queries if v == "delete" and r == "jobs"]
     assert deletes
     assert all(q.get("propagationPolicy") == "Background" for q in deletes)
+    # the Job and its pod are gone; where it ran is still known for the job's record
+    seen = backend.seen(ref)
+    assert seen is not None
+    assert seen.node == "gpu-0"
+    backend.release(ref)
+    assert backend.seen(ref) is None
 
 
 async def test_free_gpus_come_from_allocatable_minus_requests_and_skip_drained_nodes(
