@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import os
 import re
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +29,9 @@ LOG_CHUNK = 64 * 1024
 #: how deep a request body may nest objects and arrays (the API's own bodies need 3;
 #: parameters get the rest). Deeper JSON is a 400, never a parser's RecursionError.
 MAX_BODY_DEPTH = 64
+#: how far past ``limits.request_body`` a body is still read (and dropped) so that its 413
+#: reaches the caller cleanly; a larger one is refused at once and its connection closed
+LINGER_BYTES = 64 * 1024**2
 #: the most digits a whole number in a request body may have
 MAX_DIGITS = 1000
 #: a ``token=`` (or ``access_token=``) value in a query string, for redacting it from logs
@@ -55,20 +60,41 @@ def size_text(size: int) -> str:
     return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
 
 
+def _refusing_large_bodies(
+    method: Callable[..., Awaitable[None]],
+) -> Callable[..., Awaitable[None]]:
+    """``method``, answering 413 instead when the body it was sent was over the limit."""
+
+    @functools.wraps(method)
+    async def checked(self: APIHandler, *args: Any, **kwargs: Any) -> None:
+        if self._body_received > self.body_limit:
+            self._refuse_body(self._body_received)
+        await method(self, *args, **kwargs)
+
+    return checked
+
+
 @web.stream_request_body
 class APIHandler(web.RequestHandler):
     """JSON in and out; every request authenticated; errors as ``{"message": ...}``.
 
     The body is streamed in (``data_received``) rather than read whole by tornado
-    first, so a body over ``limits.request_body`` is refused from its
-    ``Content-Length`` before any of it is read, and one sent without a length
-    (chunked) is counted and dropped once it passes the limit: either way a 413,
-    and the service holds no more than the limit.
+    first, and kept only up to ``limits.request_body``: past it, it is counted and
+    dropped, and the request is a 413 whatever its method. A body whose
+    ``Content-Length`` is more than :data:`LINGER_BYTES` over the limit is
+    refused before any of it is read. The service never holds more than the limit.
     """
 
     caller: Caller
     _body_parts: list[bytes]
     _body_received: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every HTTP method of every API handler first refuses a body over the limit."""
+        super().__init_subclass__(**kwargs)
+        for name in ("get", "post", "put", "patch", "delete"):
+            if name in cls.__dict__:
+                setattr(cls, name, _refusing_large_bodies(cls.__dict__[name]))
 
     @property
     def service(self) -> JobService:
@@ -101,8 +127,14 @@ class APIHandler(web.RequestHandler):
             raise web.HTTPError(401, reason="send a JupyterHub API token: Authorization: token …")
         self.caller = caller
         declared = self.request.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > self.body_limit:
-            self._refuse_body(int(declared))
+        if declared.isdigit() and int(declared) > self.body_limit + LINGER_BYTES:
+            self._refuse_body(int(declared))  # tornado then closes the connection
+        if not declared.isdigit() or int(declared) > self.body_limit:
+            # Past the limit (or of no stated length) a body is read and dropped
+            # (data_received), so that the 413 reaches a client still sending it
+            # rather than a reset connection; tornado's own cap is below that.
+            connection: Any = self.request.connection
+            connection.set_max_body_size(self.body_limit + LINGER_BYTES)
         await self.service.classes.refresh()
 
     def data_received(self, chunk: bytes) -> None:
@@ -136,7 +168,7 @@ class APIHandler(web.RequestHandler):
         if isinstance(value, web.HTTPError):
             super().log_exception(typ, value, tb)  # through _request_summary, redacted
             return
-        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=(typ, value, tb))
+        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=value)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         message = self._reason

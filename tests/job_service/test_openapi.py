@@ -13,7 +13,9 @@ import yaml
 from nbjobs.job_service.handlers import NotFoundHandler, routes
 from openapi_core import OpenAPI
 from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
+from tornado.web import RequestHandler
 
+from nbjobs import models
 from nbjobs.config import Quota
 
 from .conftest import TOKENS
@@ -35,6 +37,139 @@ def test_every_route_is_described_and_every_description_is_served(spec):
         served.add(re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", path))
     described = set(yaml.safe_load(SPEC_FILE.read_text())["paths"])
     assert served == described
+
+
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
+#: the request bodies and the models the handlers read them into
+REQUEST_MODELS = {
+    "SubmitRequest": models.SubmitRequest,
+    "UpdateRequest": models.UpdateRequest,
+    "CreateClass": models.CreateClass,
+    "RosterChange": models.RosterChange,
+}
+#: the response schemas and the models the handlers send
+RESPONSE_MODELS = {
+    "Job": models.Job,
+    "JobList": models.JobList,
+    "Progress": models.Progress,
+    "JobError": models.JobError,
+    "Flavor": models.FlavorInfo,
+    "UsageRow": models.UsageRow,
+    "Usage": models.Usage,
+    "Class": models.ClassInfo,
+}
+#: what a schema constrains, compared between the spec and the models
+CONSTRAINTS = (
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minItems",
+    "maxItems",
+)
+
+
+def operations(document: dict) -> list[tuple[str, str, dict, dict]]:
+    """(path, method, the operation, the path's own entry) for every described operation."""
+    return [
+        (path, method, entry[method], entry)
+        for path, entry in document["paths"].items()
+        for method in METHODS
+        if method in entry
+    ]
+
+
+def test_every_operation_lists_what_every_handler_can_answer():
+    document = yaml.safe_load(SPEC_FILE.read_text())
+    responses = document["components"]["responses"]
+    missing = []
+    for path, method, operation, entry in operations(document):
+        codes = set(operation["responses"])
+        # every request: the token first (401); any body over limits.request_body (413)
+        wanted = {"401", "413"}
+        if "requestBody" in operation:
+            wanted.add("400")  # not UTF-8, not JSON, too deep, not an object, a bad field
+        parameters = [*entry.get("parameters", []), *operation.get("parameters", [])]
+        if any(p["in"] == "path" for p in parameters):
+            wanted.add("404")  # no such job or class of the caller's
+        if any(p["in"] == "query" and "minimum" in p["schema"] for p in parameters):
+            wanted.add("400")  # a number out of range
+        missing += [f"{method.upper()} {path}: {code}" for code in sorted(wanted - codes)]
+        # every error is the one JSON shape
+        for code, response in operation["responses"].items():
+            if int(code) >= 400:
+                assert set(response) == {"$ref"}, (path, method, code)
+                shared = responses[response["$ref"].rsplit("/", 1)[1]]
+                schema = shared["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/Error"}, (path, method, code)
+    assert missing == []
+
+
+def test_every_path_offers_exactly_the_methods_its_handler_implements():
+    document = yaml.safe_load(SPEC_FILE.read_text())
+    for pattern, handler in routes("/"):
+        if handler is NotFoundHandler:
+            continue
+        path = pattern.removeprefix("/api").rstrip("?").rstrip("/")
+        path = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", path)
+        described = {m.upper() for m in METHODS if m in document["paths"][path]}
+        implemented = {
+            m
+            for m in handler.SUPPORTED_METHODS
+            if getattr(handler, m.lower()) is not getattr(RequestHandler, m.lower())
+        }
+        assert described == implemented, path
+
+
+def _flat(schema: dict) -> tuple[set[str], dict]:
+    """The types a property schema allows and its constraints, ``anyOf`` (pydantic's way
+    of writing ``X | None``) and ``type: [X, "null"]`` (the spec's) alike."""
+    branches = schema.get("anyOf") or schema.get("oneOf") or [schema]
+    types: set[str] = set()
+    constraints = {}
+    for branch in branches:
+        kind = branch.get("type", branch.get("$ref", "any"))
+        types |= set(kind) if isinstance(kind, list) else {kind}
+        constraints |= {k: branch[k] for k in CONSTRAINTS if k in branch}
+    if "enum" in schema or "const" in schema:
+        types.discard("any")
+        types.add("string")
+    return types, constraints
+
+
+def _same_shape(name: str, described: dict, model_schema: dict) -> None:
+    properties = described.get("properties", {})
+    model_properties = model_schema.get("properties", {})
+    assert set(properties) == set(model_properties), name
+    for field, prop in properties.items():
+        spec_types, spec_limits = _flat(prop)
+        model_types, model_limits = _flat(model_properties[field])
+        assert spec_limits == model_limits, (name, field)
+        if "any" not in model_types and not any(t.startswith("#") for t in spec_types):
+            assert spec_types == model_types, (name, field)
+
+
+def test_request_bodies_are_the_models_the_handlers_read():
+    """The spec's request schemas say what the models enforce: fields, required, limits."""
+    schemas = yaml.safe_load(SPEC_FILE.read_text())["components"]["schemas"]
+    for name, model in REQUEST_MODELS.items():
+        described, model_schema = schemas[name], model.model_json_schema()
+        _same_shape(name, described, model_schema)
+        assert set(described.get("required", [])) == set(model_schema.get("required", [])), name
+        assert described.get("additionalProperties") is False, name
+        assert model.model_config.get("extra") == "forbid", name
+
+
+def test_responses_are_the_models_the_handlers_send():
+    """Every field a model sends is described, and every described field is sent."""
+    schemas = yaml.safe_load(SPEC_FILE.read_text())["components"]["schemas"]
+    for name, model in RESPONSE_MODELS.items():
+        described = schemas[name]
+        fields = set(model.model_fields)
+        assert set(described["properties"]) == fields, name
+        assert set(described.get("required", [])) <= fields, name
 
 
 async def test_responses_match_the_spec(svc, spec):
@@ -99,7 +234,24 @@ async def test_responses_match_the_spec(svc, spec):
     svc.service.config = config.model_copy(update={"quotas": no_gpus})
     assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun")).status_code == 403
     svc.service.config = config
-    assert len(checked) == 23
+    # classes: none here but nbjobs.yaml's, and this service runs without a hub
+    assert (await do("ada", "GET", "classes")).status_code == 200
+    assert (await do("ada", "GET", "jobs", params={"class": "ml101"})).status_code == 404
+    assert (await do("ada", "GET", "classes/ml101")).status_code == 404
+    assert (await do("ada", "POST", "classes", json={"name": "ml101"})).status_code == 403
+    assert (await do("root", "POST", "classes", json={"name": "ml101"})).status_code == 409
+    assert (await do("root", "DELETE", "classes/ml101")).status_code == 409
+    roster = {"students": ["ada"]}
+    assert (await do("root", "POST", "classes/ml101/students", json=roster)).status_code == 409
+    assert (await do("root", "DELETE", "classes/ml101/students", json=roster)).status_code == 409
+    # bad bytes and sizes
+    assert (await do("ada", "POST", "jobs", data=b"\xff\xfe")).status_code == 400
+    assert (await do("ada", "POST", "jobs", json=[1])).status_code == 400
+    too_big = b"{" + b" " * svc.service.config.limits.request_body + b"}"
+    assert (await do("ada", "POST", "jobs", data=too_big)).status_code == 413
+    assert (await do("ada", "GET", "usage", data=too_big)).status_code == 413
+    assert (await do("ada", "PATCH", f"jobs/{job['id']}", data=too_big)).status_code == 413
+    assert len(checked) == 36
 
 
 async def test_errors_off_the_described_paths_are_the_described_error(svc, spec):
@@ -117,3 +269,25 @@ async def test_errors_off_the_described_paths_are_the_described_error(svc, spec)
     for r in (not_allowed, not_found):
         assert r.headers["content-type"] == "application/json"
         jsonschema.validate(r.json(), error)
+
+
+async def test_every_method_a_path_does_not_offer_is_a_405_naming_those_it_does(svc):
+    document = yaml.safe_load(SPEC_FILE.read_text())
+    error = document["components"]["schemas"]["Error"]
+    svc.write("ada", "a.ipynb", "1")
+    job = await svc.submit("ada", "a.ipynb")
+    values = {"job_id": job["id"], "name": "ml101"}
+    answered = []
+
+    async with svc.client("ada") as c:
+        for path, entry in document["paths"].items():
+            offered = {m.upper() for m in METHODS if m in entry}
+            url = path.lstrip("/").format(**values)
+            for method in sorted({"GET", "POST", "PUT", "PATCH", "DELETE"} - offered):
+                r = await c.request(method, url)
+                assert r.status_code == 405, (method, path, r.text)
+                assert set(r.headers["allow"].split(", ")) == offered, (method, path)
+                jsonschema.validate(r.json(), error)
+                answered.append(f"{method} {path}")
+
+    assert len(answered) == 5 * len(document["paths"]) - len(operations(document))
