@@ -9,10 +9,10 @@ It needs only nbclient and nbformat (and a kernel), so any GPU image can carry
 it with ``pip install nbjobs``; it imports nothing else of nbjobs.
 
 Public API: :func:`run_notebook`, :class:`RunResult`, :class:`ExitCode`,
-:class:`BadInput`, and the status file's :class:`RunStatus`,
-:func:`read_status` and :class:`StatusFileError`; :func:`parse_notebook` reads a
-notebook the way the runner does (nbformat 4.5, repairs said), for the job service's
-check at submit.
+:class:`BadInput`, and the status file's :class:`RunStatus`, :func:`read_status`,
+:func:`parse_status` (from bytes a reader opened itself) and :class:`StatusFileError`;
+:func:`parse_notebook` reads a notebook the way the runner does (nbformat 4.5, repairs
+said), for the job service's check at submit.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
-from .status import FINAL_STATES, CellError, RunStatus, StatusFileError, read_status
+from .status import (
+    FINAL_STATES,
+    CellError,
+    RunStatus,
+    StatusFileError,
+    parse_status,
+    read_status,
+)
 
 if TYPE_CHECKING:
     from .execute import RunResult, run_notebook
@@ -51,6 +58,7 @@ __all__ = [
     "RunStatus",
     "StatusFileError",
     "parse_notebook",
+    "parse_status",
     "read_status",
     "run_notebook",
 ]

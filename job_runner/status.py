@@ -158,15 +158,42 @@ def read_status(path: str | os.PathLike[str]) -> RunStatus | None:
     Raises :class:`StatusFileError` when the file exists but is not a status.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise StatusFileError(f"cannot read status file {path}: {exc.strerror}") from exc
     try:
-        return RunStatus.from_dict(json.loads(text))
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise StatusFileError(f"status file {path} is not valid: {exc}") from exc
+        return parse_status(data)
+    except StatusFileError as exc:
+        raise StatusFileError(f"status file {path}: {exc}") from exc
+
+
+def parse_status(data: bytes) -> RunStatus:
+    """A status from the bytes of a status file (for readers that open the file
+    themselves, as the job service does, without following links).
+
+    Raises :class:`StatusFileError` when they are not a status.
+    """
+    try:
+        status = RunStatus.from_dict(json.loads(data))
+    except StatusFileError:
+        raise
+    except (ValueError, TypeError, AttributeError) as exc:  # not UTF-8 or JSON; odd fields
+        raise StatusFileError(f"not a runner status: {exc}") from None
+    counts = [status.cells_total, status.cells_done]
+    optional = [status.current_cell, status.exit_code]
+    if not all(_whole(n) and n >= 0 for n in counts) or not all(
+        n is None or _whole(n) for n in optional
+    ):
+        raise StatusFileError("not a runner status: its counts are not whole numbers")
+    if not isinstance(status.message, str | None):
+        raise StatusFileError("not a runner status: its message is not text")
+    return status
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = False) -> None:
@@ -184,11 +211,15 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = False) -> None:
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     data = text.encode("utf-8")
+    # O_EXCL: never opens what is there, a link planted at the name included (and
+    # O_NOFOLLOW says so twice); the rename below replaces a link at ``path``, never
+    # writes through it.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileExistsError:  # left by a crashed write of this same process
+        fd = os.open(tmp, flags, 0o666)
+    except FileExistsError:  # left by a crashed write of this same process, or planted
         os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(tmp, flags, 0o666)
     try:
         try:
             view = memoryview(data)

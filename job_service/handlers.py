@@ -10,7 +10,6 @@ import os
 import re
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
@@ -25,7 +24,8 @@ from .auth import Authenticator, bearer_token
 from .service import Caller, JobService, ServiceError
 
 Body = TypeVar("Body", bound=BaseModel)
-LOG_CHUNK = 64 * 1024
+#: how much of a log one read takes (and a reader of the log costs the service)
+LOG_CHUNK = 256 * 1024
 #: how deep a request body may nest objects and arrays (the API's own bodies need 3;
 #: parameters get the rest). Deeper JSON is a 400, never a parser's RecursionError.
 MAX_BODY_DEPTH = 64
@@ -376,46 +376,81 @@ class RerunHandler(APIHandler):
 
 
 class LogsHandler(APIHandler):
-    """The job's log as text; ``?follow=1`` streams it until the job ends."""
+    """``GET api/jobs/{id}/logs``: the job's log as text, streamed.
+
+    ``?offset=N`` starts at byte N, ``?tail=N`` sends the last N bytes (not both);
+    ``?follow=1`` goes on sending what the job writes until it ends. The log is read
+    in chunks of :data:`LOG_CHUNK` (off the event loop), and each chunk is written and
+    flushed before the next is read: a reader costs the service one chunk of memory,
+    whatever the log's size and however slowly the reader reads. The log is opened
+    without following links (:meth:`~.service.JobService.open_log`): one the user
+    replaced with a link is a 409, never the linked file.
+    """
 
     async def get(self, job_id: str) -> None:
-        try:
-            path = self.service.log_file(self.caller, job_id)
-        except ServiceError as exc:
-            raise web.HTTPError(exc.status, "%s", exc.message) from None
         follow = self.get_query_argument("follow", "0") in ("1", "true", "yes")
+        if self.get_query_argument("tail", None) is not None:
+            if self.get_query_argument("offset", None) is not None:
+                raise web.HTTPError(
+                    400, "give offset (bytes to skip) or tail (the last bytes), not both"
+                )
+            tail: int | None = self.int_arg("tail", 0, minimum=0)
+        else:
+            tail = None
         offset = self.int_arg("offset", 0, minimum=0)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.set_header("Cache-Control", "no-cache")
-        self.set_header("X-Accel-Buffering", "no")
-        offset = self._send_from(path, offset)
-        if not follow:
-            self.finish()
-            return
+        log = self._open(job_id)
         try:
-            while True:
-                await self.flush()
+            if tail is not None and log is not None:
+                offset = max(0, os.fstat(log).st_size - tail)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.set_header("Cache-Control", "no-cache")
+            self.set_header("X-Accel-Buffering", "no")
+            if log is not None:
+                # without follow: the log as it is now, not what is written meanwhile
+                end = None if follow else os.fstat(log).st_size
+                offset = await self._send(log, offset, end)
+            while follow:
                 done = self.service.is_final(job_id)
-                offset = self._send_from(path, offset)
+                # Opened again each time: a queued job's log appears when it starts,
+                # and a re-queued job's log starts again.
+                if log is not None:
+                    os.close(log)
+                    log = None
+                try:
+                    log = self._open(job_id)
+                except web.HTTPError:
+                    break  # its files were changed while it ran: the 200 is sent already
+                if log is not None:
+                    offset = await self._send(log, offset, None)
                 if done:
                     break
+                await self.flush()
                 await asyncio.sleep(0.25)
-            await self.flush()
+            self.finish()
         except StreamClosedError:
-            return
-        self.finish()
+            return  # the reader went away
+        finally:
+            if log is not None:
+                os.close(log)
 
-    def _send_from(self, path: Path, offset: int) -> int:
+    def _open(self, job_id: str) -> int | None:
         try:
-            with open(path, "rb") as f:
-                if offset >= os.fstat(f.fileno()).st_size:
-                    return offset  # nothing new (and no seek past what a file system takes)
-                f.seek(offset)
-                while chunk := f.read(LOG_CHUNK):
-                    self.write(chunk)
-                    offset += len(chunk)
-        except FileNotFoundError:
-            pass
+            return self.service.open_log(self.caller, job_id)
+        except ServiceError as exc:
+            raise web.HTTPError(exc.status, "%s", exc.message) from None
+
+    async def _send(self, log: int, offset: int, end: int | None) -> int:
+        """Send the log from ``offset`` to ``end`` (None: its end), a chunk at a time;
+        return the offset reached."""
+        if end is None:
+            end = os.fstat(log).st_size
+        while offset < end:
+            chunk = await asyncio.to_thread(os.pread, log, min(LOG_CHUNK, end - offset), offset)
+            if not chunk:
+                break  # cut shorter meanwhile
+            self.write(chunk)
+            await self.flush()  # the next chunk is read once this one is on its way
+            offset += len(chunk)
         return offset
 
 

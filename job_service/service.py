@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import heapq
 import json
 import logging
-import shutil
+import os
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import nbformat
-from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, StatusFileError, read_status
+from nbjobs.job_runner import (
+    STATE_FOR_EXIT_CODE,
+    ExitCode,
+    RunStatus,
+    StatusFileError,
+    parse_status,
+)
 from pydantic import ValidationError
 from sqlalchemy import Text, cast, event, func, select, update
 from sqlalchemy import inspect as sa_inspect
@@ -43,11 +50,18 @@ from nbjobs.models import (
     UsageRow,
 )
 from nbjobs.storage import (
+    FilesChanged,
+    NotebookTooLarge,
     PathRefused,
     job_folder,
+    make_job_dir,
+    open_file_at,
+    opened_job_dir,
     output_path_for,
+    read_file_at,
+    read_notebook,
     relative_to_user,
-    resolve_notebook_path,
+    remove_job_dir,
     user_folder,
 )
 
@@ -104,8 +118,26 @@ class Conflict(ServiceError):
     status = 409
 
 
+class TooLarge(ServiceError):
+    status = 413
+
+
 class OverQuota(ServiceError):
     status = 429
+
+
+class InsufficientStorage(ServiceError):
+    status = 507
+
+
+class StorageFailed(ServiceError):
+    """Writing in the user's folder failed for a reason the user cannot fix (EIO)."""
+
+    status = 500
+
+
+#: a status file bigger than this is not the runner's (it writes a few KiB)
+STATUS_FILE_LIMIT = 8 * 1024**2
 
 
 class JobService:
@@ -335,29 +367,88 @@ class JobService:
                 f"({flavor.time_limit:g} s); ask for less or pick another flavor"
             )
 
+        # The cheap checks first: a refused submit costs no read of the notebook.
+        with self.sessions() as db:
+            self._check_quota_at_submit(db, caller, flavor)
         folder = self.folder_for(caller.name)
+        job_id = uuid.uuid4().hex[:12]
+        jobdir = job_folder(folder, job_id)
+        # Reading, checking and copying a notebook of up to limits.notebook takes a
+        # while: off the event loop, so that other callers are answered meanwhile.
+        source = await asyncio.to_thread(self._snapshot, folder, request.path, jobdir)
         try:
-            source = resolve_notebook_path(folder, request.path)
+            self._record_submit(caller, request, flavor, folder, source, jobdir, job_id, rerun_of)
+        except BaseException:
+            remove_job_dir(jobdir)  # no job folder without its job
+            raise
+        self._wake.set()
+        with self.sessions() as db:
+            record = db.get(JobRecord, job_id)
+            assert record is not None
+            return self._to_model(db, record)
+
+    def _snapshot(self, folder: Path, path: str, jobdir: Path) -> Path:
+        """Read the notebook ``path`` once, check those bytes and make the job's folder
+        with exactly those bytes as its snapshot; return where the notebook really is.
+
+        The read does not follow links out of the user's folder and checks the very
+        descriptor it reads (see :func:`~nbjobs.storage.read_notebook`): a link
+        swapped meanwhile cannot make the snapshot someone else's notebook.
+        """
+        limit = self.config.limits.notebook
+        try:
+            notebook = read_notebook(folder, path, limit=limit)
+        except NotebookTooLarge as exc:
+            raise TooLarge(
+                f"the notebook {path!r} is {_size(exc.size)}, more than the {_size(limit)} "
+                "this service takes; clear its outputs (Edit > Clear Outputs of All Cells) "
+                "and save it, or ask your admin to raise limits.notebook"
+            ) from None
         except PathRefused as exc:
             raise Invalid(str(exc)) from None
         try:
-            nb = nbformat.read(source, as_version=4)
+            nb = nbformat.reads(notebook.data.decode("utf-8"), as_version=4)
             nbformat.validate(nb)
         except Exception as exc:  # nbformat raises several kinds for a broken notebook
-            reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
+            reason = getattr(exc, "message", None) or (str(exc).splitlines() or [""])[0]
+            if isinstance(exc, UnicodeDecodeError):
+                reason = "it is not UTF-8 text"
             raise Invalid(
-                f"{request.path!r} is not a valid notebook ({reason[:200]}); "
+                f"{path!r} is not a valid notebook ({reason[:200]}); "
                 "open it in JupyterLab, fix it and save"
             ) from None
+        try:
+            make_job_dir(jobdir, {"input.ipynb": notebook.data})
+        except FilesChanged as exc:
+            raise Conflict(
+                f"{exc.filename} in your folder is {exc.strerror}; nbjobs keeps its job files "
+                f"there and follows no links: remove the link ({exc.filename}) and submit again"
+                if "link" in (exc.strerror or "")
+                else f"{exc.filename} in your folder is {exc.strerror}; nbjobs keeps its job "
+                f"files there: move it away and submit again"
+            ) from None
+        except OSError as exc:
+            self.log.warning("the snapshot of %s in %s failed: %s", path, folder, exc)
+            raise snapshot_failed(exc, path) from None
+        return notebook.path
 
+    def _record_submit(
+        self,
+        caller: Caller,
+        request: SubmitRequest,
+        flavor: Flavor,
+        folder: Path,
+        source: Path,
+        jobdir: Path,
+        job_id: str,
+        rerun_of: str | None,
+    ) -> None:
+        """Queue the job in the database: its quota checked again, now in the same
+        transaction (other submits of the caller's may have been queued meanwhile)."""
         with self.sessions() as db:
             self._check_quota_at_submit(db, caller, flavor)
             now = utcnow()
-            job_id = uuid.uuid4().hex[:12]
-            jobdir = job_folder(folder, job_id)
-            jobdir.mkdir(parents=True)
             snapshot = jobdir / "input.ipynb"
-            shutil.copyfile(source, snapshot)
             output = output_path_for(source, job_id, now)
             self._seq += 1
             record = JobRecord(
@@ -387,9 +478,6 @@ class JobService:
             self.log.info(
                 "job %s: queued by %s (%s, %s)", job_id, caller.name, record.path, flavor.name
             )
-            job = self._to_model(db, record)
-        self._wake.set()
-        return job
 
     def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         quota = self.quota_for(caller)
@@ -591,10 +679,9 @@ class JobService:
         ).all()
         running = []
         for job_id, job_dir in starting:
-            with contextlib.suppress(StatusFileError, OSError):
-                live = read_status(Path(job_dir) / "status.json")
-                if live is not None and live.state == JobState.RUNNING.value:
-                    running.append(job_id)
+            live = self._read_status(job_dir)
+            if live is not None and live.state == JobState.RUNNING.value:
+                running.append(job_id)
         if running:
             # only if still starting: a job that ended meanwhile keeps its final state
             db.execute(
@@ -604,11 +691,45 @@ class JobService:
             )
             db.commit()
 
-    def log_file(self, caller: Caller, job_id: str) -> Path:
-        """The job's log (it may not exist yet while queued)."""
+    def _read_status(self, job_dir: str) -> RunStatus | None:
+        """The runner's status file in ``job_dir``; None when there is none or it cannot
+        be read. Read without following links: a status file (or a folder on the way)
+        that the user replaced with a link to someone else's file is not read."""
+        try:
+            with opened_job_dir(Path(job_dir)) as folder:
+                data = read_file_at(folder, "status.json", limit=STATUS_FILE_LIMIT)
+            return parse_status(data) if data is not None else None
+        except FilesChanged as exc:
+            self.log.warning("status file of %s not read: %s", job_dir, exc)
+        except (StatusFileError, OSError, ValueError):
+            pass
+        return None
+
+    def open_log(self, caller: Caller, job_id: str) -> int | None:
+        """The job's log, opened for reading (the caller closes it); None while there
+        is none yet (a queued job).
+
+        Nothing is followed through a link: when the job's folder, a folder above it or
+        the log itself has become a link (or a pipe, a file where a folder was), this is
+        a :class:`Conflict` that says so, never the linked file's content.
+        """
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
-            return Path(record.job_dir) / "log.txt"
+            job_dir = Path(record.job_dir)
+        try:
+            with opened_job_dir(job_dir) as folder:
+                return open_file_at(folder, "log.txt", os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except FilesChanged as exc:
+            kind = "file" if exc.filename == "log.txt" else "folder"
+            what = exc.strerror or ""
+            if "link" in what:
+                what = f"a link, not a {kind}"
+            raise Conflict(
+                f"the files of job {job_id} were changed: {exc.filename} is {what}; nbjobs "
+                "reads no log through a link. Remove the link; re-run the job for a new log"
+            ) from None
 
     def is_final(self, job_id: str) -> bool:
         with self.sessions() as db:
@@ -971,11 +1092,21 @@ class JobService:
         attempt = (record.requeues or 0) + 1
         flavor = self.config.flavor(record.flavor)
         allowed = flavor.requeue_on_eviction if flavor is not None else attempt
-        jobdir = Path(record.job_dir)
-        for name, kept in [("status.json", "status"), ("log.txt", "log")]:
-            suffix = Path(name).suffix
-            with contextlib.suppress(FileNotFoundError):
-                (jobdir / name).replace(jobdir / f"{kept}.attempt-{attempt}{suffix}")
+        try:
+            with opened_job_dir(Path(record.job_dir)) as folder:
+                for name, kept in [("status.json", "status"), ("log.txt", "log")]:
+                    suffix = Path(name).suffix
+                    with contextlib.suppress(FileNotFoundError):
+                        # renamed in the job's folder itself: a link there is moved, not
+                        # followed
+                        os.replace(
+                            name,
+                            f"{kept}.attempt-{attempt}{suffix}",
+                            src_dir_fd=folder,
+                            dst_dir_fd=folder,
+                        )
+        except OSError as exc:  # the folder is gone or was changed: keep nothing
+            self.log.warning("job %s: the last attempt's files not kept: %s", record.id, exc)
         why = (outcome.message or "the cluster stopped it").removesuffix("; re-run it")
         record.requeues = attempt
         record.state = JobState.QUEUED.value
@@ -1015,9 +1146,7 @@ class JobService:
                 record.node = seen.node
         # who asked for the cancel (set by cancel()); the runner only knows the signal
         cancelled_by = record.message if record.cancel_requested else None
-        status = None
-        with contextlib.suppress(StatusFileError, OSError):
-            status = read_status(Path(record.job_dir) / "status.json")
+        status = self._read_status(record.job_dir)
         final_status = status is not None and status.exit_code is not None
         if status is not None:
             record.cells_done, record.cells_total = status.cells_done, status.cells_total
@@ -1144,7 +1273,7 @@ class JobService:
             raise DamagedRecord(record.id, _first_problem(exc)) from None
         if state in ACTIVE_STATES:
             with contextlib.suppress(StatusFileError, OSError):
-                live = read_status(Path(record.job_dir) / "status.json")
+                live = self._read_status(record.job_dir)
                 if live is not None:
                     progress = Progress(
                         cells_done=live.cells_done,
@@ -1243,6 +1372,37 @@ def queue_order(
     then submission order.
     """
     return (-priority, running_jobs[user], last_start.get(user, 0.0), seq)
+
+
+def snapshot_failed(exc: OSError, path: str) -> ServiceError:
+    """The refusal for a submit whose job folder or snapshot could not be written.
+
+    A full disk or quota is a 507 (Insufficient Storage), a folder the service may
+    not write a 403; anything else a 500 that still says what failed. Every one is
+    a sentence: the user learns whether to free space or to ask an admin.
+    """
+    where = exc.filename or "your folder"
+    reason = (exc.strerror or str(exc)).lower()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return InsufficientStorage(
+            f"your folder has no room for the job's copy of {path!r} ({reason}); free some "
+            "space (old outputs, .nbjobs/jobs of old jobs) and submit again"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return Forbidden(
+            f"the job service may not write in your folder ({where}: {reason}); ask your "
+            "admin to check the storage"
+        )
+    return StorageFailed(
+        f"the job service could not write the job's files in your folder ({where}: {reason}); "
+        "try again, or ask your admin"
+    )
+
+
+def _size(size: int) -> str:
+    """A size in MiB for people: ``2.4 MiB``, ``1 MiB``, ``0.1 MiB``."""
+    mib = f"{size / 1024**2:.1f}".removesuffix(".0")
+    return f"{mib} MiB"
 
 
 class DamagedRecord(ServiceError):

@@ -24,6 +24,7 @@ from typing import Any
 from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import Flavor, NbjobsConfig
+from nbjobs.storage import open_job_dir
 
 
 @dataclass
@@ -69,7 +70,7 @@ def write_parameters_file(
     if not spec.parameters:
         return None
     data = json.dumps(spec.parameters).encode("utf-8")
-    folder = os.open(spec.job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    folder = open_job_dir(spec.job_dir)  # from the user's folder, through no link
     try:
         name = spec.parameters_file.name
         with contextlib.suppress(FileNotFoundError):  # left by an earlier attempt

@@ -35,7 +35,7 @@ import psutil
 from traitlets import Float, List, Unicode
 
 from nbjobs.config import ConfigError, Flavor, LocalBackendConfig, is_service_secret
-from nbjobs.storage import user_folder
+from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
 from .base import Backend, Launched, LaunchSpec, Outcome, write_parameters_file
 
@@ -355,7 +355,6 @@ class LocalBackend(Backend):
                 "group": account.pw_gid,
                 "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid),
             }
-        spec.log_file.parent.mkdir(parents=True, exist_ok=True)
         try:
             log = _prepare_job_files(spec, owner)
         except OSError as exc:
@@ -544,12 +543,13 @@ def _prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None) -> int:
     status file and read its notebook there.
     """
     nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
-    folder = os.open(spec.job_dir, os.O_RDONLY | os.O_DIRECTORY | nofollow)
+    # walked from the user's folder: a link as .nbjobs or .nbjobs/jobs is refused too
+    folder = open_job_dir(spec.job_dir)
     try:
 
         def open_in_folder(path: Path, flags: int, mode: int = 0o600) -> int:
-            if path.parent == spec.job_dir:
-                return os.open(path.name, flags | nofollow, mode, dir_fd=folder)
+            if path.parent == spec.job_dir:  # never a link, a pipe or a folder
+                return open_file_at(folder, path.name, flags, mode)
             return os.open(path, flags | nofollow, mode)
 
         if owner is not None:

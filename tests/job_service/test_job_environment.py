@@ -218,7 +218,7 @@ async def test_a_link_planted_as_a_queued_jobs_log_is_never_written_through(tmp_
     assert done["state"] == "failed"
     assert done["message"] == (
         f"the backend could not start the job: the job's folder {folder} could not be prepared "
-        "(Too many levels of symbolic links: log.txt); it and its files must be real files, "
+        "(a link, not a file: log.txt); it and its files must be real files, "
         "not links: re-submit the notebook"
     )
 
