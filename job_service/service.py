@@ -22,12 +22,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import nbformat
 from nbjobs.job_runner import (
     STATE_FOR_EXIT_CODE,
+    BadInput,
     ExitCode,
     RunStatus,
     StatusFileError,
+    parse_notebook,
     parse_status,
 )
 from pydantic import ValidationError
@@ -407,14 +408,13 @@ class JobService:
         except PathRefused as exc:
             raise Invalid(str(exc)) from None
         try:
-            nb = nbformat.reads(notebook.data.decode("utf-8"), as_version=4)
-            nbformat.validate(nb)
-        except Exception as exc:  # nbformat raises several kinds for a broken notebook
-            reason = getattr(exc, "message", None) or (str(exc).splitlines() or [""])[0]
-            if isinstance(exc, UnicodeDecodeError):
-                reason = "it is not UTF-8 text"
+            # read as the runner reads it: what Jupyter's tools run (defects they
+            # tolerate are repaired there, and said), only what cannot be read refused
+            parse_notebook(notebook.data.decode("utf-8"), "it")
+        except (BadInput, UnicodeDecodeError) as exc:
+            reason = str(exc) if isinstance(exc, BadInput) else "it is not UTF-8 text"
             raise Invalid(
-                f"{path!r} is not a valid notebook ({reason[:200]}); "
+                f"{path!r} is not a valid notebook ({reason[:240]}); "
                 "open it in JupyterLab, fix it and save"
             ) from None
         try:
