@@ -1,0 +1,225 @@
+"""schemathesis over the whole API of a real standalone job service.
+
+Every operation in api/openapi.yaml gets generated requests, valid ones and
+invalid ones (wrong types, missing fields, values out of range), first with an
+admin's token and then with none. It fails on any 5xx, any status the spec does
+not list for that operation, and any response whose body or content type is not
+what the spec says. Bounded: a fixed number of examples per operation, derandomized
+(the same requests every run), no shrinking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from .conftest import TOKENS, Service, start_service, stop_all
+
+SPEC_FILE = Path(__file__).resolve().parents[2] / "api" / "openapi.yaml"
+TOKEN = {v: k for k, v in TOKENS.items()}
+ROOT = TOKEN["root"]
+#: a class from nbjobs.yaml, for the class operations to find
+CLASS = {"name": "ml101", "teachers": ["root", "ada"], "students": ["bob"]}
+#: examples per operation and generation mode (the whole file stays well under a minute)
+EXAMPLES = 25
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    response_schema_conformance,
+    content_type_conformance,
+]
+
+
+def bounded(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: report what failed, fast
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+class ServiceThread:
+    """A job service (as in conftest) on an event loop of its own, for synchronous tests."""
+
+    def __init__(self, root: Path, overrides: dict[str, Any]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.svc: Service = self.run(start_service(root, overrides))
+
+    def run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=120)
+
+    def close(self) -> None:
+        self.run(stop_all(self.svc))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[tuple[Service, list[str]]]:
+    """The service, and the ids of finished jobs that generated requests may name."""
+    running = ServiceThread(tmp_path_factory.mktemp("schemathesis"), {"classes": [CLASS]})
+    svc = running.svc
+    for user in ("root", "ada"):
+        svc.write(user, "nb.ipynb")  # for generated submissions that name it
+    svc.write("ada", "a.ipynb", "1")
+    svc.write("ada", "fails.ipynb", "raise ValueError('on purpose')")
+    ids = []
+    with httpx.Client(base_url=svc.url + "api/", headers={"Authorization": f"token {ROOT}"}) as c:
+        for path in ("a.ipynb", "fails.ipynb"):
+            r = c.post("jobs", json={"path": path, "flavor": "cpu"}, params={"user": "ada"})
+            if r.status_code != 201:  # root has no such notebook: submit as ada
+                ada = {"Authorization": f"token {next(k for k, v in TOKENS.items() if v == 'ada')}"}
+                r = c.post("jobs", json={"path": path, "flavor": "cpu"}, headers=ada)
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        deadline = time.monotonic() + 90
+        while any(
+            c.get(f"jobs/{i}").json()["state"] in ("queued", "starting", "running") for i in ids
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    # the notebook gone, a re-run of its job is refused (400) rather than run again
+    (svc.home("ada") / "a.ipynb").unlink()
+    (svc.home("ada") / "fails.ipynb").unlink()
+    try:
+        yield svc, ids
+    finally:
+        cancel_every_job(svc)
+        running.close()
+
+
+def cancel_every_job(svc: Service) -> None:
+    """Cancel what generated submissions started, and wait until their processes are gone."""
+    active = "queued,starting,running"
+    with httpx.Client(base_url=svc.url + "api/", headers={"Authorization": f"token {ROOT}"}) as c:
+        deadline = time.monotonic() + 60
+        while jobs := c.get("jobs", params={"state": active, "limit": 500}).json()["jobs"]:
+            for job in jobs:
+                c.post(f"jobs/{job['id']}/cancel")
+            assert time.monotonic() < deadline, jobs
+            time.sleep(0.2)
+
+
+def run_operations(
+    base_url: str,
+    mode: GenerationMode,
+    examples: int,
+    prepare: Callable[[Any, Any], None],
+    checks: list[Any],
+) -> tuple[list[str], Counter[int]]:
+    """Every operation, ``examples`` generated requests each; the failures, and how many
+    requests got each status."""
+    schema = schemathesis.openapi.from_path(str(SPEC_FILE))
+    failures: list[str] = []
+    statuses: Counter[int] = Counter()
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @bounded(examples)
+        @given(case=operation.as_strategy(generation_mode=mode), pick=st.integers(0, 3))
+        def check(case: Any, pick: int) -> None:
+            prepare(case, pick)
+            response = case.call_and_validate(base_url=base_url, checks=checks, timeout=30)
+            statuses[response.status_code] += 1
+
+        try:
+            check()
+        # every operation is tried and all failures reported (schemathesis reports its
+        # findings as a FailureGroup, a BaseExceptionGroup: not an Exception)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            failures.append(f"{operation.label} ({mode.value}): {_described(exc)}")
+    return failures, statuses
+
+
+def _described(exc: BaseException) -> str:
+    group = getattr(exc, "exceptions", None)  # an exception group: each of its findings
+    return "; ".join(_described(e) for e in group) if group else str(exc)
+
+
+@pytest.mark.parametrize(
+    ("user", "mode"),
+    [
+        ("root", GenerationMode.POSITIVE),
+        ("root", GenerationMode.NEGATIVE),
+        ("ada", GenerationMode.POSITIVE),  # not an admin: the 403s
+    ],
+)
+def test_no_request_gets_a_5xx_or_an_answer_the_spec_does_not_describe(service, user, mode):
+    svc, ids = service
+
+    def prepare(case: Any, pick: int) -> None:
+        case.headers = {**(case.headers or {}), "Authorization": f"token {TOKEN[user]}"}
+        # now and then a real job, class or notebook, so that requests get past the 404s
+        # and 403s to what lies behind them (the jobs are never deleted: later operations
+        # still find them)
+        path = case.path_parameters or {}
+        if "job_id" in path and pick < len(ids) and case.method != "DELETE":
+            path["job_id"] = ids[pick]
+        if "name" in path and pick == 0:
+            path["name"] = CLASS["name"]
+        if case.query and "class" in case.query and pick == 0:
+            case.query["class"] = CLASS["name"]
+        if case.operation.label == "POST /jobs" and isinstance(case.body, dict) and pick < 2:
+            case.body["flavor"] = "cpu"
+            if pick == 0:
+                case.body["path"] = "nb.ipynb"
+
+    failures, statuses = run_operations(svc.url + "api", mode, EXAMPLES, prepare, CHECKS)
+
+    assert failures == [], "\n\n".join(failures)
+    assert statuses.total() >= EXAMPLES * 15  # every operation was exercised
+    if mode is GenerationMode.POSITIVE:  # and far enough to get every kind of answer
+        assert {200, 201, 400, 404, 409} <= set(statuses), statuses
+        assert user == "root" or 403 in statuses, statuses
+
+
+def test_without_a_token_every_request_is_a_401(service):
+    svc, _ = service
+
+    def only_401(ctx: Any, response: Any, case: Any) -> bool:
+        assert response.status_code == 401, f"{case.method} {case.path}: {response.status_code}"
+        return True
+
+    def prepare(case: Any, pick: int) -> None:
+        headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+        case.headers = headers
+        if case.query:
+            case.query.pop("token", None)
+
+    failures, statuses = run_operations(
+        svc.url + "api",
+        GenerationMode.POSITIVE,
+        5,
+        prepare,
+        [*CHECKS, schemathesis.check(only_401)],
+    )
+
+    assert failures == [], "\n\n".join(failures)
+    assert set(statuses) == {401}
+    assert statuses.total() >= 5 * 15  # every operation, several times
