@@ -429,16 +429,37 @@ def logs(argv: Sequence[str]) -> int:
     parser = _parser("logs", "A job's log: cell output and progress.")
     parser.add_argument("job")
     parser.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
+    parser.add_argument(
+        "--tail",
+        type=_byte_count,
+        metavar="SIZE",
+        help="only the log's last SIZE bytes (like 64K, 1M), then, with -f, what follows",
+    )
 
     def action(client: Client, args: argparse.Namespace) -> int:
         client.timeout = 24 * 3600 if args.follow else client.timeout
         out = sys.stdout.buffer
-        for chunk in client.stream(f"jobs/{args.job}/logs", follow="1" if args.follow else None):
+        query = {"follow": "1" if args.follow else None, "tail": args.tail}
+        for chunk in client.stream(f"jobs/{args.job}/logs", **query):
             out.write(chunk)
             out.flush()
         return 0
 
     return _run(argv, parser, action)
+
+
+def _byte_count(text: str) -> int:
+    """A byte count from the command line: ``4096``, ``64K``, ``1M`` (1024-based)."""
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    number = text.strip().upper().removesuffix("B").removesuffix("I")
+    factor = units.get(number[-1:], 1)
+    try:
+        value = int(float(number[:-1] if factor > 1 else number) * factor)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (like 4096, 64K, 1M)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("a size cannot be negative")
+    return value
 
 
 def cancel(argv: Sequence[str]) -> int:

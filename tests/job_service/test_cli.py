@@ -121,6 +121,23 @@ def test_json_output_for_scripts_and_the_other_commands(service):
     assert json.loads(again.stdout)["rerun_of"] == job["id"]
 
 
+def test_logs_tail_prints_only_the_end_of_a_long_log(service):
+    write(service, "chatty.ipynb", "for i in range(5000):\n    print(f'line {i:04d}')")
+    job = json.loads(cli(service, "submit", "chatty.ipynb", "-f", "cpu", "--wait", "--json").stdout)
+
+    whole = cli(service, "logs", job["id"])
+    tail = cli(service, "logs", job["id"], "--tail", "1K")
+    bad = cli(service, "logs", job["id"], "--tail", "lots")
+
+    assert "line 0000" in whole.stdout
+    assert tail.returncode == 0, tail.stderr
+    assert len(tail.stdout.encode()) == 1024
+    assert whole.stdout.endswith(tail.stdout)
+    assert "line 0000" not in tail.stdout
+    assert bad.returncode == 2
+    assert "not a size" in bad.stderr
+
+
 def test_cancel_from_the_terminal(service):
     write(service, "long.ipynb", "import time; time.sleep(60)")
     job = json.loads(cli(service, "submit", "long.ipynb", "-f", "cpu", "--json").stdout)
