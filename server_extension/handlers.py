@@ -10,6 +10,7 @@ itself on loopback (see :mod:`.local`); the forwarding is the same.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NoReturn
 
@@ -21,6 +22,10 @@ from tornado.iostream import StreamClosedError
 
 #: response headers worth passing back to the browser
 PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control")
+#: the largest log passed on (no limit in practice: it is streamed, never held)
+MAX_LOG_BYTES = 2**53
+#: the most of an error's body kept to answer it (the job service's are a sentence)
+MAX_ERROR_BYTES = 64 * 1024
 
 
 def nbjobs_version() -> str:
@@ -73,8 +78,12 @@ class ForwardHandler(APIHandler):
         if self.request.query:
             url += "?" + self.request.query
         body = self.request.body if self.request.method in ("POST", "PATCH", "PUT") else None
-        follow = self.get_query_argument("follow", "") in ("1", "true", "yes")
-        streaming = path.endswith("/logs") and follow
+        # A log (followed or not) is passed on as it comes, a chunk at a time, never
+        # held whole: it may be bigger than this server's memory.
+        streaming = self.request.method == "GET" and path.endswith("/logs")
+        self._upstream_status: int | None = None
+        self._held = bytearray()  # an error's body, answered whole below
+        self._streamed = False
         request = HTTPRequest(
             url,
             method=self.request.method or "GET",
@@ -88,18 +97,30 @@ class ForwardHandler(APIHandler):
             header_callback=self._on_header if streaming else None,
             streaming_callback=self._on_chunk if streaming else None,
         )
+        # The shared client caps a body at 100 MB, streamed or not: logs get their own.
+        client = (
+            AsyncHTTPClient(force_instance=True, max_body_size=MAX_LOG_BYTES)
+            if streaming
+            else AsyncHTTPClient()
+        )
         try:
-            response = await AsyncHTTPClient().fetch(request, raise_error=False)
+            response = await client.fetch(request, raise_error=False)
         except (OSError, HTTPClientError) as exc:
+            if self._streamed:
+                return  # cut after part of the log was passed on: nothing more to say
             self._not_answering(upstream, exc)
         except StreamClosedError:
-            return  # the browser went away while following a log
-        if streaming:
+            return  # the browser went away while reading a log
+        finally:
+            if streaming:
+                client.close()
+        if self._streamed or (streaming and response.code < 400):
             self.finish()
             return
+        answer = bytes(self._held) if streaming else response.body
         if response.code == 599:
             self._not_answering(upstream, response.error)
-        if response.code >= 500 and not _is_service_error(response.body):
+        if response.code >= 500 and not _is_service_error(answer):
             # Not the job service's own answer: a proxy or the hub saying the
             # service is down (an HTML page the Lab could not show).
             self._not_answering(upstream, f"HTTP {response.code} from {response.effective_url}")
@@ -107,7 +128,7 @@ class ForwardHandler(APIHandler):
         for name in PASSED_HEADERS:
             if name in response.headers:
                 self.set_header(name, response.headers[name])
-        self.finish(response.body or None)
+        self.finish(answer or None)
 
     def _not_answering(self, upstream: Upstream, cause: object) -> NoReturn:
         """Answer 502 with a sentence for the user; the technical cause goes to the log."""
@@ -128,15 +149,23 @@ class ForwardHandler(APIHandler):
 
     def _on_header(self, line: str) -> None:
         if line.startswith("HTTP/"):
-            self.set_status(int(line.split()[1]))
-        elif ":" in line:
+            self._upstream_status = int(line.split()[1])
+            if self._upstream_status < 400:
+                self.set_status(self._upstream_status)
+        elif ":" in line and (self._upstream_status or 0) < 400:
             name, _, value = line.partition(":")
             if name.strip().title() in PASSED_HEADERS:
                 self.set_header(name.strip(), value.strip())
 
-    def _on_chunk(self, chunk: bytes) -> None:
+    def _on_chunk(self, chunk: bytes) -> Awaitable[None] | None:
+        if (self._upstream_status or 0) >= 400:  # an error: answered whole, from _forward
+            self._held += chunk[: max(0, MAX_ERROR_BYTES - len(self._held))]
+            return None
+        self._streamed = True
         self.write(chunk)
-        self.flush()
+        # The job service's next chunk is read once this one is on its way to the
+        # browser: a slow reader slows the copy, rather than filling this server's memory.
+        return self.flush()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # The job service's shape for errors, so the Lab reads one format.

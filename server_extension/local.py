@@ -55,8 +55,8 @@ async def start_local_service(root: Path, upstream: Upstream, log: Any) -> JobSe
     config = single_user_config(root)
     user = getpass.getuser()
     token = secrets.token_urlsafe(32)
-    auth = StaticTokenAuth(log=log)
-    auth.tokens = {token: user}
+    # given at construction: StaticTokenAuth reads its tokens once, when it is made
+    auth = StaticTokenAuth(log=log, tokens={token: user})
     auth.admins = config.admin.model_copy(update={"users": [*config.admin.users, user]})
     backend = LocalBackend(config, log=log)
     service = JobService(
