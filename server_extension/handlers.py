@@ -10,18 +10,24 @@ itself on loopback (see :mod:`.local`); the forwarding is the same.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable
 from importlib.metadata import PackageNotFoundError, version
+from types import TracebackType
 from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlencode
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
+from tornado.log import app_log
 
 #: response headers worth passing back to the browser
 PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control")
+#: a ``token=`` value in a query string (this server's own token), for keeping it out of logs
+_QUERY_TOKEN = re.compile(r"((?:^|[?&;])(?:access_)?token=)[^&;#]*", re.IGNORECASE)
 #: the largest log passed on (no limit in practice: it is streamed, never held)
 MAX_LOG_BYTES = 2**53
 #: the most of an error's body kept to answer it (the job service's are a sentence)
@@ -45,7 +51,31 @@ class Upstream:
         self.mode = mode  # "hub" or "local"
 
 
-class HealthHandler(APIHandler):
+class _NoTokenInLogs(APIHandler):
+    """What tornado logs of a failed request names it without a ``?token=`` value.
+
+    jupyter-server's access log scrubs tokens from addresses; tornado's warnings for
+    an error (a 502 when the job service is down) and its tracebacks do not.
+    """
+
+    def _request_summary(self) -> str:
+        request = self.request
+        uri = _QUERY_TOKEN.sub(r"\1[secret]", request.uri or "")
+        return f"{request.method} {uri} ({request.remote_ip})"
+
+    def log_exception(
+        self,
+        typ: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(value, web.HTTPError):
+            super().log_exception(typ, value, tb)  # through _request_summary
+            return
+        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=value)
+
+
+class HealthHandler(_NoTokenInLogs):
     """``GET nbjobs/api/health``: the extension is loaded; which job service it uses."""
 
     @web.authenticated
@@ -61,8 +91,13 @@ class HealthHandler(APIHandler):
         )
 
 
-class ForwardHandler(APIHandler):
-    """Every other ``nbjobs/api/…`` request, passed to the job service unchanged."""
+class ForwardHandler(_NoTokenInLogs):
+    """Every other ``nbjobs/api/…`` request, passed to the job service unchanged.
+
+    Unchanged but for the credentials: the job service gets this server's hub token,
+    never the browser's (a ``?token=`` for this server stays here). Bodies go as
+    they came; the job service checks them (its 400 or 413 comes back as it said it).
+    """
 
     async def _forward(self, path: str) -> None:
         upstream: Upstream = self.settings["nbjobs_upstream"]
@@ -75,9 +110,12 @@ class ForwardHandler(APIHandler):
                 503, "the nbjobs job service is not running yet; try again in a few seconds"
             )
         url = upstream.url + "api/" + path
-        if self.request.query:
-            url += "?" + self.request.query
+        query = _without_token(self.request.query)
+        if query:
+            url += "?" + query
         body = self.request.body if self.request.method in ("POST", "PATCH", "PUT") else None
+        if self.request.method == "DELETE" and self.request.body:
+            body = self.request.body  # removing students names them in the body
         # A log (followed or not) is passed on as it comes, a chunk at a time, never
         # held whole: it may be bigger than this server's memory.
         streaming = self.request.method == "GET" and path.endswith("/logs")
@@ -193,11 +231,18 @@ class ForwardHandler(APIHandler):
         await self._forward(path)
 
 
+def _without_token(query: str) -> str:
+    """``query`` less any ``token`` argument: this server's token is not the job service's."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    kept = [(name, value) for name, value in pairs if name != "token"]
+    return query if len(kept) == len(pairs) else urlencode(kept)
+
+
 def _is_service_error(body: bytes | None) -> bool:
     """Whether an error body is the job service's own JSON (``{"message": ...}``)."""
     try:
         parsed = json.loads(body or b"")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond reason
         return False
     return isinstance(parsed, dict) and isinstance(parsed.get("message"), str)
 
