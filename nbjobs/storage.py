@@ -247,6 +247,23 @@ def opened_job_dir(job_dir: Path) -> Iterator[int]:
         yield fd
 
 
+def open_in_job_dir(path: Path, flags: int) -> int:
+    """Open the file ``path`` of a job's folder (its log, say) without following links.
+
+    In a job folder (``<user's folder>/.nbjobs/jobs/<id>/<name>``) the folder is
+    reached by :func:`open_job_dir`; any other folder (one given outside the service,
+    as tests do) is opened as it is. The file itself is :func:`open_file_at`'s: never
+    a link or a pipe. The caller closes the descriptor.
+    """
+    folder = path.parent
+    if len(folder.parts) >= 4 and list(folder.parts[-3:-1]) == list(JOBS_DIR.parts):
+        opened = open_job_dir(folder)
+    else:
+        opened = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    with _opened(opened):
+        return open_file_at(opened, path.name, flags)
+
+
 def remove_job_dir(job_dir: Path) -> None:
     """Remove a job folder nbjobs made and the files in it (a submit that failed late).
 

@@ -40,7 +40,7 @@ import aiohttp
 from traitlets import Float, Integer, Unicode
 
 from nbjobs.config import ConfigError, Flavor
-from nbjobs.storage import job_folder, user_folder
+from nbjobs.storage import FilesChanged, job_folder, open_in_job_dir, user_folder
 
 from .base import Backend, Launched, LaunchSpec, Outcome, Seen, write_parameters_file
 from .kubernetes_objects import (
@@ -716,6 +716,13 @@ class KubernetesBackend(Backend):
                     self.log.info("log of %s: %s; trying again", pod_name, exc)
                     await asyncio.sleep(self.retry_delay)
                     continue
+                except FilesChanged as exc:
+                    self.log.warning(
+                        "job %s: its log is not copied: %s in its folder (links are not followed)",
+                        name,
+                        exc,
+                    )
+                    return
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                     self.log.info("log of %s cut (%s); opening it again", pod_name, exc)
                     await asyncio.sleep(self.retry_delay)
@@ -769,10 +776,13 @@ class KubernetesBackend(Backend):
         try:
             if response.status != 200:
                 raise _error(response.status, await response.read())
-            log_file.parent.mkdir(parents=True, exist_ok=True)
             skip = written or 0
-            # (a local file, written as it comes: no need for async file I/O)
-            with open(log_file, "ab" if written is not None else "wb") as out:  # noqa: ASYNC230
+            # In the user's folder: the job's folder (made at submit) and the log are
+            # opened without following links, so a link planted there is never written
+            # through. (A local file, written as it comes: no need for async file I/O.)
+            again = os.O_APPEND if written is not None else os.O_TRUNC
+            log = open_in_job_dir(log_file, os.O_WRONLY | os.O_CREAT | again)
+            with os.fdopen(log, "ab" if written is not None else "wb") as out:
                 count = skip
                 async for chunk in response.content.iter_any():
                     if skip:
