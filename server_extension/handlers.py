@@ -19,10 +19,10 @@ from urllib.parse import parse_qsl, urlencode
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
-from tornado import web
+from tornado import httputil, web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
-from tornado.log import app_log
+from tornado.log import app_log, gen_log
 
 #: response headers worth passing back to the browser
 PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control")
@@ -51,12 +51,14 @@ class Upstream:
         self.mode = mode  # "hub" or "local"
 
 
-class _NoTokenInLogs(APIHandler):
-    """What tornado logs of a failed request names it without a ``?token=`` value.
+class _NoTokenInLogs:
+    """Mixin: what tornado logs of a failed request names it without a ``?token=`` value.
 
     jupyter-server's access log scrubs tokens from addresses; tornado's warnings for
     an error (a 502 when the job service is down) and its tracebacks do not.
     """
+
+    request: httputil.HTTPServerRequest
 
     def _request_summary(self) -> str:
         request = self.request
@@ -69,13 +71,20 @@ class _NoTokenInLogs(APIHandler):
         value: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # as tornado's, less the request's repr (it holds the address, token and all)
         if isinstance(value, web.HTTPError):
-            super().log_exception(typ, value, tb)  # through _request_summary
+            if value.log_message:
+                gen_log.warning(
+                    "%d %s: " + value.log_message,
+                    value.status_code,
+                    self._request_summary(),
+                    *value.args,
+                )
             return
         app_log.error("Uncaught exception %s", self._request_summary(), exc_info=value)
 
 
-class HealthHandler(_NoTokenInLogs):
+class HealthHandler(_NoTokenInLogs, APIHandler):
     """``GET nbjobs/api/health``: the extension is loaded; which job service it uses."""
 
     @web.authenticated
@@ -91,7 +100,7 @@ class HealthHandler(_NoTokenInLogs):
         )
 
 
-class ForwardHandler(_NoTokenInLogs):
+class ForwardHandler(_NoTokenInLogs, APIHandler):
     """Every other ``nbjobs/api/…`` request, passed to the job service unchanged.
 
     Unchanged but for the credentials: the job service gets this server's hub token,
