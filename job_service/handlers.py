@@ -402,6 +402,8 @@ class LogsHandler(APIHandler):
         try:
             if tail is not None and log is not None:
                 offset = max(0, os.fstat(log).st_size - tail)
+            # where this answer starts in the log, so a reader of the tail can resume
+            self.set_header("X-Log-Offset", str(offset))
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.set_header("Cache-Control", "no-cache")
             self.set_header("X-Accel-Buffering", "no")

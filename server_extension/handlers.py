@@ -25,7 +25,7 @@ from tornado.iostream import StreamClosedError
 from tornado.log import app_log, gen_log
 
 #: response headers worth passing back to the browser
-PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control")
+PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control", "X-Log-Offset")
 #: a ``token=`` value in a query string (this server's own token), for keeping it out of logs
 _QUERY_TOKEN = re.compile(r"((?:^|[?&;])(?:access_)?token=)[^&;#]*", re.IGNORECASE)
 #: the largest log passed on (no limit in practice: it is streamed, never held)

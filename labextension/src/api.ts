@@ -66,12 +66,18 @@ export class NbjobsAPI {
     await this.fetch(`jobs/${encodeURIComponent(id)}`, { method: 'DELETE' });
   }
 
-  /** The log from `offset` bytes on; with `follow`, a stream that lasts until the job ends. */
+  /**
+   * The log from `offset` bytes on, or its last `tail` bytes; with `follow`, a stream
+   * that lasts until the job ends. The response's `X-Log-Offset` header says at which
+   * byte of the log it starts.
+   */
   logs(
     id: string,
-    options: { follow?: boolean; offset?: number; signal?: AbortSignal } = {}
+    options: { follow?: boolean; offset?: number; tail?: number; signal?: AbortSignal } = {}
   ): Promise<Response> {
-    const query = `follow=${options.follow ? 1 : 0}&offset=${options.offset ?? 0}`;
+    const from =
+      options.tail !== undefined ? `tail=${options.tail}` : `offset=${options.offset ?? 0}`;
+    const query = `follow=${options.follow ? 1 : 0}&${from}`;
     return this.fetch(`jobs/${encodeURIComponent(id)}/logs?${query}`, {
       signal: options.signal
     });

@@ -148,3 +148,16 @@ export function defaultFlavor(flavors: IFlavor[]): IFlavor | null {
   const usable = flavors.filter(f => !f.unavailable);
   return usable.find(f => f.available > 0) ?? usable[0] ?? null;
 }
+
+/** A byte count for people: "512 B", "3.2 KiB", "1.5 MiB", "2 GiB". */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  const shown = unit === 0 || value >= 10 ? Math.round(value).toString() : value.toFixed(1);
+  return `${shown.replace(/\.0$/, '')} ${units[unit]}`;
+}

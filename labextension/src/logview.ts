@@ -3,7 +3,9 @@
  *
  * The server streams the log (`?follow=1`) and closes the stream when the job
  * is over; if the stream breaks earlier (a proxy timeout), the viewer picks up
- * again from the last byte it has.
+ * again from the last byte it has. A long log is read from its end (the last
+ * {@link LOG_TAIL} bytes), and the tab keeps at most {@link LOG_KEPT} characters,
+ * dropping the oldest, so a flood cannot exhaust the browser.
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
@@ -12,6 +14,12 @@ import { type NbjobsAPI, NbjobsError } from './api';
 import { listIcon } from '@jupyterlab/ui-components';
 import type { Translate } from './translate';
 import type { IJob } from './types';
+import { formatBytes } from './format';
+
+/** How much of a log the tab first asks for: its last 1 MiB. */
+export const LOG_TAIL = 1024 * 1024;
+/** How much text the tab holds at most; older text is dropped. */
+export const LOG_KEPT = 4 * 1024 * 1024;
 
 /** The log text and a status line. */
 export class LogView extends Widget {
@@ -29,7 +37,10 @@ export class LogView extends Widget {
     this._text.className = 'nbjobs-LogView-text';
     this._text.tabIndex = 0; // scrollable with the keyboard
     this._text.setAttribute('aria-label', trans('Log of job %1', job.name));
-    this.node.append(this._status, this._text);
+    this._notice = document.createElement('div');
+    this._notice.className = 'nbjobs-LogView-notice';
+    this._notice.hidden = true;
+    this.node.append(this._status, this._notice, this._text);
     void this._follow();
   }
 
@@ -45,11 +56,26 @@ export class LogView extends Widget {
     while (!this.isDisposed) {
       this._setStatus(trans('Following the log…'));
       try {
+        const first = this._offset === null;
         const response = await this.api.logs(this.job.id, {
           follow: true,
-          offset: this._offset,
+          ...(first ? { tail: LOG_TAIL } : { offset: this._offset ?? 0 }),
           signal: this._abort.signal
         });
+        const start = Number(response.headers.get('X-Log-Offset') ?? '0') || 0;
+        if (first) {
+          this._offset = start;
+          this._skipped = start > 0;
+          if (start > 0) {
+            this._note(
+              trans(
+                'The first %1 of the log are not shown; `nbjobs logs %2` prints it whole.',
+                formatBytes(start),
+                this.job.id
+              )
+            );
+          }
+        }
         const reader = response.body?.getReader();
         if (!reader) {
           this._append(decoder.decode(new Uint8Array(await response.arrayBuffer())));
@@ -60,7 +86,7 @@ export class LogView extends Widget {
           if (done) {
             break;
           }
-          this._offset += value.byteLength;
+          this._offset = (this._offset ?? 0) + value.byteLength;
           failures = 0;
           this._append(decoder.decode(value, { stream: true }));
         }
@@ -82,7 +108,11 @@ export class LogView extends Widget {
       }
     }
     if (!this.isDisposed) {
-      this._setStatus(trans('The job has ended; this is its whole log.'));
+      this._setStatus(
+        this._trimmed || this._skipped
+          ? trans('The job has ended; this is the end of its log.')
+          : trans('The job has ended; this is its whole log.')
+      );
       this.node.dataset.ended = 'true';
     }
   }
@@ -92,9 +122,31 @@ export class LogView extends Widget {
     // Stay at the bottom only if the reader was there: scrolling up stops following.
     const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
     pre.append(document.createTextNode(text));
+    this._kept += text.length;
+    // Past the limit, the oldest text goes (whole pieces, then part of one).
+    while (this._kept > LOG_KEPT && pre.firstChild) {
+      const oldest = pre.firstChild as Text;
+      const excess = this._kept - LOG_KEPT;
+      if (oldest.data.length <= excess) {
+        this._kept -= oldest.data.length;
+        oldest.remove();
+      } else {
+        oldest.data = oldest.data.slice(excess);
+        this._kept -= excess;
+      }
+      if (!this._trimmed) {
+        this._trimmed = true;
+        this._note(this.trans('Older lines are no longer shown; `nbjobs logs %1` prints it whole.', this.job.id));
+      }
+    }
     if (atBottom) {
       pre.scrollTop = pre.scrollHeight;
     }
+  }
+
+  private _note(text: string): void {
+    this._notice.textContent = text;
+    this._notice.hidden = false;
   }
 
   private _setStatus(text: string): void {
@@ -102,7 +154,13 @@ export class LogView extends Widget {
   }
 
   private _abort = new AbortController();
-  private _offset = 0;
+  /** the next byte of the log to ask for; null until the first answer says */
+  private _offset: number | null = null;
+  private _kept = 0;
+  private _trimmed = false;
+  /** the first answer started past the log's beginning (its tail) */
+  private _skipped = false;
+  private _notice: HTMLDivElement;
   private _status: HTMLDivElement;
   private _text: HTMLPreElement;
 }

@@ -5,6 +5,7 @@ import {
   elapsedSeconds,
   flavorAvailability,
   flavorResources,
+  formatBytes,
   formatDuration,
   joinFacts,
   progressFraction,
@@ -221,5 +222,16 @@ describe('flavors', () => {
     expect(defaultFlavor([broken, busy, free])?.name).toBe('free');
     expect(defaultFlavor([broken, busy])?.name).toBe('busy');
     expect(defaultFlavor([broken])).toBeNull();
+  });
+});
+
+describe('formatBytes', () => {
+  it('says sizes the way people read them', () => {
+    expect(formatBytes(512)).toBe('512 B');
+    expect(formatBytes(1024)).toBe('1 KiB');
+    expect(formatBytes(1536)).toBe('1.5 KiB');
+    expect(formatBytes(3 * 1024 * 1024)).toBe('3 MiB');
+    expect(formatBytes(150 * 1024 * 1024)).toBe('150 MiB');
+    expect(formatBytes(5 * 1024 ** 4)).toBe('5 TiB');
   });
 });

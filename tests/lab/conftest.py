@@ -135,6 +135,10 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
         ),
         home / "ticks.ipynb",
     )
+    nbformat.write(
+        notebook("for i in range(60_000):\n    print(f'chatty line {i:05d}', 'x' * 10)"),
+        home / "chatty.ipynb",
+    )
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.pop("JUPYTERHUB_API_TOKEN", None)

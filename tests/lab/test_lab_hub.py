@@ -290,6 +290,29 @@ def test_the_log_viewer_follows_a_running_job(lab: Page):
     shot(lab, "06-log-viewer-ended")
 
 
+def test_a_long_log_opens_at_its_end_and_says_what_is_not_shown(lab: Page):
+    """2 MB of log: the tab asks for the last 1 MiB, not all of it, and says so."""
+    job = submit_by_api(lab, "chatty.ipynb", "cpu", "chatty")
+    wait_for(lab, job["id"], "succeeded")
+    row = job_row(lab, "chatty")
+    expect(row.locator(".nbjobs-Job-state")).to_have_text("Succeeded", timeout=JOB_TIMEOUT)
+
+    row.locator("button[aria-label='View log']").click()
+
+    log = lab.locator(".nbjobs-LogView:visible")
+    text, notice = log.locator(".nbjobs-LogView-text"), log.locator(".nbjobs-LogView-notice")
+    expect(text).to_contain_text("chatty line 59999", timeout=JOB_TIMEOUT)
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("of the log are not shown")
+    expect(notice).to_contain_text(f"nbjobs logs {job['id']}")
+    expect(log.locator(".nbjobs-LogView-status")).to_have_text(
+        "The job has ended; this is the end of its log.", timeout=JOB_TIMEOUT
+    )
+    assert "chatty line 00000" not in text.inner_text()
+    assert len(text.inner_text().encode()) <= 1024 * 1024
+    shot(lab, "07-log-viewer-tail")
+
+
 def test_cancel_a_running_job(lab: Page):
     slow = open_notebook(lab, "slow.ipynb")
     submit(lab, slow, "slow to cancel", seconds="30")
