@@ -392,6 +392,8 @@ class NotebookJob:
         whole = max(2048, self.output_limits.cell)
         half = max(1024, self.output_limits.cell // 5)
         code = KERNEL_WRITE_CAP.replace("WHOLE", str(whole)).replace("HALF", str(half))
+        if client.kc is None:
+            return
         with contextlib.suppress(Exception):  # a kernel that refuses still runs the cells
             msg_id = client.kc.execute(code, silent=True, store_history=False)
             await client.async_wait_for_reply(msg_id)
