@@ -192,6 +192,13 @@ class FakeApiServer:
         self._log_cuts = 0
         #: seconds a pod of a Background-deleted Job takes to terminate (its grace)
         self.pod_termination_delay = 0.05
+        #: seconds every create takes before it is stored and answered (a validating
+        #: admission webhook, a busy API server); creates in flight overlap, as on a real
+        #: server
+        self.create_delay = 0.0
+        #: creates being answered now, and the most seen at once
+        self.creates_in_flight = 0
+        self.most_creates_in_flight = 0
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -647,7 +654,15 @@ class FakeApiServer:
         if method == "GET" and name is not None:
             return web.json_response(self._must(resource, namespace, name))
         if method == "POST" and name is None and namespace is not None:
-            return self._create(resource, namespace, await request.json())
+            body = await request.json()
+            self.creates_in_flight += 1
+            self.most_creates_in_flight = max(self.most_creates_in_flight, self.creates_in_flight)
+            try:
+                if self.create_delay:
+                    await asyncio.sleep(self.create_delay)  # the admission webhooks
+                return self._create(resource, namespace, body)
+            finally:
+                self.creates_in_flight -= 1
         if method == "DELETE" and name is not None:
             body = {}
             if request.can_read_body:
