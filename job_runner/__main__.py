@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 from .errors import BadInput, ExitCode  # noqa: E402
-from .execute import run_notebook, status_file_conflict  # noqa: E402
+from .execute import run_notebook, same_file, status_file_conflict  # noqa: E402
+from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
 from .status import RunStatus, utc_now, write_status  # noqa: E402
@@ -78,6 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--status-file", metavar="FILE", help="JSON progress file, replaced atomically"
     )
     parser.add_argument("--cwd", metavar="DIR", help="working folder (default: the notebook's)")
+    parser.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="also append the log (stdout and stderr) to FILE, e.g. the job's folder on "
+        "shared storage",
+    )
+    parser.add_argument(
+        "--log-file-mode",
+        type=_mode,
+        default=0o600,
+        metavar="OCTAL",
+        help="permissions of a --log-file the runner makes (default 600)",
+    )
     defaults = OutputLimits()
     for flag, default, what in [
         ("--max-cell-output", defaults.cell, "output kept per cell in OUTPUT"),
@@ -110,9 +125,53 @@ def _size(text: str) -> int:
     return value
 
 
+def _mode(text: str) -> int:
+    """File permissions from the command line, in octal: ``600``, ``0640``."""
+    try:
+        value = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an octal mode like 600") from None
+    if not 0 <= value <= 0o777:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file mode (000 to 777)")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code."""
     args = build_parser().parse_args(argv)
+    if args.log_file is not None:
+        conflict = log_file_conflict(args)
+        if conflict is not None:
+            print(f"nbjobs-runner: error: {conflict}", file=sys.stderr)
+            _record_bad_input(args, conflict)
+            return int(ExitCode.BAD_INPUT)
+    # the log file may hold a little more than the cell output: the runner's own lines
+    limit = args.max_log_output + MiB
+    with teed_to(args.log_file, mode=args.log_file_mode, limit=limit):
+        try:
+            return _run(args)
+        except Exception:
+            # a runner bug: its traceback belongs in the job's log, wherever that is
+            traceback.print_exc()
+            return int(ExitCode.FAILED)
+
+
+def log_file_conflict(args: argparse.Namespace) -> str | None:
+    """Why ``--log-file`` must not be appended to (it is INPUT, OUTPUT or the status
+    file, maybe through a link), or None when it may."""
+    others = [("INPUT", args.input), ("OUTPUT", args.output)]
+    if args.status_file:
+        others.append(("--status-file", args.status_file))
+    for what, path in others:
+        if same_file(Path(path).absolute(), Path(args.log_file).absolute()):
+            return (
+                f"--log-file {Path(args.log_file).absolute()} is the {what} file; the log "
+                "would be appended to it: choose another path for the log"
+            )
+    return None
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         parameters: dict[str, Any] = {}
         if args.parameters:

@@ -224,7 +224,7 @@ class NotebookJob:
 
         job.nb, job.repairs = read_notebook(job.input_path)
         job.warnings += [f"repaired: {r}" for r in job.repairs]
-        if _same_file(job.input_path, job.output_path):
+        if same_file(job.input_path, job.output_path):
             raise BadInput(
                 f"OUTPUT {job.output_path} is the INPUT notebook; the runner never overwrites "
                 "its input, choose another OUTPUT path"
@@ -742,12 +742,12 @@ def status_file_conflict(
     """Why ``status_path`` must not be written (it is INPUT or OUTPUT, maybe through a
     link), or ``None`` when it may."""
     status, source, output = Path(status_path), Path(input_path), Path(output_path)
-    if _same_file(source, status):
+    if same_file(source, status):
         return (
             f"--status-file {status.absolute()} is the INPUT notebook, which the runner "
             "never overwrites; choose another path for the status file"
         )
-    if _same_file(output, status):
+    if same_file(output, status):
         return (
             f"--status-file {status.absolute()} is the OUTPUT notebook; the status would "
             "replace the executed notebook: choose another path for the status file"
@@ -781,7 +781,8 @@ def _strip_previous_run(nb: NotebookNode) -> None:
             cell.metadata.pop("execution", None)
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name the same file (through links too)."""
     try:
         return a.resolve() == b.resolve() or (b.exists() and os.path.samefile(a, b))
     except OSError:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from nbjobs.job_runner import ExitCode, read_status
@@ -29,26 +27,6 @@ with open({path!r}, "wb", buffering=0) as f:
             pass
 print("the disk is full")
 """
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB file system of its own, mounted for the test."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    folder = tmp_path / "small-disk"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
 def test_a_full_output_disk_ends_the_job_with_what_to_do(make_notebook, tmp_path, small_disk):
