@@ -230,8 +230,13 @@ def parse_size(value: Any) -> int:
 Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str)]
 
 
+#: the least output the runner keeps (its ``--max-*-output`` options refuse less)
+MIN_OUTPUT_LIMIT = 1024
+
+
 class LimitsConfig(_Model):
-    """How much one request may send: what keeps one caller from sinking the service."""
+    """How much one request may send, and how much output a job keeps: what keeps one
+    caller, or one notebook, from sinking the service."""
 
     #: the largest request body the job service reads (413 beyond it)
     request_body: Size = 1024**2
@@ -239,6 +244,32 @@ class LimitsConfig(_Model):
     notebook: Size = 100 * 1024**2
     #: the largest set of parameters, as JSON (400 at submit beyond it)
     parameters: Size = 64 * 1024
+    #: output a job's notebook keeps per code cell, in characters (about bytes); past it
+    #: the start and end of what the cell printed and a note (the runner's
+    #: ``--max-cell-output``)
+    cell_output: Size = 2 * 1024**2
+    #: output a job's notebook keeps for all cells together (``--max-output``)
+    notebook_output: Size = 16 * 1024**2
+    #: cell output a job's log gets (``--max-log-output``); the rest is counted
+    log_output: Size = 32 * 1024**2
+
+    @field_validator("cell_output", "notebook_output", "log_output")
+    @classmethod
+    def _at_least_the_runners_least(cls, value: int) -> int:
+        if value < MIN_OUTPUT_LIMIT:
+            raise ValueError(
+                f"{value} bytes is too little output to keep; give at least 1KiB "
+                "(e.g. 512KiB, 2MiB)"
+            )
+        return value
+
+    def runner_args(self) -> list[str]:
+        """These limits as the runner's options (``--max-cell-output`` ...), in characters."""
+        return [
+            *("--max-cell-output", str(self.cell_output)),
+            *("--max-output", str(self.notebook_output)),
+            *("--max-log-output", str(self.log_output)),
+        ]
 
 
 class KueueConfig(_Model):

@@ -299,6 +299,9 @@ class LocalBackend(Backend):
             command += ["--parameters", str(spec.parameters_file)]
         if spec.time_limit:
             command += ["--timeout", f"{spec.time_limit:g}"]
+        # nbjobs.yaml's limits; the runner's stdout and stderr are the job's log file
+        # already (no --log-file: one writer)
+        command += self.nbjobs.limits.runner_args()
         return command + list(self.runner_args)
 
     def job_account(self, user: str) -> pwd.struct_passwd | None:

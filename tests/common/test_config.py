@@ -75,6 +75,13 @@ def test_the_published_schema_is_generated_from_the_loader():
             "profiles:\n  - slug: a\n    profile_options: {}\n",
             "profile_options is not supported in nbjobs; list each choice as a profile",
         ),
+        (
+            "limits:\n  cell_output: 100\n",
+            "line 2: limits.cell_output: 100 bytes is too little output to keep; give at least "
+            "1KiB (e.g. 512KiB, 2MiB)",
+        ),
+        ("limits:\n  log_output: lots\n", "line 2: limits.log_output: 'lots' is not a size"),
+        ("limits:\n  notebook_output: 0\n", "limits.notebook_output: a size must be at least"),
     ],
 )
 def test_bad_files_name_the_line_and_the_reason(text, expected):
@@ -175,3 +182,21 @@ profiles:
     assert science.kubespawner_override.cpu_limit == 8
     assert science.kubespawner_override.mem_limit == "32Gi"
     assert config.profiles[0].default
+
+
+def test_output_limits_default_to_the_runners_and_become_its_options():
+    from nbjobs.job_runner.output_limits import OutputLimits
+
+    runner = OutputLimits()
+    limits = parse_config("").limits
+    assert (limits.cell_output, limits.notebook_output, limits.log_output) == (
+        runner.cell,
+        runner.notebook,
+        runner.log,
+    )
+    limits = parse_config("limits: {cell_output: 512KiB, notebook_output: 8MB}").limits
+    assert limits.runner_args() == [
+        *("--max-cell-output", "524288"),
+        *("--max-output", "8000000"),
+        *("--max-log-output", str(32 * 1024**2)),
+    ]
