@@ -30,8 +30,9 @@ It behaves like the real one where nbjobs' backend depends on it:
   ``500`` after storing the object (etcd timed out, the write went through), or
   ``429`` / ``503`` without storing it.
 
-Nothing runs: the test plays the Job controller and the kubelet with the
-helper methods (:meth:`FakeApiServer.start_pod`, :meth:`FakeApiServer.finish_pod`, ...).
+Nothing runs: the test plays the Job controller, the TTL controller
+(:meth:`FakeApiServer.expire_ttl`) and the kubelet with the helper methods
+(:meth:`FakeApiServer.start_pod`, :meth:`FakeApiServer.finish_pod`, ...).
 Every request is recorded as an RBAC (verb, group, resource) in ``requests``.
 """
 
@@ -566,6 +567,31 @@ class FakeApiServer:
                 if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
                     self._terminate_pod(pod)
         return self.put("jobs", job)
+
+    def expire_ttl(self, job_name: str, namespace: str) -> None:
+        """The TTL-after-finished controller deletes a finished Job whose
+        ``ttlSecondsAfterFinished`` has passed, whether or not anyone watches: with
+        foreground propagation, as the real controller does, so its pods go first (each a
+        ``DELETED`` event) and the Job after them. Its pods' logs go with them."""
+        job = self.objects[("jobs", namespace, job_name)]
+        if job["spec"].get("ttlSecondsAfterFinished") is None:
+            raise AssertionError(f"Job {job_name} has no ttlSecondsAfterFinished")
+        finished = [
+            c
+            for c in (job.get("status") or {}).get("conditions") or []
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        ]
+        if not finished:
+            raise AssertionError(f"Job {job_name} has not finished; the TTL starts at its end")
+        job = copy.deepcopy(job)
+        job["metadata"]["deletionTimestamp"] = now()
+        job["metadata"]["finalizers"] = ["foregroundDeletion"]
+        self.put("jobs", job)
+        for pod in self.pods_of(job_name, namespace):
+            self.remove("pods", namespace, pod["metadata"]["name"])
+            self.logs.pop((namespace, pod["metadata"]["name"]), None)
+        if ("jobs", namespace, job_name) in self.objects:  # no pod left to finish it
+            self.remove("jobs", namespace, job_name)
 
     def admit(self, job_name: str, namespace: str) -> Obj:
         """Kueue admits a suspended Job: it sets ``suspend: false``."""

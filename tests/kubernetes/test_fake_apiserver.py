@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import aiohttp
+import pytest
 
 from .conftest import NAMESPACE
 from .fake_apiserver import FakeApiServer
@@ -118,3 +119,64 @@ async def test_a_watch_sees_only_what_its_selector_selects_and_objects_leaving_i
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == expected
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in replay] == expected
     assert [j["metadata"]["name"] for j in listed["items"]] == ["cpu"]
+
+
+async def test_creates_take_the_create_delay_each_and_overlap(fake: FakeApiServer):
+    """As on a real server behind an admission webhook: each create waits, none waits
+    for another."""
+    fake.create_delay = 0.3
+    loop = asyncio.get_running_loop()
+
+    async with aiohttp.ClientSession(fake.url) as session:
+
+        async def create(name: str) -> tuple[int, float]:
+            began = loop.time()
+            async with session.post(JOBS, json=job(name)) as response:
+                return response.status, loop.time() - began
+
+        began = loop.time()
+        answers = await asyncio.gather(*(create(f"j{i}") for i in range(4)))
+        took = loop.time() - began
+
+    assert [status for status, _ in answers] == [201] * 4
+    assert all(seconds >= 0.3 for _, seconds in answers)  # each one waited
+    assert took < 0.3 * 2  # together, not one after another (1.2 s)
+    assert fake.most_creates_in_flight == 4
+    assert fake.creates_in_flight == 0
+    assert len(fake.list("jobs", NAMESPACE)) == 4
+
+
+async def test_the_ttl_controller_deletes_a_finished_job_pods_first_whoever_watches(
+    fake: FakeApiServer,
+):
+    async with aiohttp.ClientSession(fake.url) as session:
+        created = job("done")
+        created["spec"]["ttlSecondsAfterFinished"] = 60
+        await session.post(JOBS, json=created)
+        pod = fake.start_pod("done", NAMESPACE, node="n")["metadata"]["name"]
+        fake.run_pod(pod, NAMESPACE)
+        fake.append_log(pod, NAMESPACE, "a line\n")
+        since = str(fake.resource_version)
+        with pytest.raises(AssertionError, match="has not finished"):
+            fake.expire_ttl("done", NAMESPACE)  # the TTL starts when the Job ends
+        fake.finish_pod(pod, NAMESPACE, exit_code=0)
+        fake.expire_ttl("done", NAMESPACE)
+        pods = await events(
+            session,
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            {"resourceVersion": since, "timeoutSeconds": "2"},
+            2,
+        )
+        # the Complete condition, the deletion's mark, the deletion
+        jobs = await events(session, JOBS, {"resourceVersion": since, "timeoutSeconds": "2"}, 3)
+        log = await session.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}/log")
+    assert fake.get("jobs", NAMESPACE, "done") is None
+    assert fake.pods_of("done", NAMESPACE) == []
+    assert [e["type"] for e in pods] == ["MODIFIED", "DELETED"]  # finished, then deleted
+    # foreground deletion: the Job is marked first and goes once its pod is gone
+    assert [e["type"] for e in jobs] == ["MODIFIED", "MODIFIED", "DELETED"]
+    assert jobs[1]["object"]["metadata"]["deletionTimestamp"]
+    assert int(jobs[2]["object"]["metadata"]["resourceVersion"]) > int(
+        pods[1]["object"]["metadata"]["resourceVersion"]
+    )
+    assert log.status == 404  # the log went with the pod
