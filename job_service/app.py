@@ -86,6 +86,28 @@ class JobServiceApp(Application):
         ``c.JobServiceApp.lease_seconds = 30``
         """,
     ).tag(config=True)
+    concurrent_starts = Integer(
+        8,
+        min=1,
+        help="""Jobs the dispatcher starts at once at most.
+
+        Each start is one backend call (a Kubernetes Job create, which admission
+        webhooks may hold for a second or more); they overlap up to this many, so
+        fifty jobs with one-second creates start in about seven seconds, not fifty.
+        ``c.JobServiceApp.concurrent_starts = 16``
+        """,
+    ).tag(config=True)
+    database_threads = Integer(
+        4,
+        min=1,
+        help="""Threads that do the service's database work, off the event loop.
+
+        The API keeps answering while a query or a commit waits (on SQLite, on
+        another writer; on PostgreSQL, on the network). More threads serve more
+        requests at once against a PostgreSQL server; SQLite writes one at a time
+        whatever this is. ``c.JobServiceApp.database_threads = 8``
+        """,
+    ).tag(config=True)
     time_limit_grace = Float(
         60.0,
         min=0,
@@ -142,6 +164,8 @@ class JobServiceApp(Application):
             classes=classes,
             time_limit_grace=self.time_limit_grace,
             lease=DispatcherLease(sessions, seconds=self.lease_seconds, log=self.log),
+            concurrent_starts=self.concurrent_starts,
+            database_threads=self.database_threads,
         )
 
     def make_auth(self) -> Authenticator:

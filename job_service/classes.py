@@ -31,7 +31,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from nbjobs.config import NbjobsConfig
 from nbjobs.models import ClassInfo, CreateClass, RosterProblem
 
-from .service import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
+from .errors import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
 
 #: the key of a class's settings in its JupyterHub group's properties
 PROPERTY = "nbjobs_class"

@@ -83,6 +83,9 @@ class JobRecord(Base):
     gpus: Mapped[list[str]] = mapped_column(JSON, default=list)
     #: the backend's handle (a pid, a Kubernetes Job name)
     backend_ref: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: the dispatcher's token while it starts the job (queued -> starting): only the
+    #: start that claimed the job records what the backend made
+    claim: Mapped[str | None] = mapped_column(String(32), nullable=True)
     waiting_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

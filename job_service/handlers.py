@@ -21,7 +21,8 @@ from tornado.log import app_log
 from nbjobs.models import CreateClass, RosterChange, SubmitRequest, UpdateRequest
 
 from .auth import Authenticator, bearer_token
-from .service import Caller, JobService, ServiceError
+from .errors import Caller, ServiceError
+from .service import JobService
 
 Body = TypeVar("Body", bound=BaseModel)
 #: how much of a log one read takes (and a reader of the log costs the service)
@@ -288,8 +289,9 @@ class APIHandler(web.RequestHandler):
         return number
 
     async def _call_sync(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        """``func`` (the service's database work) on the service's database threads."""
         try:
-            return func(*args, **kwargs)
+            return await self.service.in_db(func, *args, **kwargs)
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
 
@@ -309,7 +311,7 @@ class HealthHandler(APIHandler):
 
 class FlavorsHandler(APIHandler):
     async def get(self) -> None:
-        self.send(self.service.flavors_for(self.caller))
+        self.send(await self.service.flavors(self.caller))
 
 
 class JobsHandler(APIHandler):
@@ -398,7 +400,7 @@ class LogsHandler(APIHandler):
         else:
             tail = None
         offset = self.int_arg("offset", 0, minimum=0)
-        log = self._open(job_id)
+        log = await self._open(job_id)
         try:
             if tail is not None and log is not None:
                 offset = max(0, os.fstat(log).st_size - tail)
@@ -412,14 +414,14 @@ class LogsHandler(APIHandler):
                 end = None if follow else os.fstat(log).st_size
                 offset = await self._send(log, offset, end)
             while follow:
-                done = self.service.is_final(job_id)
+                done = await self.service.in_db(self.service.is_final, job_id)
                 # Opened again each time: a queued job's log appears when it starts,
                 # and a re-queued job's log starts again.
                 if log is not None:
                     os.close(log)
                     log = None
                 try:
-                    log = self._open(job_id)
+                    log = await self._open(job_id)
                 except web.HTTPError:
                     break  # its files were changed while it ran: the 200 is sent already
                 if log is not None:
@@ -435,9 +437,9 @@ class LogsHandler(APIHandler):
             if log is not None:
                 os.close(log)
 
-    def _open(self, job_id: str) -> int | None:
+    async def _open(self, job_id: str) -> int | None:
         try:
-            return self.service.open_log(self.caller, job_id)
+            return await self.service.in_db(self.service.open_log, self.caller, job_id)
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
 
@@ -551,7 +553,7 @@ def _http_error(exc: ServiceError) -> web.HTTPError:
 
 class UsageHandler(APIHandler):
     async def get(self) -> None:
-        self.send(self.service.usage(self.caller))
+        self.send(await self._call_sync(self.service.usage, self.caller))
 
 
 class NotFoundHandler(APIHandler):

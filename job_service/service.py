@@ -10,30 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import heapq
-import json
+import functools
 import logging
 import os
+import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-from nbjobs.job_runner import (
-    STATE_FOR_EXIT_CODE,
-    BadInput,
-    ExitCode,
-    RunStatus,
-    StatusFileError,
-    parse_notebook,
-    parse_status,
-)
+from nbjobs.job_runner import BadInput, StatusFileError, parse_notebook
 from pydantic import ValidationError
-from sqlalchemy import Text, cast, event, func, select, update
-from sqlalchemy import inspect as sa_inspect
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from nbjobs.config import Flavor, NbjobsConfig, Quota
@@ -59,86 +50,58 @@ from nbjobs.storage import (
     open_file_at,
     opened_job_dir,
     output_path_for,
-    read_file_at,
     read_notebook,
     relative_to_user,
     remove_job_dir,
     user_folder,
 )
 
-from .backends import Backend, LaunchSpec, Outcome
+from .backends import Backend
+from .classes import ClassRegistry
 from .db import JobRecord
+from .dispatch import Dispatcher, too_big_for_quota
+from .errors import (
+    Caller,
+    Conflict,
+    DamagedRecord,
+    Forbidden,
+    InsufficientStorage,
+    Invalid,
+    NotFound,
+    OverQuota,
+    ServiceError,
+    StorageFailed,
+    TooLarge,
+    first_problem,
+)
+from .follow import Follower, read_status
 from .lease import DispatcherLease
+from .queue import QueuePositions, in_queue_order, queue_order
 
-if TYPE_CHECKING:
-    from .classes import ClassRegistry
+__all__ = [  # what other modules import from here (the errors live in .errors)
+    "Caller",
+    "Conflict",
+    "DamagedRecord",
+    "Forbidden",
+    "InsufficientStorage",
+    "Invalid",
+    "JobService",
+    "NotFound",
+    "OverQuota",
+    "ServiceError",
+    "StorageFailed",
+    "TooLarge",
+    "in_queue_order",
+    "queue_order",
+]
+
+T = TypeVar("T")
 
 PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is asking: a user name, their groups, whether they administer nbjobs."""
-
-    name: str
-    groups: frozenset[str] = field(default_factory=frozenset)
-    admin: bool = False
-    #: False when the hub requires custom:nbjobs:submit and this caller lacks it
-    may_submit: bool = True
-    #: may provision classes (custom:nbjobs:teach, or nbjobs.yaml's teachers)
-    teacher: bool = False
-
-
-class ServiceError(Exception):
-    """A request the service refuses; ``status`` is the HTTP status, the text says what to do."""
-
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class Invalid(ServiceError):
-    status = 400
-
-
-class Forbidden(ServiceError):
-    status = 403
-
-
-class NotFound(ServiceError):
-    status = 404
-
-
-class Conflict(ServiceError):
-    status = 409
-
-
-class TooLarge(ServiceError):
-    status = 413
-
-
-class OverQuota(ServiceError):
-    status = 429
-
-
-class InsufficientStorage(ServiceError):
-    status = 507
-
-
-class StorageFailed(ServiceError):
-    """Writing in the user's folder failed for a reason the user cannot fix (EIO)."""
-
-    status = 500
-
-
-#: a status file bigger than this is not the runner's (it writes a few KiB)
-STATUS_FILE_LIMIT = 8 * 1024**2
 
 
 class JobService:
@@ -154,9 +117,9 @@ class JobService:
         classes: ClassRegistry | None = None,
         time_limit_grace: float = 60.0,
         lease: DispatcherLease | None = None,
+        concurrent_starts: int = 8,
+        database_threads: int = 4,
     ) -> None:
-        from .classes import ClassRegistry
-
         self.config = config
         #: classes from nbjobs.yaml and, in a hub, teachers' groups
         self.classes = classes or ClassRegistry(config, log=log)
@@ -168,16 +131,17 @@ class JobService:
         #: seconds past a job's time limit before the service stops a runner that did not
         #: stop itself (the backstop; a backend that enforces limits itself needs none)
         self.time_limit_grace = time_limit_grace
-        self._wake = asyncio.Event()
-        #: bumped by every flush that can move the queue (see _note_queue_changes), so
-        #: the queue positions are worked out once per change, not once per page view
-        self._queue_version = 0
-        self._positions_cache: tuple[int, dict[str, int]] | None = None
-        event.listen(sessions, "after_flush", self._note_queue_changes)
-        self._followers: dict[str, asyncio.Task[None]] = {}
-        self._loop_task: asyncio.Task[None] | None = None
+        #: each queued job's place, worked out again after each change of the queue
+        self.positions = QueuePositions(sessions)
+        #: database work runs here, never on the event loop (which keeps answering)
+        self._db_threads = ThreadPoolExecutor(
+            max_workers=max(1, database_threads), thread_name_prefix="nbjobs-db"
+        )
         self._seq = 0
-        self._stopping = False
+        self._seq_lock = threading.Lock()
+        self.stopping = False
+        self.dispatcher = Dispatcher(self, concurrent_starts=concurrent_starts)
+        self.follower = Follower(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
@@ -194,57 +158,46 @@ class JobService:
         """
         await self.lease.take(wait=standby)
         self.lease.keep(self._lease_lost)
+        self._seq = await self.in_db(self._last_seq)
+        await self.dispatcher.recover()
+        self.dispatcher.run()
+
+    def _last_seq(self) -> int:
         with self.sessions() as db:
-            self._seq = db.scalar(select(func.max(JobRecord.seq))) or 0
-        await self._recover()
-        self._loop_task = asyncio.ensure_future(self._schedule_loop())
+            return db.scalar(select(func.max(JobRecord.seq))) or 0
 
     async def stop(self) -> None:
-        """Stop scheduling; running jobs go on (a restart adopts them)."""
-        self._stopping = True
-        tasks = [t for t in [self._loop_task, *self._followers.values()] if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        """Stop scheduling; running jobs go on (a restart adopts them).
+
+        Takes seconds whatever the backend is doing: starts in flight get a few
+        seconds to be recorded (one that is not is queued again at the next start),
+        the followers are dropped, and no database call is waited on for longer.
+        """
+        self.stopping = True
+        await self.dispatcher.stop()
+        await self.follower.stop()
         await self.backend.shutdown()
         await self.lease.aclose()
+        self._db_threads.shutdown(wait=False, cancel_futures=True)
 
     def _lease_lost(self) -> None:
         """Another service dispatches from this database now: stop scheduling at once."""
-        self._stopping = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
+        self.stopping = True
+        self.dispatcher.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
-    async def _recover(self) -> None:
-        with self.sessions() as db:
-            wanted = db.scalars(
-                select(JobRecord.id).where(
-                    JobRecord.state.in_([JobState.QUEUED.value, *(s.value for s in ACTIVE_STATES)])
-                )
-            ).all()
-        # The backend catches up with what runs (and stops what no job wants) first.
-        await self.backend.reconcile(set(wanted))
-        with self.sessions() as db:
-            active = db.scalars(
-                select(JobRecord).where(JobRecord.state.in_([s.value for s in ACTIVE_STATES]))
-            ).all()
-            for record in active:
-                flavor = self.config.flavor(record.flavor)
-                if (
-                    record.backend_ref
-                    and flavor is not None
-                    and self.backend.adopt(record.backend_ref, record.gpus, flavor)
-                ):
-                    self.log.info("job %s: adopted after restart", record.id)
-                    self._follow(record.id, record.backend_ref)
-                    continue
-                # Gone while we were away: the status file says how it ended, if it did.
-                self._finish(db, record, exit_code=None, note=None, lost=True)
-            db.commit()
+    async def in_db(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``func`` (database work) on the service's database threads and return
+        what it returns: the event loop meanwhile answers other requests."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._db_threads, functools.partial(func, *args, **kwargs)
+        )
+
+    async def schedule(self) -> None:
+        """One pass of the dispatcher over the queue (see :class:`~.dispatch.Dispatcher`)."""
+        await self.dispatcher.schedule()
 
     # -- what a caller may use ---------------------------------------------------
 
@@ -307,14 +260,24 @@ class JobService:
             period=budget.period,
         )
 
-    def flavors_for(self, caller: Caller) -> list[FlavorInfo]:
-        """Flavors the caller may use, with free capacity and queue length now."""
+    async def flavors(self, caller: Caller) -> list[FlavorInfo]:
+        """Flavors the caller may use, with free capacity and queue length now (the
+        queue counted on the database threads, the capacity read on the event loop,
+        which keeps the backend's view)."""
+        return self.flavors_for(caller, await self.in_db(self._queued_per_flavor))
+
+    def _queued_per_flavor(self) -> Counter[str]:
         with self.sessions() as db:
-            queued = Counter(
+            return Counter(
                 db.scalars(
                     select(JobRecord.flavor).where(JobRecord.state == JobState.QUEUED.value)
                 ).all()
             )
+
+    def flavors_for(self, caller: Caller, queued: Counter[str] | None = None) -> list[FlavorInfo]:
+        """Flavors the caller may use, with free capacity and queue length now."""
+        if queued is None:
+            queued = self._queued_per_flavor()
         infos = []
         for f in self.config.flavors:
             if not self.may_use(caller, f):
@@ -369,8 +332,7 @@ class JobService:
             )
 
         # The cheap checks first: a refused submit costs no read of the notebook.
-        with self.sessions() as db:
-            self._check_quota_at_submit(db, caller, flavor)
+        await self.in_db(self._check_quota, caller, flavor)
         folder = self.folder_for(caller.name)
         job_id = uuid.uuid4().hex[:12]
         jobdir = job_folder(folder, job_id)
@@ -378,15 +340,26 @@ class JobService:
         # while: off the event loop, so that other callers are answered meanwhile.
         source = await asyncio.to_thread(self._snapshot, folder, request.path, jobdir)
         try:
-            self._record_submit(caller, request, flavor, folder, source, jobdir, job_id, rerun_of)
+            job = await self.in_db(
+                self._record_submit,
+                caller,
+                request,
+                flavor,
+                folder,
+                source,
+                jobdir,
+                job_id,
+                rerun_of,
+            )
         except BaseException:
             remove_job_dir(jobdir)  # no job folder without its job
             raise
-        self._wake.set()
+        self.dispatcher.wake()
+        return job
+
+    def _check_quota(self, caller: Caller, flavor: Flavor) -> None:
         with self.sessions() as db:
-            record = db.get(JobRecord, job_id)
-            assert record is not None
-            return self._to_model(db, record)
+            self._check_quota_at_submit(db, caller, flavor)
 
     def _snapshot(self, folder: Path, path: str, jobdir: Path) -> Path:
         """Read the notebook ``path`` once, check those bytes and make the job's folder
@@ -442,7 +415,7 @@ class JobService:
         jobdir: Path,
         job_id: str,
         rerun_of: str | None,
-    ) -> None:
+    ) -> Job:
         """Queue the job in the database: its quota checked again, now in the same
         transaction (other submits of the caller's may have been queued meanwhile)."""
         with self.sessions() as db:
@@ -450,10 +423,12 @@ class JobService:
             now = utcnow()
             snapshot = jobdir / "input.ipynb"
             output = output_path_for(source, job_id, now)
-            self._seq += 1
+            with self._seq_lock:  # submits are recorded on several threads at once
+                self._seq += 1
+                seq = self._seq
             record = JobRecord(
                 id=job_id,
-                seq=self._seq,
+                seq=seq,
                 user=caller.name,
                 groups=sorted(caller.groups),
                 name=(request.name or "").strip() or source.stem,
@@ -478,12 +453,13 @@ class JobService:
             self.log.info(
                 "job %s: queued by %s (%s, %s)", job_id, caller.name, record.path, flavor.name
             )
+            return self._to_model(db, record)
 
     def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         quota = self.quota_for(caller)
         if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
             # It could never start: refuse now rather than let it wait forever.
-            raise Forbidden(_too_big_for_quota(flavor, quota))
+            raise Forbidden(too_big_for_quota(flavor, quota))
         if quota.max_queued_jobs is not None:
             queued = db.scalar(
                 select(func.count())
@@ -496,14 +472,15 @@ class JobService:
                     "wait for some to start or cancel some"
                 )
         if flavor.gpus and quota.gpu_hours is not None:
-            used = self._gpu_hours(db, caller.name, quota.period)
+            used = self.gpu_hours(db, caller.name, quota.period)
             if used >= quota.gpu_hours:
                 raise OverQuota(
                     f"you have used {used:.1f} of your {quota.gpu_hours:g} GPU-hours this "
                     f"{quota.period}; use a CPU flavor or ask your admin for more"
                 )
 
-    def _gpu_hours(self, db: Session, user: str, period: str) -> float:
+    def gpu_hours(self, db: Session, user: str, period: str) -> float:
+        """GPU-hours ``user``'s jobs held in the ``period`` up to now."""
         now = utcnow()
         since = now - PERIODS[period]
         records = db.scalars(
@@ -606,7 +583,7 @@ class JobService:
             positions: dict[str, int] = {}
             if queued_here:
                 try:
-                    positions = self._queue_positions(db)
+                    positions = self.positions.get(db)
                 except (ValueError, TypeError) as exc:  # a damaged queued record
                     self.log.warning("queue positions left out of a job list: %s", exc)
             jobs = []
@@ -679,7 +656,7 @@ class JobService:
         ).all()
         running = []
         for job_id, job_dir in starting:
-            live = self._read_status(job_dir)
+            live = read_status(job_dir, self.log)
             if live is not None and live.state == JobState.RUNNING.value:
                 running.append(job_id)
         if running:
@@ -690,20 +667,6 @@ class JobService:
                 .values(state=JobState.RUNNING.value)
             )
             db.commit()
-
-    def _read_status(self, job_dir: str) -> RunStatus | None:
-        """The runner's status file in ``job_dir``; None when there is none or it cannot
-        be read. Read without following links: a status file (or a folder on the way)
-        that the user replaced with a link to someone else's file is not read."""
-        try:
-            with opened_job_dir(Path(job_dir)) as folder:
-                data = read_file_at(folder, "status.json", limit=STATUS_FILE_LIMIT)
-            return parse_status(data) if data is not None else None
-        except FilesChanged as exc:
-            self.log.warning("status file of %s not read: %s", job_dir, exc)
-        except (StatusFileError, OSError, ValueError):
-            pass
-        return None
 
     def open_log(self, caller: Caller, job_id: str) -> int | None:
         """The job's log, opened for reading (the caller closes it); None while there
@@ -777,31 +740,70 @@ class JobService:
     # -- change ------------------------------------------------------------------
 
     async def cancel(self, caller: Caller, job_id: str) -> Job:
-        """Cancel a queued job at once; ask a running one to stop (it keeps its output)."""
+        """Cancel a queued job at once; ask a running one to stop (it keeps its output).
+
+        A cancel always wins: one that arrives while the backend is starting the job
+        is seen when the start is recorded, and what was started is stopped then.
+        """
+        job, ref = await self.in_db(self._ask_cancel, caller, job_id)
+        if job is not None:
+            self.dispatcher.wake()
+            return job
+        launch = self.dispatcher.launches.get(job_id)
+        if launch is not None:
+            # being started: the dispatcher stops it as soon as the start is recorded
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(launch)
+        elif ref:
+            await self.backend.cancel(ref)
+        follower = self.follower.task_of(job_id)
+        if follower is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(follower)
+        return await self.in_db(self.get, caller, job_id)
+
+    def _ask_cancel(self, caller: Caller, job_id: str) -> tuple[Job | None, str | None]:
+        """Record the cancel: a queued job's at once (the job, returned); a started one's
+        as asked (its backend handle, if it has one yet)."""
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             state = JobState(record.state)
             if state.final:
                 raise Conflict(f"job {job_id} already ended ({state.value}); nothing to cancel")
-            if state is JobState.QUEUED:
-                record.state = JobState.CANCELLED.value
-                record.finished_at = utcnow()
-                record.message = f"cancelled by {caller.name} before it started"
-                record.waiting_reason = None
-                db.commit()
-                self._wake.set()
-                return self._to_model(db, record)
-            record.cancel_requested = 1
-            record.message = f"cancelled by {caller.name}; the output keeps the cells that ran"
-            ref = record.backend_ref
+            # Each change only if the job is still as it was read: the dispatcher may
+            # have claimed it meanwhile (then the cancel is asked of the started job).
+            cancelled = _rowcount(
+                db,
+                update(JobRecord)
+                .where(JobRecord.id == job_id, JobRecord.state == JobState.QUEUED.value)
+                .values(
+                    state=JobState.CANCELLED.value,
+                    finished_at=utcnow(),
+                    message=f"cancelled by {caller.name} before it started",
+                    waiting_reason=None,
+                ),
+            )
+            if not cancelled:
+                asked = _rowcount(
+                    db,
+                    update(JobRecord)
+                    .where(JobRecord.id == job_id, JobRecord.state.in_(_ACTIVE))
+                    .values(
+                        cancel_requested=1,
+                        message=f"cancelled by {caller.name}; the output keeps the cells that ran",
+                    ),
+                )
+                if not asked:
+                    db.rollback()
+                    raise Conflict(f"job {job_id} ended meanwhile; nothing to cancel")
+            ref = db.scalar(select(JobRecord.backend_ref).where(JobRecord.id == job_id))
             db.commit()
-        if ref:
-            await self.backend.cancel(ref)
-            follower = self._followers.get(job_id)
-            if follower is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(follower)
-        return self.get(caller, job_id)
+            if cancelled:
+                self.positions.changed()
+                db.expire_all()
+                record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+                return self._to_model(db, record), None
+            return None, ref
 
     async def rerun(self, caller: Caller, job_id: str) -> Job:
         """Queue the same notebook (its current version), flavor and parameters again."""
@@ -842,418 +844,10 @@ class JobService:
                 raise Conflict(f"job {job_id} is {record.state}; only a queued job can move")
             record.priority = request.priority
             db.commit()
-            self._wake.set()
+            self.dispatcher.wake()
             return self._to_model(db, record)
 
-    # -- the queue ---------------------------------------------------------------
-
-    async def _schedule_loop(self) -> None:
-        while not self._stopping:
-            try:
-                await self.schedule()
-            except Exception:
-                self.log.exception("scheduling failed; trying again")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=2.0)
-            self._wake.clear()
-
-    async def schedule(self) -> None:
-        """Start every queued job that capacity and quotas allow, best first.
-
-        Order: priority, then fair share (users running fewer jobs first, then
-        round-robin: the user who started a job least recently), then
-        submission. A job that does not fit now is passed over, with the
-        reason recorded, and the rest may start.
-
-        A pass costs little even with thousands queued: the queue is read as
-        plain rows, users' queues are merged through a heap (one user's jobs
-        keep their order; only the user who just started a job moves), a
-        waiting reason is worked out once per user, groups and flavor until
-        something starts, and only reasons that changed are written.
-
-        A pass starts nothing unless this service still holds the dispatcher lease
-        (renewed here when it is getting old), so two services never both start jobs.
-        """
-        if self._stopping or not self.lease.fresh():
-            return
-        with self.sessions() as db:
-            queued = db.execute(
-                select(
-                    JobRecord.id,
-                    JobRecord.user,
-                    # as the stored text: decoded once per distinct value, not per job
-                    cast(JobRecord.groups, Text).label("groups"),
-                    JobRecord.flavor,
-                    JobRecord.priority,
-                    JobRecord.seq,
-                    JobRecord.waiting_reason,
-                ).where(JobRecord.state == JobState.QUEUED.value)
-            ).all()
-            if not queued:
-                return
-            running_jobs, running_gpus, last_start = self._fair_share(db, {r.user for r in queued})
-            verdicts: dict[tuple[str, str, str], str | None] = {}
-            hours_cache: dict[tuple[str, str], float] = {}
-            reasons: dict[str, str] = {}
-            to_start: list[JobRecord] = []
-            for row in in_queue_order(queued, running_jobs, last_start):
-                verdict_key = (row.user, row.groups or "[]", row.flavor)
-                if verdict_key not in verdicts:
-                    groups = json.loads(row.groups) if row.groups else []
-                    verdicts[verdict_key] = self._why_waiting(
-                        db, row.user, groups or [], row.flavor, running_gpus, hours_cache
-                    )
-                reason = verdicts[verdict_key]
-                if reason is not None:
-                    reasons[row.id] = reason
-                elif (record := await self._start_queued(db, row.id)) is not None:
-                    to_start.append(record)
-                    if record.state == JobState.STARTING.value:
-                        running_jobs[row.user] += 1
-                        last_start[row.user] = utcnow().timestamp()
-                        running_gpus[row.user] += record.gpu_count
-                    verdicts.clear()  # capacity and this user's share changed
-            changed: dict[str, list[str]] = {}
-            for row in queued:
-                reason = reasons.get(row.id)
-                if reason is not None and reason != row.waiting_reason:
-                    changed.setdefault(reason, []).append(row.id)
-            for reason, ids in changed.items():
-                for i in range(0, len(ids), 500):
-                    db.execute(
-                        update(JobRecord)
-                        .where(
-                            JobRecord.id.in_(ids[i : i + 500]),
-                            JobRecord.state == JobState.QUEUED.value,
-                        )
-                        .values(waiting_reason=reason)
-                    )
-            db.commit()
-            for record in to_start:
-                if record.backend_ref and record.state == JobState.STARTING.value:
-                    self._follow(record.id, record.backend_ref)
-
-    async def _start_queued(self, db: Session, job_id: str) -> JobRecord | None:
-        """Hand one queued job to the backend; a job it cannot start is failed, with why."""
-        record = db.get(JobRecord, job_id)
-        if record is None or record.state != JobState.QUEUED.value:
-            return None  # cancelled while this pass ran
-        record.state = JobState.STARTING.value
-        record.waiting_reason = None
-        try:
-            await self._launch(record)
-        except Exception as exc:
-            self.log.exception("job %s: could not start", record.id)
-            record.state = JobState.FAILED.value
-            record.finished_at = utcnow()
-            record.message = f"the backend could not start the job: {exc}"
-        return record
-
-    def _fair_share(
-        self, db: Session, users: set[str] | None = None
-    ) -> tuple[Counter[str], Counter[str], dict[str, float]]:
-        """Per user (all, or ``users``): jobs running, GPUs held, when they last started one."""
-        active_query = select(JobRecord.user, JobRecord.gpu_count).where(
-            JobRecord.state.in_([s.value for s in ACTIVE_STATES])
-        )
-        last_query = select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
-        if users is not None:
-            active_query = active_query.where(JobRecord.user.in_(users))
-            last_query = last_query.where(JobRecord.user.in_(users))
-        running_jobs: Counter[str] = Counter()
-        running_gpus: Counter[str] = Counter()
-        for user, gpu_count in db.execute(active_query).all():
-            running_jobs[user] += 1
-            running_gpus[user] += gpu_count
-        # Round-robin between users: whoever started a job least recently goes first.
-        last_start = {user: when.timestamp() for user, when in db.execute(last_query).all() if when}
-        return running_jobs, running_gpus, last_start
-
-    def _why_waiting(
-        self,
-        db: Session,
-        user: str,
-        groups: list[str],
-        flavor_name: str,
-        running_gpus: Counter[str],
-        hours_cache: dict[tuple[str, str], float],
-    ) -> str | None:
-        """Why a job of ``user`` (in ``groups``) on ``flavor_name`` cannot start now, or None."""
-        flavor = self.config.flavor(flavor_name)
-        if flavor is None:
-            return f"flavor {flavor_name!r} no longer exists; cancel and resubmit"
-        caller = Caller(user, frozenset(groups))
-        quota = self.quota_for(caller)
-        if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
-            # queued before the quota shrank: it waits, and says it never fits
-            return _too_big_for_quota(flavor, quota) + "; cancel it"
-        if (
-            flavor.gpus
-            and quota.max_running_gpus is not None
-            and running_gpus[user] + flavor.gpus > quota.max_running_gpus
-        ):
-            return (
-                f"waiting for your other jobs: you may use {quota.max_running_gpus} GPU(s) at "
-                f"once and are using {running_gpus[user]}"
-            )
-        if flavor.gpus and quota.gpu_hours is not None:
-            key = (user, quota.period)
-            if key not in hours_cache:
-                hours_cache[key] = self._gpu_hours(db, user, quota.period)
-            if hours_cache[key] >= quota.gpu_hours:
-                return (
-                    f"your {quota.gpu_hours:g} GPU-hours for this {quota.period} are used up; "
-                    "it starts when the period rolls over, or cancel it"
-                )
-        if not self.backend.queues_jobs_itself and self.backend.free_for(flavor) < 1:
-            return f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
-        return None
-
-    async def _launch(self, record: JobRecord) -> None:
-        flavor = self.config.flavor(record.flavor)
-        assert flavor is not None
-        jobdir = Path(record.job_dir)
-        spec = LaunchSpec(
-            job_id=record.id,
-            user=record.user,
-            flavor=flavor,
-            snapshot_file=Path(record.snapshot_file),
-            output_file=Path(record.output_file),
-            status_file=jobdir / "status.json",
-            log_file=jobdir / "log.txt",
-            cwd=Path(record.source_file).parent,
-            parameters=record.parameters,
-            time_limit=record.time_limit,
-            attempt=record.requeues or 0,
-        )
-        launched = await self.backend.start(spec)
-        record.backend_ref = launched.ref
-        record.gpus = launched.gpus
-        record.started_at = utcnow()
-
-    def _follow(self, job_id: str, ref: str) -> None:
-        self._followers[job_id] = asyncio.ensure_future(self._follow_job(job_id, ref))
-
-    async def _follow_job(self, job_id: str, ref: str) -> None:
-        try:
-            with self.sessions() as db:
-                record = db.get(JobRecord, job_id)
-                limit = record.time_limit if record else None
-            note = None
-            try:
-                # The runner enforces the limit itself; this is the backstop.
-                grace = self.time_limit_grace
-                backstop = limit + grace if limit and not self.backend.enforces_time_limit else None
-                outcome = await asyncio.wait_for(self.backend.wait(ref), timeout=backstop)
-            except asyncio.TimeoutError:
-                await self.backend.cancel(ref)
-                outcome = await self.backend.wait(ref)
-                note = "timed_out"
-            with self.sessions() as db:
-                record = db.get(JobRecord, job_id)
-                if record is not None and self._may_requeue(record, outcome, note):
-                    self._requeue(record, outcome)
-                    db.commit()
-                elif record is not None:
-                    self._finish(
-                        db,
-                        record,
-                        outcome.exit_code,
-                        outcome.message,
-                        forced=note,
-                        backend_state=outcome.state,
-                        started_at=outcome.started_at,
-                        finished_at=outcome.finished_at,
-                    )
-                    db.commit()
-        finally:
-            self.backend.release(ref)
-            self._followers.pop(job_id, None)
-            self._wake.set()
-
-    def _may_requeue(self, record: JobRecord, outcome: Outcome, forced: str | None) -> bool:
-        """A job the cluster disrupted goes back to the queue if its flavor allows more."""
-        flavor = self.config.flavor(record.flavor)
-        return (
-            outcome.disrupted
-            and forced is None
-            and not record.cancel_requested
-            and flavor is not None
-            and (record.requeues or 0) < flavor.requeue_on_eviction
-        )
-
-    def _requeue(self, record: JobRecord, outcome: Outcome) -> None:
-        """Put a disrupted job back in the queue, in its old place; it runs from the top.
-
-        What the disrupted attempt left (its status, its log) is kept beside the job's
-        files as ``status.attempt-N.json`` and ``log.attempt-N.txt``; the GPU time it
-        held is not charged (the cluster, not the user, cut it short).
-        """
-        attempt = (record.requeues or 0) + 1
-        flavor = self.config.flavor(record.flavor)
-        allowed = flavor.requeue_on_eviction if flavor is not None else attempt
-        try:
-            with opened_job_dir(Path(record.job_dir)) as folder:
-                for name, kept in [("status.json", "status"), ("log.txt", "log")]:
-                    suffix = Path(name).suffix
-                    with contextlib.suppress(FileNotFoundError):
-                        # renamed in the job's folder itself: a link there is moved, not
-                        # followed
-                        os.replace(
-                            name,
-                            f"{kept}.attempt-{attempt}{suffix}",
-                            src_dir_fd=folder,
-                            dst_dir_fd=folder,
-                        )
-        except OSError as exc:  # the folder is gone or was changed: keep nothing
-            self.log.warning("job %s: the last attempt's files not kept: %s", record.id, exc)
-        why = (outcome.message or "the cluster stopped it").removesuffix("; re-run it")
-        record.requeues = attempt
-        record.state = JobState.QUEUED.value
-        record.backend_ref = None
-        record.gpus = []
-        record.started_at = None
-        record.cells_done = record.cells_total = 0
-        record.current_cell = None
-        record.exit_code = None
-        record.message = (
-            f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
-            f"the top (the log so far is kept as log.attempt-{attempt}.txt)"
-        )
-        self.log.warning("job %s: %s", record.id, record.message)
-
-    def _finish(
-        self,
-        db: Session,
-        record: JobRecord,
-        exit_code: int | None,
-        note: str | None,
-        *,
-        lost: bool = False,
-        forced: str | None = None,
-        backend_state: str | None = None,
-        started_at: datetime | None = None,
-        finished_at: datetime | None = None,
-    ) -> None:
-        """Record how a job ended, from the runner's status file and the exit code.
-
-        ``backend_state`` (with ``note`` saying why) is the backend's word on a job the
-        cluster ended (its deadline, out of memory, eviction): it wins over the runner's.
-        """
-        if record.backend_ref:
-            seen = self.backend.seen(record.backend_ref)
-            if seen is not None and seen.node:
-                record.node = seen.node
-        # who asked for the cancel (set by cancel()); the runner only knows the signal
-        cancelled_by = record.message if record.cancel_requested else None
-        status = self._read_status(record.job_dir)
-        final_status = status is not None and status.exit_code is not None
-        if status is not None:
-            record.cells_done, record.cells_total = status.cells_done, status.cells_total
-            record.current_cell = status.current_cell
-        if final_status:
-            assert status is not None
-            record.exit_code = status.exit_code
-            state = status.state
-            record.message = status.message
-            if status.error is not None:
-                record.error = {
-                    "cell_index": status.error.cell_index,
-                    "ename": status.error.ename,
-                    "evalue": status.error.evalue,
-                }
-        elif exit_code is not None and exit_code >= 0 and exit_code in {e.value for e in ExitCode}:
-            record.exit_code = exit_code
-            state = STATE_FOR_EXIT_CODE[ExitCode(exit_code)]
-            record.message = note
-        else:
-            record.exit_code = exit_code
-            state = JobState.FAILED.value
-            if lost:
-                record.message = (
-                    "the job's process was gone when the job service restarted; re-run it"
-                )
-            else:
-                record.message = note or "the runner ended without reporting; see the log"
-        if record.cancel_requested and state in (JobState.CANCELLED.value, JobState.FAILED.value):
-            state = JobState.CANCELLED.value
-            record.message = cancelled_by or record.message or "cancelled"
-        if forced == "timed_out":
-            state = JobState.TIMED_OUT.value
-            record.message = (
-                f"stopped by the job service after its time limit ({record.time_limit:g} s)"
-            )
-        elif backend_state is not None:
-            # The backend knows better than the runner (the cluster's deadline, out of memory).
-            state = backend_state
-            record.message = note or record.message
-        record.state = state
-        # The backend's own record of the times (a cluster's) wins over when this service
-        # noticed: GPU-hours are charged for what ran, not for a restart's downtime.
-        if started_at is not None and (finished_at is None or started_at <= finished_at):
-            record.started_at = started_at
-        record.finished_at = finished_at or utcnow()
-        self.log.info(
-            "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
-        )
-
     # -- views -------------------------------------------------------------------
-
-    def _note_queue_changes(self, session: Session, _context: Any) -> None:
-        """After a flush: did it add or remove a job, or change what orders the queue?
-
-        The positions depend on the queued jobs (user, priority, order) and on each
-        user's running jobs and latest start, so a new or deleted job, or a change of
-        state, priority or start time, moves them. (Bulk UPDATEs bypass this hook:
-        the service's only ones set waiting reasons and starting -> running, which
-        move nothing.)
-        """
-        for obj in (*session.new, *session.deleted):
-            if isinstance(obj, JobRecord):
-                self._queue_version += 1
-                return
-        for obj in session.dirty:
-            if isinstance(obj, JobRecord):
-                attrs = sa_inspect(obj).attrs
-                if any(attrs[name].history.has_changes() for name in _QUEUE_FIELDS):
-                    self._queue_version += 1
-                    return
-
-    def _queue_positions(self, db: Session) -> dict[str, int]:
-        """Each queued job's place: the order :meth:`schedule` would start them in.
-
-        The same :func:`queue_order` as the scheduler, replayed as if each job
-        started in turn (its user then runs one more job and started last), so
-        bob's one job behind ada's fifty shows the place it really has: next
-        but one. Quotas and capacity, which may pass a job over, are not foreseen.
-        Worked out once for each change of the queue (a list of 10,000 queued
-        jobs costs tens of milliseconds), then served from memory.
-        """
-        cached = self._positions_cache
-        if cached is not None and cached[0] == self._queue_version:
-            return cached[1]
-        version = self._queue_version
-        positions = self._work_out_positions(db)
-        self._positions_cache = (version, positions)
-        return positions
-
-    def _work_out_positions(self, db: Session) -> dict[str, int]:
-        queued = db.execute(
-            select(JobRecord.id, JobRecord.user, JobRecord.priority, JobRecord.seq).where(
-                JobRecord.state == JobState.QUEUED.value
-            )
-        ).all()
-        if not queued:
-            return {}
-        running_jobs, _, last_start = self._fair_share(db, {r.user for r in queued})
-        clock = max([utcnow().timestamp(), *last_start.values()])
-        positions: dict[str, int] = {}
-        for row in in_queue_order(queued, running_jobs, last_start):
-            positions[row.id] = len(positions) + 1
-            running_jobs[row.user] += 1
-            clock += 1.0
-            last_start[row.user] = clock
-        return positions
 
     def _to_model(
         self, db: Session, record: JobRecord, positions: dict[str, int] | None = None
@@ -1270,10 +864,10 @@ class JobService:
                 current_cell=record.current_cell,
             )
         except ValidationError as exc:
-            raise DamagedRecord(record.id, _first_problem(exc)) from None
+            raise DamagedRecord(record.id, first_problem(exc)) from None
         if state in ACTIVE_STATES:
             with contextlib.suppress(StatusFileError, OSError):
-                live = self._read_status(record.job_dir)
+                live = read_status(record.job_dir, self.log)
                 if live is not None:
                     progress = Progress(
                         cells_done=live.cells_done,
@@ -1291,7 +885,7 @@ class JobService:
             state, waiting = JobState.QUEUED, seen.waiting
         position = None
         if state is JobState.QUEUED:
-            positions = positions if positions is not None else self._queue_positions(db)
+            positions = positions if positions is not None else self.positions.get(db)
             position = positions.get(record.id)
         if record.error is not None and not isinstance(record.error, dict):
             raise DamagedRecord(record.id, f"error {record.error!r} is not an object")
@@ -1322,56 +916,7 @@ class JobService:
                 requeues=record.requeues or 0,
             )
         except (ValidationError, TypeError) as exc:
-            raise DamagedRecord(record.id, _first_problem(exc)) from None
-
-
-#: what a job's place in the queue depends on, besides jobs coming and going
-_QUEUE_FIELDS = ("state", "priority", "started_at", "user")
-
-
-def in_queue_order(
-    rows: Sequence[Any], running_jobs: Counter[str], last_start: dict[str, float]
-) -> Iterator[Any]:
-    """Queued rows (with ``user``, ``priority``, ``seq``), best first by :func:`queue_order`.
-
-    Users' queues are merged through a heap: one user's jobs keep their order
-    among themselves, so only heads compete. A caller that counts a start for
-    the user of the row just yielded (in ``running_jobs`` and ``last_start``)
-    before asking for the next one moves that user's next job to its new place.
-    """
-    by_user: dict[str, list[Any]] = {}
-    for row in rows:
-        by_user.setdefault(row.user, []).append(row)
-
-    def key(row: Any) -> tuple[int, int, float, int]:
-        return queue_order(row.priority, row.seq, row.user, running_jobs, last_start)
-
-    for queue in by_user.values():
-        queue.sort(key=lambda r: (r.priority, -r.seq))  # the user's best last, to pop
-    heads = [(key(queue[-1]), user) for user, queue in by_user.items()]
-    heapq.heapify(heads)
-    while heads:
-        _, user = heapq.heappop(heads)
-        queue = by_user[user]
-        yield queue.pop()
-        if queue:  # keyed now: the caller may have counted a start for this user
-            heapq.heappush(heads, (key(queue[-1]), user))
-
-
-def queue_order(
-    priority: int,
-    seq: int,
-    user: str,
-    running_jobs: Counter[str],
-    last_start: dict[str, float],
-) -> tuple[int, int, float, int]:
-    """The queue's sort key, best first; the scheduler and the queue positions share it.
-
-    Priority first (admins may raise it), then fair share: users running fewer
-    jobs first, then round-robin (the user who started a job least recently),
-    then submission order.
-    """
-    return (-priority, running_jobs[user], last_start.get(user, 0.0), seq)
+            raise DamagedRecord(record.id, first_problem(exc)) from None
 
 
 def snapshot_failed(exc: OSError, path: str) -> ServiceError:
@@ -1405,32 +950,6 @@ def _size(size: int) -> str:
     return f"{mib} MiB"
 
 
-class DamagedRecord(ServiceError):
-    """A job's database record the service cannot make sense of: the service's fault (500).
-
-    A job list and the usage leave such a record out (and log it); asking for the
-    job itself gets this sentence.
-    """
-
-    status = 500
-
-    def __init__(self, job_id: str, reason: str) -> None:
-        super().__init__(
-            f"job {job_id}'s record in the job database is damaged ({reason}); an admin can "
-            "repair or delete that row"
-        )
-        self.job_id = job_id
-
-
-def _first_problem(exc: Exception) -> str:
-    """What is wrong with a record, from the error its model raised: one short clause."""
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        return f"{where}: {first['msg']}" if where else str(first["msg"])
-    return str(exc)
-
-
 def _usage_problem(record: JobRecord) -> str | None:
     """Why a record cannot count in the usage (None: it can)."""
     if record.state not in {s.value for s in JobState}:
@@ -1448,10 +967,10 @@ def _usage_problem(record: JobRecord) -> str | None:
     return None
 
 
-def _too_big_for_quota(flavor: Flavor, quota: Quota) -> str:
-    """Why a flavor can never start under a quota's running-GPU limit, and what to do."""
-    return (
-        f"flavor {flavor.name!r} needs {flavor.gpus} GPU(s) at once and your quota "
-        f"(max_running_gpus) allows {quota.max_running_gpus}; pick a flavor with fewer GPUs "
-        "or ask your admin to raise your quota"
-    )
+_ACTIVE = [s.value for s in ACTIVE_STATES]
+
+
+def _rowcount(db: Session, statement: Any) -> int:
+    """Rows a bulk UPDATE changed (the session's objects are not synchronised)."""
+    result = db.execute(statement.execution_options(synchronize_session=False))
+    return int(getattr(result, "rowcount", 0) or 0)

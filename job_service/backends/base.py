@@ -143,6 +143,10 @@ class Backend(LoggingConfigurable):
     #: ``timed_out``); the service sets no timer of its own, which would also count the
     #: time a job waits in the cluster
     enforces_time_limit: bool = False
+    #: True: starting a job twice makes it once (a Kubernetes Job's name is the job's; a
+    #: second create is answered 409 and adopted): a start the service did not record
+    #: before it stopped is simply made again at the next start
+    idempotent_starts: bool = False
 
     def __init__(self, config_file: NbjobsConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -169,7 +173,12 @@ class Backend(LoggingConfigurable):
         return None
 
     async def start(self, spec: LaunchSpec) -> Launched:
-        """Start the job; return at once with its handle."""
+        """Start the job; return with its handle.
+
+        The job's capacity is taken before the first wait (when the coroutine first
+        suspends, :meth:`free_for` counts it): the service starts several jobs at once
+        and decides each next one from :meth:`free_for`.
+        """
         raise NotImplementedError
 
     async def wait(self, ref: str) -> Outcome:

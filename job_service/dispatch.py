@@ -1,0 +1,480 @@
+"""Starting queued jobs: never holding the database while the backend works.
+
+A pass of the dispatcher reads the queue (one short read on the service's
+database threads), decides in :mod:`.queue` order what may start now (quotas from
+what it read, capacity from the backend's own view, on the event loop), and for
+each such job:
+
+1. **claims** it in a transaction of its own: ``queued`` -> ``starting`` with a
+   fresh claim token, only if it is still queued (a cancel that came first wins);
+2. **starts** it on the backend with no transaction open, several at once
+   (``concurrent_starts``): a Kubernetes create that an admission webhook holds
+   for a second delays no other job, no API request and no cancel;
+3. **records** what the backend made (its handle, GPUs, start time) in another
+   short transaction, only if the claim is still this pass's. A cancel that
+   arrived while the backend was starting the job is honoured here: what was just
+   made is stopped at once.
+
+A backend takes a job's capacity when :meth:`~.backends.Backend.start` is called,
+before that first waits (the local backend picks its GPUs, the Kubernetes backend
+counts the Job it is creating), so :meth:`~.backends.Backend.free_for` sees the
+jobs still being started and a pass never over-fills the machine.
+
+A crash between a backend's start and the record leaves a job ``starting``
+without a handle; the next start puts it back in the queue if the backend makes
+jobs under names of their own (Kubernetes: the same Job name is created again,
+answered 409, and adopted, so it neither runs twice nor is lost), and records it
+as lost otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Text, cast, select, update
+
+from nbjobs.config import Flavor, Quota
+from nbjobs.models import ACTIVE_STATES, JobState
+
+from .backends import Launched, LaunchSpec
+from .db import JobRecord
+from .errors import Caller
+from .queue import fair_share, in_queue_order
+
+if TYPE_CHECKING:
+    from .service import JobService
+
+#: jobs whose GPU-hours are summed per query when a pass reads the budgets
+_CHUNK = 500
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Dispatcher:
+    """The service's scheduling loop: passes over the queue, started jobs recorded."""
+
+    def __init__(self, service: JobService, *, concurrent_starts: int = 8) -> None:
+        self.service = service
+        #: backend starts at most in flight at once
+        self.concurrent_starts = max(1, concurrent_starts)
+        #: the starts in flight, by job id (a cancel waits for one to be recorded)
+        self.launches: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        #: seconds a stop waits for the starts in flight to be recorded
+        self.stop_grace = 5.0
+
+    @property
+    def log(self) -> logging.Logger:
+        return self.service.log
+
+    # -- life --------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Pass over the queue from now on: when woken, and every 2 seconds."""
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.ensure_future(self._run())
+
+    def wake(self) -> None:
+        """Ask for a pass soon; safe from any thread (the service's database threads)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
+
+    def halt(self) -> None:
+        """Start nothing more, at once (the lease was lost, the service stops)."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stop(self) -> None:
+        """Start nothing more; let the starts in flight be recorded for up to
+        :attr:`stop_grace` seconds (a start that is not is queued again at the next
+        start of the service)."""
+        self.halt()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        launches = list(self.launches.values())
+        if launches:
+            _, pending = await asyncio.wait(launches, timeout=self.stop_grace)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                await self.schedule()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.exception("scheduling failed; trying again")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=2.0)
+            self._wake.clear()
+
+    # -- a pass ------------------------------------------------------------------
+
+    async def schedule(self) -> None:
+        """Start every queued job that capacity and quotas allow, best first.
+
+        Order: priority, then fair share (users running fewer jobs first, then
+        round-robin: the user who started a job least recently), then
+        submission. A job that does not fit now is passed over, with the
+        reason recorded, and the rest may start.
+
+        A pass starts nothing unless this service still holds the dispatcher lease
+        (renewed here when it is getting old), so two services never both start jobs.
+        """
+        service = self.service
+        if self._stopping or service.stopping:
+            return
+        if not await service.in_db(service.lease.fresh):
+            return
+        plan = await service.in_db(self._read_queue)
+        if plan is None:
+            return
+        queued, running_jobs, running_gpus, last_start, hours = plan
+        verdicts: dict[tuple[str, str, str], str | None] = {}
+        reasons: dict[str, str] = {}
+        starts: set[asyncio.Task[None]] = set()
+        for row in in_queue_order(queued, running_jobs, last_start):
+            if self._stopping:
+                break
+            verdict_key = (row.user, row.groups or "[]", row.flavor)
+            if verdict_key not in verdicts:
+                groups = json.loads(row.groups) if row.groups else []
+                verdicts[verdict_key] = self._why_waiting(
+                    row.user, groups, row.flavor, running_gpus, hours
+                )
+            reason = verdicts[verdict_key]
+            if reason is not None:
+                reasons[row.id] = reason
+                continue
+            while len([t for t in starts if not t.done()]) >= self.concurrent_starts:
+                await asyncio.wait(starts, return_when=asyncio.FIRST_COMPLETED)
+            token = uuid.uuid4().hex
+            spec = await service.in_db(self._claim, row.id, token)
+            if spec is None:
+                continue  # cancelled (or changed) since the queue was read
+            task = asyncio.ensure_future(self._launch(spec, token))
+            self.launches[row.id] = task
+            starts.add(task)
+            task.add_done_callback(starts.discard)
+            # Let the start run up to its first wait: the backend takes the job's
+            # capacity there, and free_for() counts it for the next job of this pass.
+            await asyncio.sleep(0)
+            running_jobs[row.user] += 1
+            last_start[row.user] = utcnow().timestamp()
+            running_gpus[row.user] += spec.flavor.gpus
+            verdicts.clear()  # capacity and this user's share changed
+        changed: dict[str, list[str]] = {}
+        for row in queued:
+            reason = reasons.get(row.id)
+            if reason is not None and reason != row.waiting_reason:
+                changed.setdefault(reason, []).append(row.id)
+        if changed:
+            await service.in_db(_write_reasons, service, changed)
+
+    def _read_queue(
+        self,
+    ) -> (
+        tuple[
+            list[Any],
+            Counter[str],
+            Counter[str],
+            dict[str, float],
+            dict[tuple[str, str], float],
+        ]
+        | None
+    ):
+        """What a pass decides from: the queued jobs as plain rows, each user's share,
+        and the GPU-hours used by each user whose quota has a budget."""
+        service = self.service
+        with service.sessions() as db:
+            queued = db.execute(
+                select(
+                    JobRecord.id,
+                    JobRecord.user,
+                    # as the stored text: decoded once per distinct value, not per job
+                    cast(JobRecord.groups, Text).label("groups"),
+                    JobRecord.flavor,
+                    JobRecord.priority,
+                    JobRecord.seq,
+                    JobRecord.waiting_reason,
+                ).where(JobRecord.state == JobState.QUEUED.value)
+            ).all()
+            if not queued:
+                return None
+            running_jobs, running_gpus, last_start = fair_share(db, {r.user for r in queued})
+            hours: dict[tuple[str, str], float] = {}
+            seen: set[tuple[str, str]] = set()
+            for row in queued:
+                if (row.user, row.groups or "[]") in seen:
+                    continue
+                seen.add((row.user, row.groups or "[]"))
+                groups = json.loads(row.groups) if row.groups else []
+                quota = service.quota_for(Caller(row.user, frozenset(groups or [])))
+                key = (row.user, quota.period)
+                if quota.gpu_hours is not None and key not in hours:
+                    hours[key] = service.gpu_hours(db, row.user, quota.period)
+        return list(queued), running_jobs, running_gpus, last_start, hours
+
+    def _why_waiting(
+        self,
+        user: str,
+        groups: list[str],
+        flavor_name: str,
+        running_gpus: Counter[str],
+        hours: dict[tuple[str, str], float],
+    ) -> str | None:
+        """Why a job of ``user`` (in ``groups``) on ``flavor_name`` cannot start now, or None."""
+        service = self.service
+        flavor = service.config.flavor(flavor_name)
+        if flavor is None:
+            return f"flavor {flavor_name!r} no longer exists; cancel and resubmit"
+        quota = service.quota_for(Caller(user, frozenset(groups)))
+        if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
+            # queued before the quota shrank: it waits, and says it never fits
+            return too_big_for_quota(flavor, quota) + "; cancel it"
+        if (
+            flavor.gpus
+            and quota.max_running_gpus is not None
+            and running_gpus[user] + flavor.gpus > quota.max_running_gpus
+        ):
+            return (
+                f"waiting for your other jobs: you may use {quota.max_running_gpus} GPU(s) at "
+                f"once and are using {running_gpus[user]}"
+            )
+        if flavor.gpus and quota.gpu_hours is not None:
+            used = hours.get((user, quota.period), 0.0)
+            if used >= quota.gpu_hours:
+                return (
+                    f"your {quota.gpu_hours:g} GPU-hours for this {quota.period} are used up; "
+                    "it starts when the period rolls over, or cancel it"
+                )
+        backend = service.backend
+        if not backend.queues_jobs_itself and backend.free_for(flavor) < 1:
+            return f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
+        return None
+
+    # -- one job -----------------------------------------------------------------
+
+    def _claim(self, job_id: str, token: str) -> LaunchSpec | None:
+        """queued -> starting under ``token``, if still queued; what the backend needs."""
+        service = self.service
+        with service.sessions() as db:
+            claimed = db.execute(
+                update(JobRecord)
+                .where(JobRecord.id == job_id, JobRecord.state == JobState.QUEUED.value)
+                .values(state=JobState.STARTING.value, waiting_reason=None, claim=token)
+                .execution_options(synchronize_session=False)
+            )
+            if not getattr(claimed, "rowcount", 0):
+                db.rollback()
+                return None
+            record = db.get(JobRecord, job_id)
+            assert record is not None
+            flavor = service.config.flavor(record.flavor)
+            if flavor is None:  # removed from nbjobs.yaml this very moment
+                record.state = JobState.QUEUED.value
+                record.claim = None
+                db.commit()
+                return None
+            db.commit()
+        service.positions.changed()
+        jobdir = Path(record.job_dir)
+        return LaunchSpec(
+            job_id=record.id,
+            user=record.user,
+            flavor=flavor,
+            snapshot_file=Path(record.snapshot_file),
+            output_file=Path(record.output_file),
+            status_file=jobdir / "status.json",
+            log_file=jobdir / "log.txt",
+            cwd=Path(record.source_file).parent,
+            parameters=record.parameters,
+            time_limit=record.time_limit,
+            attempt=record.requeues or 0,
+        )
+
+    async def _launch(self, spec: LaunchSpec, token: str) -> None:
+        """Start one claimed job on the backend, outside any transaction; record it."""
+        service, job_id = self.service, spec.job_id
+        try:
+            try:
+                launched = await service.backend.start(spec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.log.exception("job %s: could not start", job_id)
+                await service.in_db(self._record_failed_start, job_id, token, str(exc))
+                return
+            try:
+                cancel = await service.in_db(self._record_start, job_id, token, launched)
+            except Exception:
+                # Not recorded: a job nobody follows must not run on.
+                self.log.exception("job %s: its start could not be recorded; stopping it", job_id)
+                await service.backend.cancel(launched.ref)
+                service.backend.release(launched.ref)
+                await service.in_db(
+                    self._record_failed_start, job_id, token, "its start could not be recorded"
+                )
+                return
+            if cancel is None:
+                self.log.warning("job %s: changed while it started; left to its new owner", job_id)
+                return
+            if cancel:
+                # Cancelled while the backend was starting it: stop what was made.
+                self.log.info("job %s: cancelled while it started; stopping it", job_id)
+                await service.backend.cancel(launched.ref)
+            service.follower.follow(job_id, launched.ref)
+        finally:
+            self.launches.pop(job_id, None)
+            self.wake()
+
+    def _record_start(self, job_id: str, token: str, launched: Launched) -> bool | None:
+        """The backend's handle for a claimed job; whether a cancel came meanwhile
+        (None: the claim is no longer this pass's)."""
+        with self.service.sessions() as db:
+            done = db.execute(
+                update(JobRecord)
+                .where(
+                    JobRecord.id == job_id,
+                    JobRecord.claim == token,
+                    JobRecord.state == JobState.STARTING.value,
+                )
+                .values(backend_ref=launched.ref, gpus=launched.gpus, started_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
+            if not getattr(done, "rowcount", 0):
+                db.rollback()
+                return None
+            cancel = db.scalar(select(JobRecord.cancel_requested).where(JobRecord.id == job_id))
+            db.commit()
+        self.service.positions.changed()
+        return bool(cancel)
+
+    def _record_failed_start(self, job_id: str, token: str, why: str) -> None:
+        with self.service.sessions() as db:
+            record = db.get(JobRecord, job_id)
+            if record is None or record.claim != token or record.state != "starting":
+                return
+            record.finished_at = utcnow()
+            if record.cancel_requested:
+                record.state = JobState.CANCELLED.value
+            else:
+                record.state = JobState.FAILED.value
+                record.message = f"the backend could not start the job: {why}"
+            db.commit()
+
+    # -- after a restart -----------------------------------------------------------
+
+    async def recover(self) -> None:
+        """Catch up with what a previous run of the service left: adopt the jobs that
+        still run, record the ones that ended meanwhile, queue again the starts it
+        did not record."""
+        service, backend = self.service, self.service.backend
+        wanted = await service.in_db(_ids_in, service, [JobState.QUEUED.value, *_ACTIVE])
+        # The backend catches up with what runs (and stops what no job wants) first.
+        await backend.reconcile(set(wanted))
+        active = await service.in_db(_active_jobs, service)
+        lost: list[str] = []
+        again: list[str] = []
+        for job_id, ref, gpus, flavor_name in active:
+            flavor = service.config.flavor(flavor_name)
+            if ref and flavor is not None and backend.adopt(ref, gpus, flavor):
+                self.log.info("job %s: adopted after restart", job_id)
+                service.follower.follow(job_id, ref)
+            elif not ref and backend.idempotent_starts:
+                again.append(job_id)
+            else:
+                # Gone while we were away: the status file says how it ended, if it did.
+                lost.append(job_id)
+        await service.in_db(self._record_recovery, lost, again)
+
+    def _record_recovery(self, lost: list[str], again: list[str]) -> None:
+        with self.service.sessions() as db:
+            for job_id in lost:
+                record = db.get(JobRecord, job_id)
+                if record is not None:
+                    self.service.follower.finish(record, None, None, lost=True)
+            for job_id in again:
+                record = db.get(JobRecord, job_id)
+                if record is None:
+                    continue
+                self.log.info("job %s: its start was not recorded; queued again", job_id)
+                if record.cancel_requested:
+                    record.state = JobState.CANCELLED.value
+                    record.finished_at = utcnow()
+                else:
+                    record.state = JobState.QUEUED.value
+                record.claim = None
+            db.commit()
+
+
+_ACTIVE = [s.value for s in ACTIVE_STATES]
+
+
+def _ids_in(service: JobService, states: list[str]) -> list[str]:
+    with service.sessions() as db:
+        return list(db.scalars(select(JobRecord.id).where(JobRecord.state.in_(states))).all())
+
+
+def _active_jobs(service: JobService) -> list[tuple[str, str | None, list[str], str]]:
+    with service.sessions() as db:
+        rows = db.execute(
+            select(JobRecord.id, JobRecord.backend_ref, JobRecord.gpus, JobRecord.flavor).where(
+                JobRecord.state.in_(_ACTIVE)
+            )
+        ).all()
+        return [(r[0], r[1], list(r[2] or []), r[3]) for r in rows]
+
+
+def _write_reasons(service: JobService, changed: dict[str, list[str]]) -> None:
+    """Record why queued jobs wait (only reasons that changed; still queued only)."""
+    with service.sessions() as db:
+        for reason, ids in changed.items():
+            for i in range(0, len(ids), _CHUNK):
+                db.execute(
+                    update(JobRecord)
+                    .where(
+                        JobRecord.id.in_(ids[i : i + _CHUNK]),
+                        JobRecord.state == JobState.QUEUED.value,
+                    )
+                    .values(waiting_reason=reason)
+                    .execution_options(synchronize_session=False)
+                )
+        db.commit()
+
+
+def too_big_for_quota(flavor: Flavor, quota: Quota) -> str:
+    """Why a flavor can never start under a quota's running-GPU limit, and what to do."""
+    return (
+        f"flavor {flavor.name!r} needs {flavor.gpus} GPU(s) at once and your quota "
+        f"(max_running_gpus) allows {quota.max_running_gpus}; pick a flavor with fewer GPUs "
+        "or ask your admin to raise your quota"
+    )

@@ -1,0 +1,260 @@
+"""Following started jobs to their end, and recording how they ended.
+
+One task per started job waits on the backend (:meth:`~.backends.Backend.wait`),
+holding nothing while it waits: no database session, no lock. When the job ends,
+its record is written in one short transaction on the service's database threads:
+a job the cluster disrupted goes back to the queue (``requeue_on_eviction``),
+any other is finished from the runner's status file and the backend's word.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nbjobs.job_runner import (
+    STATE_FOR_EXIT_CODE,
+    ExitCode,
+    RunStatus,
+    StatusFileError,
+    parse_status,
+)
+
+from nbjobs.models import JobState
+from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
+
+from .backends import Outcome
+from .db import JobRecord
+
+if TYPE_CHECKING:
+    from .service import JobService
+
+#: a status file bigger than this is not the runner's (it writes a few KiB)
+STATUS_FILE_LIMIT = 8 * 1024**2
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def read_status(job_dir: str, log: logging.Logger) -> RunStatus | None:
+    """The runner's status file in ``job_dir``; None when there is none or it cannot
+    be read. Read without following links: a status file (or a folder on the way)
+    that the user replaced with a link to someone else's file is not read."""
+    try:
+        with opened_job_dir(Path(job_dir)) as folder:
+            data = read_file_at(folder, "status.json", limit=STATUS_FILE_LIMIT)
+        return parse_status(data) if data is not None else None
+    except FilesChanged as exc:
+        log.warning("status file of %s not read: %s", job_dir, exc)
+    except (StatusFileError, OSError, ValueError):
+        pass
+    return None
+
+
+class Follower:
+    """Waits on every started job and records its end."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def log(self) -> logging.Logger:
+        return self.service.log
+
+    def follow(self, job_id: str, ref: str) -> None:
+        self.tasks[job_id] = asyncio.ensure_future(self._follow(job_id, ref))
+
+    def task_of(self, job_id: str) -> asyncio.Task[None] | None:
+        return self.tasks.get(job_id)
+
+    async def stop(self) -> None:
+        """Stop following (the jobs go on; a restart adopts them)."""
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _follow(self, job_id: str, ref: str) -> None:
+        service, backend = self.service, self.service.backend
+        try:
+            limit = await service.in_db(_time_limit_of, service, job_id)
+            note = None
+            try:
+                # The runner enforces the limit itself; this is the backstop.
+                grace = service.time_limit_grace
+                backstop = limit + grace if limit and not backend.enforces_time_limit else None
+                outcome = await asyncio.wait_for(backend.wait(ref), timeout=backstop)
+            except asyncio.TimeoutError:
+                await backend.cancel(ref)
+                outcome = await backend.wait(ref)
+                note = "timed_out"
+            seen = backend.seen(ref)  # read here, on the loop that keeps the backend's view
+            node = seen.node if seen is not None else None
+            await service.in_db(self._record_end, job_id, outcome, note, node)
+        finally:
+            backend.release(ref)
+            self.tasks.pop(job_id, None)
+            service.dispatcher.wake()
+
+    def _record_end(
+        self, job_id: str, outcome: Outcome, note: str | None, node: str | None
+    ) -> None:
+        with self.service.sessions() as db:
+            record = db.get(JobRecord, job_id)
+            if record is None:
+                return  # forgotten meanwhile
+            if self._may_requeue(record, outcome, note):
+                self.requeue(record, outcome)
+            else:
+                self.finish(
+                    record,
+                    outcome.exit_code,
+                    outcome.message,
+                    forced=note,
+                    backend_state=outcome.state,
+                    started_at=outcome.started_at,
+                    finished_at=outcome.finished_at,
+                    node=node,
+                )
+            db.commit()
+
+    def _may_requeue(self, record: JobRecord, outcome: Outcome, forced: str | None) -> bool:
+        """A job the cluster disrupted goes back to the queue if its flavor allows more."""
+        flavor = self.service.config.flavor(record.flavor)
+        return (
+            outcome.disrupted
+            and forced is None
+            and not record.cancel_requested
+            and flavor is not None
+            and (record.requeues or 0) < flavor.requeue_on_eviction
+        )
+
+    def requeue(self, record: JobRecord, outcome: Outcome) -> None:
+        """Put a disrupted job back in the queue, in its old place; it runs from the top.
+
+        What the disrupted attempt left (its status, its log) is kept beside the job's
+        files as ``status.attempt-N.json`` and ``log.attempt-N.txt``; the GPU time it
+        held is not charged (the cluster, not the user, cut it short).
+        """
+        attempt = (record.requeues or 0) + 1
+        flavor = self.service.config.flavor(record.flavor)
+        allowed = flavor.requeue_on_eviction if flavor is not None else attempt
+        try:
+            with opened_job_dir(Path(record.job_dir)) as folder:
+                for name, kept in [("status.json", "status"), ("log.txt", "log")]:
+                    suffix = Path(name).suffix
+                    with contextlib.suppress(FileNotFoundError):
+                        # renamed in the job's folder itself: a link there is moved, not
+                        # followed
+                        os.replace(
+                            name,
+                            f"{kept}.attempt-{attempt}{suffix}",
+                            src_dir_fd=folder,
+                            dst_dir_fd=folder,
+                        )
+        except OSError as exc:  # the folder is gone or was changed: keep nothing
+            self.log.warning("job %s: the last attempt's files not kept: %s", record.id, exc)
+        why = (outcome.message or "the cluster stopped it").removesuffix("; re-run it")
+        record.requeues = attempt
+        record.state = JobState.QUEUED.value
+        record.backend_ref = None
+        record.claim = None
+        record.gpus = []
+        record.started_at = None
+        record.cells_done = record.cells_total = 0
+        record.current_cell = None
+        record.exit_code = None
+        record.message = (
+            f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
+            f"the top (the log so far is kept as log.attempt-{attempt}.txt)"
+        )
+        self.log.warning("job %s: %s", record.id, record.message)
+
+    def finish(
+        self,
+        record: JobRecord,
+        exit_code: int | None,
+        note: str | None,
+        *,
+        lost: bool = False,
+        forced: str | None = None,
+        backend_state: str | None = None,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+        node: str | None = None,
+    ) -> None:
+        """Record how a job ended, from the runner's status file and the exit code.
+
+        ``backend_state`` (with ``note`` saying why) is the backend's word on a job the
+        cluster ended (its deadline, out of memory, eviction): it wins over the runner's.
+        ``node`` is where the backend last saw it run.
+        """
+        if node:
+            record.node = node
+        # who asked for the cancel (set by cancel()); the runner only knows the signal
+        cancelled_by = record.message if record.cancel_requested else None
+        status = read_status(record.job_dir, self.log)
+        final_status = status is not None and status.exit_code is not None
+        if status is not None:
+            record.cells_done, record.cells_total = status.cells_done, status.cells_total
+            record.current_cell = status.current_cell
+        if final_status:
+            assert status is not None
+            record.exit_code = status.exit_code
+            state = status.state
+            record.message = status.message
+            if status.error is not None:
+                record.error = {
+                    "cell_index": status.error.cell_index,
+                    "ename": status.error.ename,
+                    "evalue": status.error.evalue,
+                }
+        elif exit_code is not None and exit_code >= 0 and exit_code in {e.value for e in ExitCode}:
+            record.exit_code = exit_code
+            state = STATE_FOR_EXIT_CODE[ExitCode(exit_code)]
+            record.message = note
+        else:
+            record.exit_code = exit_code
+            state = JobState.FAILED.value
+            if lost:
+                record.message = (
+                    "the job's process was gone when the job service restarted; re-run it"
+                )
+            else:
+                record.message = note or "the runner ended without reporting; see the log"
+        if record.cancel_requested and state in (JobState.CANCELLED.value, JobState.FAILED.value):
+            state = JobState.CANCELLED.value
+            record.message = cancelled_by or record.message or "cancelled"
+        if forced == "timed_out":
+            state = JobState.TIMED_OUT.value
+            record.message = (
+                f"stopped by the job service after its time limit ({record.time_limit:g} s)"
+            )
+        elif backend_state is not None:
+            # The backend knows better than the runner (the cluster's deadline, out of memory).
+            state = backend_state
+            record.message = note or record.message
+        record.state = state
+        # The backend's own record of the times (a cluster's) wins over when this service
+        # noticed: GPU-hours are charged for what ran, not for a restart's downtime.
+        if started_at is not None and (finished_at is None or started_at <= finished_at):
+            record.started_at = started_at
+        record.finished_at = finished_at or utcnow()
+        self.log.info(
+            "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
+        )
+
+
+def _time_limit_of(service: JobService, job_id: str) -> float | None:
+    with service.sessions() as db:
+        record = db.get(JobRecord, job_id)
+        return record.time_limit if record else None

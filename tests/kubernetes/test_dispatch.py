@@ -1,0 +1,167 @@
+"""The dispatcher against a cluster whose creates are slow (admission webhooks), on SQLite
+and PostgreSQL: starts overlap, the API keeps answering, a cancel during a start wins,
+and a start the service did not record before it stopped is neither lost nor doubled.
+
+The fake API server holds every create for ``create_delay`` seconds, as a validating
+webhook or a busy API server does; it runs on the test's event loop, like the service,
+so a service that blocked its loop would hold the fake's answers up too."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy
+from nbjobs.job_runner import RunStatus
+from nbjobs.job_runner.status import write_status
+
+from tests.job_service.conftest import postgres_url, stop_service  # noqa: F401 (a fixture)
+
+from .conftest import NAMESPACE, eventually
+from .fake_apiserver import FakeApiServer
+from .test_service import settings, start, status_file
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    server = request.getfixturevalue("postgres_url")
+    name = f"d_{tmp_path.name.lower().replace('-', '_')[:40]}"
+    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return server.rsplit("/", 1)[0] + f"/{name}"
+
+
+def config(tmp_path: Path, database: str, gpus: int = 8) -> dict[str, Any]:
+    data = settings(tmp_path)
+    data["database"] = {"url": database}
+    data["quotas"] = {"default": {"max_running_gpus": gpus, "max_queued_jobs": 50}}
+    return data
+
+
+async def finish(fake: FakeApiServer, svc: Any, user: str, job_id: str) -> None:
+    """Play the pod of a job: it runs, the runner reports success, the pod ends."""
+    pod = fake.start_pod(f"nbjobs-{job_id}", NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, user, job_id), RunStatus("succeeded", 1, 1, exit_code=0))
+    fake.finish_pod(pod, NAMESPACE, exit_code=0)
+
+
+async def test_slow_creates_overlap_and_the_api_keeps_answering(
+    fake, kubeconfig, tmp_path, database
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "8", "memory": "256Gi"})
+    fake.create_delay = 1.0  # each Job create held a second by a webhook
+    svc = await start(tmp_path, kubeconfig, config(tmp_path, database))
+    try:
+        svc.write("ada", "w.ipynb", "1")
+        latencies: list[float] = []
+        stop = asyncio.Event()
+
+        async def poll() -> None:
+            async with svc.client("ada") as client:
+                while not stop.is_set():
+                    began = time.monotonic()
+                    response = await client.get("jobs")
+                    latencies.append(time.monotonic() - began)
+                    assert response.status_code == 200
+                    await asyncio.sleep(0.02)
+
+        poller = asyncio.ensure_future(poll())
+        began = time.monotonic()
+        async with svc.client("ada") as client:
+            answers = await asyncio.gather(
+                *(client.post("jobs", json={"path": "w.ipynb", "flavor": "a100"}) for _ in range(6))
+            )
+        assert [a.status_code for a in answers] == [201] * 6
+        jobs = [a.json() for a in answers]
+        await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 6, timeout=20)
+        created_in = time.monotonic() - began
+        # every job handed over, the later ones while earlier creates were held
+        for job in jobs:
+            await svc.wait("ada", job["id"], lambda j: j["state"] == "starting", timeout=10)
+        stop.set()
+        await poller
+
+        # six one-second creates at once: about a second, not six
+        assert fake.most_creates_in_flight == 6
+        assert created_in < 4.0, f"6 creates of 1 s took {created_in:.1f} s"
+        # the API answered all along: no request waited for a create
+        assert len(latencies) > 10
+        assert max(latencies) < 0.5, f"slowest GET /jobs {max(latencies) * 1000:.0f} ms"
+        assert statistics.quantiles(latencies, n=10)[-1] < 0.1, sorted(latencies)[-5:]
+
+        for job in jobs:
+            await finish(fake, svc, "ada", job["id"])
+        for job in jobs:
+            done = await svc.wait("ada", job["id"], timeout=20)
+            assert done["state"] == "succeeded"
+        assert len(fake.list("jobs", NAMESPACE)) <= 6  # nothing created twice
+    finally:
+        await stop_service(svc)
+
+
+async def test_a_cancel_while_the_job_is_being_created_wins(fake, kubeconfig, tmp_path, database):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    fake.create_delay = 1.0
+    svc = await start(tmp_path, kubeconfig, config(tmp_path, database))
+    try:
+        svc.write("ada", "c.ipynb", "1")
+        job = await svc.submit("ada", "c.ipynb", "a100")
+        await eventually(lambda: fake.creates_in_flight == 1)  # the webhook holds it
+        async with svc.client("ada") as client:
+            began = time.monotonic()
+            response = await client.post(f"jobs/{job['id']}/cancel")
+            answered = time.monotonic() - began
+        assert response.status_code == 200, response.text
+        assert answered < 5.0
+        # What the create made is deleted; the job never runs.
+        await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{job['id']}") is None)
+        done = await svc.wait("ada", job["id"], timeout=20)
+        assert done["state"] == "cancelled"
+        assert done["message"].startswith("cancelled by ada")
+        creates = [q for q in fake.queries if q[0] == "create" and q[1] == "jobs"]
+        assert len(creates) == 1
+    finally:
+        await stop_service(svc)
+
+
+async def test_a_start_cut_short_by_a_stop_is_adopted_not_doubled(
+    fake, kubeconfig, tmp_path, database
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    fake.create_delay = 2.0
+    data = config(tmp_path, database)
+    first = await start(tmp_path, kubeconfig, data)
+    first.write("ada", "s.ipynb", "1")
+    job = await first.submit("ada", "s.ipynb", "a100")
+    await eventually(lambda: fake.creates_in_flight == 1)
+    first.service.dispatcher.stop_grace = 0.2  # the create outlasts the stop's patience
+    began = time.monotonic()
+    await stop_service(first)  # SIGTERM while the create is held: the start is not recorded
+    assert time.monotonic() - began < 1.5
+    # the API server stores the Job all the same, when its webhook lets it through
+    await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{job['id']}"), timeout=10)
+
+    fake.create_delay = 0.2
+    second = await start(tmp_path, kubeconfig, data)
+    try:
+        # queued again and started again: the create is answered 409 and the Job adopted
+        started = await second.wait("ada", job["id"], lambda j: j["state"] == "starting")
+        assert started["state"] == "starting"
+        await finish(fake, second, "ada", job["id"])
+        done = await second.wait("ada", job["id"], timeout=20)
+        assert done["state"] == "succeeded"
+        assert [j["metadata"]["name"] for j in fake.list("jobs", NAMESPACE)] in (
+            [],  # deleted by the TTL after it ended
+            [f"nbjobs-{job['id']}"],
+        )
+    finally:
+        await stop_service(second)
