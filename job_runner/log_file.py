@@ -201,7 +201,7 @@ def teed_to(
     if not log.usable:
         yield log
         return
-    sys.stdout, sys.stderr = TeeStream(out, log), TeeStream(err, log)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = TeeStream(out, log), TeeStream(err, log)
     try:
         yield log
     finally:
