@@ -13,11 +13,12 @@ copy up to date: resourceVersion kept, bookmarks asked for, a re-list after
   and on which node it runs;
 - :meth:`free_for` counts the flavor's free GPUs from node allocatable minus
   what the namespace's pods request;
-- each job's pod log is streamed (``pods/log?follow=true``) into the job's log
-  file on the shared storage, where the job service serves it from; a stream the
-  network cuts while the pod runs is opened again and goes on where the file ends.
-  Log streams (one per running job, for hours) have a connection pool of their
-  own, so that they never hold up the calls that create, follow and cancel Jobs.
+- the job's log is the runner's to write: it appends it to the job's folder on the
+  shared storage itself (``--log-file``), where the job service serves it from, so it
+  is complete whether or not the service was following (a Job that ended and was
+  deleted at its TTL while the service was stopped still has its log). Only when a
+  runner left no log at all (it never ran: an image without nbjobs, a bad command) does
+  the backend keep what the pod printed (``pods/log``, once, bounded) in its place.
 
 Only these API calls are made (``hub_config/examples/kubernetes/rbac.yaml``
 grants exactly them): jobs create/get/list/watch/delete, pods list/watch/delete,
@@ -64,6 +65,8 @@ Obj = dict[str, Any]
 #: deleted pods remembered for their final status (those of followed jobs are
 #: dropped at release; this bounds what unfollowed ones can hold)
 DELETED_PODS_KEPT = 1000
+#: bytes of a pod's own output kept as the job's log when the runner left none
+POD_LOG_KEPT = 1024 * 1024
 
 
 class KubeError(Exception):
@@ -106,14 +109,10 @@ class KubernetesBackend(Backend):
         help="""Seconds the service waits, at start, for its first list of Jobs. It does
         not start without one: it would otherwise take every running job for lost.""",
     ).tag(config=True)
-    log_grace = Float(
-        5.0, help="seconds to wait for the rest of a finished job's log before recording it"
-    ).tag(config=True)
     api_connections = Integer(
         20,
-        help="""Connections to the API server at most for Job and pod calls and the
-        watches (three of them). Pod log streams, one per running job, do not count: they
-        have a pool of their own without a limit.
+        help="""Connections to the API server at most, for Job and pod calls and the
+        watches (three of them).
 
         c.KubernetesBackend.api_connections = 20
         """,
@@ -150,10 +149,10 @@ class KubernetesBackend(Backend):
         self._synced = {kind: asyncio.Event() for kind in ("jobs", "pods", "nodes")}
         self._tick = asyncio.Event()
         self._cancelling: set[str] = set()
-        self._log_tasks: dict[str, asyncio.Task[None]] = {}
+        #: the log file in its job's folder of each followed Job, by Job name
+        self._log_files: dict[str, Path] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._api: Any = None
-        self._log_api: Any = None
         self._started: asyncio.Future[None] | None = None
         self._last_error: str | None = None
 
@@ -258,12 +257,13 @@ class KubernetesBackend(Backend):
         job_id = (meta.get("labels") or {}).get(JOB_ID_LABEL)
         if owner and job_id:
             log_file = job_folder(user_folder(self.storage, owner), job_id) / "log.txt"
-            self._follow_log(name, log_file)
+            self._log_files[name] = log_file
         return True
 
     async def start(self, spec: LaunchSpec) -> Launched:
         await self._ensure_started()
-        manifest = make_job(spec, self.storage, self.settings)
+        mode, _ = self._shared_file_access()
+        manifest = make_job(spec, self.storage, self.settings, self.nbjobs.limits, mode)
         self._write_parameters(spec)
         name = manifest["metadata"]["name"]
         try:
@@ -280,7 +280,7 @@ class KubernetesBackend(Backend):
                 ) from None
             self.log.info("job %s: its Job %s existed already; adopted", spec.job_id, name)
         self.jobs.setdefault(name, created)
-        self._follow_log(name, spec.log_file)
+        self._log_files[name] = spec.log_file
         self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
         return Launched(ref=f"{self.namespace}/{name}", gpus=[])
 
@@ -288,17 +288,23 @@ class KubernetesBackend(Backend):
         """The job's parameters as a file in its folder on the shared storage, which the
         pod reads (``--parameters``): readable by the pod's account (storage.uid) and, where
         the service can arrange it, by no one else."""
+        mode, owner = self._shared_file_access()
+        write_parameters_file(spec, mode=mode, owner=owner)
+
+    def _shared_file_access(self) -> tuple[int, tuple[int, int] | None]:
+        """The mode of a file in a job's folder that the pod's account (storage.uid and
+        gid) and this service both use (the parameters the service writes, the log the
+        runner writes), and the owner the service gives one it makes (None: its own)."""
         uid, gid = self.storage.uid, self.storage.gid
         if os.geteuid() == 0 and uid is not None:
-            write_parameters_file(spec, owner=(uid, gid if gid is not None else -1))
-        elif uid is None or uid == os.geteuid():
-            write_parameters_file(spec)
-        elif gid is not None and (gid == os.getegid() or gid in os.getgroups()):
-            write_parameters_file(spec, mode=0o640, owner=(-1, gid))
-        else:
-            # The pod's account is neither ours nor in our group: the file is as open as
-            # the snapshot beside it, which the pod must read too.
-            write_parameters_file(spec, mode=0o644)
+            return 0o600, (uid, gid if gid is not None else -1)
+        if uid is None or uid == os.geteuid():
+            return 0o600, None
+        if gid is not None and (gid == os.getegid() or gid in os.getgroups()):
+            return 0o640, (-1, gid)
+        # The pod's account is neither ours nor in our group: the file is as open as the
+        # snapshot beside it, which the pod must read too.
+        return 0o644, None
 
     async def _create(self, manifest: Obj) -> Obj:
         """Create the Job; try again while the API server or the network fails."""
@@ -329,7 +335,7 @@ class KubernetesBackend(Backend):
                 self.log.info("Job %s/%s runs on node %s", self.namespace, name, node)
             if job is None and name in self._cancelling:
                 await self._pods_gone(name)
-                await self._log_done(name)
+                await self._keep_pod_log(name)
                 return Outcome(None)
             verdict = self._verdict(name)
             if verdict.done:
@@ -348,7 +354,7 @@ class KubernetesBackend(Backend):
                     # ordered): read the pods as they ended from the API itself.
                     await self._read_pods(name)
                     verdict = self._verdict(name)
-                await self._log_done(name)
+                await self._keep_pod_log(name)
                 return Outcome(
                     verdict.exit_code,
                     verdict.message,
@@ -371,23 +377,19 @@ class KubernetesBackend(Backend):
         for pod in [n for n, p in self.deleted_pods.items() if _job_of_pod(p) == name]:
             del self.deleted_pods[pod]
         self._placed.pop(name, None)
-        task = self._log_tasks.pop(name, None)
-        if task is not None and not task.done():
-            task.cancel()
+        self._log_files.pop(name, None)
 
     async def shutdown(self) -> None:
-        tasks = [*self._tasks, *self._log_tasks.values()]
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        self._log_tasks.clear()
-        for api in (self._api, self._log_api):
-            if api is not None:
-                await api.close()
-        self._api = self._log_api = None
+        if self._api is not None:
+            await self._api.close()
+        self._api = None
         self._started = None
 
     # -- the cluster's view ------------------------------------------------------
@@ -487,12 +489,6 @@ class KubernetesBackend(Backend):
         self._api = client.ApiClient(configuration)
         self._batch = client.BatchV1Api(self._api)
         self._core = client.CoreV1Api(self._api)
-        # A long job's log stream holds its connection for hours: a pool of their own,
-        # so that a hundred running jobs never block a create or a cancel.
-        logs = copy.copy(configuration)
-        logs.connection_pool_maxsize = 0  # aiohttp: no limit
-        self._log_api = client.ApiClient(logs)
-        self._log_core = client.CoreV1Api(self._log_api)
         self._tasks = [
             asyncio.ensure_future(
                 self._reflect(
@@ -682,118 +678,70 @@ class KubernetesBackend(Backend):
         self.nodes = nodes
         await self._reflect("nodes", lister, nodes)
 
-    def _follow_log(self, name: str, log_file: Path) -> None:
-        if name not in self._log_tasks:
-            self._log_tasks[name] = asyncio.ensure_future(self._copy_log(name, log_file))
+    async def _keep_pod_log(self, name: str) -> None:
+        """When the ended job's runner left no log in its folder (it never ran: an image
+        without nbjobs, a command the image cannot run), keep what its pod printed there
+        instead, if the pod is still there: the user's only clue.
 
-    async def _log_done(self, name: str) -> None:
-        task = self._log_tasks.get(name)
-        if task is not None:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(task), timeout=self.log_grace)
-
-    async def _copy_log(self, name: str, log_file: Path) -> None:
-        """Copy the pod's log into the job's log file as it grows (pods/log, follow).
-
-        A stream that ends while the container still runs was cut (a proxy's idle
-        timeout, an API server restart): it is opened again; the log then starts
-        from its beginning, so what the file already holds is skipped. A cut and the
-        container's end look the same from here, so once the container has ended the
-        log is read once more for what a cut stream missed.
+        Never a second writer: the log is made only where none exists (``O_EXCL``, which
+        an NFS server decides, whatever this machine's cache says), once the container
+        has ended, and without following links in the user's folder.
         """
-        written: int | None = None  # None: the file is not ours yet (rewrite it)
-        last_look = False
-        while True:
-            tick = self._tick
-            pods = [p for p in self._pods_of(name) if self._container_started(p)]
-            if pods:
-                pod_name = pods[0]["metadata"]["name"]
-                try:
-                    written = await self._stream_log(pod_name, log_file, written)
-                except KubeError as exc:
-                    if exc.status == 404:
-                        return
-                    self.log.info("log of %s: %s; trying again", pod_name, exc)
-                    await asyncio.sleep(self.retry_delay)
-                    continue
-                except FilesChanged as exc:
-                    self.log.warning(
-                        "job %s: its log is not copied: %s in its folder (links are not followed)",
-                        name,
-                        exc,
-                    )
-                    return
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                    self.log.info("log of %s cut (%s); opening it again", pod_name, exc)
-                    await asyncio.sleep(self.retry_delay)
-                    continue
-                if self._container_ended(self.pods.get(pod_name)):
-                    if last_look:
-                        return
-                    last_look = True
-                    continue
-                # The stream ended with the container running, as far as the pods'
-                # watch knows: cut, or the watch has not caught up. Look again soon.
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(tick.wait(), timeout=self.retry_delay)
-                continue
-            job = self.jobs.get(name)
-            if (job is None or self._finished(job)) and not self._pods_of(name):
-                return  # ended, and its pod is gone: nothing more to read
-            await tick.wait()
-
-    @staticmethod
-    def _container_started(pod: Obj) -> bool:
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            state = cs.get("state") or {}
-            if "running" in state or "terminated" in state:
-                return True
-        return False
-
-    @staticmethod
-    def _container_ended(pod: Obj | None) -> bool:
-        """The pod is gone, or its container has ended: its log is complete."""
-        if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            return True
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            if cs.get("name") == CONTAINER_NAME and "terminated" in (cs.get("state") or {}):
-                return True
-        return False
-
-    async def _stream_log(self, pod_name: str, log_file: Path, written: int | None) -> int:
-        """Follow one pod's log into the file; returns how many bytes the file holds.
-
-        ``written``: bytes already copied by an earlier stream of the same log (the new
-        stream repeats them first); None to start the file afresh.
-        """
-        response: Any = await self._log_core.read_namespaced_pod_log(
-            pod_name,
-            self.namespace,
-            container=CONTAINER_NAME,
-            follow=True,
-            _preload_content=False,
+        log_file = self._log_files.get(name)
+        pods = sorted(
+            self._pods_of(name),  # a deleted pod's log is gone with it
+            key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "",
+            reverse=True,
         )
+        if log_file is None or not pods or self._runner_log_exists(name, log_file):
+            return
+        pod_name = pods[0]["metadata"]["name"]
         try:
-            if response.status != 200:
-                raise _error(response.status, await response.read())
-            skip = written or 0
-            # In the user's folder: the job's folder (made at submit) and the log are
-            # opened without following links, so a link planted there is never written
-            # through. (A local file, written as it comes: no need for async file I/O.)
-            again = os.O_APPEND if written is not None else os.O_TRUNC
-            log = open_in_job_dir(log_file, os.O_WRONLY | os.O_CREAT | again)
-            with os.fdopen(log, "ab" if written is not None else "wb") as out:
-                count = skip
-                async for chunk in response.content.iter_any():
-                    if skip:
-                        chunk, skip = chunk[skip:], max(0, skip - len(chunk))
-                    if chunk:
-                        out.write(chunk)
-                        out.flush()
-                        count += len(chunk)
-                return count
-        finally:
-            response.release()
+            response: Any = await self._core.read_namespaced_pod_log(
+                pod_name,
+                self.namespace,
+                container=CONTAINER_NAME,
+                limit_bytes=POD_LOG_KEPT,
+                _preload_content=False,
+            )
+            try:
+                status, body = response.status, await response.read()
+            finally:
+                response.release()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.log.info("job %s left no log, and its pod's log cannot be read: %s", name, exc)
+            return
+        if status != 200 or not body:
+            return  # the container never started, or the pod is gone already
+        try:
+            log = open_in_job_dir(log_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return  # the runner's, after all
+        except (FilesChanged, OSError) as exc:
+            self.log.warning(
+                "job %s: its pod's log is not kept: %s in its folder (links are not followed)",
+                name,
+                exc,
+            )
+            return
+        with os.fdopen(log, "wb") as out:
+            out.write(body)
+            if len(body) >= POD_LOG_KEPT:
+                out.write(
+                    f"\n[nbjobs] the pod printed more; the first {POD_LOG_KEPT:,} bytes are "
+                    "kept here\n".encode()
+                )
+        self.log.info("job %s: the runner left no log; its pod's output is kept instead", name)
+
+    def _runner_log_exists(self, name: str, log_file: Path) -> bool:
+        try:
+            os.close(open_in_job_dir(log_file, os.O_RDONLY))
+        except FileNotFoundError:
+            return False
+        except (FilesChanged, OSError) as exc:
+            self.log.warning("job %s: its log cannot be opened: %s", name, exc)
+            return True  # nothing to add there
+        return True
 
 
 def _job_of_pod(pod: Obj) -> str | None:

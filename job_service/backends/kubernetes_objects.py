@@ -21,7 +21,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from nbjobs.config import Flavor, KubernetesBackendConfig, StorageConfig
+from nbjobs.config import Flavor, KubernetesBackendConfig, LimitsConfig, StorageConfig
 from nbjobs.storage import escape_username, user_folder, user_subpath
 
 from .base import LaunchSpec
@@ -90,20 +90,30 @@ def pod_path(storage: StorageConfig, user: str, path: Path) -> str:
 
 
 def runner_command(
-    spec: LaunchSpec, storage: StorageConfig, settings: KubernetesBackendConfig
+    spec: LaunchSpec,
+    storage: StorageConfig,
+    settings: KubernetesBackendConfig,
+    limits: LimitsConfig | None = None,
+    log_mode: int = 0o600,
 ) -> list[str]:
-    """The runner's command line in the pod (the same CLI the local backend runs)."""
+    """The runner's command line in the pod (the same CLI the local backend runs).
+
+    The runner writes the job's log into the job's folder itself (``--log-file``, made
+    with ``log_mode``): the log is there when the pod is gone, whether or not the job
+    service was following it. ``limits`` (nbjobs.yaml's) bound what it keeps.
+    """
     where = lambda p: pod_path(storage, spec.user, p)  # noqa: E731
     command = [settings.python, "-m", "nbjobs.job_runner"]
     command += [where(spec.snapshot_file), where(spec.output_file)]
     command += ["--status-file", where(spec.status_file), "--cwd", where(spec.cwd)]
+    command += ["--log-file", where(spec.log_file), "--log-file-mode", f"{log_mode:03o}"]
     if spec.parameters:
         # the file the backend writes into the job's folder, like the local backend:
         # the Job's spec holds no user data, and an API object's size is limited
         command += ["--parameters", where(spec.parameters_file)]
     if spec.time_limit:
         command += ["--timeout", f"{spec.time_limit:g}"]
-    return command
+    return command + (limits or LimitsConfig()).runner_args()
 
 
 def job_labels(spec: LaunchSpec) -> dict[str, str]:
@@ -157,9 +167,14 @@ def node_affinity(
 
 
 def make_job(
-    spec: LaunchSpec, storage: StorageConfig, settings: KubernetesBackendConfig
+    spec: LaunchSpec,
+    storage: StorageConfig,
+    settings: KubernetesBackendConfig,
+    limits: LimitsConfig | None = None,
+    log_mode: int = 0o600,
 ) -> dict[str, Any]:
-    """The ``batch/v1`` Job that runs one nbjobs job."""
+    """The ``batch/v1`` Job that runs one nbjobs job (``limits`` and ``log_mode``: see
+    :func:`runner_command`)."""
     flavor = spec.flavor
     image = flavor.image or settings.default_image
     if not image:
@@ -192,7 +207,7 @@ def make_job(
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": image,
-        "command": runner_command(spec, storage, settings),
+        "command": runner_command(spec, storage, settings, limits, log_mode),
         "workingDir": pod_path(storage, spec.user, spec.cwd),
         "env": env,
         "resources": {"requests": dict(resources), "limits": dict(resources)},

@@ -21,7 +21,7 @@ from .fake_apiserver import FakeApiServer
 ROOT = Path(__file__).resolve().parents[2]
 RBAC_FILE = ROOT / "hub_config" / "examples" / "kubernetes" / "rbac.yaml"
 NAMESPACE = "gpu-jobs"
-#: the shared storage as the service sees it (job logs are copied there)
+#: the shared storage as the service sees it (the runner writes each job's log there)
 STORAGE_ROOT = Path(tempfile.mkdtemp(prefix="nbjobs-k8s-storage-"))
 
 #: every (verb, API group, resource) any backend of this session sent
@@ -132,3 +132,10 @@ async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"still not true after {timeout} s: {check}")
         await asyncio.sleep(0.02)
+
+
+def runner_writes_log(job_dir: Path, text: str) -> None:
+    """Append to a job's log as its runner does in the pod (``--log-file``): no runner
+    runs against the fake, so a test writes what it would have."""
+    with (job_dir / "log.txt").open("a", encoding="utf-8") as log:
+        log.write(text)

@@ -1,16 +1,19 @@
-"""The Kubernetes backend against a fake API server: create, follow, the plain answers, logs,
-cancel, capacity, drain, restarts, watch resumption."""
+"""The Kubernetes backend against a fake API server: create, follow, the plain answers, logs
+(the runner's, or the pod's when the runner left none), cancel, capacity, drain, restarts,
+watch resumption."""
 
 from __future__ import annotations
 
 import asyncio
+import stat
+import uuid
 
 import pytest
-from nbjobs.job_service.backends import LaunchSpec
+from nbjobs.job_service.backends import LaunchSpec, kubernetes
 from nbjobs.job_service.backends.kubernetes import KubeError
 from nbjobs.job_service.backends.kubernetes_objects import make_job
 
-from nbjobs.storage import job_folder, user_folder
+from nbjobs.storage import job_folder, make_job_dir, user_folder
 
 from .conftest import NAMESPACE, config, eventually
 from .fake_apiserver import FakeApiServer
@@ -34,19 +37,26 @@ def spec(cfg, job_id: str = "0123456789ab", flavor: str = "a100", user: str = "a
     )
 
 
+def spec_in_a_new_folder(cfg, job_id: str = "0123456789ab") -> LaunchSpec:
+    """A job of a user of its own, with its folder made (as the service does at submit)."""
+    job_spec = spec(cfg, job_id=job_id, user="ada-" + uuid.uuid4().hex[:6])
+    job_spec.job_dir.parent.parent.parent.mkdir(parents=True)
+    make_job_dir(job_spec.job_dir, {"input.ipynb": b"{}"})
+    return job_spec
+
+
 def gpu_nodes(fake: FakeApiServer, count: int = 1, gpus: int = 1) -> None:
     for i in range(count):
         fake.add_node(f"gpu-{i}", {"gpu": "a100"}, {"nvidia.com/gpu": str(gpus)})
 
 
-async def test_a_job_is_created_followed_to_success_and_its_log_copied(
-    make_backend, fake, tmp_path
+async def test_a_job_is_created_followed_to_success_and_its_log_left_to_the_runner(
+    make_backend, fake
 ):
     cfg = config()
     gpu_nodes(fake)
     backend = make_backend(cfg)
-    job_spec = spec(cfg)
-    job_spec.log_file = tmp_path / "log.txt"
+    job_spec = spec_in_a_new_folder(cfg)
     launched = await backend.start(job_spec)
 
     assert launched.ref == f"{NAMESPACE}/{JOB}"
@@ -54,19 +64,51 @@ async def test_a_job_is_created_followed_to_success_and_its_log_copied(
     expected = make_job(job_spec, cfg.storage, cfg.backend.kubernetes)
     assert stored["metadata"]["labels"] == expected["metadata"]["labels"]
     assert stored["spec"]["template"]["spec"] == expected["spec"]["template"]["spec"]
+    command = stored["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--log-file") + 1] == (
+        f"/home/jovyan/.nbjobs/jobs/{job_spec.job_id}/log.txt"
+    )
 
     waiter = asyncio.ensure_future(backend.wait(launched.ref))
     pod = fake.start_pod(JOB, NAMESPACE, node="gpu-0")["metadata"]["name"]
     fake.run_pod(pod, NAMESPACE)
     await eventually(lambda: (s := backend.seen(launched.ref)) and s.node == "gpu-0")
-    fake.append_log(pod, NAMESPACE, "cell 1 of 2\n")
-    await eventually(lambda: job_spec.log_file.exists() and job_spec.log_file.read_text())
-    fake.append_log(pod, NAMESPACE, "cell 2 of 2\n")
+    # the runner writes its log into the job's folder; the pod's own log says the same
+    for line in ("cell 1 of 2\n", "cell 2 of 2\n"):
+        with job_spec.log_file.open("a") as log:
+            log.write(line)
+        fake.append_log(pod, NAMESPACE, line)
     fake.finish_pod(pod, NAMESPACE, exit_code=0)
     outcome = await asyncio.wait_for(waiter, 10)
 
     assert (outcome.exit_code, outcome.state, outcome.message) == (0, None, None)
-    assert job_spec.log_file.read_text() == "cell 1 of 2\ncell 2 of 2\n"
+    assert job_spec.log_file.read_text() == "cell 1 of 2\ncell 2 of 2\n"  # one writer
+    assert ("get", "", "pods/log") not in fake.requests  # nothing followed, nothing copied
+
+
+async def test_a_runner_that_left_no_log_gets_what_its_pod_printed(make_backend, fake, monkeypatch):
+    """An image without nbjobs: python says so on stderr and the runner never writes a
+    log; the user reads why in the job's log all the same (the first part of it)."""
+    monkeypatch.setattr(kubernetes, "POD_LOG_KEPT", 64)
+    cfg = config()
+    backend = make_backend(cfg)
+    job_spec = spec_in_a_new_folder(cfg, job_id="bbbbbbbbbbbb")
+    ref = (await backend.start(job_spec)).ref
+    waiter = asyncio.ensure_future(backend.wait(ref))
+    pod = fake.start_pod("nbjobs-bbbbbbbbbbbb", NAMESPACE, node="gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    said = "/usr/bin/python: No module named nbjobs\n"
+    fake.append_log(pod, NAMESPACE, said + "x" * 100)
+    fake.finish_pod(pod, NAMESPACE, exit_code=1)
+    outcome = await asyncio.wait_for(waiter, 10)
+
+    assert outcome.exit_code == 1
+    log = job_spec.log_file.read_text()
+    assert log.startswith(said)
+    assert log.endswith("\n[nbjobs] the pod printed more; the first 64 bytes are kept here\n")
+    assert stat.S_IMODE(job_spec.log_file.stat().st_mode) == 0o600
+    # only once the pod has ended, and only where no log was: never a second writer
+    assert [v for v, _, r in fake.requests if r == "pods/log"] == ["get"]
 
 
 async def test_a_retried_create_adopts_the_job_instead_of_making_a_second(make_backend, fake):
@@ -148,6 +190,12 @@ async def test_without_a_view_of_nodes_the_schedulers_words_are_passed_on(make_b
             "ErrImagePull",
             "manifest unknown",
             "could not pull image example.org/nbjobs:1 (ErrImagePull: manifest unknown)",
+        ),
+        (
+            "CreateContainerConfigError",
+            'secret "hf-token" not found',
+            "the container could not be configured (CreateContainerConfigError: "
+            'secret "hf-token" not found)',
         ),
     ],
 )
@@ -405,32 +453,6 @@ async def test_bookmarks_move_a_quiet_watch_forward(make_backend, fake):
     assert len(lists) == 1
 
 
-async def test_a_log_stream_cut_while_the_pod_runs_is_opened_again_without_repeats(
-    make_backend, fake, tmp_path
-):
-    backend = make_backend()
-    job_spec = spec(config())
-    job_spec.log_file = tmp_path / "log.txt"
-    ref = (await backend.start(job_spec)).ref
-    pod = fake.start_pod(JOB, NAMESPACE, node="gpu-0")["metadata"]["name"]
-    fake.run_pod(pod, NAMESPACE)
-    fake.append_log(pod, NAMESPACE, "cell 1 of 3\n")
-    await eventually(lambda: job_spec.log_file.exists() and job_spec.log_file.read_text())
-    opened = len([q for v, r, q in fake.queries if r == "pods" and q.get("follow")])
-    fake.cut_log_streams()  # a proxy's idle timeout: the job runs on, quietly
-    await eventually(
-        lambda: len([q for v, r, q in fake.queries if r == "pods" and q.get("follow")]) > opened
-    )
-    fake.append_log(pod, NAMESPACE, "cell 2 of 3\n")
-    await eventually(lambda: "cell 2" in job_spec.log_file.read_text())
-    fake.cut_log_streams()
-    fake.append_log(pod, NAMESPACE, "cell 3 of 3\n")
-    fake.finish_pod(pod, NAMESPACE, exit_code=0)
-    outcome = await asyncio.wait_for(backend.wait(ref), 10)
-    assert outcome.exit_code == 0
-    assert job_spec.log_file.read_text() == "cell 1 of 3\ncell 2 of 3\ncell 3 of 3\n"
-
-
 @pytest.mark.parametrize(
     "failure",
     [
@@ -457,25 +479,3 @@ async def test_a_create_the_server_refuses_is_not_tried_again_and_says_why(make_
         await backend.start(spec(config()))
     assert [v for v, _, r in fake.requests if r == "jobs" and v == "create"] == ["create"]
     assert fake.list("jobs", NAMESPACE) == []
-
-
-async def test_many_running_jobs_log_streams_never_hold_up_a_create_or_a_cancel(
-    make_backend, fake, tmp_path
-):
-    # Three watches take three of the four connections; every running job's log stream
-    # holds one for as long as the job runs. They must not starve the Job calls.
-    backend = make_backend(api_connections=4)
-    cfg = config()
-    refs = []
-    for i in range(6):
-        job_spec = spec(cfg, job_id=f"{i:012d}", flavor="cpu")
-        job_spec.log_file = tmp_path / f"{i}.log"
-        refs.append((await asyncio.wait_for(backend.start(job_spec), 5)).ref)
-        pod = fake.start_pod(f"nbjobs-{i:012d}", NAMESPACE, node="cpu-0")["metadata"]["name"]
-        fake.run_pod(pod, NAMESPACE)
-        fake.append_log(pod, NAMESPACE, "running\n")
-    await eventually(lambda: fake.open_log_streams == 6)
-    late = await asyncio.wait_for(backend.start(spec(cfg, job_id="ffffffffffff")), 5)
-    await asyncio.wait_for(backend.cancel(refs[0]), 5)
-    await asyncio.wait_for(backend.cancel(late.ref), 5)
-    assert fake.get("jobs", NAMESPACE, "nbjobs-000000000000") is None

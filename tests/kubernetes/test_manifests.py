@@ -16,7 +16,13 @@ from nbjobs.job_service.backends.kubernetes_objects import (
     owner_label,
 )
 
-from nbjobs.config import Flavor, KubernetesBackendConfig, KueueConfig, StorageConfig
+from nbjobs.config import (
+    Flavor,
+    KubernetesBackendConfig,
+    KueueConfig,
+    LimitsConfig,
+    StorageConfig,
+)
 from nbjobs.storage import user_folder
 
 STORAGE = StorageConfig(
@@ -140,10 +146,22 @@ def test_a_gpu_job_is_one_locked_down_batch_job_running_the_runner():
                                 "/home/jovyan/.nbjobs/jobs/0123456789ab/status.json",
                                 "--cwd",
                                 "/home/jovyan/work",
+                                # the runner writes the job's log into its folder itself
+                                "--log-file",
+                                "/home/jovyan/.nbjobs/jobs/0123456789ab/log.txt",
+                                "--log-file-mode",
+                                "600",
                                 "--parameters",
                                 "/home/jovyan/.nbjobs/jobs/0123456789ab/parameters.json",
                                 "--timeout",
                                 "3600",
+                                # nbjobs.yaml's limits (here the defaults), in characters
+                                "--max-cell-output",
+                                str(2 * 1024**2),
+                                "--max-output",
+                                str(16 * 1024**2),
+                                "--max-log-output",
+                                str(32 * 1024**2),
                             ],
                             "workingDir": "/home/jovyan/work",
                             "env": [
@@ -212,6 +230,18 @@ def test_a_cpu_job_sees_no_gpu_even_on_a_gpu_node_and_gets_the_default_image():
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
     assert "activeDeadlineSeconds" not in job["spec"]
     assert "--timeout" not in container["command"]
+
+
+def test_the_admins_output_limits_and_log_mode_reach_the_runner():
+    limits = LimitsConfig(cell_output="64KiB", notebook_output="1MiB", log_output="2MB")
+    job = valid(make_job(spec(), STORAGE, SETTINGS, limits, 0o640))
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    options = dict(zip(command[5::2], command[6::2], strict=False))
+    assert options["--max-cell-output"] == "65536"
+    assert options["--max-output"] == "1048576"
+    assert options["--max-log-output"] == "2000000"
+    assert options["--log-file"] == "/home/jovyan/.nbjobs/jobs/0123456789ab/log.txt"
+    assert options["--log-file-mode"] == "640"
 
 
 def test_the_users_folder_is_mounted_by_the_spawners_escaping():

@@ -5,34 +5,38 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import yaml
 from nbjobs.job_service.backends import LaunchSpec
 
-from nbjobs.storage import job_folder, user_folder
+from nbjobs.storage import job_folder, make_job_dir, user_folder
 
-from .conftest import NAMESPACE, RBAC_FILE, allowed_by_rbac, config, eventually
+from .conftest import NAMESPACE, RBAC_FILE, allowed_by_rbac, config
 
 
 async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_cluster_wide(
-    make_backend, fake, tmp_path
+    make_backend, fake
 ):
     cfg = config()
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
     first = make_backend(cfg)
     await first.reconcile(set())
     specs = []
+    user = "ada-" + uuid.uuid4().hex[:6]  # a folder of its own on the session's storage
+    home = user_folder(cfg.storage, user)
+    home.mkdir(parents=True)
     for job_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
-        home = user_folder(cfg.storage, "ada")
+        make_job_dir(job_folder(home, job_id), {"input.ipynb": b"{}"})
         specs.append(
             LaunchSpec(
                 job_id=job_id,
-                user="ada",
+                user=user,
                 flavor=cfg.flavor("a100"),
                 snapshot_file=job_folder(home, job_id) / "input.ipynb",
                 output_file=home / "out.ipynb",
                 status_file=job_folder(home, job_id) / "status.json",
-                log_file=tmp_path / f"{job_id}.log",
+                log_file=job_folder(home, job_id) / "log.txt",
                 cwd=home,
             )
         )
@@ -40,12 +44,13 @@ async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_clus
     for job_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
         pod = fake.start_pod(f"nbjobs-{job_id}", NAMESPACE, "gpu-0")["metadata"]["name"]
         fake.run_pod(pod, NAMESPACE)
+        # a runner that never ran: its pod's log is read once, at the end (pods/log get)
         fake.append_log(pod, NAMESPACE, "hello\n")
-    await eventually(lambda: (tmp_path / "aaaaaaaaaaaa.log").exists())
     fake.finish_pod(
         fake.pods_of("nbjobs-aaaaaaaaaaaa", NAMESPACE)[0]["metadata"]["name"], NAMESPACE, 0
     )
     await asyncio.wait_for(first.wait(done), 10)
+    assert (home / ".nbjobs/jobs/aaaaaaaaaaaa/log.txt").read_text() == "hello\n"
     await first.start(specs[0])  # a retried create: 409, then get
     await first.cancel(cancelled)
     await asyncio.wait_for(first.wait(cancelled), 10)
