@@ -807,6 +807,14 @@ class JobService:
 
     async def rerun(self, caller: Caller, job_id: str) -> Job:
         """Queue the same notebook (its current version), flavor and parameters again."""
+        request, owner = await self.in_db(self._rerun_request, caller, job_id)
+        # An admin re-running someone's job runs it as its owner, with the owner's limits.
+        as_ = caller if owner.name == caller.name else owner
+        if not caller.may_submit:
+            as_ = caller  # refused in submit, with the reason
+        return await self.submit(as_, request, rerun_of=job_id)
+
+    def _rerun_request(self, caller: Caller, job_id: str) -> tuple[SubmitRequest, Caller]:
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id, own=True)
             if not JobState(record.state).final:
@@ -818,12 +826,7 @@ class JobService:
                 priority=record.priority if caller.admin else None,
                 name=record.name,
             )
-            owner = Caller(record.user, frozenset(record.groups), admin=False)
-        # An admin re-running someone's job runs it as its owner, with the owner's limits.
-        as_ = caller if owner.name == caller.name else owner
-        if not caller.may_submit:
-            as_ = caller  # refused in submit, with the reason
-        return await self.submit(as_, request, rerun_of=job_id)
+            return request, Caller(record.user, frozenset(record.groups), admin=False)
 
     def forget(self, caller: Caller, job_id: str) -> None:
         """Remove a finished job from the list; its output notebook and files stay."""
