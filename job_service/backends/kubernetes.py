@@ -89,6 +89,7 @@ class KubernetesBackend(Backend):
     #: activeDeadlineSeconds stops a job; time spent waiting for a node or Kueue is not a
     #: reason for the service to stop it
     enforces_time_limit = True
+    idempotent_starts = True  # a Job's name is its job's: a second create is a 409, adopted
 
     kubeconfig = Unicode(
         "",
@@ -266,10 +267,17 @@ class KubernetesBackend(Backend):
         manifest = make_job(spec, self.storage, self.settings, self.nbjobs.limits, mode)
         self._write_parameters(spec)
         name = manifest["metadata"]["name"]
+        # Counted from now (free_for() sees the Job being created: the service starts
+        # several at once), until the API server's answer replaces it.
+        self.jobs.setdefault(name, manifest)
         try:
             created = await self._create(manifest)
-        except KubeError as exc:
-            if exc.status != 409:
+        except asyncio.CancelledError:
+            raise  # the service stops: the create may be stored; the next start adopts it
+        except BaseException as exc:
+            if not isinstance(exc, KubeError) or exc.status != 409:
+                if self.jobs.get(name) is manifest:
+                    del self.jobs[name]
                 raise
             # A retried create (the service stopped between create and record): adopt it.
             created = await self._call(self._batch.read_namespaced_job, name, self.namespace)
@@ -279,7 +287,8 @@ class KubernetesBackend(Backend):
                     f"a Job {name} that nbjobs did not make exists in {self.namespace}"
                 ) from None
             self.log.info("job %s: its Job %s existed already; adopted", spec.job_id, name)
-        self.jobs.setdefault(name, created)
+        if self.jobs.get(name, manifest) is manifest:  # the watch has not brought it yet
+            self.jobs[name] = created
         self._log_files[name] = spec.log_file
         self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
         return Launched(ref=f"{self.namespace}/{name}", gpus=[])
@@ -401,10 +410,12 @@ class KubernetesBackend(Backend):
         """The Job's pods; with ``deleted``, when none is left, the last ones seen
         deleted (their final status says why the job ended, before the Job's own
         condition does)."""
-        live = [p for p in self.pods.values() if _job_of_pod(p) == name]
+        # list(): a snapshot, taken at once (seen() runs on the service's database
+        # threads too, while the watches change these dicts on the event loop)
+        live = [p for p in list(self.pods.values()) if _job_of_pod(p) == name]
         if live or not deleted:
             return live
-        return [p for p in self.deleted_pods.values() if _job_of_pod(p) == name]
+        return [p for p in list(self.deleted_pods.values()) if _job_of_pod(p) == name]
 
     def _remember_deleted(self, pod: Obj) -> None:
         if _job_of_pod(pod) is None:
@@ -452,7 +463,7 @@ class KubernetesBackend(Backend):
         pods = list(self.pods.values())
         # A Job created a moment ago has no pod yet; count it as the pod it will make.
         have_pods = {job_name_of((p.get("metadata") or {}).get("labels") or {}) for p in pods}
-        for name, job in self.jobs.items():
+        for name, job in list(self.jobs.items()):
             if name in have_pods or self._finished(job) or (job.get("spec") or {}).get("suspend"):
                 continue
             template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -460,7 +471,7 @@ class KubernetesBackend(Backend):
         return free_slots(
             self._flavor_pod_spec(flavor),
             flavor_resources(flavor),
-            (self.nodes or {}).values(),
+            list((self.nodes or {}).values()),
             pods,
             flavor.gpu_resource if flavor.gpus else None,
         )
