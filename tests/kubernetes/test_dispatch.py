@@ -165,3 +165,28 @@ async def test_a_start_cut_short_by_a_stop_is_adopted_not_doubled(
         )
     finally:
         await stop_service(second)
+
+
+async def test_overlapping_starts_never_fill_a_node_past_its_gpus(
+    fake, kubeconfig, tmp_path, database
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "3", "memory": "256Gi"})
+    fake.create_delay = 0.5
+    svc = await start(tmp_path, kubeconfig, config(tmp_path, database))
+    try:
+        svc.write("ada", "f.ipynb", "1")
+        svc.write("bob", "f.ipynb", "1")
+        jobs = [await svc.submit(user, "f.ipynb", "a100") for user in ["ada", "bob"] * 4]
+        await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 3)
+        await asyncio.sleep(1.5)  # the next passes: still three, the creates long answered
+        assert len(fake.list("jobs", NAMESPACE)) == 3
+        assert fake.most_creates_in_flight == 3  # the three went out together
+        views = [await svc.job(j["user"], j["id"]) for j in jobs]
+        waiting = [v for v in views if v["state"] == "queued"]
+        assert len(waiting) == 5
+        assert {v["waiting_reason"] for v in waiting} == {"waiting for a free GPU for a100"}
+        # fair share: both users got a GPU
+        started = {v["user"] for v in views if v["state"] == "starting"}
+        assert started == {"ada", "bob"}
+    finally:
+        await stop_service(svc)
