@@ -9,17 +9,26 @@ so a service that blocked its loop would hold the fake's answers up too."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+import nbformat
 import pytest
 import sqlalchemy
+import yaml
 from nbjobs.job_runner import RunStatus
 from nbjobs.job_runner.status import write_status
 
-from tests.job_service.conftest import postgres_url, stop_service  # noqa: F401 (a fixture)
+from tests.job_service.conftest import free_port, postgres_url, stop_service  # noqa: F401
 
 from .conftest import NAMESPACE, eventually
 from .fake_apiserver import FakeApiServer
@@ -190,3 +199,75 @@ async def test_overlapping_starts_never_fill_a_node_past_its_gpus(
         assert started == {"ada", "bob"}
     finally:
         await stop_service(svc)
+
+
+async def test_sigterm_stops_the_service_in_seconds_while_a_create_hangs(
+    fake, kubeconfig, tmp_path
+):
+    """A real `nbjobs service` process, its Job create held by the API server: SIGTERM
+    ends it within seconds, and the next start makes the job's one Job."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    fake.create_delay = 30.0
+    config_file = tmp_path / "nbjobs.yaml"
+    config_file.write_text(yaml.safe_dump(settings(tmp_path)))
+    home = tmp_path / "home" / "ada"
+    home.mkdir(parents=True)
+    cells = [nbformat.v4.new_code_cell("1")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), home / "t.ipynb")
+    headers = {"Authorization": "token ada-token"}
+
+    def service() -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        command = [sys.executable, "-m", "nbjobs.cli", "service", f"--config={config_file}"]
+        command += [f"--port={port}", f"--KubernetesBackend.kubeconfig={kubeconfig}"]
+        command += ["--KubernetesBackend.retry_delay=0.05", "--JobServiceApp.lease_seconds=3"]
+        env = {**os.environ, "NBJOBS_SERVICE_TOKENS": json.dumps({"ada-token": "ada"})}
+        with (tmp_path / f"service-{port}.log").open("wb") as log:
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        return proc, f"http://127.0.0.1:{port}/api/"
+
+    async def wait_up(client: httpx.AsyncClient) -> None:
+        for _ in range(600):
+            with contextlib.suppress(httpx.TransportError):
+                if (await client.get("health")).is_success:
+                    return
+            await asyncio.sleep(0.1)
+        raise AssertionError("the service did not come up")
+
+    proc, url = service()
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers) as client:
+            await wait_up(client)
+            answer = await client.post("jobs", json={"path": "t.ipynb", "flavor": "a100"})
+            assert answer.status_code == 201, answer.text
+            job = answer.json()
+            await eventually(lambda: fake.creates_in_flight == 1, timeout=20)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(proc.wait, 20)
+        took = time.monotonic() - began
+        assert proc.returncode == 0, proc.returncode
+        assert took < 10.0, f"SIGTERM took {took:.1f} s"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    fake.create_delay = 0.0  # the held create is still held; the next one goes through
+    proc, url = service()
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers) as client:
+            await wait_up(client)
+            name = f"nbjobs-{job['id']}"
+            await eventually(lambda: fake.get("jobs", NAMESPACE, name), timeout=20)
+            for _ in range(100):
+                state = (await client.get(f"jobs/{job['id']}")).json()["state"]
+                if state == "starting":
+                    break
+                await asyncio.sleep(0.1)
+            assert state == "starting"
+        assert [j["metadata"]["name"] for j in fake.list("jobs", NAMESPACE)] == [name]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 20)
