@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
 import yaml
 from nbjobs.job_service.backends.kubernetes import KubernetesBackend
 
 from nbjobs.config import NbjobsConfig
+from tests.job_service.conftest import postgres_url  # noqa: F401 (a fixture)
 
 from .fake_apiserver import FakeApiServer
 
@@ -139,3 +141,18 @@ def runner_writes_log(job_dir: Path, text: str) -> None:
     runs against the fake, so a test writes what it would have."""
     with (job_dir / "log.txt").open("a", encoding="utf-8") as log:
         log.write(text)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The job database of a service test: each runs on SQLite and on a real PostgreSQL
+    server (``postgres_url``, Debian's package), in a database of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    server = request.getfixturevalue("postgres_url")
+    name = f"d_{tmp_path.name.lower().replace('-', '_')[:40]}"
+    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return str(server.rsplit("/", 1)[0] + f"/{name}")

@@ -22,30 +22,15 @@ from typing import Any
 
 import httpx
 import nbformat
-import pytest
-import sqlalchemy
 import yaml
 from nbjobs.job_runner import RunStatus
 from nbjobs.job_runner.status import write_status
 
-from tests.job_service.conftest import free_port, postgres_url, stop_service  # noqa: F401
+from tests.job_service.conftest import free_port, stop_service
 
 from .conftest import NAMESPACE, eventually
 from .fake_apiserver import FakeApiServer
 from .test_service import settings, start, status_file
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-    server = request.getfixturevalue("postgres_url")
-    name = f"d_{tmp_path.name.lower().replace('-', '_')[:40]}"
-    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return server.rsplit("/", 1)[0] + f"/{name}"
 
 
 def config(tmp_path: Path, database: str, gpus: int = 8) -> dict[str, Any]:

@@ -6,13 +6,14 @@ plays the kubelet, as a real job pod would."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy
 import yaml
 from nbjobs.job_runner import RunStatus
 from nbjobs.job_runner.status import write_status
@@ -22,8 +23,11 @@ from tornado.httpserver import HTTPServer
 from nbjobs.config import parse_config
 from tests.job_service.conftest import GROUPS, TOKENS, Service, free_port, stop_service
 
-from .conftest import NAMESPACE, eventually
+from .conftest import NAMESPACE, eventually, runner_writes_log
 from .fake_apiserver import FakeApiServer
+
+#: the job database of this module's running test (see ``running_services``)
+_DATABASE: dict[str, str] = {}
 
 
 def settings(tmp_path: Path, **kubernetes: Any) -> dict[str, Any]:
@@ -32,7 +36,7 @@ def settings(tmp_path: Path, **kubernetes: Any) -> dict[str, Any]:
             "root": str(tmp_path / "home"),
             "volume": {"nfs": {"server": "nfs.example.org", "path": "/export/home"}},
         },
-        "database": {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"},
+        "database": {"url": _DATABASE.get("url") or f"sqlite:///{tmp_path / 'jobs.sqlite'}"},
         "backend": {
             "kind": "kubernetes",
             "kubernetes": {
@@ -76,11 +80,15 @@ async def start(tmp_path: Path, kubeconfig: Path, data: dict[str, Any]) -> Servi
 
 
 @pytest.fixture
-async def running_services():
+async def running_services(database: str) -> AsyncIterator[list[Service]]:
     started: list[Service] = []
-    yield started
-    for svc in started:
-        await stop_service(svc)
+    _DATABASE["url"] = database  # every test here runs on SQLite and on PostgreSQL
+    try:
+        yield started
+    finally:
+        _DATABASE.clear()
+        for svc in started:
+            await stop_service(svc)
 
 
 def status_file(svc: Service, user: str, job_id: str) -> Path:
@@ -121,11 +129,11 @@ async def test_submit_creates_the_job_follows_the_cluster_and_records_success(
         "waiting for 1 × nvidia.com/gpu on nodes with gpu=a100 (0 free)"  # noqa: RUF001
     )
 
-    # Then it runs; the runner reports progress, the log comes from pods/log.
+    # Then it runs; the runner reports progress and writes the log into the job's folder.
     fake.bind(pod, NAMESPACE, "gpu-0")
     fake.run_pod(pod, NAMESPACE)
     write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 2, 1, 1))
-    fake.append_log(pod, NAMESPACE, "[nbjobs] cell 1 of 2\n")
+    runner_writes_log(status_file(svc, "ada", job["id"]).parent, "[nbjobs] cell 1 of 2\n")
     running = await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
     assert running["progress"]["cells_done"] == 1
     assert running["node"] == "gpu-0"  # which jobs run where, for maintenance
@@ -197,7 +205,7 @@ async def test_an_evicted_job_goes_back_to_the_queue_as_often_as_its_flavor_allo
     await eventually(lambda: fake.get("jobs", NAMESPACE, first))
     pod = fake.start_pod(first, NAMESPACE, "gpu-0")["metadata"]["name"]
     fake.run_pod(pod, NAMESPACE)
-    fake.append_log(pod, NAMESPACE, "epoch 1 of 90\n")
+    runner_writes_log(status_file(svc, "ada", job["id"]).parent, "epoch 1 of 90\n")
     write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
     await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
     async with svc.client("ada") as client:
@@ -299,8 +307,13 @@ async def test_a_restart_adopts_running_jobs_and_stops_what_the_database_finishe
     await stop_service(first)
     # While the service was down its database came to hold one job finished (say, an
     # admin cancelled it while the API server was unreachable).
-    with sqlite3.connect(tmp_path / "jobs.sqlite") as db:
-        db.execute("UPDATE nbjobs_jobs SET state = 'cancelled' WHERE id = ?", (stale["id"],))
+    engine = sqlalchemy.create_engine(first.app.nbjobs_config.database.url)
+    with engine.begin() as db:
+        db.execute(
+            sqlalchemy.text("UPDATE nbjobs_jobs SET state = 'cancelled' WHERE id = :id"),
+            {"id": stale["id"]},
+        )
+    engine.dispose()
 
     second = await start(tmp_path, kubeconfig, settings(tmp_path))
     running_services.append(second)
