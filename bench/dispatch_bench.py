@@ -128,8 +128,9 @@ class Round:
     #: Jobs the fake holds at the end, and when the last of them was created
     created: int = 0
     all_created: float = math.nan
-    #: when the last submit was answered
+    #: when the last submit was answered (NaN: some never were)
     all_submitted: float = math.nan
+    answered: int = 0
     most_in_flight: int = 0
     #: how late the service's event loop ran a 10 ms sleep's wake-up: while idle, in
     #: the burst (a loop that blocks shows here; a request queued elsewhere does not)
@@ -390,7 +391,9 @@ async def burst(
         except httpx.HTTPError as exc:
             result.refused.append(type(exc).__name__)
             return
-        result.all_submitted = time.perf_counter() - t0  # the last one's stays
+        result.answered += 1
+        if result.answered == result.jobs:
+            result.all_submitted = time.perf_counter() - t0
         if response.status_code == 201:
             result.accepted += 1
         else:
