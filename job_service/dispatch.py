@@ -34,6 +34,7 @@ import contextlib
 import json
 import logging
 import uuid
+from asyncio import FIRST_COMPLETED
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -160,7 +161,6 @@ class Dispatcher:
         queued, running_jobs, running_gpus, last_start, hours = plan
         verdicts: dict[tuple[str, str, str], str | None] = {}
         reasons: dict[str, str] = {}
-        starts: set[asyncio.Task[None]] = set()
         for row in in_queue_order(queued, running_jobs, last_start):
             if self._stopping:
                 break
@@ -174,16 +174,15 @@ class Dispatcher:
             if reason is not None:
                 reasons[row.id] = reason
                 continue
-            while len([t for t in starts if not t.done()]) >= self.concurrent_starts:
-                await asyncio.wait(starts, return_when=asyncio.FIRST_COMPLETED)
+            # the limit is the dispatcher's, not the pass's: the starts of an earlier
+            # pass may still be in flight
+            while len(self.launches) >= self.concurrent_starts:
+                await asyncio.wait(list(self.launches.values()), return_when=FIRST_COMPLETED)
             token = uuid.uuid4().hex
             spec = await service.in_db(self._claim, row.id, token)
             if spec is None:
                 continue  # cancelled (or changed) since the queue was read
-            task = asyncio.ensure_future(self._launch(spec, token))
-            self.launches[row.id] = task
-            starts.add(task)
-            task.add_done_callback(starts.discard)
+            self.launches[row.id] = asyncio.ensure_future(self._launch(spec, token))
             # Let the start run up to its first wait: the backend takes the job's
             # capacity there, and free_for() counts it for the next job of this pass.
             await asyncio.sleep(0)

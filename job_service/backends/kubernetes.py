@@ -34,6 +34,7 @@ import json
 import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,8 @@ class KubernetesBackend(Backend):
         self.nodes_readable = True
         self._synced = {kind: asyncio.Event() for kind in ("jobs", "pods", "nodes")}
         self._tick = asyncio.Event()
+        #: the watched objects indexed per Job, for the current tick (see _index)
+        self._index_cache: _Index | None = None
         self._cancelling: set[str] = set()
         #: the log file in its job's folder of each followed Job, by Job name
         self._log_files: dict[str, Path] = {}
@@ -270,6 +273,7 @@ class KubernetesBackend(Backend):
         # Counted from now (free_for() sees the Job being created: the service starts
         # several at once), until the API server's answer replaces it.
         self.jobs.setdefault(name, manifest)
+        self._changed()
         try:
             created = await self._create(manifest)
         except asyncio.CancelledError:
@@ -278,6 +282,7 @@ class KubernetesBackend(Backend):
             if not isinstance(exc, KubeError) or exc.status != 409:
                 if self.jobs.get(name) is manifest:
                     del self.jobs[name]
+                    self._changed()
                 raise
             # A retried create (the service stopped between create and record): adopt it.
             created = await self._call(self._batch.read_namespaced_job, name, self.namespace)
@@ -289,6 +294,7 @@ class KubernetesBackend(Backend):
             self.log.info("job %s: its Job %s existed already; adopted", spec.job_id, name)
         if self.jobs.get(name, manifest) is manifest:  # the watch has not brought it yet
             self.jobs[name] = created
+            self._changed()
         self._log_files[name] = spec.log_file
         self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
         return Launched(ref=f"{self.namespace}/{name}", gpus=[])
@@ -385,6 +391,7 @@ class KubernetesBackend(Backend):
         self._cancelling.discard(name)
         for pod in [n for n, p in self.deleted_pods.items() if _job_of_pod(p) == name]:
             del self.deleted_pods[pod]
+        self._changed()
         self._placed.pop(name, None)
         self._log_files.pop(name, None)
 
@@ -410,12 +417,33 @@ class KubernetesBackend(Backend):
         """The Job's pods; with ``deleted``, when none is left, the last ones seen
         deleted (their final status says why the job ended, before the Job's own
         condition does)."""
-        # list(): a snapshot, taken at once (seen() runs on the service's database
-        # threads too, while the watches change these dicts on the event loop)
-        live = [p for p in list(self.pods.values()) if _job_of_pod(p) == name]
+        index = self._index()
+        live = index.pods.get(name, [])
         if live or not deleted:
-            return live
-        return [p for p in list(self.deleted_pods.values()) if _job_of_pod(p) == name]
+            return list(live)
+        return list(index.deleted.get(name, []))
+
+    def _index(self) -> _Index:
+        """The watched pods per Job and each flavor's capacity, worked out once per
+        change of what the watches hold (a new tick), not once per question: every
+        follower asks on every change, so without it following n jobs cost n² a change.
+
+        Read through snapshots (``list()``, taken at once): seen() runs on the
+        service's database threads too, while the watches change the dicts here.
+        """
+        tick = self._tick
+        index = self._index_cache
+        if index is not None and index.tick is tick:
+            return index
+        index = _Index(tick)
+        for pod in list(self.pods.values()):
+            if (job := _job_of_pod(pod)) is not None:
+                index.pods.setdefault(job, []).append(pod)
+        for pod in list(self.deleted_pods.values()):
+            if (job := _job_of_pod(pod)) is not None:
+                index.deleted.setdefault(job, []).append(pod)
+        self._index_cache = index
+        return index
 
     def _remember_deleted(self, pod: Obj) -> None:
         if _job_of_pod(pod) is None:
@@ -460,6 +488,12 @@ class KubernetesBackend(Backend):
         return spec
 
     def _capacity(self, flavor: Flavor) -> Capacity:
+        index = self._index()
+        if flavor.name not in index.capacity:
+            index.capacity[flavor.name] = self._work_out_capacity(flavor)
+        return index.capacity[flavor.name]
+
+    def _work_out_capacity(self, flavor: Flavor) -> Capacity:
         pods = list(self.pods.values())
         # A Job created a moment ago has no pod yet; count it as the pod it will make.
         have_pods = {job_name_of((p.get("metadata") or {}).get("labels") or {}) for p in pods}
@@ -580,6 +614,7 @@ class KubernetesBackend(Backend):
             return
         for item in listed.get("items") or []:
             self.pods[item["metadata"]["name"]] = item
+        self._changed()
 
     async def _pods_gone(self, name: str) -> None:
         """Wait (a while) until the job's pods have ended: the runner saves its output on
@@ -767,3 +802,13 @@ def _error(status: int, body: bytes) -> KubeError:
     except ValueError:
         return KubeError(status, body.decode(errors="replace")[:300])
     return KubeError(status, parsed.get("message", ""), parsed.get("reason", ""))
+
+
+@dataclass
+class _Index:
+    """What :meth:`KubernetesBackend._index` works out once per tick."""
+
+    tick: asyncio.Event
+    pods: dict[str, list[Obj]] = field(default_factory=dict)
+    deleted: dict[str, list[Obj]] = field(default_factory=dict)
+    capacity: dict[str, Capacity] = field(default_factory=dict)
