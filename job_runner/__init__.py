@@ -5,7 +5,7 @@ The program inside every nbjobs job, on a GPU node or as a local process::
     python -m nbjobs.job_runner INPUT OUTPUT [--parameters JSON|FILE] [-p NAME VALUE ...]
         [--kernel NAME] [--timeout S] [--cell-timeout S] [--status-file FILE] [--cwd DIR]
         [--max-cell-output SIZE] [--max-output SIZE] [--max-log-output SIZE]
-        [--log-file FILE [--log-file-mode OCTAL]]
+        [--log-file FILE [--log-file-mode OCTAL]] [--telemetry-interval SECONDS]
 
 It needs only nbclient and nbformat (and a kernel), so any GPU image can carry
 it with ``pip install nbjobs``; it imports nothing else of nbjobs.

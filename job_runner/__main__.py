@@ -22,6 +22,7 @@ from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
 from .status import RunStatus, utc_now, write_status  # noqa: E402
+from .telemetry import DEFAULT_INTERVAL, interval_problem  # noqa: E402
 
 EPILOG = """\
 exit codes:
@@ -43,6 +44,12 @@ together up to --max-output); past that, the end of each stream is kept and a
 note says how much was left out between; rich outputs past it are dropped. The
 log gets cell output up to --max-log-output. metadata.nbjobs.output says what
 was left out. Memory stays bounded however much a notebook prints.
+
+telemetry: every --telemetry-interval seconds (default 10; 0 = off) the GPUs
+the job was given (NVML, else nvidia-smi; as CUDA_VISIBLE_DEVICES selects them)
+and the CPU and memory of its processes are sampled into the status file
+("telemetry", "telemetry_summary"); the summary also goes into the output's
+metadata.nbjobs.telemetry. Sampling never fails the job.
 
 parameters (papermill-style): a cell tagged "injected-parameters" is inserted
 after the cell tagged "parameters" (first, if there is none). -p values are
@@ -93,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OCTAL",
         help="permissions of a --log-file the runner makes (default 600)",
     )
+    parser.add_argument(
+        "--telemetry-interval",
+        type=_interval,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"sample GPUs, CPU and memory this often (default {DEFAULT_INTERVAL:g}; at "
+        "least 1; 0 = off)",
+    )
     defaults = OutputLimits()
     for flag, default, what in [
         ("--max-cell-output", defaults.cell, "output kept per cell in OUTPUT"),
@@ -122,6 +137,20 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (like 512K, 2M, 1G)") from None
     if value < 1024:
         raise argparse.ArgumentTypeError(f"{text!r} is too small; give at least 1K")
+    return value
+
+
+def _interval(text: str) -> float:
+    """Seconds between telemetry samples: 0 (off) or at least 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds (like 10, or 0 for off)"
+        ) from None
+    problem = interval_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return value
 
 
@@ -191,6 +220,7 @@ def _run(args: argparse.Namespace) -> int:
             output_limits=OutputLimits(
                 cell=args.max_cell_output, notebook=args.max_output, log=args.max_log_output
             ),
+            telemetry_interval=args.telemetry_interval,
         )
     except (BadInput, ParameterError) as exc:
         print(f"nbjobs-runner: error: {exc}", file=sys.stderr)

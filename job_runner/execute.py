@@ -2,9 +2,10 @@
 
 What this adds to a plain nbclient run: a status file after every cell, cell
 output echoed to our own stdout/stderr as it arrives (the job's log), a
-whole-job deadline, SIGTERM handling, and an output notebook that is always
-written (atomically, next to nothing it could overwrite) with whatever ran,
-the failing cell's traceback and a banner saying what happened.
+whole-job deadline, SIGTERM handling, samples of the job's GPUs, CPU and memory
+(:mod:`.telemetry`), and an output notebook that is always written (atomically,
+next to nothing it could overwrite) with whatever ran, the failing cell's
+traceback and a banner saying what happened.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbformat import NotebookNode
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
-from .gpus import visible_gpus
+from .gpus import visible_gpus_within
 from .output_limits import OutputBudget, OutputLimits
 from .parameters import ParameterError, inject_parameters
 from .reading import parse_notebook
 from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
+from .telemetry import Sample, Sampler, interval_problem
 
 BANNER_TAG = "nbjobs-banner"
 #: the most the status file lags behind the run (see NotebookJob._write_progress)
@@ -96,6 +98,7 @@ def run_notebook(
     cwd: str | os.PathLike[str] | None = None,
     echo: bool = False,
     output_limits: OutputLimits | None = None,
+    telemetry_interval: float = 0,
 ) -> RunResult:
     """Execute ``input_path`` and write the executed notebook to ``output_path``.
 
@@ -105,7 +108,10 @@ def run_notebook(
     whole run, ``cell_timeout`` each cell, in seconds. With ``echo``, cell
     output is copied to this process's stdout/stderr as it arrives. Output past
     ``output_limits`` (see :mod:`.output_limits`) is left out of the notebook and
-    the echo, and counted.
+    the echo, and counted. With a ``telemetry_interval`` (seconds, at least 1; 0, the
+    default here, is off; the command line's default is 10) the job's GPUs, CPU and
+    memory are sampled that often into the status file, and the summary goes into the
+    output's ``metadata.nbjobs.telemetry`` (see :mod:`.telemetry`).
 
     Raises :class:`BadInput` (nothing run, nothing written) when the input is
     not a valid notebook, its kernel is not installed, the output would
@@ -123,6 +129,7 @@ def run_notebook(
         cwd=cwd,
         echo=echo,
         output_limits=output_limits,
+        telemetry_interval=telemetry_interval,
     )
     return asyncio.run(job.run())
 
@@ -192,6 +199,10 @@ class NotebookJob:
         self.logged = 0
         self.log_dropped = 0
         self._stderr: TextIO = sys.stderr
+        self.telemetry_interval = 0.0
+        self._sampler: Sampler | None = None
+        #: the sampler has stopped: a sample still on its way is not written any more
+        self._telemetry_ended = False
 
     # -- preparation: every check that can fail before anything runs --------
 
@@ -209,6 +220,7 @@ class NotebookJob:
         cwd: str | os.PathLike[str] | None,
         echo: bool,
         output_limits: OutputLimits | None = None,
+        telemetry_interval: float = 0,
     ) -> NotebookJob:
         """Validate everything and load the notebook; raise :class:`BadInput` on any problem."""
         job = cls()
@@ -221,6 +233,10 @@ class NotebookJob:
         job.echo = echo
         job.output_limits = output_limits or OutputLimits()
         job.budget = OutputBudget(job.output_limits)
+        problem = interval_problem(telemetry_interval)
+        if problem is not None:
+            raise BadInput(f"--telemetry-interval: {problem}")
+        job.telemetry_interval = float(telemetry_interval)
 
         job.nb, job.repairs = read_notebook(job.input_path)
         job.warnings += [f"repaired: {r}" for r in job.repairs]
@@ -276,6 +292,7 @@ class NotebookJob:
         )
         for warning in self.warnings:
             self._log(f"warning: {warning}")
+        self._start_telemetry()
         started = time.monotonic()
         client = _EchoingClient(
             self.nb,
@@ -307,6 +324,9 @@ class NotebookJob:
                     self.status.state = "running"  # written with the first cell
                     await self._cap_kernel_writes(client)
                     exit_code, message, error = await self._run_cells(client)
+                    # the last sample while the kernel is still there to be measured
+                    if self._sampler is not None:
+                        await asyncio.to_thread(self._sampler.stop)
         except DeadKernelError as exc:  # the kernel never came up, or died between cells
             exit_code, message = self._stopped_or(ExitCode.FAILED, f"kernel died: {exc}")
         except RuntimeError as exc:
@@ -518,6 +538,7 @@ class NotebookJob:
         self, exit_code: ExitCode, message: str | None, error: CellError | None, duration: float
     ) -> RunResult:
         state = STATE_FOR_EXIT_CODE[exit_code]
+        self._end_telemetry()
         for index, seconds in self.cell_durations.items():
             self.nb.cells[index].metadata.setdefault("nbjobs", {})["duration_seconds"] = round(
                 seconds, 6
@@ -538,7 +559,8 @@ class NotebookJob:
             "input_path": str(self.input_path),
             "cells_done": self.status.cells_done,
             "cells_total": self.status.cells_total,
-            "gpus": visible_gpus(),
+            "gpus": visible_gpus_within(),
+            "telemetry": self.status.telemetry_summary,
             "warnings": self.warnings,
             "repairs": self.repairs,
             "output": {
@@ -614,6 +636,39 @@ class NotebookJob:
         if error is not None and failed_index is not None:
             error.cell_index = failed_index + 2  # after the banner and the anchor
         return error
+
+    # -- telemetry -----------------------------------------------------------
+
+    def _start_telemetry(self) -> None:
+        """Sample the job's GPUs, CPU and memory every interval, in a thread of its own;
+        each sample reaches the status file through the event loop."""
+        if not self.telemetry_interval:
+            return
+        loop = asyncio.get_running_loop()
+        self._sampler = Sampler(
+            self.telemetry_interval,
+            on_sample=lambda sample, summary: loop.call_soon_threadsafe(
+                self._telemetry_arrived, sample, summary
+            ),
+            on_note=lambda line: loop.call_soon_threadsafe(self._log, line),
+        )
+        self._sampler.start()
+
+    def _telemetry_arrived(self, sample: Sample, summary: Sample) -> None:
+        if self._telemetry_ended:
+            return
+        self.status.telemetry, self.status.telemetry_summary = sample, summary
+        self._write_progress()  # one write an interval, during a long cell too
+
+    def _end_telemetry(self) -> None:
+        """Take the last sample (waiting a moment at most: none when it was taken already)
+        and keep the final summary."""
+        if self._sampler is None or self._telemetry_ended:
+            return
+        latest, summary = self._sampler.stop()
+        self._telemetry_ended = True
+        if latest is not None:
+            self.status.telemetry, self.status.telemetry_summary = latest, summary
 
     # -- logging -------------------------------------------------------------
 

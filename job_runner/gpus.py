@@ -1,4 +1,5 @@
-"""What GPUs this job can see, recorded in the output notebook.
+"""What GPUs this job can see, recorded in the output notebook (and sampled by
+:mod:`.telemetry`).
 
 NVML (the ``pynvml`` module of nvidia-ml-py) when it is importable, else
 ``nvidia-smi`` when it is on PATH, else nothing. Both list every GPU of the
@@ -13,7 +14,12 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 from typing import Any
+
+#: how long the output's record of the GPUs waits for the driver (a wedged GPU can
+#: block NVML calls for minutes; the job's output must not wait for it)
+QUERY_TIMEOUT = 5.0
 
 
 def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -30,7 +36,7 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
     if devices is None:
         devices, source = _query_nvidia_smi()
     if devices is not None and visible is not None:
-        devices = _as_cuda_sees_them(devices, visible)
+        devices = as_cuda_sees_them(devices, visible)
     return {
         "cuda_visible_devices": "unset" if visible is None else visible,
         "devices": devices if devices else "none",
@@ -38,7 +44,41 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def _as_cuda_sees_them(devices: list[dict[str, Any]], visible: str) -> list[dict[str, Any]]:
+def visible_gpus_within(
+    seconds: float = QUERY_TIMEOUT, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """:func:`visible_gpus`, or, when the GPU tools do not answer within ``seconds``,
+    no devices and an ``error`` saying so."""
+    found: list[dict[str, Any]] = []
+    asking = threading.Thread(target=lambda: found.append(visible_gpus(env)), daemon=True)
+    asking.start()
+    asking.join(seconds)
+    if found:
+        return found[0]
+    visible = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    return {
+        "cuda_visible_devices": "unset" if visible is None else visible,
+        "devices": "none",
+        "source": "none",
+        "error": f"the GPU driver did not answer within {seconds:g} s",
+    }
+
+
+def computing_devices(devices: list[dict[str, Any]], visible: str | None) -> list[dict[str, Any]]:
+    """The devices a CUDA program of this job computes on, in CUDA's order.
+
+    With ``CUDA_VISIBLE_DEVICES`` set, the ones it selects (:func:`as_cuda_sees_them`).
+    Unset, every GPU, except that a GPU in MIG mode is replaced by its slices: CUDA
+    enumerates the slices, and a slice is what a job computes on (sampling the parent
+    as well would count the same hardware twice).
+    """
+    if visible is not None:
+        return as_cuda_sees_them(devices, visible)
+    split = {d["parent_uuid"] for d in devices if "parent_uuid" in d}
+    return [d for d in devices if d["uuid"] not in split]
+
+
+def as_cuda_sees_them(devices: list[dict[str, Any]], visible: str) -> list[dict[str, Any]]:
     """The devices CUDA_VISIBLE_DEVICES selects, in its order, as CUDA reads it.
 
     Each entry is a node index (``"1"``) or a UUID or unique UUID prefix
@@ -69,18 +109,29 @@ def _query_nvml() -> tuple[list[dict[str, Any]] | None, str]:
     except Exception:  # no driver, no device: NVML raises its own error types
         return None, "none"
     try:
-        devices = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            gpu = _nvml_device(pynvml, handle, index)
-            devices.append(gpu)
-            devices.extend(_nvml_mig_devices(pynvml, handle, gpu))
-        return devices, "nvml"
+        return [device for device, _handle, _parent in nvml_listing(pynvml)], "nvml"
     except Exception:
         return None, "none"
     finally:
         with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
+
+
+def nvml_listing(pynvml: Any) -> list[tuple[dict[str, Any], Any, Any]]:
+    """Every device of the node, with its NVML handle and its parent GPU's (a MIG
+    slice's; None for a GPU): ``[(device, handle, parent_handle), ...]``, in the order
+    and shape :func:`visible_gpus` records. NVML must be initialised; raises NVML's
+    errors."""
+    listing: list[tuple[dict[str, Any], Any, Any]] = []
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        gpu = _nvml_device(pynvml, handle, index)
+        listing.append((gpu, handle, None))
+        listing.extend(
+            (mig, slice_handle, handle)
+            for mig, slice_handle in _nvml_mig_devices(pynvml, handle, gpu)
+        )
+    return listing
 
 
 def _nvml_device(pynvml: Any, handle: Any, index: int | str) -> dict[str, Any]:
@@ -95,12 +146,15 @@ def _nvml_device(pynvml: Any, handle: Any, index: int | str) -> dict[str, Any]:
     }
 
 
-def _nvml_mig_devices(pynvml: Any, handle: Any, gpu: dict[str, Any]) -> list[dict[str, Any]]:
+def _nvml_mig_devices(
+    pynvml: Any, handle: Any, gpu: dict[str, Any]
+) -> list[tuple[dict[str, Any], Any]]:
     """The MIG slices of a GPU in MIG mode, each named ``<gpu>:<slice>``.
 
     A job given a MIG slice sees ``CUDA_VISIBLE_DEVICES=MIG-<uuid>`` (or gets
     the slice from the container runtime); the slice is what it computes on,
-    so it is recorded as a device of its own, with its own memory.
+    so it is recorded as a device of its own, with its own memory. Each comes with
+    its handle.
     """
     try:
         current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
@@ -117,7 +171,7 @@ def _nvml_mig_devices(pynvml: Any, handle: Any, gpu: dict[str, Any]) -> list[dic
             continue
         device = _nvml_device(pynvml, mig, f"{gpu['index']}:{index}")
         device["parent_uuid"] = gpu["uuid"]
-        slices.append(device)
+        slices.append((device, mig))
     return slices
 
 

@@ -8,6 +8,12 @@ rename, like the output notebook; progress writes are not (each is superseded
 within moments, and on NFS an fsync is a round trip). This module is the one
 definition of the format; readers go through :func:`read_status`.
 
+``telemetry`` (the latest sample of the job's GPUs, CPU and memory) and
+``telemetry_summary`` (every sample so far) are None while the runner samples
+nothing (``--telemetry-interval 0``, or before the first sample); their shape is
+in :mod:`.telemetry`. A progress write comes with each sample, so they are fresh
+during a long cell too.
+
 Cell indices (``current_cell``, ``error.cell_index``) count the cells of the
 notebook being executed, including the injected-parameters cell; in a final
 status with an error they count the cells of the output notebook, which is
@@ -65,6 +71,10 @@ class RunStatus:
     exit_code: int | None = None
     message: str | None = None
     error: CellError | None = None
+    #: the latest telemetry sample (see .telemetry), None when not sampling
+    telemetry: dict[str, Any] | None = None
+    #: the aggregate of every sample of the run so far; final in the final status
+    telemetry_summary: dict[str, Any] | None = None
     version: int = STATUS_VERSION
 
     @property
@@ -189,6 +199,11 @@ def parse_status(data: bytes) -> RunStatus:
         raise StatusFileError("not a runner status: its counts are not whole numbers")
     if not isinstance(status.message, str | None):
         raise StatusFileError("not a runner status: its message is not text")
+    # telemetry is a bonus: a malformed one is dropped, never the status with it
+    if not isinstance(status.telemetry, dict):
+        status.telemetry = None
+    if not isinstance(status.telemetry_summary, dict):
+        status.telemetry_summary = None
     return status
 
 

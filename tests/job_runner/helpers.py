@@ -70,79 +70,11 @@ def leftovers(folder: Path) -> list[str]:
 
 # -- GPUs: the runner asks NVML (pynvml) first, then nvidia-smi; tests decide both --
 
+STAND_INS = Path(__file__).parent / "stand_ins"
 NO_PYNVML = 'raise ImportError("no NVML here (a test stub)")\n'
-
-FAKE_PYNVML = '''"""A fake NVML (the pynvml module of nvidia-ml-py) reporting a test's devices."""
-import json
-
-_DEVICES = json.loads({devices!r})
-_initialised = False
-
-
-class NVMLError(Exception):
-    pass
-
-
-def nvmlInit():
-    global _initialised
-    if _DEVICES is None:
-        raise NVMLError("Driver Not Loaded")
-    _initialised = True
-
-
-def nvmlShutdown():
-    global _initialised
-    _initialised = False
-
-
-def _check():
-    if not _initialised:
-        raise NVMLError("Uninitialized")
-
-
-def nvmlDeviceGetCount():
-    _check()
-    return len(_DEVICES)
-
-
-def nvmlDeviceGetHandleByIndex(index):
-    _check()
-    return _DEVICES[index]
-
-
-def nvmlDeviceGetName(handle):
-    return handle["name"]
-
-
-def nvmlDeviceGetUUID(handle):
-    return handle["uuid"]
-
-
-class _Memory:
-    def __init__(self, total):
-        self.total, self.free, self.used = total, total, 0
-
-
-def nvmlDeviceGetMemoryInfo(handle):
-    return _Memory(handle["memory_mib"] * 1024 * 1024)
-
-
-def nvmlDeviceGetMigMode(handle):
-    if "mig" not in handle:
-        raise NVMLError("Not Supported")
-    return (1, 1)  # current, pending: enabled
-
-
-def nvmlDeviceGetMaxMigDeviceCount(handle):
-    return 7
-
-
-def nvmlDeviceGetMigDeviceHandleByIndex(handle, index):
-    slices = handle["mig"]
-    if index >= len(slices) or slices[index] is None:
-        raise NVMLError("Not Found")
-    return slices[index]
-'''
+#: the stand-in NVML module (see its docstring for the script it replays)
+FAKE_PYNVML = (STAND_INS / "fake_pynvml.py").read_text()
+NO_PSUTIL = 'raise ImportError("no psutil here (a test stub)")\n'
 
 
 def gpu_env(
@@ -150,32 +82,49 @@ def gpu_env(
     *,
     nvml_devices: list[dict[str, Any]] | bool | None = False,
     smi_script: str | None = None,
+    smi_devices: list[dict[str, Any]] | None = None,
+    driver_samples: bool = True,
+    psutil: bool = True,
     **extra: str,
 ) -> dict[str, str]:
     """An environment for the runner whose GPU tools are the test's, whatever the host has.
 
     ``nvml_devices``: False, no pynvml at all (a stub that fails to import);
     None, a pynvml whose init fails (no driver); a list of ``{"name", "uuid",
-    "memory_mib"}``, a pynvml reporting those devices at indexes 0, 1, … (a
-    ``"mig"`` list of the same shape, with None for an empty index, puts a
-    device in MIG mode with those slices).
-    ``smi_script``: the ``nvidia-smi`` on PATH, or none at all (PATH is cleared
-    of every folder holding one). ``extra`` variables are set as given.
+    "memory_mib"}``, the stand-in pynvml (``stand_ins/fake_pynvml.py``) reporting those
+    devices at indexes 0, 1, … (a ``"mig"`` list of the same shape, with None for an
+    empty index, puts a device in MIG mode with those slices), with the readings each
+    one's script gives (``"readings"``, ``"every"``, ``"then"``, ``"lost_after"``,
+    ``"hang_after"``); ``driver_samples`` False: its driver keeps no utilisation samples.
+    ``smi_script``: the ``nvidia-smi`` on PATH, as a shell script; ``smi_devices``: the
+    stand-in ``nvidia-smi`` (``stand_ins/fake_nvidia_smi.py``) reporting these devices
+    and their scripted readings; neither: none at all (PATH is cleared of every folder
+    holding one). ``psutil`` False hides psutil from the runner (CPU and memory come
+    from /proc). ``extra`` variables are set as given.
     """
     modules = folder / "fake-pynvml"
     modules.mkdir(parents=True, exist_ok=True)
     if nvml_devices is False:
         (modules / "pynvml.py").write_text(NO_PYNVML)
     else:
-        (modules / "pynvml.py").write_text(FAKE_PYNVML.format(devices=json.dumps(nvml_devices)))
+        (modules / "pynvml.py").write_text(FAKE_PYNVML)
+        config = {"devices": nvml_devices, "driver_samples": driver_samples}
+        (modules / "fake_nvml.json").write_text(json.dumps(config))
+    if not psutil:
+        (modules / "psutil.py").write_text(NO_PSUTIL)
     env = dict(os.environ)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(modules), env.get("PYTHONPATH", "")) if p)
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not _has_smi(p)]
-    if smi_script is not None:
+    if smi_script is not None or smi_devices is not None:
         bin_dir = folder / "fake-bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
         smi = bin_dir / "nvidia-smi"
+        if smi_devices is not None:
+            stand_in = (STAND_INS / "fake_nvidia_smi.py").read_text()
+            smi_script = f"#!{sys.executable}\n{stand_in}"
+            (bin_dir / "fake_smi.json").write_text(json.dumps({"devices": smi_devices}))
+        assert smi_script is not None
         smi.write_text(smi_script)
         smi.chmod(0o755)
         path.insert(0, str(bin_dir))
