@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -89,8 +88,10 @@ async def test_slow_creates_overlap_and_the_api_keeps_answering(
         assert created_in < 4.0, f"6 creates of 1 s took {created_in:.1f} s"
         # the API answered all along: no request waited for a create
         assert len(latencies) > 10
-        assert max(latencies) < 0.5, f"slowest GET /jobs {max(latencies) * 1000:.0f} ms"
-        assert statistics.quantiles(latencies, n=10)[-1] < 0.1, sorted(latencies)[-5:]
+        # (all but one within 100 ms: a noisy machine may stall any one request)
+        slowest = sorted(latencies)[-2:]
+        assert slowest[0] < 0.1, f"slowest GET /jobs: {slowest} s"
+        assert slowest[1] < 0.3, f"slowest GET /jobs: {slowest} s"
 
         for job in jobs:
             await finish(fake, svc, "ada", job["id"])
