@@ -28,7 +28,7 @@ from .backends import Backend
 from .backends.local import LocalBackend
 from .classes import ClassRegistry, HubGroups
 from .db import DatabaseUnusable, connect
-from .handlers import NotFoundHandler, routes
+from .handlers import NotFoundHandler, routes, scrape_routes
 from .lease import DispatcherLease, LeaseHeld
 from .service import JobService
 
@@ -120,6 +120,18 @@ class JobServiceApp(Application):
         """,
     ).tag(config=True)
 
+    metrics_max_jobs = Integer(
+        500,
+        min=0,
+        help="""Running jobs at most that the Prometheus metrics list one by one.
+
+        Each listed job is a few series (its GPU utilisation and memory, labelled job,
+        user, flavor and node); those holding the most GPUs come first, and
+        ``nbjobs_jobs_unlisted`` counts the rest (their GPUs still count in
+        ``nbjobs_gpus_busy``). ``c.JobServiceApp.metrics_max_jobs = 200``
+        """,
+    ).tag(config=True)
+
     aliases = {
         "config": "JobServiceApp.config_file",
         "ip": "JobServiceApp.ip",
@@ -156,7 +168,7 @@ class JobServiceApp(Application):
         if self.in_hub and os.environ.get("JUPYTERHUB_API_URL"):
             hub = HubGroups(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"])
         classes = ClassRegistry(self.nbjobs_config, hub, log=self.log)
-        return JobService(
+        service = JobService(
             self.nbjobs_config,
             backend,
             sessions,
@@ -167,6 +179,8 @@ class JobServiceApp(Application):
             concurrent_starts=self.concurrent_starts,
             database_threads=self.database_threads,
         )
+        service.metrics.max_jobs = self.metrics_max_jobs
+        return service
 
     def make_auth(self) -> Authenticator:
         assert self.nbjobs_config is not None
@@ -185,7 +199,7 @@ class JobServiceApp(Application):
             "default_handler_class": NotFoundHandler,
         }
         settings.update(self.tornado_settings)
-        return web.Application(routes(self.prefix), **settings)
+        return web.Application(scrape_routes(self.prefix) + routes(self.prefix), **settings)
 
     def _log_request(self, handler: web.RequestHandler) -> None:
         status = handler.get_status()

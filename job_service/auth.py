@@ -5,6 +5,11 @@ their groups and scopes (``custom:nbjobs:admin`` makes an nbjobs admin, as do
 hub admins and the ``admin`` section of ``nbjobs.yaml``). Standalone, the
 service accepts the tokens it was configured with (like JupyterHub's own
 ``api_tokens``); there is no user table of nbjobs' own either way.
+
+Prometheus' scrape of ``{prefix}metrics`` (:meth:`Authenticator.may_scrape`) takes an
+nbjobs admin's token, or one the admin granted scraping: a hub user's or service's
+token with the ``custom:nbjobs:metrics`` scope, or the token of a user (or a member of
+a group) named in :attr:`Authenticator.metrics_users` / :attr:`Authenticator.metrics_groups`.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from traitlets import Bool, Dict, Float, Integer, Unicode
+from traitlets import Bool, Dict, Float, Integer, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import AdminConfig, TeachersConfig
@@ -29,6 +34,8 @@ from .service import Caller
 ADMIN_SCOPE = "custom:nbjobs:admin"
 SUBMIT_SCOPE = "custom:nbjobs:submit"
 TEACH_SCOPE = "custom:nbjobs:teach"
+#: may read the service's Prometheus metrics (and nothing else by it)
+METRICS_SCOPE = "custom:nbjobs:metrics"
 
 
 def bearer_token(headers: Any, query_token: str | None = None) -> str | None:
@@ -46,8 +53,39 @@ class Authenticator(LoggingConfigurable):
     admins = AdminConfig()
     teachers = TeachersConfig()
 
+    metrics_users = List(
+        Unicode(),
+        help="""Users whose tokens may scrape the Prometheus metrics (``{prefix}metrics``).
+
+        Besides nbjobs admins (who always may). Give Prometheus a token of a user
+        named here rather than an admin's: it reads the metrics and nothing else
+        (its jobs API is a plain user's). Under a hub, granting the
+        ``custom:nbjobs:metrics`` scope to a service or user does the same.
+        ``c.Authenticator.metrics_users = ["prometheus"]``
+        """,
+    ).tag(config=True)
+    metrics_groups = List(
+        Unicode(),
+        help="""Groups whose members' tokens may scrape the Prometheus metrics.
+
+        ``c.Authenticator.metrics_groups = ["monitoring"]``
+        """,
+    ).tag(config=True)
+
     async def caller_for_token(self, token: str) -> Caller | None:
         raise NotImplementedError
+
+    async def may_scrape(self, token: str) -> bool | None:
+        """Whether ``token`` may read the Prometheus metrics: None when it is nobody's
+        (a 401), False for someone not granted it (a 403)."""
+        caller = await self.caller_for_token(token)
+        if caller is None:
+            return None
+        return caller.admin or self.grants_scrape(caller.name, caller.groups)
+
+    def grants_scrape(self, name: str, groups: frozenset[str]) -> bool:
+        """Whether configuration grants scraping to this user (not counting admins)."""
+        return name in self.metrics_users or bool(groups & set(self.metrics_groups))
 
     def is_admin(self, name: str, groups: frozenset[str], extra: bool = False) -> bool:
         return extra or name in self.admins.users or bool(groups & set(self.admins.groups))
@@ -215,3 +253,20 @@ class HubTokenAuth(Authenticator):
         may_submit = admin or not self.require_submit_scope or SUBMIT_SCOPE in scopes
         teacher = self.is_teacher(name, groups, TEACH_SCOPE in scopes)
         return Caller(name, groups, admin, may_submit=may_submit, teacher=teacher)
+
+    async def may_scrape(self, token: str) -> bool | None:
+        """An admin's token, or a user's or service's holding ``custom:nbjobs:metrics``
+        (a JupyterHub service made for Prometheus, with a role granting the scope)."""
+        model = await self._hub_model(token)
+        if not model:
+            return None
+        scopes = set(model.get("scopes") or [])
+        if METRICS_SCOPE in scopes or ADMIN_SCOPE in scopes:
+            return True
+        if model.get("kind", "user") != "user":
+            return False
+        name = model["name"]
+        groups = frozenset(model.get("groups") or [])
+        return self.is_admin(name, groups, bool(model.get("admin"))) or self.grants_scrape(
+            name, groups
+        )

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Float,
     Index,
@@ -102,6 +103,18 @@ class JobRecord(Base):
     node: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: times the cluster disrupted the job and it went back to the queue (None: 0)
     requeues: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
+    # What its GPUs did, from the runner's telemetry summary (job_service/telemetry.py):
+    # updated while it runs, final when it ends; None where nothing was sampled.
+    #: GPU-seconds busy: over its GPUs, seconds sampled x utilisation
+    gpu_busy_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: GPU-seconds the samples cover (allocated and sampled)
+    gpu_allocated_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_utilization_mean_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_utilization_peak_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the most memory any one of its GPUs held
+    gpu_memory_peak_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: the runner's whole summary (per GPU, CPU, memory), as the metrics API shows it
+    telemetry_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     def gpu_seconds(self, now: datetime) -> float:
         """GPU time this job held (so far, if it runs)."""
@@ -109,6 +122,32 @@ class JobRecord(Base):
             return 0.0
         end = self.finished_at or now
         return max(0.0, (end - self.started_at).total_seconds()) * self.gpu_count
+
+
+class JobSample(Base):
+    """One telemetry sample of a job (its runner's, as the collector read it).
+
+    Bounded per job (:data:`~.telemetry.MAX_SAMPLES`: the older half is thinned when a
+    job has more), removed with the job's record.
+    """
+
+    __tablename__ = "nbjobs_job_samples"
+    __table_args__ = (Index("ix_nbjobs_job_samples_job_at", "job_id", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32))
+    #: when the runner took it (its clock)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: mean over the job's GPUs that answered
+    gpu_utilization_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: sums over the job's GPUs that answered
+    gpu_memory_used_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    gpu_memory_total_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: the job's processes (runner and kernel); 100 = one core
+    cpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: each GPU's reading, as the runner wrote it (checked)
+    gpus: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
 
 class LeaseRecord(Base):

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 import uuid
 from asyncio import FIRST_COMPLETED
 from collections import Counter
@@ -323,6 +324,7 @@ class Dispatcher:
     async def _launch(self, spec: LaunchSpec, token: str) -> None:
         """Start one claimed job on the backend, outside any transaction; record it."""
         service, job_id = self.service, spec.job_id
+        claimed = time.monotonic()
         try:
             try:
                 launched = await service.backend.start(spec)
@@ -330,6 +332,7 @@ class Dispatcher:
                 raise
             except Exception as exc:
                 self.log.exception("job %s: could not start", job_id)
+                service.metrics.start_failed(spec.flavor.name)
                 await service.in_db(self._record_failed_start, job_id, token, str(exc))
                 return
             try:
@@ -346,6 +349,7 @@ class Dispatcher:
             if cancel is None:
                 self.log.warning("job %s: changed while it started; left to its new owner", job_id)
                 return
+            service.metrics.job_dispatched(spec.flavor.name, time.monotonic() - claimed)
             if cancel:
                 # Cancelled while the backend was starting it: stop what was made.
                 self.log.info("job %s: cancelled while it started; stopping it", job_id)
@@ -372,9 +376,18 @@ class Dispatcher:
             if not getattr(done, "rowcount", 0):
                 db.rollback()
                 return None
-            cancel = db.scalar(select(JobRecord.cancel_requested).where(JobRecord.id == job_id))
+            cancel, flavor, submitted, started = db.execute(
+                select(
+                    JobRecord.cancel_requested,
+                    JobRecord.flavor,
+                    JobRecord.submitted_at,
+                    JobRecord.started_at,
+                ).where(JobRecord.id == job_id)
+            ).one()
             db.commit()
         self.service.positions.changed()
+        if submitted is not None and started is not None:
+            self.service.metrics.job_started(flavor, (started - submitted).total_seconds())
         return bool(cancel)
 
     def _record_failed_start(self, job_id: str, token: str, why: str) -> None:

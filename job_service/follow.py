@@ -30,6 +30,7 @@ from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
 from .backends import Outcome
 from .db import JobRecord
+from .telemetry import clear_summary, record_final
 
 if TYPE_CHECKING:
     from .service import JobService
@@ -173,6 +174,7 @@ class Follower:
         record.cells_done = record.cells_total = 0
         record.current_cell = None
         record.exit_code = None
+        clear_summary(record)  # the attempt's GPU time is not charged, nor its busy time
         record.message = (
             f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
             f"the top (the log so far is kept as log.attempt-{attempt}.txt)"
@@ -207,6 +209,7 @@ class Follower:
         if status is not None:
             record.cells_done, record.cells_total = status.cells_done, status.cells_total
             record.current_cell = status.current_cell
+        record_final(record, status, self.log)  # what its GPUs did (telemetry summary)
         if final_status:
             assert status is not None
             record.exit_code = status.exit_code

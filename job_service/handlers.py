@@ -9,10 +9,12 @@ import math
 import os
 import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
+from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 from pydantic import BaseModel, ValidationError
 from tornado import web
 from tornado.iostream import StreamClosedError
@@ -22,6 +24,7 @@ from nbjobs.models import CreateClass, RosterChange, SubmitRequest, UpdateReques
 
 from .auth import Authenticator, bearer_token
 from .errors import Caller, ServiceError
+from .metrics import render as render_metrics
 from .service import JobService
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -121,12 +124,7 @@ class APIHandler(web.RequestHandler):
             query_token = self.get_query_argument("token", None)
         except web.HTTPError:  # not decodable: no token anyone could have been given
             query_token = None
-        token = bearer_token(self.request.headers, query_token)
-        caller = await self.authenticator.caller_for_token(token) if token else None
-        if caller is None:
-            self.set_header("WWW-Authenticate", 'token realm="nbjobs"')
-            raise web.HTTPError(401, reason="send a JupyterHub API token: Authorization: token …")
-        self.caller = caller
+        await self.authenticate(bearer_token(self.request.headers, query_token))
         declared = self.request.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.body_limit + LINGER_BYTES:
             self._refuse_body(int(declared))  # tornado then closes the connection
@@ -137,6 +135,17 @@ class APIHandler(web.RequestHandler):
             connection: Any = self.request.connection
             connection.set_max_body_size(self.body_limit + LINGER_BYTES)
         await self.service.classes.refresh()
+
+    async def authenticate(self, token: str | None) -> None:
+        """Set :attr:`caller` from the request's token; no caller is a 401."""
+        caller = await self.authenticator.caller_for_token(token) if token else None
+        if caller is None:
+            self._unauthenticated()
+        self.caller = caller
+
+    def _unauthenticated(self) -> NoReturn:
+        self.set_header("WWW-Authenticate", 'token realm="nbjobs"')
+        raise web.HTTPError(401, reason="send a JupyterHub API token: Authorization: token …")
 
     def data_received(self, chunk: bytes) -> None:
         """Keep the body up to the limit; past it, count and drop (:meth:`json_body` refuses)."""
@@ -458,6 +467,64 @@ class LogsHandler(APIHandler):
         return offset
 
 
+class JobMetricsHandler(APIHandler):
+    """``GET api/jobs/{id}/metrics``: the job's telemetry series, summary and hint.
+
+    ``?since=TIME`` (ISO 8601) sends only the samples taken after it, for a reader
+    that already has the earlier ones.
+    """
+
+    async def get(self, job_id: str) -> None:
+        since = self.time_arg("since")
+        telemetry = self.service.telemetry
+        self.send(await self._call_sync(telemetry.job_metrics, self.caller, job_id, since))
+
+    def time_arg(self, name: str) -> datetime | None:
+        """A time query argument (ISO 8601; without a zone: UTC); anything else is a 400."""
+        value = self.get_query_argument(name, None)
+        if value is None:
+            return None
+        try:
+            when = datetime.fromisoformat(value.strip().upper())
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            return when.astimezone(timezone.utc)
+        except (ValueError, OverflowError):
+            raise web.HTTPError(
+                400,
+                "%s",
+                f"{name} must be a time in ISO 8601, like 2025-01-31T12:00:00Z, not {value[:80]!r}",
+            ) from None
+
+
+class PrometheusHandler(APIHandler):
+    """``GET {prefix}metrics``: the service's metrics in Prometheus' text format.
+
+    Not part of the jobs API (``api/openapi.yaml``): Prometheus scrapes it with an nbjobs
+    admin's token or one granted scraping (:meth:`~.auth.Authenticator.may_scrape`); any
+    other user's token is a 403, none a 401.
+    """
+
+    async def authenticate(self, token: str | None) -> None:
+        allowed = await self.authenticator.may_scrape(token) if token else None
+        if allowed is None:
+            self._unauthenticated()
+        if not allowed:
+            raise web.HTTPError(
+                403,
+                "%s",
+                "reading the job service's metrics takes an nbjobs admin's token, or one "
+                "granted scraping (the custom:nbjobs:metrics scope in a hub, or "
+                "c.Authenticator.metrics_users); ask your admin",
+            )
+
+    async def get(self) -> None:
+        body = await render_metrics(self.service)
+        self.set_header("Content-Type", PROMETHEUS_CONTENT_TYPE)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(body)
+
+
 class ClassesHandler(APIHandler):
     """``GET api/classes``: the caller's classes (admins: all); ``POST``: create one."""
 
@@ -575,6 +642,14 @@ class NotFoundHandler(APIHandler):
         )
 
 
+def scrape_routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
+    """The Prometheus endpoint under ``prefix`` (beside the API, not in it).
+
+    ``/metrics`` standalone; ``/services/nbjobs/metrics`` under a hub.
+    """
+    return [(prefix.rstrip("/") + "/metrics", PrometheusHandler)]
+
+
 def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
     """The API's URL patterns under ``prefix``.
 
@@ -590,6 +665,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + job + "/cancel", CancelHandler),
         (api + job + "/rerun", RerunHandler),
         (api + job + "/logs", LogsHandler),
+        (api + job + "/metrics", JobMetricsHandler),
         (api + "/usage", UsageHandler),
         (api + "/classes/?", ClassesHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),

@@ -76,7 +76,9 @@ from .errors import (
 )
 from .follow import Follower, read_status
 from .lease import DispatcherLease
+from .metrics import ServiceMetrics
 from .queue import QueuePositions, in_queue_order, queue_order
+from .telemetry import TelemetryCollector, delete_samples
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
     "Caller",
@@ -140,8 +142,12 @@ class JobService:
         self._seq = 0
         self._seq_lock = threading.Lock()
         self.stopping = False
+        #: what Prometheus scrapes beside the database (see metrics.py)
+        self.metrics = ServiceMetrics()
         self.dispatcher = Dispatcher(self, concurrent_starts=concurrent_starts)
         self.follower = Follower(self)
+        #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
+        self.telemetry = TelemetryCollector(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
@@ -161,6 +167,7 @@ class JobService:
         self._seq = await self.in_db(self._last_seq)
         await self.dispatcher.recover()
         self.dispatcher.run()
+        self.telemetry.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -174,6 +181,7 @@ class JobService:
         the followers are dropped, and no database call is waited on for longer.
         """
         self.stopping = True
+        await self.telemetry.stop()
         await self.dispatcher.stop()
         await self.follower.stop()
         await self.backend.shutdown()
@@ -184,6 +192,7 @@ class JobService:
         """Another service dispatches from this database now: stop scheduling at once."""
         self.stopping = True
         self.dispatcher.halt()
+        self.telemetry.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
@@ -834,6 +843,7 @@ class JobService:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id, own=True)
             if not JobState(record.state).final:
                 raise Conflict(f"job {job_id} is still {record.state}; cancel it first")
+            delete_samples(db, job_id)
             db.delete(record)
             db.commit()
 

@@ -168,6 +168,88 @@ class Usage(BaseModel):
     groups: list[UsageRow]
 
 
+class GpuReading(BaseModel):
+    """One GPU in one telemetry sample, as the job's runner read it."""
+
+    #: the GPU as the job sees it (its position in CUDA_VISIBLE_DEVICES), as text
+    index: str
+    uuid: str | None = None
+    name: str | None = None
+    utilization_percent: float | None = Field(default=None, ge=0, le=100)
+    memory_used_bytes: int | None = Field(default=None, ge=0)
+    memory_total_bytes: int | None = Field(default=None, ge=0)
+    temperature_celsius: float | None = None
+    power_watts: float | None = Field(default=None, ge=0)
+    #: why this GPU gave no reading (it stopped answering)
+    error: str | None = None
+
+
+class TelemetrySample(BaseModel):
+    """What a job used at one moment: its GPUs together, its CPU and memory."""
+
+    at: datetime
+    #: mean over the job's GPUs that answered
+    gpu_utilization_percent: float | None = Field(default=None, ge=0, le=100)
+    #: sums over the job's GPUs that answered
+    gpu_memory_used_bytes: int | None = Field(default=None, ge=0)
+    gpu_memory_total_bytes: int | None = Field(default=None, ge=0)
+    #: the job's processes together; 100 = one core busy
+    cpu_percent: float | None = Field(default=None, ge=0)
+    memory_bytes: int | None = Field(default=None, ge=0)
+    gpus: list[GpuReading] = []
+
+
+class GpuSummary(BaseModel):
+    """One GPU over the whole run."""
+
+    index: str
+    uuid: str | None = None
+    name: str | None = None
+    utilization_mean_percent: float | None = Field(default=None, ge=0, le=100)
+    utilization_peak_percent: float | None = Field(default=None, ge=0, le=100)
+    memory_peak_bytes: int | None = Field(default=None, ge=0)
+    memory_total_bytes: int | None = Field(default=None, ge=0)
+    #: seconds sampled x utilisation: the time this GPU was busy
+    busy_seconds: float = Field(default=0.0, ge=0)
+    #: seconds the samples cover
+    allocated_seconds: float = Field(default=0.0, ge=0)
+
+
+class TelemetrySummary(BaseModel):
+    """What a job used over its run so far (final once it ended)."""
+
+    samples: int = Field(default=0, ge=0)
+    since: datetime | None = None
+    until: datetime | None = None
+    #: GPU-seconds busy and GPU-seconds sampled, over all its GPUs
+    gpu_busy_seconds: float | None = Field(default=None, ge=0)
+    gpu_allocated_seconds: float | None = Field(default=None, ge=0)
+    #: busy over sampled, in percent
+    gpu_utilization_mean_percent: float | None = Field(default=None, ge=0, le=100)
+    gpu_utilization_peak_percent: float | None = Field(default=None, ge=0, le=100)
+    #: the most memory any one of its GPUs held, and that GPU's size
+    gpu_memory_peak_bytes: int | None = Field(default=None, ge=0)
+    gpu_memory_total_bytes: int | None = Field(default=None, ge=0)
+    cpu_mean_percent: float | None = Field(default=None, ge=0)
+    cpu_peak_percent: float | None = Field(default=None, ge=0)
+    memory_peak_bytes: int | None = Field(default=None, ge=0)
+    gpus: list[GpuSummary] = []
+
+
+class JobMetrics(BaseModel):
+    """``GET api/jobs/{id}/metrics``: a job's telemetry series, summary and a hint."""
+
+    job_id: str
+    state: JobState
+    #: seconds between samples (None: telemetry is off)
+    interval_seconds: float | None = None
+    #: oldest first; older stretches of a long job are thinned
+    samples: list[TelemetrySample] = []
+    summary: TelemetrySummary | None = None
+    #: a plain word when the job used its GPUs little ("GPU busy 6 % on average: ...")
+    hint: str | None = None
+
+
 class ErrorBody(BaseModel):
     """Every error the API returns: a sentence that says what to do."""
 

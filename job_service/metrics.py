@@ -1,0 +1,375 @@
+"""Prometheus metrics of the job service, served at ``{prefix}metrics``.
+
+A scrape reads the job database in a few grouped queries on the service's database
+threads (:func:`read_snapshot`), the backend's view of its GPUs on the event loop,
+and renders both, with what the service observed as it went (:class:`ServiceMetrics`:
+queue waits, dispatch latency, failed starts), in Prometheus' text format.
+
+Names follow Prometheus' conventions: the ``nbjobs_`` prefix, base units
+(``_seconds``, ``_bytes``, ratios 0-1), ``_total`` for counters. What the metrics
+are is :data:`METRICS` (name: help), the one list the README and the Grafana
+dashboard (``hub_config/examples/grafana-nbjobs.json``) are checked against.
+
+Per-job series (GPU utilisation and memory of each running job, labelled job, user,
+flavor and node) are bounded: at most :attr:`ServiceMetrics.max_jobs` jobs, those
+holding the most GPUs first; ``nbjobs_jobs_unlisted`` counts the others, whose GPUs
+still count in the per-flavor ``nbjobs_gpus_busy``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client import Histogram as PromHistogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from sqlalchemy import func, select
+
+from nbjobs.models import ACTIVE_STATES, JobState
+
+from .db import JobRecord, JobSample
+
+if TYPE_CHECKING:
+    from .service import JobService
+
+#: seconds a queued job waited, as buckets: a second to a day
+QUEUE_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400)
+#: seconds from a job's claim to its start being recorded (a backend create, mostly)
+DISPATCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: per-job series at most, by default (``c.JobServiceApp.metrics_max_jobs``)
+DEFAULT_MAX_JOBS = 500
+#: a running job's latest sample counts for this many telemetry intervals (at least a
+#: minute): an older one is a runner that stopped sampling, not what its GPUs do now
+FRESH_INTERVALS = 3
+
+#: every metric the service exports, as its family is named, and what it is
+METRICS: dict[str, str] = {
+    "nbjobs_jobs": "Jobs in the job database, by state and flavor",
+    "nbjobs_queue_length": "Jobs waiting to start, by flavor",
+    "nbjobs_queue_oldest_wait_seconds": "How long the longest-waiting queued job has waited",
+    "nbjobs_queue_wait_seconds": "Seconds from submission until the job was handed to the "
+    "backend (observed as jobs start)",
+    "nbjobs_dispatch_latency_seconds": "Seconds from a job's claim by the dispatcher until "
+    "its start was recorded (mostly the backend's create)",
+    "nbjobs_gpus_total": "GPUs of the kind a flavor uses (the backend's view; flavors of one "
+    "kind share them: do not sum over flavors)",
+    "nbjobs_gpus_free": "GPUs of the kind a flavor uses that are free now",
+    "nbjobs_gpus_allocated": "GPUs held by started jobs, by flavor and node",
+    "nbjobs_gpus_busy": "GPUs' worth of utilisation of started jobs (held GPUs x their "
+    "latest sampled utilisation), by flavor and node",
+    "nbjobs_job_gpu_utilization_ratio": "A running job's GPU utilisation (0-1, mean over its "
+    "GPUs, latest sample)",
+    "nbjobs_job_gpu_memory_used_bytes": "A running job's GPU memory in use (over its GPUs)",
+    "nbjobs_job_gpu_memory_total_bytes": "A running job's GPU memory (over its GPUs)",
+    "nbjobs_jobs_unlisted": "Running jobs with samples beyond metrics_max_jobs, not listed "
+    "one by one",
+    "nbjobs_backend_start_failures": "Jobs the backend could not start, by flavor",
+    "nbjobs_notification_errors": "Notifications that could not be sent (none are sent "
+    "yet: stays 0)",
+}
+
+_ACTIVE = [s.value for s in ACTIVE_STATES]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ServiceMetrics:
+    """What the service observes as it goes (histograms, counters), in a registry of its own
+    (several services in one process, as in tests, do not mix).
+
+    Thread-safe: the dispatcher observes from the event loop and the database threads.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.queue_wait = PromHistogram(
+            "nbjobs_queue_wait_seconds",
+            METRICS["nbjobs_queue_wait_seconds"],
+            ["flavor"],
+            buckets=QUEUE_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.dispatch_latency = PromHistogram(
+            "nbjobs_dispatch_latency_seconds",
+            METRICS["nbjobs_dispatch_latency_seconds"],
+            ["flavor"],
+            buckets=DISPATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.start_failures = PromCounter(
+            "nbjobs_backend_start_failures",
+            METRICS["nbjobs_backend_start_failures"],
+            ["flavor"],
+            registry=self.registry,
+        )
+        self.notification_errors = PromCounter(
+            "nbjobs_notification_errors",
+            METRICS["nbjobs_notification_errors"],
+            registry=self.registry,
+        )
+        #: per-job series at most (``c.JobServiceApp.metrics_max_jobs``)
+        self.max_jobs = DEFAULT_MAX_JOBS
+
+    def job_started(self, flavor: str, waited: float) -> None:
+        """A queued job was handed to the backend after ``waited`` seconds."""
+        self.queue_wait.labels(flavor).observe(max(0.0, waited))
+
+    def job_dispatched(self, flavor: str, seconds: float) -> None:
+        """A claimed job's start was recorded ``seconds`` after its claim."""
+        self.dispatch_latency.labels(flavor).observe(max(0.0, seconds))
+
+    def start_failed(self, flavor: str) -> None:
+        """The backend could not start a job."""
+        self.start_failures.labels(flavor).inc()
+
+    def notification_failed(self) -> None:
+        """A notification could not be sent (for the notifications to call)."""
+        self.notification_errors.inc()
+
+
+# -- a scrape ------------------------------------------------------------------------
+
+
+@dataclass
+class StartedJob:
+    """A started job as a scrape sees it: the record and its latest sample."""
+
+    id: str
+    user: str
+    flavor: str
+    node: str | None
+    gpu_count: int
+    backend_ref: str | None
+    state: str
+    started_at: datetime | None
+    sample_at: datetime | None
+    utilization_percent: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+
+
+@dataclass
+class Snapshot:
+    """What a scrape read from the database."""
+
+    #: (state, flavor) -> jobs
+    counts: dict[tuple[str, str], int]
+    #: flavor -> when its longest-waiting queued job was submitted
+    oldest_queued: dict[str, datetime]
+    started: list[StartedJob]
+    taken_at: datetime
+
+
+def read_snapshot(service: JobService) -> Snapshot:
+    """The database's part of a scrape, in three grouped queries (database threads)."""
+    with service.sessions() as db:
+        grouped = db.execute(
+            select(
+                JobRecord.state,
+                JobRecord.flavor,
+                func.count(),
+                func.min(JobRecord.submitted_at),
+            ).group_by(JobRecord.state, JobRecord.flavor)
+        ).all()
+        latest = (
+            select(JobSample.job_id.label("job_id"), func.max(JobSample.at).label("at"))
+            .join(JobRecord, JobRecord.id == JobSample.job_id)
+            .where(JobRecord.state.in_(_ACTIVE))
+            .group_by(JobSample.job_id)
+            .subquery()
+        )
+        rows = db.execute(
+            select(
+                JobRecord.id,
+                JobRecord.user,
+                JobRecord.flavor,
+                JobRecord.node,
+                JobRecord.gpu_count,
+                JobRecord.backend_ref,
+                JobRecord.state,
+                JobRecord.started_at,
+                JobSample.at,
+                JobSample.gpu_utilization_percent,
+                JobSample.gpu_memory_used_bytes,
+                JobSample.gpu_memory_total_bytes,
+            )
+            .select_from(JobRecord)
+            .outerjoin(latest, latest.c.job_id == JobRecord.id)
+            .outerjoin(
+                JobSample, (JobSample.job_id == latest.c.job_id) & (JobSample.at == latest.c.at)
+            )
+            .where(JobRecord.state.in_(_ACTIVE))
+        ).all()
+    counts: dict[tuple[str, str], int] = {}
+    oldest: dict[str, datetime] = {}
+    for state, flavor, count, first in grouped:
+        counts[(str(state), str(flavor))] = int(count)
+        if state == JobState.QUEUED.value and isinstance(first, datetime):
+            oldest[str(flavor)] = first
+    started: dict[str, StartedJob] = {}
+    for row in rows:
+        started[row[0]] = StartedJob(  # one per job, should two samples share a time
+            id=row[0],
+            user=row[1],
+            flavor=row[2],
+            node=row[3],
+            gpu_count=int(row[4] or 0),
+            backend_ref=row[5],
+            state=row[6],
+            started_at=row[7],
+            sample_at=row[8],
+            utilization_percent=row[9],
+            memory_used_bytes=row[10],
+            memory_total_bytes=row[11],
+        )
+    return Snapshot(counts, oldest, list(started.values()), utcnow())
+
+
+async def render(service: JobService) -> bytes:
+    """The service's metrics in Prometheus' text format (one scrape)."""
+    snapshot = await service.in_db(read_snapshot, service)
+    families = list(families_of(service, snapshot))  # the backend's view: on the event loop
+    families += [_without_created(f) for f in service.metrics.registry.collect()]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families))
+    return generate_latest(registry)
+
+
+def _without_created(family: Metric) -> Metric:
+    """The family without its ``_created`` samples (when each series began, in this
+    process): a series of its own per counter and histogram that no query here needs."""
+    family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+    return family
+
+
+class _Families:
+    """A collector of families made for one scrape."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def families_of(service: JobService, snapshot: Snapshot) -> Iterable[Metric]:
+    """The gauges of one scrape: the snapshot, with the backend's view read now."""
+    backend, config, metrics = service.backend, service.config, service.metrics
+    flavors = sorted({f.name for f in config.flavors} | {f for _, f in snapshot.counts})
+    for name in flavors:  # failed starts of every flavor show, 0 until one fails
+        metrics.start_failures.labels(name)
+    counts = Counter(snapshot.counts)
+    runner_says = service.telemetry.runner_states
+    allocated: Counter[tuple[str, str]] = Counter()
+    busy: dict[tuple[str, str], float] = {}
+    listed: list[tuple[StartedJob, str]] = []
+    interval = service.telemetry.interval or 10.0
+    fresh_after = snapshot.taken_at - timedelta(seconds=max(60.0, FRESH_INTERVALS * interval))
+    for job in snapshot.started:
+        seen = backend.seen(job.backend_ref) if job.backend_ref else None
+        if seen is not None and seen.waiting:
+            # handed to a cluster that has not placed it: queued, as users see it
+            counts[(job.state, job.flavor)] -= 1
+            counts[(JobState.QUEUED.value, job.flavor)] += 1
+            continue
+        if job.state == JobState.STARTING.value and runner_says.get(job.id) == "running":
+            counts[(job.state, job.flavor)] -= 1
+            counts[(JobState.RUNNING.value, job.flavor)] += 1
+        node = job.node or (seen.node if seen is not None else None) or ""
+        if not job.backend_ref:
+            continue  # being started: it holds no GPU yet
+        allocated[(job.flavor, node)] += job.gpu_count
+        sampled = job.sample_at is not None and job.sample_at >= fresh_after
+        if sampled and job.utilization_percent is not None and job.gpu_count:
+            share = job.gpu_count * job.utilization_percent / 100.0
+            busy[(job.flavor, node)] = busy.get((job.flavor, node), 0.0) + share
+            listed.append((job, node))
+
+    jobs = GaugeMetricFamily("nbjobs_jobs", METRICS["nbjobs_jobs"], labels=["state", "flavor"])
+    for state in JobState:
+        for name in flavors:
+            jobs.add_metric([state.value, name], max(0, counts.get((state.value, name), 0)))
+    yield jobs
+
+    queue = GaugeMetricFamily(
+        "nbjobs_queue_length", METRICS["nbjobs_queue_length"], labels=["flavor"]
+    )
+    oldest = GaugeMetricFamily(
+        "nbjobs_queue_oldest_wait_seconds",
+        METRICS["nbjobs_queue_oldest_wait_seconds"],
+        labels=["flavor"],
+    )
+    for name in flavors:
+        queue.add_metric([name], max(0, counts.get((JobState.QUEUED.value, name), 0)))
+        first = snapshot.oldest_queued.get(name)
+        waited = (snapshot.taken_at - first).total_seconds() if first is not None else 0.0
+        oldest.add_metric([name], max(0.0, waited))
+    yield queue
+    yield oldest
+
+    total = GaugeMetricFamily("nbjobs_gpus_total", METRICS["nbjobs_gpus_total"], labels=["flavor"])
+    free = GaugeMetricFamily("nbjobs_gpus_free", METRICS["nbjobs_gpus_free"], labels=["flavor"])
+    for flavor in config.flavors:
+        gpus = backend.free_gpus(flavor)
+        if gpus is not None:
+            free.add_metric([flavor.name], gpus[0])
+            total.add_metric([flavor.name], gpus[1])
+    yield total
+    yield free
+
+    held = GaugeMetricFamily(
+        "nbjobs_gpus_allocated", METRICS["nbjobs_gpus_allocated"], labels=["flavor", "node"]
+    )
+    for (name, node), count in sorted(allocated.items()):
+        held.add_metric([name, node], count)
+    yield held
+    working = GaugeMetricFamily(
+        "nbjobs_gpus_busy", METRICS["nbjobs_gpus_busy"], labels=["flavor", "node"]
+    )
+    for key in sorted(allocated):
+        working.add_metric(list(key), round(busy.get(key, 0.0), 6))
+    yield working
+
+    yield from _per_job(listed, metrics.max_jobs)
+
+
+def _per_job(listed: list[tuple[StartedJob, str]], most: int) -> Iterator[Metric]:
+    """The per-job series: those holding the most GPUs (then the longest running) first."""
+    labels = ["job", "user", "flavor", "node"]
+    utilization = GaugeMetricFamily(
+        "nbjobs_job_gpu_utilization_ratio",
+        METRICS["nbjobs_job_gpu_utilization_ratio"],
+        labels=labels,
+    )
+    used = GaugeMetricFamily(
+        "nbjobs_job_gpu_memory_used_bytes",
+        METRICS["nbjobs_job_gpu_memory_used_bytes"],
+        labels=labels,
+    )
+    size = GaugeMetricFamily(
+        "nbjobs_job_gpu_memory_total_bytes",
+        METRICS["nbjobs_job_gpu_memory_total_bytes"],
+        labels=labels,
+    )
+    far_past = datetime.min.replace(tzinfo=timezone.utc)
+    listed.sort(key=lambda item: (-item[0].gpu_count, item[0].started_at or far_past, item[0].id))
+    for job, node in listed[: max(0, most)]:
+        values = [job.id, job.user, job.flavor, node]
+        utilization.add_metric(values, round((job.utilization_percent or 0.0) / 100.0, 6))
+        if job.memory_used_bytes is not None:
+            used.add_metric(values, job.memory_used_bytes)
+        if job.memory_total_bytes is not None:
+            size.add_metric(values, job.memory_total_bytes)
+    yield utilization
+    yield used
+    yield size
+    unlisted = GaugeMetricFamily("nbjobs_jobs_unlisted", METRICS["nbjobs_jobs_unlisted"])
+    unlisted.add_metric([], max(0, len(listed) - max(0, most)))
+    yield unlisted
