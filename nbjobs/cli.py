@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "list": ("nbjobs.client.cli", "list_jobs", "list your jobs"),
     "status": ("nbjobs.client.cli", "status", "show one job"),
     "logs": ("nbjobs.client.cli", "logs", "print (or follow) a job's log"),
+    "metrics": ("nbjobs.client.cli", "metrics", "what a job's GPUs, CPU and memory did"),
     "cancel": ("nbjobs.client.cli", "cancel", "cancel a job"),
     "rerun": ("nbjobs.client.cli", "rerun", "run a finished job again"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),

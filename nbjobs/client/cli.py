@@ -1,4 +1,5 @@
-"""``nbjobs submit / list / status / logs / cancel / rerun``: the job service from a terminal.
+"""``nbjobs submit / list / status / logs / metrics / cancel / rerun``: the job service from a
+terminal.
 
 Talks to the job service's REST API with a JupyterHub API token. Where to:
 ``--url`` or ``$NBJOBS_URL`` (the service's API root, like
@@ -446,6 +447,81 @@ def logs(argv: Sequence[str]) -> int:
         return 0
 
     return _run(argv, parser, action)
+
+
+def metrics(argv: Sequence[str]) -> int:
+    parser = _parser(
+        "metrics", "What a job's GPUs, CPU and memory did: its summary, latest sample, a hint."
+    )
+    parser.add_argument("job")
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        body = client.call("GET", f"jobs/{args.job}/metrics")
+        print(json.dumps(body) if args.json else metrics_text(body))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def metrics_text(body: dict[str, Any]) -> str:
+    """``GET api/jobs/{id}/metrics`` for a person: the summary, the latest sample, the hint."""
+    rows = [("job", f"{body['job_id']} ({body['state']})")]
+    summary, samples = body.get("summary"), body.get("samples") or []
+    interval = body.get("interval_seconds")
+    if not summary and not samples:
+        why = (
+            "telemetry is off here" if not interval else f"sampled every {interval:g} s as it runs"
+        )
+        rows.append(("telemetry", f"none yet ({why})"))
+    if summary:
+        rows.append(("samples", f"{summary['samples']}, every {interval or 0:g} s"))
+        if summary.get("gpu_utilization_mean_percent") is not None:
+            busy = f"{summary['gpu_utilization_mean_percent']:.1f} % on average"
+            if summary.get("gpu_utilization_peak_percent") is not None:
+                busy += f", peak {summary['gpu_utilization_peak_percent']:.0f} %"
+            rows.append(("GPU busy", busy))
+            hours = (summary.get("gpu_busy_seconds") or 0) / 3600
+            held = (summary.get("gpu_allocated_seconds") or 0) / 3600
+            rows.append(("GPU-hours", f"{hours:.2f} busy of {held:.2f} sampled"))
+        if summary.get("gpu_memory_peak_bytes") is not None:
+            memory = f"peak {_gib(summary['gpu_memory_peak_bytes'])}"
+            if summary.get("gpu_memory_total_bytes"):
+                memory += f" of {_gib(summary['gpu_memory_total_bytes'])}"
+            rows.append(("GPU memory", memory))
+        if summary.get("cpu_mean_percent") is not None:
+            cpu = f"{summary['cpu_mean_percent']:.0f} % on average"
+            if summary.get("cpu_peak_percent") is not None:
+                cpu += f", peak {summary['cpu_peak_percent']:.0f} %"
+            rows.append(("CPU", cpu + " (100 % = one core)"))
+        if summary.get("memory_peak_bytes") is not None:
+            rows.append(("memory", f"peak {_gib(summary['memory_peak_bytes'])}"))
+    if samples:
+        rows.append(("latest", _sample_text(samples[-1])))
+    if body.get("hint"):
+        rows.append(("hint", body["hint"]))
+    return "\n".join(f"{k + ':':<12}{v}" for k, v in rows)
+
+
+def _sample_text(sample: dict[str, Any]) -> str:
+    parts = []
+    if sample.get("gpu_utilization_percent") is not None:
+        parts.append(f"GPU {sample['gpu_utilization_percent']:.0f} %")
+    if sample.get("gpu_memory_used_bytes") is not None:
+        memory = f"GPU memory {_gib(sample['gpu_memory_used_bytes'])}"
+        if sample.get("gpu_memory_total_bytes"):
+            memory += f" of {_gib(sample['gpu_memory_total_bytes'])}"
+        parts.append(memory)
+    if sample.get("cpu_percent") is not None:
+        parts.append(f"CPU {sample['cpu_percent']:.0f} %")
+    if sample.get("memory_bytes") is not None:
+        parts.append(f"memory {_gib(sample['memory_bytes'])}")
+    errors = [g for g in sample.get("gpus") or [] if g.get("error")]
+    parts += [f"GPU {g['index']}: {g['error']}" for g in errors]
+    return " · ".join(parts or ["nothing measured"]) + f" (at {_local_time(sample['at'])})"
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB"
 
 
 def _byte_count(text: str) -> int:
