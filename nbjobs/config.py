@@ -272,6 +272,52 @@ class LimitsConfig(_Model):
         ]
 
 
+#: the shortest telemetry interval, 0 (off) aside (the runner refuses less)
+MIN_TELEMETRY_INTERVAL = 1.0
+
+
+def parse_telemetry_interval(value: Any) -> float:
+    """Seconds between telemetry samples from ``10s``, ``2m``, ``30`` (seconds), or ``0``
+    (off); between 0 and 1 second is refused with a sentence saying why."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError("give the seconds between samples (like 10s or 2m), or 0 for off")
+    if isinstance(value, int | float) or re.fullmatch(r"\s*\d+(\.\d+)?\s*", str(value)):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match or not any(match.groups()):
+            raise ValueError(f"{value!r} is not a duration; write seconds or e.g. '10s', '2m'")
+        d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        seconds = d * 86400 + h * 3600 + m * 60 + s
+    if not seconds >= 0 or seconds == float("inf"):  # negative, NaN, infinite
+        raise ValueError(f"{value!r} is not an interval; give e.g. 10s, or 0 for off")
+    if 0 < seconds < MIN_TELEMETRY_INTERVAL:
+        raise ValueError(
+            f"{value!r} is too short an interval: sampling more than once a second costs "
+            "jobs time and says little more; give at least 1s, or 0 to turn telemetry off"
+        )
+    return seconds
+
+
+TelemetryInterval = Annotated[
+    float, BeforeValidator(parse_telemetry_interval, json_schema_input_type=float | str)
+]
+
+
+class TelemetryConfig(_Model):
+    """What each job's runner samples while its notebook runs: the GPUs it was given
+    (utilisation, memory, temperature, power) and its processes' CPU and memory, into
+    its status file, and a summary into the output notebook."""
+
+    #: seconds between samples (``10s``, ``2m``, a number of seconds); 0 turns sampling
+    #: off; at least 1s otherwise. The runner's ``--telemetry-interval``.
+    interval: TelemetryInterval = 10.0
+
+    def runner_args(self) -> list[str]:
+        """The interval as the runner's option."""
+        return ["--telemetry-interval", f"{self.interval:g}"]
+
+
 class KueueConfig(_Model):
     """Hand every job to Kueue: its LocalQueue orders, admits and fair-shares them."""
 
@@ -537,6 +583,7 @@ class NbjobsConfig(_Model):
     teachers: TeachersConfig = TeachersConfig()
     admin: AdminConfig = AdminConfig()
     limits: LimitsConfig = LimitsConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> NbjobsConfig:

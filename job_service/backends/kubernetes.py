@@ -267,7 +267,9 @@ class KubernetesBackend(Backend):
     async def start(self, spec: LaunchSpec) -> Launched:
         await self._ensure_started()
         mode, _ = self._shared_file_access()
-        manifest = make_job(spec, self.storage, self.settings, self.nbjobs.limits, mode)
+        manifest = make_job(
+            spec, self.storage, self.settings, self.nbjobs.limits, mode, self.nbjobs.telemetry
+        )
         self._write_parameters(spec)
         name = manifest["metadata"]["name"]
         # Counted from now (free_for() sees the Job being created: the service starts

@@ -21,7 +21,13 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from nbjobs.config import Flavor, KubernetesBackendConfig, LimitsConfig, StorageConfig
+from nbjobs.config import (
+    Flavor,
+    KubernetesBackendConfig,
+    LimitsConfig,
+    StorageConfig,
+    TelemetryConfig,
+)
 from nbjobs.storage import escape_username, user_folder, user_subpath
 
 from .base import LaunchSpec
@@ -95,12 +101,15 @@ def runner_command(
     settings: KubernetesBackendConfig,
     limits: LimitsConfig | None = None,
     log_mode: int = 0o600,
+    telemetry: TelemetryConfig | None = None,
 ) -> list[str]:
     """The runner's command line in the pod (the same CLI the local backend runs).
 
     The runner writes the job's log into the job's folder itself (``--log-file``, made
     with ``log_mode``): the log is there when the pod is gone, whether or not the job
-    service was following it. ``limits`` (nbjobs.yaml's) bound what it keeps.
+    service was following it. ``limits`` (nbjobs.yaml's) bound what it keeps;
+    ``telemetry`` (nbjobs.yaml's) says how often it samples the pod's GPUs, CPU and
+    memory into the status file.
     """
     where = lambda p: pod_path(storage, spec.user, p)  # noqa: E731
     command = [settings.python, "-m", "nbjobs.job_runner"]
@@ -113,7 +122,8 @@ def runner_command(
         command += ["--parameters", where(spec.parameters_file)]
     if spec.time_limit:
         command += ["--timeout", f"{spec.time_limit:g}"]
-    return command + (limits or LimitsConfig()).runner_args()
+    command += (limits or LimitsConfig()).runner_args()
+    return command + (telemetry or TelemetryConfig()).runner_args()
 
 
 def job_labels(spec: LaunchSpec) -> dict[str, str]:
@@ -172,9 +182,10 @@ def make_job(
     settings: KubernetesBackendConfig,
     limits: LimitsConfig | None = None,
     log_mode: int = 0o600,
+    telemetry: TelemetryConfig | None = None,
 ) -> dict[str, Any]:
-    """The ``batch/v1`` Job that runs one nbjobs job (``limits`` and ``log_mode``: see
-    :func:`runner_command`)."""
+    """The ``batch/v1`` Job that runs one nbjobs job (``limits``, ``log_mode`` and
+    ``telemetry``: see :func:`runner_command`)."""
     flavor = spec.flavor
     image = flavor.image or settings.default_image
     if not image:
@@ -207,7 +218,7 @@ def make_job(
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": image,
-        "command": runner_command(spec, storage, settings, limits, log_mode),
+        "command": runner_command(spec, storage, settings, limits, log_mode, telemetry),
         "workingDir": pod_path(storage, spec.user, spec.cwd),
         "env": env,
         "resources": {"requests": dict(resources), "limits": dict(resources)},

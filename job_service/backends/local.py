@@ -302,6 +302,7 @@ class LocalBackend(Backend):
         # nbjobs.yaml's limits; the runner's stdout and stderr are the job's log file
         # already (no --log-file: one writer)
         command += self.nbjobs.limits.runner_args()
+        command += self.nbjobs.telemetry.runner_args()
         return command + list(self.runner_args)
 
     def job_account(self, user: str) -> pwd.struct_passwd | None:

@@ -82,6 +82,18 @@ def test_the_published_schema_is_generated_from_the_loader():
         ),
         ("limits:\n  log_output: lots\n", "line 2: limits.log_output: 'lots' is not a size"),
         ("limits:\n  notebook_output: 0\n", "limits.notebook_output: a size must be at least"),
+        (
+            "telemetry:\n  interval: 500ms\n",
+            "line 2: telemetry.interval: '500ms' is not a duration",
+        ),
+        (
+            "telemetry:\n  interval: 0.5s\n",
+            "line 2: telemetry.interval: '0.5s' is too short an interval: sampling more than "
+            "once a second costs jobs time and says little more; give at least 1s, or 0 to "
+            "turn telemetry off",
+        ),
+        ("telemetry:\n  interval: -10\n", "telemetry.interval: -10 is not an interval"),
+        ("telemetry:\n  every: 10s\n", "line 2: telemetry.every"),
     ],
 )
 def test_bad_files_name_the_line_and_the_reason(text, expected):
@@ -200,3 +212,17 @@ def test_output_limits_default_to_the_runners_and_become_its_options():
         *("--max-output", "8000000"),
         *("--max-log-output", str(32 * 1024**2)),
     ]
+
+
+def test_telemetry_interval_defaults_to_the_runners_and_becomes_its_option():
+    from nbjobs.job_runner.telemetry import DEFAULT_INTERVAL
+
+    assert parse_config("").telemetry.interval == DEFAULT_INTERVAL
+    assert parse_config("").telemetry.runner_args() == ["--telemetry-interval", "10"]
+    for written, seconds in [("30s", 30.0), ("2m", 120.0), (15, 15.0), (1, 1.0), ("1.5s", 1.5)]:
+        config = parse_config(yaml.safe_dump({"telemetry": {"interval": written}}))
+        assert config.telemetry.interval == seconds
+        assert config.telemetry.runner_args() == ["--telemetry-interval", f"{seconds:g}"]
+    for off in (0, "0s", "0"):
+        config = parse_config(yaml.safe_dump({"telemetry": {"interval": off}}))
+        assert config.telemetry.runner_args() == ["--telemetry-interval", "0"]

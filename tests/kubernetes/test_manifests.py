@@ -22,6 +22,7 @@ from nbjobs.config import (
     KueueConfig,
     LimitsConfig,
     StorageConfig,
+    TelemetryConfig,
 )
 from nbjobs.storage import user_folder
 
@@ -162,6 +163,9 @@ def test_a_gpu_job_is_one_locked_down_batch_job_running_the_runner():
                                 str(16 * 1024**2),
                                 "--max-log-output",
                                 str(32 * 1024**2),
+                                # nbjobs.yaml's telemetry interval (the default)
+                                "--telemetry-interval",
+                                "10",
                             ],
                             "workingDir": "/home/jovyan/work",
                             "env": [
@@ -242,6 +246,15 @@ def test_the_admins_output_limits_and_log_mode_reach_the_runner():
     assert options["--max-log-output"] == "2000000"
     assert options["--log-file"] == "/home/jovyan/.nbjobs/jobs/0123456789ab/log.txt"
     assert options["--log-file-mode"] == "640"
+
+
+def test_the_admins_telemetry_interval_reaches_the_runner():
+    for interval, option in [("30s", "30"), ("2m", "120"), (0, "0")]:
+        telemetry = TelemetryConfig(interval=interval)
+        job = valid(make_job(spec(), STORAGE, SETTINGS, None, 0o600, telemetry))
+        command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        options = dict(zip(command[5::2], command[6::2], strict=False))
+        assert options["--telemetry-interval"] == option
 
 
 def test_the_users_folder_is_mounted_by_the_spawners_escaping():
