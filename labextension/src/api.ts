@@ -9,7 +9,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { type Translate, plain } from './translate';
-import type { IFlavor, IJob, IJobList, ISubmitRequest } from './types';
+import type { IFlavor, IJob, IJobList, IJobMetrics, ISubmitRequest } from './types';
 
 /** Why a call failed, for deciding how to show it. */
 export type FailureKind =
@@ -64,6 +64,15 @@ export class NbjobsAPI {
 
   async remove(id: string): Promise<void> {
     await this.fetch(`jobs/${encodeURIComponent(id)}`, { method: 'DELETE' });
+  }
+
+  /**
+   * The job's telemetry: its samples (only those taken after `since`, an ISO time
+   * the caller already has, when given), its summary so far and the hint.
+   */
+  metrics(id: string, since?: string | null): Promise<IJobMetrics> {
+    const query = since ? `?since=${encodeURIComponent(since)}` : '';
+    return this.json<IJobMetrics>(`jobs/${encodeURIComponent(id)}/metrics${query}`);
   }
 
   /**

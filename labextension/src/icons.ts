@@ -25,3 +25,14 @@ export const submitIcon = new LabIcon({
   </g>
 </svg>`
 });
+
+/** A small line chart: a job's GPU, CPU and memory use. */
+export const usageIcon = new LabIcon({
+  name: 'nbjobs:usage',
+  svgstr: `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
+  <g class="jp-icon3" fill="#616161">
+    <path d="M3 19h18v2H3z"/>
+    <path d="m4.4 16.6-1.4-1.4 5.5-5.5 4 4 6.1-6.9 1.5 1.3-7.5 8.5-4.1-4.1z"/>
+  </g>
+</svg>`
+});

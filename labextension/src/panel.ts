@@ -17,6 +17,7 @@ import {
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
+import type { NbjobsAPI } from './api';
 import {
   elapsedSeconds,
   formatDuration,
@@ -25,8 +26,9 @@ import {
   progressLabel,
   stateLabel
 } from './format';
-import { jobsIcon } from './icons';
+import { jobsIcon, usageIcon } from './icons';
 import type { JobsModel } from './model';
+import { TelemetryView } from './telemetryview';
 import type { Translate } from './translate';
 import type { IJob } from './types';
 
@@ -77,11 +79,15 @@ export class JobsPanel extends Widget {
   dispose(): void {
     this.model.changed.disconnect(this._render, this);
     window.clearInterval(this._clock);
+    for (const row of this._rows.values()) {
+      row.dispose();
+    }
     super.dispose();
   }
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
+    this._visible = true;
     this.model.setVisible(true);
     this._render();
     // Elapsed times tick locally; only the poll talks to the server.
@@ -90,8 +96,13 @@ export class JobsPanel extends Widget {
 
   protected onAfterHide(msg: Message): void {
     super.onAfterHide(msg);
+    this._visible = false;
     this.model.setVisible(false);
     window.clearInterval(this._clock);
+    // Nobody sees the readings: they stop asking until the panel is shown again.
+    for (const row of this._rows.values()) {
+      row.setVisible(false);
+    }
   }
 
   private _render(): void {
@@ -116,10 +127,10 @@ export class JobsPanel extends Widget {
       seen.add(job.id);
       let row = this._rows.get(job.id);
       if (!row) {
-        row = new JobRow(this.actions, trans);
+        row = new JobRow(this.actions, this.model.api, trans);
         this._rows.set(job.id, row);
       }
-      row.update(job);
+      row.update(job, this._visible);
       // Keep DOM order = list order without re-inserting rows that are in place.
       const expected: ChildNode | null = previous ? previous.nextSibling : this._list.firstChild;
       if (expected !== row.node) {
@@ -129,6 +140,7 @@ export class JobsPanel extends Widget {
     }
     for (const [id, row] of this._rows) {
       if (!seen.has(id)) {
+        row.dispose();
         row.node.remove();
         this._rows.delete(id);
       }
@@ -148,6 +160,7 @@ export class JobsPanel extends Widget {
   }
 
   private _rows = new Map<string, JobRow>();
+  private _visible = false;
   private _list: HTMLUListElement;
   private _notice: HTMLDivElement;
   private _clock = 0;
@@ -159,6 +172,7 @@ class JobRow {
 
   constructor(
     actions: IJobActions,
+    api: NbjobsAPI,
     private readonly trans: Translate
   ) {
     this.node = document.createElement('li');
@@ -191,14 +205,30 @@ class JobRow {
     this._open = iconButton(launchIcon, trans('Open output'), run(j => actions.openOutput(j)), trans('Output'));
     this._log = iconButton(listIcon, trans('View log'), run(j => actions.viewLog(j)), trans('Log'));
     this._remove = iconButton(deleteIcon, trans('Remove from list'), run(j => actions.remove(j)));
-    buttons.append(this._cancel, this._rerun, this._open, this._log, this._remove);
+    this._usage = iconButton(
+      usageIcon,
+      trans('GPU and CPU use'),
+      async () => this._toggleUsage(),
+      trans('Usage')
+    );
+    buttons.append(this._cancel, this._rerun, this._open, this._log, this._usage, this._remove);
 
-    this.node.append(top, meta, this._progress, this._progressText, this._message, buttons);
+    this._telemetry = new TelemetryView(api, trans);
+    this.node.append(
+      top,
+      meta,
+      this._progress,
+      this._progressText,
+      this._message,
+      this._telemetry.node,
+      buttons
+    );
   }
 
-  update(job: IJob): void {
+  update(job: IJob, visible: boolean): void {
     const trans = this.trans;
     this._job = job;
+    this._visible = visible;
     this.node.dataset.state = job.state;
     this.node.dataset.jobId = job.id;
     this._name.textContent = job.name;
@@ -233,7 +263,48 @@ class JobRow {
       job.state === 'failed' && job.error?.cell_index !== null && job.error
         ? trans('Open the output at the failing cell')
         : trans('Open the output notebook');
+    this._updateUsage();
     this.tick();
+  }
+
+  /** The panel was shown or hidden. */
+  setVisible(visible: boolean): void {
+    this._visible = visible;
+    this._updateUsage();
+  }
+
+  dispose(): void {
+    this._telemetry.dispose();
+  }
+
+  private _toggleUsage(): void {
+    this._usageOpen = !this._usageOpen;
+    this._updateUsage();
+  }
+
+  /**
+   * The Usage button and the readings: there once the job has started; open on
+   * their own while it runs (and left open when it ends, showing its summary),
+   * else when the user opens them.
+   */
+  private _updateUsage(): void {
+    const job = this._job;
+    if (!job) {
+      return;
+    }
+    const started = job.started_at !== null || job.state === 'running';
+    if (this._usageOpen === null && job.state === 'running') {
+      this._usageOpen = true;
+    }
+    const open = started && this._usageOpen === true;
+    this._usage.hidden = !started;
+    this._usage.setAttribute('aria-expanded', String(open));
+    this._telemetry.node.id = `nbjobs-usage-${job.id}`;
+    this._usage.setAttribute('aria-controls', this._telemetry.node.id);
+    this._usage.title = open
+      ? this.trans('Hide what the job uses (GPU, CPU, memory)')
+      : this.trans('Show what the job uses (GPU, CPU, memory)');
+    this._telemetry.update(job, open && this._visible);
   }
 
   tick(): void {
@@ -247,6 +318,11 @@ class JobRow {
   }
 
   private _job: IJob | null = null;
+  private _visible = false;
+  /** the readings are open; null: the user has not said (open while it runs) */
+  private _usageOpen: boolean | null = null;
+  private _telemetry: TelemetryView;
+  private _usage: HTMLButtonElement;
   private _name: HTMLDivElement;
   private _state: HTMLDivElement;
   private _flavor: HTMLSpanElement;

@@ -78,3 +78,37 @@ export function newlyEnded(previous: ReadonlyMap<string, JobState>, jobs: IJob[]
     return before !== undefined && isActive(before) && !isActive(job.state);
   });
 }
+
+/** The job view never asks for a job's telemetry more often than this (ms). */
+export const METRICS_MIN_INTERVAL = 5000;
+
+export interface IMetricsPollInputs {
+  /** the Jobs panel is shown and the job's readings are open in it */
+  shown: boolean;
+  /** the job's state as the panel last saw it */
+  state: JobState;
+  /**
+   * seconds between the job's samples as the service said (null: telemetry is off);
+   * undefined before the first answer
+   */
+  intervalSeconds: number | null | undefined;
+}
+
+/**
+ * When the job view asks for a running job's telemetry again: once a sample
+ * interval, but not faster than {@link METRICS_MIN_INTERVAL}; not at all when
+ * nobody sees it, when telemetry is off, or once the job is over (its summary is
+ * final: one last answer is enough).
+ */
+export function planMetricsPoll({
+  shown,
+  state,
+  intervalSeconds
+}: IMetricsPollInputs): IPollPlan {
+  if (!shown || !isActive(state) || intervalSeconds === null) {
+    return { run: false, interval: IDLE_MAX };
+  }
+  // Before the first answer, or an interval the service did not give: the floor.
+  const every = intervalSeconds && intervalSeconds > 0 ? intervalSeconds * 1000 : 0;
+  return { run: true, interval: Math.max(METRICS_MIN_INTERVAL, every) };
+}

@@ -95,3 +95,78 @@ export interface ISubmitRequest {
   parameters?: { [name: string]: JSONValue };
   name?: string;
 }
+
+/** One GPU in one telemetry sample (null: the runner could not read it). */
+export interface IGpuReading {
+  /** the GPU as the job sees it (its CUDA device number), as text */
+  index: string;
+  uuid?: string | null;
+  name?: string | null;
+  utilization_percent: number | null;
+  memory_used_bytes: number | null;
+  memory_total_bytes: number | null;
+  temperature_celsius?: number | null;
+  power_watts?: number | null;
+  /** why this GPU gave no reading */
+  error?: string | null;
+}
+
+/** What a job used at one moment; GPU figures are over the job's GPUs together. */
+export interface ITelemetrySample {
+  /** ISO 8601 */
+  at: string;
+  /** mean over the job's GPUs */
+  gpu_utilization_percent: number | null;
+  /** sums over the job's GPUs */
+  gpu_memory_used_bytes: number | null;
+  gpu_memory_total_bytes: number | null;
+  /** 100 = one core busy */
+  cpu_percent: number | null;
+  memory_bytes: number | null;
+  gpus?: IGpuReading[];
+}
+
+/** One GPU over the whole run. */
+export interface IGpuSummary {
+  index: string;
+  uuid?: string | null;
+  name?: string | null;
+  utilization_mean_percent: number | null;
+  utilization_peak_percent: number | null;
+  memory_peak_bytes: number | null;
+  memory_total_bytes: number | null;
+  busy_seconds: number;
+  allocated_seconds: number;
+}
+
+/** What a job used over its run so far (final once it ended). */
+export interface ITelemetrySummary {
+  samples: number;
+  since?: string | null;
+  until?: string | null;
+  /** GPU-seconds measured busy and GPU-seconds sampled, over all its GPUs */
+  gpu_busy_seconds: number | null;
+  gpu_allocated_seconds: number | null;
+  gpu_utilization_mean_percent: number | null;
+  gpu_utilization_peak_percent: number | null;
+  /** the most memory any one of its GPUs held, and that GPU's size */
+  gpu_memory_peak_bytes: number | null;
+  gpu_memory_total_bytes: number | null;
+  cpu_mean_percent: number | null;
+  cpu_peak_percent: number | null;
+  memory_peak_bytes: number | null;
+  gpus?: IGpuSummary[];
+}
+
+/** `GET nbjobs/api/jobs/{id}/metrics`: a job's telemetry series, summary and hint. */
+export interface IJobMetrics {
+  job_id: string;
+  state: JobState;
+  /** seconds between samples; null: telemetry is off */
+  interval_seconds: number | null;
+  /** oldest first */
+  samples: ITelemetrySample[];
+  summary: ITelemetrySummary | null;
+  /** a plain sentence when the job used its GPUs little */
+  hint: string | null;
+}

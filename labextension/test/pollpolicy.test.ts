@@ -5,9 +5,11 @@ import {
   HIDDEN_ACTIVE_INTERVAL,
   IDLE_INTERVAL,
   IDLE_MAX,
+  METRICS_MIN_INTERVAL,
   fingerprint,
   newlyEnded,
   nextQuietPolls,
+  planMetricsPoll,
   planPoll
 } from '../src/pollpolicy';
 import type { IJob, JobState } from '../src/types';
@@ -82,5 +84,36 @@ describe('change detection', () => {
     expect(newlyEnded(seen, now).map(j => j.id)).toEqual(['run', 'wait']);
     const next = new Map(now.map(j => [j.id, j.state] as [string, JobState]));
     expect(newlyEnded(next, now)).toEqual([]);
+  });
+});
+
+describe('planMetricsPoll', () => {
+  it('asks once a sample interval while the job runs and its readings are shown', () => {
+    expect(planMetricsPoll({ shown: true, state: 'running', intervalSeconds: 10 })).toEqual({
+      run: true,
+      interval: 10_000
+    });
+  });
+
+  it('never asks faster than every 5 s, nor before it knows the interval', () => {
+    for (const intervalSeconds of [1, 2.5, 0, undefined]) {
+      expect(planMetricsPoll({ shown: true, state: 'running', intervalSeconds })).toEqual({
+        run: true,
+        interval: METRICS_MIN_INTERVAL
+      });
+    }
+    expect(METRICS_MIN_INTERVAL).toBe(5000);
+  });
+
+  it('does not ask when nobody sees the readings, telemetry is off, or the job ended', () => {
+    expect(planMetricsPoll({ shown: false, state: 'running', intervalSeconds: 10 }).run).toBe(
+      false
+    );
+    expect(planMetricsPoll({ shown: true, state: 'running', intervalSeconds: null }).run).toBe(
+      false
+    );
+    for (const state of ['succeeded', 'failed', 'cancelled', 'timed_out'] as const) {
+      expect(planMetricsPoll({ shown: true, state, intervalSeconds: 10 }).run).toBe(false);
+    }
   });
 });
