@@ -620,7 +620,14 @@ def _http_error(exc: ServiceError) -> web.HTTPError:
 
 class UsageHandler(APIHandler):
     async def get(self) -> None:
-        self.send(await self._call_sync(self.service.usage, self.caller))
+        usage = await self._call_sync(
+            self.service.usage,
+            self.caller,
+            since=self.get_query_argument("since", None),
+            until=self.get_query_argument("until", None),
+            by=self.get_query_argument("by", "user"),
+        )
+        self.send(usage)
 
 
 class NotFoundHandler(APIHandler):

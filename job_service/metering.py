@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
@@ -27,6 +28,9 @@ from typing import Any
 
 from sqlalchemy import DateTime, Text, cast, select, type_coerce
 from sqlalchemy.orm import Session
+
+from nbjobs.config import NbjobsConfig
+from nbjobs.models import ClassInfo, UsageDay, UsageLine
 
 from .db import JobRecord
 
@@ -37,6 +41,7 @@ BREAKDOWNS = ("user", "group", "class", "flavor", "node")
 NO_NODE = "(none)"
 
 _DAY = timedelta(days=1)
+log = logging.getLogger("nbjobs.job_service")
 _EPOCH = datetime(1970, 1, 1)  # naive: the database's times are naive UTC
 _EPOCH_DATE = date(1970, 1, 1)
 
@@ -102,24 +107,43 @@ def jobs_in_range(
     groups_of: dict[str | None, tuple[str, ...]] = {}
     jobs = []
     # core rows (no ORM loading): a report reads a hundred thousand of them
-    for user, groups, flavor, node, gpu_count, started, finished, busy in (
-        db.connection().execute(query).all()
-    ):
+    rows: Sequence[Any]
+    try:
+        rows = db.connection().execute(query).all()
+    except (ValueError, TypeError):  # a damaged row (a time that is no time): skip it
+        rows = _readable_rows(db, query)
+    for row in rows:
+        user, groups, flavor, node, gpu_count, started, finished, busy = row
         if groups not in groups_of:  # the same few group lists, decoded once each
             groups_of[groups] = _groups(groups)
-        jobs.append(
-            MeteredJob(
-                user,
-                groups_of[groups],
-                flavor,
-                node,
-                gpu_count or 0,
-                (started - _EPOCH).total_seconds(),
-                None if finished is None else (finished - _EPOCH).total_seconds(),
-                busy,
+        try:
+            jobs.append(
+                MeteredJob(
+                    user,
+                    groups_of[groups],
+                    flavor,
+                    node,
+                    int(gpu_count or 0),
+                    (started - _EPOCH).total_seconds(),
+                    None if finished is None else (finished - _EPOCH).total_seconds(),
+                    None if busy is None else float(busy),
+                )
             )
-        )
+        except (ValueError, TypeError) as exc:
+            log.warning("a job with damaged times or counts left out of the usage: %s", exc)
     return jobs
+
+
+def _readable_rows(db: Session, query: Any) -> list[Any]:
+    """The rows of ``query`` one at a time, less those the database cannot give back."""
+    rows: list[Any] = []
+    ids = db.connection().execute(query.with_only_columns(JobRecord.id)).scalars().all()
+    for job_id in ids:
+        try:
+            rows.extend(db.connection().execute(query.where(JobRecord.id == job_id)).all())
+        except (ValueError, TypeError) as exc:
+            log.warning("job %s's record is damaged (%s); left out of the usage", job_id, exc)
+    return rows
 
 
 def meter(
@@ -227,3 +251,119 @@ def _groups(stored: str | None) -> tuple[str, ...]:
     if not isinstance(value, list):
         return ()
     return tuple(g for g in value if isinstance(g, str))
+
+
+class BadRange(ValueError):
+    """A report asked for with dates or a breakdown that make no sense; says which."""
+
+
+#: the longest range one report may cover, in days
+MAX_DAYS = 400
+
+
+def parse_range(
+    since: str | None, until: str | None, *, today: date, default_days: int
+) -> tuple[date, date]:
+    """A report's days from the API's ``since``/``until`` (``YYYY-MM-DD``, both included;
+    by default the ``default_days`` up to today). Raises BadRange with a sentence."""
+    try:
+        last = date.fromisoformat(until) if until else today
+    except ValueError:
+        raise BadRange(f"until must be a date like 2026-11-16, not {until!r}") from None
+    try:
+        first = date.fromisoformat(since) if since else last - timedelta(days=default_days - 1)
+    except ValueError:
+        raise BadRange(f"since must be a date like 2026-11-16, not {since!r}") from None
+    if first > last:
+        raise BadRange(f"since ({first}) is after until ({last})")
+    if (last - first).days + 1 > MAX_DAYS:
+        raise BadRange(f"a report covers {MAX_DAYS} days at most; ask for less")
+    return first, last
+
+
+def as_usage_lines(lines: Iterable[Line]) -> list[UsageLine]:
+    """The API's view of metered lines: hours, rounded, days in order."""
+    return [_usage_line(line) for line in lines]
+
+
+def total_line(
+    jobs: Sequence[MeteredJob],
+    *,
+    since: datetime,
+    until: datetime,
+    now: datetime,
+    cost_per_gpu_hour: Mapping[str, float] | None,
+) -> UsageLine:
+    """All of ``jobs`` together, each once, as one line named ``total``."""
+    everyone = [
+        MeteredJob(
+            "total", (), j.flavor, j.node, j.gpu_count, j.started, j.finished, j.gpu_busy_seconds
+        )
+        for j in jobs
+    ]
+    lines = meter(
+        everyone, since=since, until=until, now=now, by="user", cost_per_gpu_hour=cost_per_gpu_hour
+    )
+    return _usage_line(lines[0] if lines else Line("total"))
+
+
+def _usage_line(line: Line) -> UsageLine:
+    allocated, busy = line.total.allocated / 3600, line.total.busy / 3600
+    return UsageLine(
+        name=line.name,
+        jobs=line.jobs,
+        gpu_hours_allocated=round(allocated, 4),
+        gpu_hours_busy=round(busy, 4),
+        busy_percent=round(100 * busy / allocated, 1) if allocated > 0 else None,
+        cost=None if line.cost is None else round(line.cost, 2),
+        days=[
+            UsageDay(
+                date=day,
+                gpu_hours_allocated=round(totals.allocated / 3600, 4),
+                gpu_hours_busy=round(totals.busy / 3600, 4),
+            )
+            for day, totals in sorted(line.days.items())
+        ],
+    )
+
+
+def report(
+    db: Session,
+    *,
+    config: NbjobsConfig,
+    classes: Iterable[ClassInfo],
+    users: Iterable[str] | None,
+    since: str | None,
+    until: str | None,
+    by: str,
+    now: datetime,
+    default_days: int,
+) -> dict[str, Any]:
+    """The usage report's breakdown (the fields of :class:`~nbjobs.models.Usage` it fills)
+    over the jobs of ``users`` (all: None); BadRange with a sentence for a bad request."""
+    if by not in BREAKDOWNS:
+        raise BadRange(f"by must be one of {', '.join(BREAKDOWNS)}, not {by!r}")
+    first, last = parse_range(since, until, today=now.date(), default_days=default_days)
+    range_since, range_until = day_range(first, last)
+    jobs = jobs_in_range(db, range_since, range_until, users)
+    prices = {
+        f.name: f.cost_per_gpu_hour for f in config.flavors if f.cost_per_gpu_hour is not None
+    }
+    lines = meter(
+        jobs,
+        since=range_since,
+        until=range_until,
+        now=now,
+        by=by,
+        classes={c.name: c.students for c in classes},
+        cost_per_gpu_hour=prices,
+    )
+    return {
+        "range_since": first,
+        "range_until": last,
+        "by": by,
+        "breakdown": as_usage_lines(lines),
+        "total": total_line(
+            jobs, since=range_since, until=range_until, now=now, cost_per_gpu_hour=prices
+        ),
+    }

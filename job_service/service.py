@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from nbjobs.config import Flavor, NbjobsConfig, Quota
 from nbjobs.models import (
     ACTIVE_STATES,
+    ClassInfo,
     FlavorInfo,
     Job,
     JobError,
@@ -56,6 +57,7 @@ from nbjobs.storage import (
     user_folder,
 )
 
+from . import metering
 from .backends import Backend
 from .classes import ClassRegistry
 from .db import JobRecord
@@ -708,19 +710,47 @@ class JobService:
             record = db.get(JobRecord, job_id)
             return record is None or JobState(record.state).final
 
-    def usage(self, caller: Caller) -> Usage:
-        """Jobs and GPU-hours per user and group this period (admins: all; teachers: theirs)."""
+    def usage(
+        self,
+        caller: Caller,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        by: str = "user",
+    ) -> Usage:
+        """Jobs and GPU-hours per user and group this period, and GPU-hours allocated
+        and busy per day over the days ``since`` to ``until`` broken down ``by`` user,
+        group, class, flavor or node (see :mod:`.metering`). Admins see every job,
+        teachers their students' and their own, everyone else their own."""
         period = self.config.quotas.default.period
         now = utcnow()
-        since = now - PERIODS[period]
+        visible: set[str] | None = None
+        if not caller.admin:
+            # a teacher also sees their students
+            students = {s for c in self.classes.taught_by(caller.name) for s in c.students}
+            visible = {caller.name, *students}
+        classes = self.classes.all() if caller.admin else self._classes_seen_by(caller)
+        period_since = now - PERIODS[period]
         with self.sessions() as db:
+            try:
+                report = metering.report(
+                    db,
+                    config=self.config,
+                    classes=classes,
+                    users=visible,
+                    since=since,
+                    until=until,
+                    by=by,
+                    now=now,
+                    default_days=PERIODS[period].days,
+                )
+            except metering.BadRange as exc:
+                raise Invalid(str(exc)) from None
             query = select(JobRecord).where(
-                (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since)
+                (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= period_since)
             )
-            if not caller.admin:
-                # a teacher also sees their students
-                students = {s for c in self.classes.taught_by(caller.name) for s in c.students}
-                query = query.where(JobRecord.user.in_({caller.name, *students}))
+            if visible is not None:
+                query = query.where(JobRecord.user.in_(visible))
             records = self._readable_records(db, query, "the usage")
         users: dict[str, UsageRow] = {}
         groups: dict[str, UsageRow] = {}
@@ -729,7 +759,7 @@ class JobService:
             if problem is not None:
                 self.log.warning("%s; left out of the usage", DamagedRecord(r.id, problem).message)
                 continue
-            start = max(r.started_at, since) if r.started_at else None
+            start = max(r.started_at, period_since) if r.started_at else None
             hours = 0.0
             if start is not None and r.gpu_count:
                 hours = (
@@ -744,7 +774,20 @@ class JobService:
                 row.queued += r.state == JobState.QUEUED.value
                 row.gpu_hours = round(row.gpu_hours + hours, 4)
         order = lambda rows: sorted(rows.values(), key=lambda u: (-u.gpu_hours, u.name))  # noqa: E731
-        return Usage(since=since, period=period, users=order(users), groups=order(groups))
+        return Usage(
+            since=period_since,
+            period=period,
+            users=order(users),
+            groups=order(groups),
+            **report,
+        )
+
+    def _classes_seen_by(self, caller: Caller) -> list[ClassInfo]:
+        """The classes whose usage a caller may see: those they teach or are in."""
+        seen = {c.name: c for c in self.classes.taught_by(caller.name)}
+        for c in self.classes.of_student(caller.name):
+            seen.setdefault(c.name, c)
+        return list(seen.values())
 
     # -- change ------------------------------------------------------------------
 

@@ -388,6 +388,9 @@ class Flavor(_Model):
     #: by a higher priority, its node lost) goes back to the queue to run again from the
     #: top; 0: it fails with the reason. A notebook's own failure is never re-queued.
     requeue_on_eviction: int = Field(default=0, ge=0, le=10)
+    #: what one GPU-hour of this flavor costs (any currency: usage reports multiply the
+    #: GPU-hours allocated by it); None: reports show no cost for it
+    cost_per_gpu_hour: float | None = Field(default=None, ge=0)
 
     @field_validator("name")
     @classmethod

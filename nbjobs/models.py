@@ -6,7 +6,7 @@ same shapes); the service builds them, the clients read them.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from enum import Enum
 from typing import Any
 
@@ -161,11 +161,45 @@ class UsageRow(BaseModel):
     gpu_hours: float
 
 
+class UsageDay(BaseModel):
+    """One UTC day of a usage line."""
+
+    date: date
+    gpu_hours_allocated: float
+    gpu_hours_busy: float
+
+
+class UsageLine(BaseModel):
+    """One key of a usage breakdown (a user, group, class, flavor or node) over the range."""
+
+    name: str
+    #: jobs whose run overlaps the range
+    jobs: int
+    #: GPUs held times how long (from the cluster's start and end times)
+    gpu_hours_allocated: float
+    #: what the GPUs did (the jobs' telemetry: seconds sampled times utilisation)
+    gpu_hours_busy: float
+    #: busy over allocated (None: nothing was allocated)
+    busy_percent: float | None = None
+    #: GPU-hours allocated times each flavor's cost_per_gpu_hour (None: no flavor has one)
+    cost: float | None = None
+    #: the days of the range it used, oldest first
+    days: list[UsageDay] = []
+
+
 class Usage(BaseModel):
     since: datetime
     period: str
     users: list[UsageRow]
     groups: list[UsageRow]
+    #: the breakdown's range: whole UTC days, from ``range_since`` up to ``range_until``
+    range_since: date | None = None
+    range_until: date | None = None
+    #: what the breakdown is by: user, group, class, flavor or node
+    by: str | None = None
+    breakdown: list[UsageLine] = []
+    #: the whole range, all keys together (a job in two groups counts once)
+    total: UsageLine | None = None
 
 
 class GpuReading(BaseModel):
