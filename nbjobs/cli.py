@@ -23,6 +23,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("nbjobs.client.cli", "status", "show one job"),
     "logs": ("nbjobs.client.cli", "logs", "print (or follow) a job's log"),
     "metrics": ("nbjobs.client.cli", "metrics", "what a job's GPUs, CPU and memory did"),
+    "usage": (
+        "nbjobs.client.cli",
+        "usage_report",
+        "GPU-hours allocated and busy by user, group, class, flavor or node",
+    ),
     "cancel": ("nbjobs.client.cli", "cancel", "cancel a job"),
     "rerun": ("nbjobs.client.cli", "rerun", "run a finished job again"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),

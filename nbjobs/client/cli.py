@@ -15,7 +15,9 @@ went wrong before or around the job has codes of its own (2, 5, 6).
 from __future__ import annotations
 
 import argparse
+import csv
 import http.client
+import io
 import json
 import os
 import sys
@@ -447,6 +449,77 @@ def logs(argv: Sequence[str]) -> int:
         return 0
 
     return _run(argv, parser, action)
+
+
+def usage_report(argv: Sequence[str]) -> int:
+    parser = _parser(
+        "usage",
+        "GPU-hours allocated and busy over a range of days, by user, group, class, flavor or "
+        "node (yours; a teacher's classes; an admin's everyone).",
+    )
+    parser.add_argument(
+        "--by", choices=["user", "group", "class", "flavor", "node"], default="user"
+    )
+    parser.add_argument("--since", help="first day, YYYY-MM-DD (default: the quota period)")
+    parser.add_argument("--until", help="last day, included (default: today)")
+    parser.add_argument("--csv", action="store_true", help="one row per key and day, as CSV")
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        body = client.call("GET", "usage", by=args.by, since=args.since, until=args.until)
+        if args.json:
+            print(json.dumps(body))
+        elif args.csv:
+            sys.stdout.write(usage_csv(body))
+        else:
+            print(usage_text(body))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+USAGE_COLUMNS = ("JOBS", "GPU-H ALLOCATED", "GPU-H BUSY", "BUSY %", "COST")
+
+
+def usage_text(body: dict[str, Any]) -> str:
+    """``GET api/usage``'s breakdown as a table, its range above and the total below."""
+    lines = body.get("breakdown") or []
+    head = f"{body['range_since']} to {body['range_until']} (UTC days), by {body['by']}"
+    if not lines:
+        return head + "\nno GPU time in this range"
+    rows: list[tuple[str, ...]] = [(body["by"].upper(), *USAGE_COLUMNS)]
+    for line in [*lines, body["total"]] if body.get("total") else lines:
+        rows.append(
+            (
+                line["name"],
+                str(line["jobs"]),
+                f"{line['gpu_hours_allocated']:.2f}",
+                f"{line['gpu_hours_busy']:.2f}",
+                "-" if line["busy_percent"] is None else f"{line['busy_percent']:.1f}",
+                "-" if line["cost"] is None else f"{line['cost']:.2f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    text = [
+        "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+    return "\n".join([head, *text])
+
+
+def usage_csv(body: dict[str, Any]) -> str:
+    """One row per key and day (for a spreadsheet's pivot table)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([body["by"], "date", "gpu_hours_allocated", "gpu_hours_busy"])
+    for line in body.get("breakdown") or []:
+        for day in line["days"]:
+            writer.writerow(
+                [line["name"], day["date"], day["gpu_hours_allocated"], day["gpu_hours_busy"]]
+            )
+    return out.getvalue()
 
 
 def metrics(argv: Sequence[str]) -> int:

@@ -343,3 +343,59 @@ def test_list_of_an_unknown_state_is_refused_with_the_states(service):
 
     assert proc.returncode == 5
     assert "unknown state 'done'" in proc.stderr
+
+
+def test_usage_prints_a_table_by_flavor_and_a_csv_by_day(service):
+    _, home = service
+    nbformat.write(notebook("1 + 1"), home / "u.ipynb")
+    assert cli(service, "submit", "u.ipynb", "--flavor", "cpu", "--wait").returncode == 0
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    table = cli(service, "usage", "--by", "flavor", "--since", today)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0] == f"{today} to {today} (UTC days), by flavor"
+    header = ["FLAVOR", "JOBS", "GPU-H", "ALLOCATED", "GPU-H", "BUSY", "BUSY", "%", "COST"]
+    assert lines[1].split() == header
+    cpu = next(line.split() for line in lines if line.startswith("cpu "))
+    assert cpu[2:] == ["0.00", "0.00", "-", "-"]  # a CPU job holds no GPU
+    assert int(cpu[1]) >= 1
+    assert lines[-1].split()[0] == "total"
+    as_csv = cli(service, "usage", "--csv", "--since", today)
+    assert as_csv.returncode == 0, as_csv.stderr
+    assert as_csv.stdout.splitlines()[0] == "user,date,gpu_hours_allocated,gpu_hours_busy"
+    refused = cli(service, "usage", "--since", "yesterday")
+    assert refused.returncode == 5
+    assert "since must be a date like 2026-11-16, not 'yesterday'" in refused.stderr
+
+
+def test_usage_text_and_csv_show_hours_busy_percent_and_cost():
+    from nbjobs.client.cli import usage_csv, usage_text
+
+    line = {
+        "name": "ada",
+        "jobs": 2,
+        "gpu_hours_allocated": 6.0,
+        "gpu_hours_busy": 2.0,
+        "busy_percent": 33.3,
+        "cost": 9.0,
+        "days": [
+            {"date": "2026-11-23", "gpu_hours_allocated": 4.0, "gpu_hours_busy": 2.0},
+            {"date": "2026-11-24", "gpu_hours_allocated": 2.0, "gpu_hours_busy": 0.0},
+        ],
+    }
+    body = {
+        "range_since": "2026-11-23",
+        "range_until": "2026-11-24",
+        "by": "user",
+        "breakdown": [line],
+        "total": {**line, "name": "total"},
+    }
+    assert usage_text(body).splitlines()[2].split() == ["ada", "2", "6.00", "2.00", "33.3", "9.00"]
+    assert usage_csv(body).splitlines() == [
+        "user,date,gpu_hours_allocated,gpu_hours_busy",
+        "ada,2026-11-23,4.0,2.0",
+        "ada,2026-11-24,2.0,0.0",
+    ]
+    assert usage_text({**body, "breakdown": [], "total": None}).endswith(
+        "no GPU time in this range"
+    )
