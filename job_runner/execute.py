@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -42,6 +43,10 @@ from .telemetry import Sample, Sampler, interval_problem
 BANNER_TAG = "nbjobs-banner"
 #: the most the status file lags behind the run (see NotebookJob._write_progress)
 PROGRESS_COALESCE = 0.025
+
+#: beside the status file: why the job service stopped the job (read on SIGTERM, for the
+#: status message and the output's banner)
+STOP_REASON_FILE = "stop-reason.txt"
 FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 #: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
 #: ``sys.exit()``, ``sys.exit(0)``, ``sys.exit(None)``, ``raise SystemExit``
@@ -458,11 +463,33 @@ class NotebookJob:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
-                loop.add_signal_handler(
-                    sig, self._stop, ExitCode.CANCELLED, f"cancelled by {signal.Signals(sig).name}"
-                )
+                loop.add_signal_handler(sig, self._stop_on_signal, sig)
             except (RuntimeError, ValueError):  # not the main thread: no signal handling
                 return
+
+    def _stop_on_signal(self, sig: int) -> None:
+        """Cancelled: with the reason the job service left beside the status file, when
+        it left one (``stop-reason.txt``: its GPUs were idle, say), else the signal."""
+        reason = self._stop_reason() or f"cancelled by {signal.Signals(sig).name}"
+        self._stop(ExitCode.CANCELLED, reason)
+
+    def _stop_reason(self) -> str | None:
+        if not self.status_path:
+            return None
+        path = Path(self.status_path).parent / STOP_REASON_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            text = os.read(fd, 1024).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return " ".join(text.split()) or None
 
     def _remove_signal_handlers(self) -> None:
         try:

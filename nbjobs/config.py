@@ -361,6 +361,31 @@ class BackendConfig(_Model):
     kubernetes: KubernetesBackendConfig = KubernetesBackendConfig()
 
 
+class IdleGpuPolicy(_Model):
+    """What happens to a job that leaves its GPUs idle (a flavor's ``idle_gpu``).
+
+    Idle: the job's GPU utilisation (its runner's telemetry; the mean over its GPUs)
+    stays below ``below_percent`` in every sample. After ``after`` of that its owner is
+    warned (the job shows the warning); with ``action: cancel`` a job still idle
+    ``grace`` later is cancelled, the reason recorded in the job and in its output's
+    banner, its partial output kept. Jobs of ``exempt_groups`` are never warned or
+    cancelled. Needs telemetry (``telemetry.interval`` not 0).
+    """
+
+    below_percent: float = Field(default=5.0, gt=0, le=100)
+    after: Duration = 30 * 60.0
+    action: Literal["warn", "cancel"] = "warn"
+    grace: Duration = 5 * 60.0
+    exempt_groups: list[str] = []
+
+    @field_validator("after", "grace")
+    @classmethod
+    def _a_while(cls, value: float | None) -> float:
+        if value is None or value < 60:
+            raise ValueError("give at least a minute (60s, 5m), so that a pause is not idling")
+        return value
+
+
 class Flavor(_Model):
     """What a job runs on: GPUs, CPU, memory, image, time limit; and who may use it."""
 
@@ -391,6 +416,8 @@ class Flavor(_Model):
     #: what one GPU-hour of this flavor costs (any currency: usage reports multiply the
     #: GPU-hours allocated by it); None: reports show no cost for it
     cost_per_gpu_hour: float | None = Field(default=None, ge=0)
+    #: warn about (or cancel) jobs that leave their GPUs idle; None: never
+    idle_gpu: IdleGpuPolicy | None = None
 
     @field_validator("name")
     @classmethod
@@ -406,6 +433,8 @@ class Flavor(_Model):
     def _shared_needs_one_gpu(self) -> Flavor:
         if self.shared and self.gpus != 1:
             raise ValueError("a shared (fractional) flavor takes a slot of one GPU: set gpus: 1")
+        if self.idle_gpu is not None and not self.gpus:
+            raise ValueError("idle_gpu is for flavors with GPUs; this one has none")
         return self
 
     @property

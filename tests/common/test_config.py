@@ -94,6 +94,19 @@ def test_the_published_schema_is_generated_from_the_loader():
         ),
         ("telemetry:\n  interval: -10\n", "telemetry.interval: -10 is not an interval"),
         ("telemetry:\n  every: 10s\n", "line 2: telemetry.every"),
+        (
+            "flavors:\n  - name: g\n    gpus: 1\n    idle_gpu: {after: 10s}\n",
+            "line 4: flavors.0.idle_gpu.after: give at least a minute (60s, 5m), so that a "
+            "pause is not idling",
+        ),
+        (
+            "flavors:\n  - name: g\n    gpus: 1\n    idle_gpu: {action: kill}\n",
+            "line 4: flavors.0.idle_gpu.action: Input should be 'warn' or 'cancel'",
+        ),
+        (
+            "flavors:\n  - name: c\n    idle_gpu: {}\n",
+            "idle_gpu is for flavors with GPUs; this one has none",
+        ),
     ],
 )
 def test_bad_files_name_the_line_and_the_reason(text, expected):

@@ -177,3 +177,44 @@ def processes_marked(mark: str) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+def test_a_stop_reason_beside_the_status_file_is_the_cancel_message(make_notebook, tmp_path):
+    """The job service leaves why it stops a job (its GPUs were idle) in stop-reason.txt
+    before the signal; the runner says so in the status and the output's banner. A link
+    in its place is not followed."""
+    source = make_notebook("print('before', flush=True)", "import time; time.sleep(60)")
+    folder = tmp_path / "job"
+    folder.mkdir()
+    status, output = folder / "status.json", tmp_path / "out.ipynb"
+    reason = "stopped: its GPUs were idle (below 5 %) for 31 min"
+    with subprocess.Popen(
+        runner_command(source, output, "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        wait_for(lambda: (s := read_status(status)) is not None and s.cells_done == 1)
+        (folder / "stop-reason.txt").write_text(reason + "\n")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == ExitCode.CANCELLED
+    final = read_status(status)
+    assert final is not None
+    assert (final.state, final.message) == ("cancelled", reason)
+    assert reason in banner(nbformat.read(output, as_version=4))
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("someone else's words")
+    (folder / "stop-reason.txt").unlink()
+    (folder / "stop-reason.txt").symlink_to(secret)
+    status.unlink()
+    with subprocess.Popen(
+        runner_command(source, output, "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        wait_for(lambda: (s := read_status(status)) is not None and s.cells_done == 1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == ExitCode.CANCELLED
+    final = read_status(status)
+    assert final is not None
+    assert final.message == "cancelled by SIGTERM"
