@@ -37,16 +37,20 @@ from .gpus import visible_gpus_within
 from .output_limits import OutputBudget, OutputLimits
 from .parameters import ParameterError, inject_parameters
 from .reading import parse_notebook
-from .status import CellError, RunStatus, atomic_write_text, utc_now, write_status
+from .status import (
+    STOP_REASON_FILE,
+    CellError,
+    RunStatus,
+    atomic_write_text,
+    utc_now,
+    write_status,
+)
 from .telemetry import Sample, Sampler, interval_problem
 
 BANNER_TAG = "nbjobs-banner"
 #: the most the status file lags behind the run (see NotebookJob._write_progress)
 PROGRESS_COALESCE = 0.025
 
-#: beside the status file: why the job service stopped the job (read on SIGTERM, for the
-#: status message and the output's banner)
-STOP_REASON_FILE = "stop-reason.txt"
 FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 #: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
 #: ``sys.exit()``, ``sys.exit(0)``, ``sys.exit(None)``, ``raise SystemExit``

@@ -33,6 +33,10 @@ from typing import Any
 
 STATUS_VERSION = 1
 
+#: beside the status file: why the job service stopped the job, left there before it
+#: signals the runner (read on SIGTERM, for the status message and the output's banner)
+STOP_REASON_FILE = "stop-reason.txt"
+
 #: States a job can be in while the runner owns it. The job service adds
 #: ``queued`` before the runner starts.
 RUNNER_STATES = ("starting", "running", "succeeded", "failed", "timed_out", "cancelled")

@@ -103,6 +103,9 @@ class JobRecord(Base):
     node: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: times the cluster disrupted the job and it went back to the queue (None: 0)
     requeues: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
+    #: the idle-GPU warning its owner sees (job_service/reclaim.py), and since when
+    warning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    idle_warned_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # What its GPUs did, from the runner's telemetry summary (job_service/telemetry.py):
     # updated while it runs, final when it ends; None where nothing was sampled.
     #: GPU-seconds busy: over its GPUs, seconds sampled x utilisation

@@ -80,6 +80,7 @@ from .follow import Follower, read_status
 from .lease import DispatcherLease
 from .metrics import ServiceMetrics
 from .queue import QueuePositions, in_queue_order, queue_order
+from .reclaim import IdleReclaimer
 from .telemetry import TelemetryCollector, delete_samples
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
@@ -150,6 +151,8 @@ class JobService:
         self.follower = Follower(self)
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
         self.telemetry = TelemetryCollector(self)
+        #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
+        self.reclaimer = IdleReclaimer(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
@@ -170,6 +173,7 @@ class JobService:
         await self.dispatcher.recover()
         self.dispatcher.run()
         self.telemetry.run()
+        self.reclaimer.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -183,6 +187,7 @@ class JobService:
         the followers are dropped, and no database call is waited on for longer.
         """
         self.stopping = True
+        await self.reclaimer.stop()
         await self.telemetry.stop()
         await self.dispatcher.stop()
         await self.follower.stop()
@@ -195,6 +200,7 @@ class JobService:
         self.stopping = True
         self.dispatcher.halt()
         self.telemetry.halt()
+        self.reclaimer.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
@@ -970,6 +976,7 @@ class JobService:
                 rerun_of=record.rerun_of,
                 time_limit=record.time_limit,
                 requeues=record.requeues or 0,
+                warning=record.warning if state in ACTIVE_STATES else None,
             )
         except (ValidationError, TypeError) as exc:
             raise DamagedRecord(record.id, first_problem(exc)) from None

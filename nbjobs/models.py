@@ -120,6 +120,8 @@ class Job(BaseModel):
     node: str | None = None
     #: times the cluster disrupted it (evicted, preempted) and it went back to the queue
     requeues: int = 0
+    #: something its owner should act on while it runs (its GPUs have been idle)
+    warning: str | None = None
 
 
 class JobList(BaseModel):
