@@ -281,6 +281,8 @@ def _details(job: dict[str, Any]) -> str:
         rows.append(("node", job["node"]))
     if job.get("message"):
         rows.append(("message", job["message"]))
+    if job.get("warning"):
+        rows.append(("warning", job["warning"]))
     return "\n".join(f"{k + ':':<11}{v}" for k, v in rows)
 
 

@@ -399,3 +399,22 @@ def test_usage_text_and_csv_show_hours_busy_percent_and_cost():
     assert usage_text({**body, "breakdown": [], "total": None}).endswith(
         "no GPU time in this range"
     )
+
+
+def test_status_shows_a_jobs_warning():
+    from nbjobs.client.cli import _details
+
+    job = {
+        "id": "abc",
+        "state": "running",
+        "path": "t.ipynb",
+        "output_path": "t.out.ipynb",
+        "flavor": "gpu",
+        "submitted_at": "2026-11-25T09:00:00Z",
+        "warning": "its GPUs have been idle (below 5 %) for 30 min; if it does not need them, "
+        "cancel it",
+    }
+    assert _details(job).splitlines()[-1] == (
+        "warning:   its GPUs have been idle (below 5 %) for 30 min; if it does not need them, "
+        "cancel it"
+    )
