@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, object_session
 
+from nbjobs.config import NbjobsConfig
 from nbjobs.models import (
     ACTIVE_STATES,
     GpuReading,
@@ -78,16 +79,9 @@ MAX_TEXT = 200
 _ACTIVE = [s.value for s in ACTIVE_STATES]
 
 
-def telemetry_interval(config: Any) -> float:
+def telemetry_interval(config: NbjobsConfig) -> float:
     """Seconds between samples from nbjobs.yaml's ``telemetry.interval`` (0: off)."""
-    section = getattr(config, "telemetry", None)
-    if section is None:
-        return DEFAULT_INTERVAL
-    interval = getattr(section, "interval", DEFAULT_INTERVAL)
-    try:
-        return max(0.0, float(interval or 0.0))
-    except (TypeError, ValueError):
-        return DEFAULT_INTERVAL
+    return float(config.telemetry.interval)
 
 
 def utcnow() -> datetime:
