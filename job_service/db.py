@@ -7,6 +7,7 @@ version reached is kept in ``nbjobs_schema``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,10 +22,13 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    bindparam,
     create_engine,
     event,
     inspect,
+    select,
     text,
+    update,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -103,6 +107,9 @@ class JobRecord(Base):
     node: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: times the cluster disrupted the job and it went back to the queue (None: 0)
     requeues: Mapped[int | None] = mapped_column(Integer, nullable=True, default=0)
+    #: GPU-seconds it held, from its start to its end (set when it ends; Prometheus'
+    #: nbjobs_gpu_allocated_seconds_total sums it)
+    gpu_seconds_held: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: the idle-GPU warning its owner sees (job_service/reclaim.py), and since when
     warning: Mapped[str | None] = mapped_column(Text, nullable=True)
     idle_warned_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -162,6 +169,19 @@ class LeaseRecord(Base):
     #: ``host pid=N id=…`` of the holder, for people reading a refusal
     holder: Mapped[str] = mapped_column(String(255))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class RetiredUsage(Base):
+    """GPU-seconds of jobs whose records were removed (``forget``), per user, flavor and
+    node, so that the usage counters Prometheus reads never go down."""
+
+    __tablename__ = "nbjobs_usage_retired"
+
+    user: Mapped[str] = mapped_column(String(255), primary_key=True)
+    flavor: Mapped[str] = mapped_column(String(64), primary_key=True)
+    node: Mapped[str] = mapped_column(String(255), primary_key=True)
+    held_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    busy_seconds: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class SchemaVersion(Base):
@@ -256,6 +276,7 @@ def upgrade_schema(engine: Engine) -> None:
     """Create missing tables, add columns a newer version defines, record the version."""
     Base.metadata.create_all(engine)
     inspector = inspect(engine)
+    added: set[tuple[str, str]] = set()
     with engine.begin() as conn:
         for table in Base.metadata.sorted_tables:
             have = {c["name"] for c in inspector.get_columns(table.name)}
@@ -265,9 +286,37 @@ def upgrade_schema(engine: Engine) -> None:
                     conn.execute(
                         text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
                     )
+                    added.add((table.name, column.name))
+        if ("nbjobs_jobs", "gpu_seconds_held") in added:
+            _fill_gpu_seconds_held(conn)
         current = conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()
         if current is None or current < SCHEMA_VERSION:
             conn.execute(text("DELETE FROM nbjobs_schema"))
             conn.execute(
                 text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
             )
+
+
+def _fill_gpu_seconds_held(conn: Any) -> None:
+    """Jobs that ended before the column existed: their GPU-seconds held, worked out once
+    from their start and end (in Python: time arithmetic differs between databases)."""
+    query = select(
+        JobRecord.id, JobRecord.gpu_count, JobRecord.started_at, JobRecord.finished_at
+    ).where(JobRecord.finished_at.is_not(None), JobRecord.started_at.is_not(None))
+    try:
+        rows = conn.execute(query).all()
+    except (TypeError, ValueError):  # a damaged row: the rows are read one by one
+        rows = []
+        for (job_id,) in conn.execute(query.with_only_columns(JobRecord.id)).all():
+            with contextlib.suppress(TypeError, ValueError):
+                rows.extend(conn.execute(query.where(JobRecord.id == job_id)).all())
+    values = []
+    for job_id, gpu_count, started, finished in rows:
+        try:
+            held = max(0.0, (finished - started).total_seconds()) * int(gpu_count or 0)
+        except (TypeError, ValueError):
+            continue  # a damaged row: left without
+        values.append({"job_id": job_id, "held": held})
+    if values:
+        fill = update(JobRecord).where(JobRecord.id == bindparam("job_id"))
+        conn.execute(fill.values(gpu_seconds_held=bindparam("held")), values)

@@ -252,6 +252,9 @@ class Follower:
         if started_at is not None and (finished_at is None or started_at <= finished_at):
             record.started_at = started_at
         record.finished_at = finished_at or utcnow()
+        if record.started_at is not None:
+            held = (record.finished_at - record.started_at).total_seconds()
+            record.gpu_seconds_held = max(0.0, held) * (record.gpu_count or 0)
         self.log.info(
             "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
         )

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from nbjobs.config import NbjobsConfig
 from nbjobs.models import ClassInfo, UsageDay, UsageLine
 
-from .db import JobRecord
+from .db import JobRecord, RetiredUsage
 
 #: what a report may be broken down by
 BREAKDOWNS = ("user", "group", "class", "flavor", "node")
@@ -367,3 +367,22 @@ def report(
             jobs, since=range_since, until=range_until, now=now, cost_per_gpu_hour=prices
         ),
     }
+
+
+def retire(db: Session, record: JobRecord) -> None:
+    """Keep the GPU-seconds of a job whose record goes (``forget``) in the retired usage
+    (in ``db``'s transaction), so that the counters Prometheus reads never go down."""
+    held, busy = record.gpu_seconds_held or 0.0, record.gpu_busy_seconds or 0.0
+    if not held and not busy:
+        return
+    key = (record.user, record.flavor, record.node or "")
+    row = db.get(RetiredUsage, key)
+    if row is None:
+        db.add(
+            RetiredUsage(
+                user=key[0], flavor=key[1], node=key[2], held_seconds=held, busy_seconds=busy
+            )
+        )
+    else:
+        row.held_seconds += held
+        row.busy_seconds += busy

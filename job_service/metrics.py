@@ -18,6 +18,7 @@ still count in the per-flavor ``nbjobs_gpus_busy``.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,12 +28,12 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client import Counter as PromCounter
 from prometheus_client import Histogram as PromHistogram
-from prometheus_client.core import GaugeMetricFamily, Metric
-from sqlalchemy import func, select
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from sqlalchemy import Text, cast, func, select
 
-from nbjobs.models import ACTIVE_STATES, JobState
+from nbjobs.models import ACTIVE_STATES, ClassInfo, JobState
 
-from .db import JobRecord, JobSample
+from .db import JobRecord, JobSample, RetiredUsage
 
 if TYPE_CHECKING:
     from .service import JobService
@@ -71,6 +72,14 @@ METRICS: dict[str, str] = {
     "nbjobs_backend_start_failures": "Jobs the backend could not start, by flavor",
     "nbjobs_notification_errors": "Notifications that could not be sent (none are sent "
     "yet: stays 0)",
+    "nbjobs_gpu_allocated_seconds": "GPU-seconds held by jobs that ended (GPUs x their run), "
+    "by user, flavor and node; counted when a job ends",
+    "nbjobs_gpu_busy_seconds": "GPU-seconds busy of jobs that ended (their telemetry: seconds "
+    "sampled x utilisation), by user, flavor and node; counted when a job ends",
+    "nbjobs_user_class_info": "1 for each student of each class (to sum usage by class: "
+    "multiply on user)",
+    "nbjobs_user_group_info": "1 for each group a user's jobs were submitted in (to sum usage "
+    "by group: multiply on user)",
 }
 
 _ACTIVE = [s.value for s in ACTIVE_STATES]
@@ -165,6 +174,10 @@ class Snapshot:
     oldest_queued: dict[str, datetime]
     started: list[StartedJob]
     taken_at: datetime
+    #: (user, flavor, node) -> GPU-seconds held and busy by the jobs that ended
+    ended: dict[tuple[str, str, str], tuple[float, float]]
+    #: user -> the groups their jobs were submitted in
+    groups: dict[str, set[str]]
 
 
 def read_snapshot(service: JobService) -> Snapshot:
@@ -207,6 +220,43 @@ def read_snapshot(service: JobService) -> Snapshot:
             )
             .where(JobRecord.state.in_(_ACTIVE))
         ).all()
+        ended: dict[tuple[str, str, str], tuple[float, float]] = {}
+        usage = [
+            db.execute(
+                select(
+                    JobRecord.user,
+                    JobRecord.flavor,
+                    JobRecord.node,
+                    func.sum(JobRecord.gpu_seconds_held),
+                    func.sum(JobRecord.gpu_busy_seconds),
+                )
+                .where(JobRecord.finished_at.is_not(None))
+                .group_by(JobRecord.user, JobRecord.flavor, JobRecord.node)
+            ).all(),
+            db.execute(
+                select(
+                    RetiredUsage.user,
+                    RetiredUsage.flavor,
+                    RetiredUsage.node,
+                    RetiredUsage.held_seconds,
+                    RetiredUsage.busy_seconds,
+                )
+            ).all(),
+        ]
+        for user, flavor, node, held, busy in (row for rows in usage for row in rows):
+            key = (str(user), str(flavor), str(node or ""))
+            before = ended.get(key, (0.0, 0.0))
+            ended[key] = (before[0] + float(held or 0.0), before[1] + float(busy or 0.0))
+        groups: dict[str, set[str]] = {}
+        for user, stored in db.execute(
+            select(JobRecord.user, cast(JobRecord.groups, Text)).distinct()
+        ).all():
+            try:
+                names = json.loads(stored) if stored else []
+            except ValueError:
+                continue
+            if isinstance(names, list):
+                groups.setdefault(str(user), set()).update(n for n in names if isinstance(n, str))
     counts: dict[tuple[str, str], int] = {}
     oldest: dict[str, datetime] = {}
     for state, flavor, count, first in grouped:
@@ -229,7 +279,7 @@ def read_snapshot(service: JobService) -> Snapshot:
             memory_used_bytes=row[10],
             memory_total_bytes=row[11],
         )
-    return Snapshot(counts, oldest, list(started.values()), utcnow())
+    return Snapshot(counts, oldest, list(started.values()), utcnow(), ended, groups)
 
 
 async def render(service: JobService) -> bytes:
@@ -338,6 +388,38 @@ def families_of(service: JobService, snapshot: Snapshot) -> Iterable[Metric]:
     yield working
 
     yield from _per_job(listed, metrics.max_jobs)
+    yield from _usage(snapshot, service.classes.all())
+
+
+def _usage(snapshot: Snapshot, classes: Iterable[ClassInfo]) -> Iterator[Metric]:
+    """GPU-seconds of the jobs that ended, as counters (they never go down: a removed
+    job's are kept apart), and who is in which class and group, to sum them by either."""
+    labels = ["user", "flavor", "node"]
+    held = CounterMetricFamily(
+        "nbjobs_gpu_allocated_seconds", METRICS["nbjobs_gpu_allocated_seconds"], labels=labels
+    )
+    busy = CounterMetricFamily(
+        "nbjobs_gpu_busy_seconds", METRICS["nbjobs_gpu_busy_seconds"], labels=labels
+    )
+    for key, (allocated, used) in sorted(snapshot.ended.items()):
+        held.add_metric(list(key), round(allocated, 3))
+        busy.add_metric(list(key), round(used, 3))
+    yield held
+    yield busy
+    in_class = GaugeMetricFamily(
+        "nbjobs_user_class_info", METRICS["nbjobs_user_class_info"], labels=["user", "class"]
+    )
+    for info in sorted(classes, key=lambda c: c.name):
+        for student in sorted(set(info.students)):
+            in_class.add_metric([student, info.name], 1)
+    yield in_class
+    in_group = GaugeMetricFamily(
+        "nbjobs_user_group_info", METRICS["nbjobs_user_group_info"], labels=["user", "group"]
+    )
+    for user, names in sorted(snapshot.groups.items()):
+        for group in sorted(names):
+            in_group.add_metric([user, group], 1)
+    yield in_group
 
 
 def _per_job(listed: list[tuple[StartedJob, str]], most: int) -> Iterator[Metric]:

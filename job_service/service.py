@@ -893,6 +893,7 @@ class JobService:
             if not JobState(record.state).final:
                 raise Conflict(f"job {job_id} is still {record.state}; cancel it first")
             delete_samples(db, job_id)
+            metering.retire(db, record)  # its GPU time stays counted
             db.delete(record)
             db.commit()
 
