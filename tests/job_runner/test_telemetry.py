@@ -9,7 +9,9 @@ kernels, processes and files are real.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import nbformat
 import pytest
 from nbjobs.job_runner.status import parse_status
-from nbjobs.job_runner.telemetry import Summary
+from nbjobs.job_runner.telemetry import ProcessTree, Summary
 
 from .helpers import gpu_env, read_json, run_cli, runner_command, wait_for
 
@@ -319,9 +321,8 @@ def test_nvidia_smi_samples_only_the_gpus_given(make_notebook, tmp_path):
     )
 
 
-@pytest.mark.parametrize("psutil", [True, False], ids=["psutil", "proc"])
-def test_no_gpu_at_all_still_samples_cpu_and_memory(make_notebook, tmp_path, psutil):
-    env = gpu_env(tmp_path, psutil=psutil)  # no pynvml, no nvidia-smi
+def test_no_gpu_at_all_still_samples_cpu_and_memory(make_notebook, tmp_path):
+    env = gpu_env(tmp_path, psutil=False)  # no pynvml, no nvidia-smi, and no psutil needed
     busy = "import time\nt = time.time()\nwhile time.time() - t < 2.5:\n    pass"
 
     done = run(tmp_path, make_notebook(busy), env, "--telemetry-interval", "1")
@@ -376,7 +377,31 @@ def test_a_bad_interval_is_refused_before_anything_runs(make_notebook, tmp_path,
     assert not (tmp_path / "out.ipynb").exists()
 
 
-# -- the arithmetic, in-process ---------------------------------------------------
+# -- in-process: the process tree's readers, the arithmetic -----------------------
+
+
+@pytest.mark.parametrize("reader", ["_proc_reader", "_psutil_reader"])
+def test_the_process_tree_counts_a_busy_child(reader):
+    pytest.importorskip("psutil")
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 30:\n    pass"
+    child = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        tree = ProcessTree(os.getpid())
+        tree._read_members = getattr(tree, reader)()
+        tree.read()  # the baseline
+        time.sleep(1.0)
+        reading = tree.read()
+        members = tree._read_members()
+    finally:
+        child.kill()
+        child.wait()
+
+    assert {key[0] for key, _used, _rss in members} >= {os.getpid(), child.pid}
+    assert reading["cpu_percent"] > 30  # the child spins (on a busy machine, part of a core)
+    assert reading["memory_bytes"] > 10 * MiB
+
+
+# -- the arithmetic ---------------------------------------------------------------
 
 
 def entry(index: str, utilization: float | None, memory: int | None = None, error=None):
