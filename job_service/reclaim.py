@@ -30,6 +30,7 @@ from nbjobs.storage import opened_job_dir
 
 from .db import JobRecord, JobSample
 from .idle import IdlePolicy, IdleVerdict, judge
+from .periodic import Periodic
 
 if TYPE_CHECKING:
     from .service import JobService
@@ -69,7 +70,13 @@ class IdleReclaimer:
 
     def __init__(self, service: JobService) -> None:
         self.service = service
-        self._task: asyncio.Task[None] | None = None
+        self._rounds = Periodic(
+            self.check,
+            lambda: max(MIN_PERIOD, service.telemetry.interval),
+            what="idle-GPU check",
+            log=lambda: self.log,
+            first_wait=True,
+        )
 
     @property
     def log(self) -> logging.Logger:
@@ -86,29 +93,14 @@ class IdleReclaimer:
 
     def run(self) -> None:
         """Look every interval from now on (nothing to do without a policy or telemetry)."""
-        if self._task is None and self.policies() and self.service.telemetry.interval:
-            self._task = asyncio.ensure_future(self._run())
+        if self.policies() and self.service.telemetry.interval:
+            self._rounds.run()
 
     def halt(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        self._rounds.halt()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(max(MIN_PERIOD, self.service.telemetry.interval))
-            try:
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.log.exception("idle-GPU check failed; trying again")
+        await self._rounds.stop()
 
     async def check(self, now: datetime | None = None) -> dict[str, IdleVerdict]:
         """One look at every watched job; what was decided for each (for tests and logs)."""

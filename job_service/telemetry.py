@@ -24,7 +24,6 @@ kept; what does not fit is left out, never an error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
@@ -53,6 +52,7 @@ from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
 from .db import JobRecord, JobSample
 from .errors import Caller, DamagedRecord
+from .periodic import Periodic
 
 if TYPE_CHECKING:
     from .service import JobService
@@ -457,7 +457,12 @@ class TelemetryCollector:
         #: each started job's state as its runner last said (``running``): the database
         #: records ``starting`` until someone asks, the metrics count what runs
         self.runner_states: dict[str, str] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._rounds = Periodic(
+            self.collect,
+            lambda: max(1.0, self.interval or DEFAULT_INTERVAL),
+            what="telemetry: collecting the jobs' samples",
+            log=lambda: self.log,
+        )
         self._passes = 0
         #: one pass at a time (the loop's and one asked for): each sample is kept once
         self._one_pass = asyncio.Lock()
@@ -474,31 +479,15 @@ class TelemetryCollector:
     def run(self) -> None:
         """Collect every interval from now on (with telemetry off, every
         :data:`DEFAULT_INTERVAL`: the runners' states still count in the metrics)."""
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        self._rounds.run()
 
     def halt(self) -> None:
         """Collect no more, at once (the lease was lost: another service collects now)."""
-        if self._task is not None:
-            self._task.cancel()
+        self._rounds.halt()
 
     async def stop(self) -> None:
         """Collect no more; returns once a pass in progress has stopped."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.collect()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.log.exception("telemetry: collecting the jobs' samples failed; trying again")
-            await asyncio.sleep(max(1.0, self.interval or DEFAULT_INTERVAL))
+        await self._rounds.stop()
 
     async def collect(self) -> int:
         """One pass: read every started job's status file and keep what is new.

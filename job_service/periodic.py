@@ -1,0 +1,67 @@
+"""A piece of work the service repeats while it runs (collecting telemetry, judging idle
+GPUs): started once, stopped at once when the lease is lost, stopped cleanly at the end;
+an error in one round is logged and the next round comes all the same."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+
+class Periodic:
+    """Runs ``work`` every ``period()`` seconds (asked anew each round)."""
+
+    def __init__(
+        self,
+        work: Callable[[], Awaitable[object]],
+        period: Callable[[], float],
+        *,
+        what: str,
+        log: Callable[[], logging.Logger],
+        first_wait: bool = False,
+    ) -> None:
+        self.work = work
+        self.period = period
+        #: what the work is, for the log line when a round fails
+        self.what = what
+        self._log = log
+        #: wait a period before the first round (else: run it at once)
+        self.first_wait = first_wait
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def run(self) -> None:
+        """Start the rounds (once; again after a stop)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    def halt(self) -> None:
+        """No more rounds, at once (the lease was lost: another service does them now)."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stop(self) -> None:
+        """No more rounds; returns once a round in progress has stopped."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _run(self) -> None:
+        wait = self.first_wait
+        while True:
+            if wait:
+                await asyncio.sleep(self.period())
+            wait = True
+            try:
+                await self.work()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._log().exception("%s failed; trying again", self.what)
