@@ -205,11 +205,9 @@ class JobRow {
     this._open = iconButton(launchIcon, trans('Open output'), run(j => actions.openOutput(j)), trans('Output'));
     this._log = iconButton(listIcon, trans('View log'), run(j => actions.viewLog(j)), trans('Log'));
     this._remove = iconButton(deleteIcon, trans('Remove from list'), run(j => actions.remove(j)));
-    this._usage = iconButton(
-      usageIcon,
-      trans('GPU and CPU use'),
-      async () => this._toggleUsage(),
-      trans('Usage')
+    // Icon only, like Remove: the row's buttons fit the panel's usual width on one line.
+    this._usage = iconButton(usageIcon, trans('GPU and CPU use'), async () =>
+      this._toggleUsage()
     );
     buttons.append(this._cancel, this._rerun, this._open, this._log, this._usage, this._remove);
 

@@ -12,11 +12,13 @@ import type { IJob, IJobMetrics, ITelemetrySample, ITelemetrySummary } from './t
 
 /** A sparkline's drawing box (SVG user units; the SVG stretches it to its box). */
 export const SPARK_WIDTH = 100;
-export const SPARK_HEIGHT = 24;
+export const SPARK_HEIGHT = 18;
 /** The most samples the view keeps for a running job (the service keeps 720). */
 export const MAX_SAMPLES = 720;
 /** Shown for a value nobody measured. */
 export const NO_VALUE = '–';
+/** Between a number and its unit, so that a narrow panel never puts them on two lines. */
+export const NBSP = '\u00a0';
 
 /** One value of a series at a time (ms since the epoch); null: not measured. */
 export interface IPoint {
@@ -30,7 +32,7 @@ export type SeriesKey = 'gpu' | 'gpuMemory' | 'cpu' | 'memory';
 /** One sparkline, ready to draw. */
 export interface ISpark {
   key: SeriesKey;
-  /** its name, shown above it: `GPU` */
+  /** its name, shown before it: `GPU` */
   label: string;
   /** the latest value, shown beside its name: `42 %` */
   latest: string;
@@ -233,8 +235,8 @@ export function summaryFacts(
         memory === null
           ? NO_VALUE
           : size
-            ? trans('peak %1 of %2', formatBytes(memory), formatBytes(size))
-            : trans('peak %1', formatBytes(memory)),
+            ? trans('peak %1 of %2', formatBytesOrNone(memory), formatBytesOrNone(size))
+            : trans('peak %1', formatBytesOrNone(memory)),
       title: trans(
         'The most memory one of its GPUs held: %1 bytes (of %2)',
         memory ?? NO_VALUE,
@@ -281,7 +283,7 @@ export function summaryFacts(
     value:
       summary.memory_peak_bytes === null
         ? NO_VALUE
-        : trans('peak %1', formatBytes(summary.memory_peak_bytes)),
+        : trans('peak %1', formatBytesOrNone(summary.memory_peak_bytes)),
     title: trans(
       'The most memory its processes held: %1 bytes',
       summary.memory_peak_bytes ?? NO_VALUE
@@ -375,20 +377,23 @@ function num(value: number): string {
 
 // -- numbers for people -------------------------------------------------------
 
-/** A percentage for people: `42 %`, `< 1 %` for a trace, `0 %`, `–` when unknown. */
+/**
+ * A percentage for people: `42 %`, `< 1 %` for a trace, `0 %`, `–` when unknown
+ * (the number and `%` held together by a no-break space).
+ */
 export function formatPercent(value: number | null | undefined): string {
   if (!isNumber(value)) {
     return NO_VALUE;
   }
   if (value > 0 && value < 1) {
-    return '< 1 %';
+    return `<${NBSP}1${NBSP}%`;
   }
-  return `${Math.round(value)} %`;
+  return `${Math.round(value)}${NBSP}%`;
 }
 
-/** A byte count for people, `–` when unknown. */
+/** A byte count for people (`3.2 GiB`, held together), `–` when unknown. */
 export function formatBytesOrNone(value: number | null | undefined): string {
-  return isNumber(value) ? formatBytes(Math.max(0, value)) : NO_VALUE;
+  return isNumber(value) ? unbroken(formatBytes(Math.max(0, value))) : NO_VALUE;
 }
 
 /**
@@ -404,13 +409,15 @@ export function formatUsedOf(
     return NO_VALUE;
   }
   if (!isNumber(total) || total <= 0) {
-    return formatBytes(used);
+    return formatBytesOrNone(used);
   }
   const [usedNumber, usedUnit] = formatBytes(used).split(' ');
   const [totalNumber, totalUnit] = formatBytes(total).split(' ');
-  return usedUnit === totalUnit
-    ? `${usedNumber} / ${totalNumber} ${totalUnit}`
-    : `${usedNumber} ${usedUnit} / ${totalNumber} ${totalUnit}`;
+  const text =
+    usedUnit === totalUnit
+      ? `${usedNumber} / ${totalNumber} ${totalUnit}`
+      : `${usedNumber} ${usedUnit} / ${totalNumber} ${totalUnit}`;
+  return unbroken(text);
 }
 
 /**
@@ -426,10 +433,14 @@ export function formatGpuHours(seconds: number | null | undefined): string {
     return '0';
   }
   if (hours < 0.001) {
-    return '< 0.001';
+    return `<${NBSP}0.001`;
   }
   const digits = hours < 0.1 ? 3 : hours < 10 ? 2 : 1;
   return trimZeros(hours.toFixed(digits));
+}
+
+function unbroken(text: string): string {
+  return text.replace(/ /g, NBSP);
 }
 
 function trimZeros(text: string): string {

@@ -137,7 +137,9 @@ export class TelemetryView {
       void this._poll.stop();
       return;
     }
-    this._poll.frequency = { interval: plan.interval, backoff: true, max: IDLE_MAX };
+    // A long sample interval may exceed the backoff's usual ceiling: the ceiling follows.
+    const max = Math.max(IDLE_MAX, plan.interval);
+    this._poll.frequency = { interval: plan.interval, backoff: true, max };
     if (this._poll.state.phase === 'stopped' || this._poll.state.phase === 'constructed') {
       void this._poll.start();
     }
@@ -190,7 +192,7 @@ function quietLine(text: string): HTMLDivElement {
   return line;
 }
 
-/** The sparklines, each with its name and latest value above it. */
+/** The sparklines, each between its name and its latest value. */
 function sparkGrid(sparks: ISpark[], trans: Translate): HTMLElement {
   const grid = document.createElement('ul');
   grid.className = 'nbjobs-Telemetry-sparks';
@@ -201,15 +203,12 @@ function sparkGrid(sparks: ISpark[], trans: Translate): HTMLElement {
     item.dataset.series = spark.key;
     item.title = spark.description;
 
-    const head = document.createElement('div');
-    head.className = 'nbjobs-Spark-head';
     const label = document.createElement('span');
     label.className = 'nbjobs-Spark-label';
     label.textContent = spark.label;
     const value = document.createElement('span');
     value.className = 'nbjobs-Spark-value';
     value.textContent = spark.latest;
-    head.append(label, value);
 
     const svg = document.createElementNS(SVG, 'svg');
     svg.setAttribute('class', 'nbjobs-Spark-chart');
@@ -229,7 +228,7 @@ function sparkGrid(sparks: ISpark[], trans: Translate): HTMLElement {
     line.setAttribute('vector-effect', 'non-scaling-stroke');
     svg.append(title, area, line);
 
-    item.append(head, svg);
+    item.append(label, svg, value);
     grid.append(item);
   }
   return grid;

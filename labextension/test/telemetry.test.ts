@@ -2,20 +2,21 @@ import { describe, expect, it } from 'vitest';
 
 import {
   MAX_SAMPLES,
+  NBSP,
   NO_VALUE,
   SPARK_HEIGHT,
   SPARK_WIDTH,
-  describeTelemetry,
-  formatBytesOrNone,
-  formatGpuHours,
-  formatPercent,
-  formatUsedOf,
+  describeTelemetry as describeWithNbsp,
+  formatBytesOrNone as bytesWithNbsp,
+  formatGpuHours as gpuHoursWithNbsp,
+  formatPercent as percentWithNbsp,
+  formatUsedOf as usedOfWithNbsp,
   hasGpu,
   mergeSamples,
   niceMax,
   sparklineArea,
   sparklinePath,
-  summaryFacts
+  summaryFacts as factsWithNbsp
 } from '../src/telemetry';
 import { type Translate, plain } from '../src/translate';
 import type { IJobMetrics, ITelemetrySample, ITelemetrySummary } from '../src/types';
@@ -23,6 +24,20 @@ import type { IJobMetrics, ITelemetrySample, ITelemetrySummary } from '../src/ty
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
 const T0 = Date.parse('2025-03-01T10:00:00Z');
+
+/**
+ * The same functions with plain spaces where they hold a number and its unit together
+ * (a no-break space): the expectations below read as people read the words.
+ */
+function spaced<A extends unknown[], R>(f: (...args: A) => R): (...args: A) => R {
+  return (...args: A) => JSON.parse(JSON.stringify(f(...args)).replace(/\u00a0/g, ' '));
+}
+const describeTelemetry = spaced(describeWithNbsp);
+const formatBytesOrNone = spaced(bytesWithNbsp);
+const formatGpuHours = spaced(gpuHoursWithNbsp);
+const formatPercent = spaced(percentWithNbsp);
+const formatUsedOf = spaced(usedOfWithNbsp);
+const summaryFacts = spaced(factsWithNbsp);
 
 /** A translator that marks every message it was asked for, to see what goes through it. */
 const marked: Translate = (msgid, ...args) => `«${plain(msgid, ...args)}»`;
@@ -208,6 +223,14 @@ describe('sparklineArea', () => {
 });
 
 describe('numbers for people', () => {
+  it('holds a number and its unit together with a no-break space', () => {
+    expect(percentWithNbsp(42)).toBe(`42${NBSP}%`);
+    expect(percentWithNbsp(0.5)).toBe(`<${NBSP}1${NBSP}%`);
+    expect(bytesWithNbsp(3.2 * GiB)).toBe(`3.2${NBSP}GiB`);
+    expect(usedOfWithNbsp(3.2 * GiB, 16 * GiB)).toBe(`3.2${NBSP}/${NBSP}16${NBSP}GiB`);
+    expect(gpuHoursWithNbsp(1)).toBe(`<${NBSP}0.001`);
+  });
+
   it('formats percentages, a trace and unknown values', () => {
     expect(formatPercent(42.4)).toBe('42 %');
     expect(formatPercent(99.6)).toBe('100 %');
@@ -296,9 +319,9 @@ describe('describeTelemetry', () => {
       'GPU memory used (of 16 GiB): 3 GiB now, peak 4 GiB over the last 20s (3 readings)'
     );
     // GPU utilisation on a 0-100 scale: 90 % is near the top.
-    expect(points(gpu.line)[1]).toEqual(['L', 50, 3.2]);
+    expect(points(gpu.line)[1]).toEqual(['L', 50, 2.6]);
     // CPU past one core: the scale is two cores, 130 % a little above the middle.
-    expect(points(cpu.line)[2]).toEqual(['L', 100, 8.7]);
+    expect(points(cpu.line)[2]).toEqual(['L', 100, 6.6]);
     expect(cpu.description).toContain('130 % now');
     for (const spark of view.sparks) {
       expect(spark.line.startsWith('M0,')).toBe(true);

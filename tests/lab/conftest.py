@@ -109,10 +109,18 @@ class Hub:
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
     """A JupyterHub with the local spawner and the nbjobs service, as `nbjobs demo` runs it."""
-    workdir = tmp_path_factory.mktemp("hub")
+    yield from run_hub(tmp_path_factory.mktemp("hub"), HUB_JOBS_CONFIG)
+
+
+def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
+    """Start the hub in `workdir` with `jobs_config` as its nbjobs.yaml; yield it; stop it.
+
+    For a fixture: a test module that needs another nbjobs.yaml defines its own
+    `hub` fixture with this (the `lab` fixture then logs in there).
+    """
     port = free_port()
     hub_config = prepare(workdir, "127.0.0.1", port, free_port(), free_port())
-    (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(HUB_JOBS_CONFIG, sort_keys=False))
+    (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(jobs_config, sort_keys=False))
     # The proxy's API port defaults to 8001: another hub on this machine may hold it.
     with hub_config.open("a") as f:
         f.write(f'c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"\n')
