@@ -365,18 +365,22 @@ SUMMARY_COLUMNS = (
 )
 
 
-def usage_hint(gpu_count: int, summary: TelemetrySummary | None) -> str | None:
+def usage_hint(
+    gpu_count: int,
+    summary: TelemetrySummary | None,
+    min_seconds: float = HINT_MIN_SAMPLED_SECONDS,
+) -> str | None:
     """A plain word for a GPU job that used its GPUs little, or None.
 
-    It speaks once the job's samples cover at least :data:`HINT_MIN_SAMPLED_SECONDS`
-    (per GPU; ended or still running), when its GPUs were busy less than
-    :data:`HINT_BELOW_PERCENT` on average, or, with several GPUs, when some of them
-    stayed under :data:`IDLE_GPU_PERCENT`.
+    It speaks once the job's samples cover at least ``min_seconds`` (nbjobs.yaml's
+    ``telemetry.hint_after``, 5 minutes; per GPU; ended or still running), when its
+    GPUs were busy less than :data:`HINT_BELOW_PERCENT` on average, or, with several
+    GPUs, when some of them stayed under :data:`IDLE_GPU_PERCENT`.
     """
     if not gpu_count or summary is None or summary.gpu_utilization_mean_percent is None:
         return None
     count = len(summary.gpus) or gpu_count
-    if (summary.gpu_allocated_seconds or 0.0) / count < HINT_MIN_SAMPLED_SECONDS:
+    if (summary.gpu_allocated_seconds or 0.0) / count < min_seconds:
         return None
     mean = summary.gpu_utilization_mean_percent
     if mean < HINT_BELOW_PERCENT:
@@ -594,6 +598,11 @@ class TelemetryCollector:
 
     # -- the API -------------------------------------------------------------------
 
+    def _hint_after(self) -> float:
+        settings = getattr(self.service.config, "telemetry", None)
+        after = getattr(settings, "hint_after", None)
+        return float(after) if after is not None else HINT_MIN_SAMPLED_SECONDS
+
     def job_metrics(self, caller: Caller, job_id: str, since: datetime | None = None) -> JobMetrics:
         """``GET api/jobs/{id}/metrics``: the job's samples (those after ``since``),
         its summary and the hint; whoever may see the job may see these.
@@ -633,5 +642,5 @@ class TelemetryCollector:
             interval_seconds=interval,
             samples=samples,
             summary=summary,
-            hint=usage_hint(gpu_count or 0, summary),
+            hint=usage_hint(gpu_count or 0, summary, self._hint_after()),
         )

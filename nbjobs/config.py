@@ -312,6 +312,9 @@ class TelemetryConfig(_Model):
     #: seconds between samples (``10s``, ``2m``, a number of seconds); 0 turns sampling
     #: off; at least 1s otherwise. The runner's ``--telemetry-interval``.
     interval: TelemetryInterval = 10.0
+    #: how long a GPU job's samples must cover before the service hints that it used its
+    #: GPUs little ("GPU busy 6 % on average: a CPU or a smaller GPU flavor would do")
+    hint_after: Duration = 300.0
 
     def runner_args(self) -> list[str]:
         """The interval as the runner's option."""

@@ -150,6 +150,12 @@ export function defaultFlavor(flavors: IFlavor[]): IFlavor | null {
 }
 
 /** A byte count for people: "512 B", "3.2 KiB", "1.5 MiB", "2 GiB". */
+/** The job's warning for its owner, while it runs (its GPUs idle under the flavor's
+ *  idle_gpu policy); null when there is none or the job has ended. */
+export function jobWarning(job: IJob): string | null {
+  return isActive(job.state) && job.warning ? job.warning : null;
+}
+
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let value = bytes;

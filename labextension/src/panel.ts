@@ -22,6 +22,7 @@ import {
   elapsedSeconds,
   formatDuration,
   isActive,
+  jobWarning,
   progressFraction,
   progressLabel,
   stateLabel
@@ -197,6 +198,9 @@ class JobRow {
     this._progressText = div('nbjobs-Job-progressText');
 
     this._message = div('nbjobs-Job-message');
+    // The service's warning (its GPUs idle): read out when it appears, gone once acted on.
+    this._warning = div('nbjobs-Job-warning');
+    this._warning.setAttribute('role', 'status');
 
     const buttons = div('nbjobs-Job-actions');
     const run = (fn: (job: IJob) => Promise<void>) => () => fn(this._job!);
@@ -218,6 +222,7 @@ class JobRow {
       this._progress,
       this._progressText,
       this._message,
+      this._warning,
       this._telemetry.node,
       buttons
     );
@@ -250,6 +255,9 @@ class JobRow {
       job.state === 'queued' ? job.waiting_reason : isActive(job.state) ? null : job.message;
     this._message.textContent = message ?? '';
     this._message.hidden = !message;
+    const warning = jobWarning(job);
+    this._warning.textContent = warning ?? '';
+    this._warning.hidden = !warning;
 
     const active = isActive(job.state);
     this._cancel.hidden = !active;
@@ -329,6 +337,7 @@ class JobRow {
   private _progressBar: HTMLDivElement;
   private _progressText: HTMLDivElement;
   private _message: HTMLDivElement;
+  private _warning: HTMLDivElement;
   private _cancel: HTMLButtonElement;
   private _rerun: HTMLButtonElement;
   private _open: HTMLButtonElement;

@@ -79,6 +79,8 @@ export interface IJob {
   error: IJobError | null;
   rerun_of: string | null;
   time_limit: number | null;
+  /** Something its owner should act on while it runs (its GPUs have been idle). */
+  warning?: string | null;
 }
 
 export interface IJobList {

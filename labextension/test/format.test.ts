@@ -7,6 +7,7 @@ import {
   flavorResources,
   formatBytes,
   formatDuration,
+  jobWarning,
   joinFacts,
   progressFraction,
   progressLabel,
@@ -233,5 +234,19 @@ describe('formatBytes', () => {
     expect(formatBytes(3 * 1024 * 1024)).toBe('3 MiB');
     expect(formatBytes(150 * 1024 * 1024)).toBe('150 MiB');
     expect(formatBytes(5 * 1024 ** 4)).toBe('5 TiB');
+  });
+});
+
+describe('jobWarning', () => {
+  const base = { state: 'running', warning: 'its GPUs have been idle (below 5 %) for 30 min' };
+  it('shows the service warning while the job runs', () => {
+    expect(jobWarning(base as unknown as IJob)).toBe(
+      'its GPUs have been idle (below 5 %) for 30 min'
+    );
+  });
+  it('shows nothing once the job ended, or when there is none', () => {
+    expect(jobWarning({ ...base, state: 'cancelled' } as unknown as IJob)).toBeNull();
+    expect(jobWarning({ ...base, warning: null } as unknown as IJob)).toBeNull();
+    expect(jobWarning({ state: 'running' } as unknown as IJob)).toBeNull();
   });
 });
