@@ -155,10 +155,12 @@ def meter(
     by: str,
     classes: Mapping[str, Iterable[str]] | None = None,
     cost_per_gpu_hour: Mapping[str, float] | None = None,
+    everyone: Line | None = None,
 ) -> list[Line]:
     """GPU time in ``[since, until)``, per key of ``by`` and per UTC day, most allocated
     first. ``classes`` maps a class to its students (``by="class"``);
-    ``cost_per_gpu_hour`` a flavor to its price of one allocated GPU-hour."""
+    ``cost_per_gpu_hour`` a flavor to its price of one allocated GPU-hour. ``everyone``,
+    when given, gets every job once (whatever its keys), in the same pass."""
     if by not in BREAKDOWNS:
         raise ValueError(f"by must be one of {', '.join(BREAKDOWNS)}, not {by!r}")
     class_of: dict[str, list[str]] = {}
@@ -170,7 +172,7 @@ def meter(
     first, last, now_s = _seconds(since), _seconds(until), _seconds(now)
     for job in jobs:
         keys = _keys(job, by, class_of)
-        if not keys:
+        if not keys and everyone is None:
             continue
         start, end = job.started, job.finished if job.finished is not None else now_s
         if end <= start:
@@ -181,23 +183,36 @@ def meter(
         busy_rate = (job.gpu_busy_seconds or 0.0) / (end - start)  # GPU-seconds a second
         pieces = _days(shown_start, shown_end)
         price = prices.get(job.flavor)
+        if everyone is not None:
+            _add(everyone, pieces, job.gpu_count, busy_rate, price)
         for key in keys:
             line = lines.get(key)
             if line is None:
                 line = lines[key] = Line(key)
-            line.jobs += 1
-            for day, seconds in pieces:
-                totals = line.days.get(day)
-                if totals is None:
-                    totals = line.days[day] = Totals()
-                allocated, busy = seconds * job.gpu_count, seconds * busy_rate
-                totals.allocated += allocated
-                totals.busy += busy
-                line.total.allocated += allocated
-                line.total.busy += busy
-                if price is not None:
-                    line.cost = (line.cost or 0.0) + allocated / 3600 * price
+            _add(line, pieces, job.gpu_count, busy_rate, price)
     return sorted(lines.values(), key=lambda line: (-line.total.allocated, line.name))
+
+
+def _add(
+    line: Line,
+    pieces: Sequence[tuple[date, float]],
+    gpu_count: int,
+    busy_rate: float,
+    price: float | None,
+) -> None:
+    """One job's days into a line."""
+    line.jobs += 1
+    for day, seconds in pieces:
+        totals = line.days.get(day)
+        if totals is None:
+            totals = line.days[day] = Totals()
+        allocated, busy = seconds * gpu_count, seconds * busy_rate
+        totals.allocated += allocated
+        totals.busy += busy
+        line.total.allocated += allocated
+        line.total.busy += busy
+        if price is not None:
+            line.cost = (line.cost or 0.0) + allocated / 3600 * price
 
 
 def day_range(since: date, until: date) -> tuple[datetime, datetime]:
@@ -286,27 +301,6 @@ def as_usage_lines(lines: Iterable[Line]) -> list[UsageLine]:
     return [_usage_line(line) for line in lines]
 
 
-def total_line(
-    jobs: Sequence[MeteredJob],
-    *,
-    since: datetime,
-    until: datetime,
-    now: datetime,
-    cost_per_gpu_hour: Mapping[str, float] | None,
-) -> UsageLine:
-    """All of ``jobs`` together, each once, as one line named ``total``."""
-    everyone = [
-        MeteredJob(
-            "total", (), j.flavor, j.node, j.gpu_count, j.started, j.finished, j.gpu_busy_seconds
-        )
-        for j in jobs
-    ]
-    lines = meter(
-        everyone, since=since, until=until, now=now, by="user", cost_per_gpu_hour=cost_per_gpu_hour
-    )
-    return _usage_line(lines[0] if lines else Line("total"))
-
-
 def _usage_line(line: Line) -> UsageLine:
     allocated, busy = line.total.allocated / 3600, line.total.busy / 3600
     return UsageLine(
@@ -349,6 +343,7 @@ def report(
     prices = {
         f.name: f.cost_per_gpu_hour for f in config.flavors if f.cost_per_gpu_hour is not None
     }
+    everyone = Line("total")
     lines = meter(
         jobs,
         since=range_since,
@@ -357,15 +352,14 @@ def report(
         by=by,
         classes={c.name: c.students for c in classes},
         cost_per_gpu_hour=prices,
+        everyone=everyone,
     )
     return {
         "range_since": first,
         "range_until": last,
         "by": by,
         "breakdown": as_usage_lines(lines),
-        "total": total_line(
-            jobs, since=range_since, until=range_until, now=now, cost_per_gpu_hour=prices
-        ),
+        "total": _usage_line(everyone),
     }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from nbjobs.job_service.db import JobRecord, connect
-from nbjobs.job_service.metering import MeteredJob, day_range, jobs_in_range, meter
+from nbjobs.job_service.metering import Line, MeteredJob, day_range, jobs_in_range, meter
 
 UTC = timezone.utc
 DAY1 = datetime(2026, 11, 16, tzinfo=UTC)  # a Monday
@@ -167,3 +167,23 @@ def test_the_database_gives_the_jobs_a_range_overlaps(tmp_path: Path):
         [j for j in found if j.user == "ada"], since=since, until=until, now=NOW, by="user"
     )
     assert hours(ada.total) == (1.0, 0.25)
+
+
+def test_the_total_counts_every_job_once_whatever_its_keys():
+    jobs = [
+        job("ada", start=DAY1, hours=1, groups=("students", "ml")),  # in two groups
+        job("zed", start=DAY1, hours=2, groups=()),  # in no group and no class
+    ]
+    since, until = day_range(date(2026, 11, 16), date(2026, 11, 16))
+    for by in ("group", "class"):
+        everyone = Line("total")
+        meter(
+            jobs,
+            since=since,
+            until=until,
+            now=NOW,
+            by=by,
+            classes={"c": ["ada"]},
+            everyone=everyone,
+        )
+        assert (everyone.jobs, hours(everyone.total)) == (2, (3.0, 0.0)), by
