@@ -35,7 +35,25 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
+from nbjobs.models import ACTIVE_STATES
+
 SCHEMA_VERSION = 1
+
+
+#: the states of a job that holds (or is getting) its backend's resources, as stored
+ACTIVE_VALUES = tuple(state.value for state in ACTIVE_STATES)
+
+
+def utcnow() -> datetime:
+    """Now, in UTC (aware): what every time the service records is measured by."""
+    return datetime.now(timezone.utc)
+
+
+def rowcount(db: Any, statement: Any) -> int:
+    """Rows a bulk UPDATE (or DELETE) matched, the session's objects left alone: a
+    conditional UPDATE is how a state changes only if it is still what was read."""
+    result = db.execute(statement.execution_options(synchronize_session=False))
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -37,17 +37,16 @@ import time
 import uuid
 from asyncio import FIRST_COMPLETED
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Text, cast, select, update
 
 from nbjobs.config import Flavor, Quota
-from nbjobs.models import ACTIVE_STATES, JobState
+from nbjobs.models import JobState
 
 from .backends import Launched, LaunchSpec
-from .db import JobRecord
+from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
 from .errors import Caller
 from .queue import fair_share, in_queue_order
 
@@ -56,10 +55,6 @@ if TYPE_CHECKING:
 
 #: jobs whose GPU-hours are summed per query when a pass reads the budgets
 _CHUNK = 500
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class Dispatcher:
@@ -287,13 +282,13 @@ class Dispatcher:
         """queued -> starting under ``token``, if still queued; what the backend needs."""
         service = self.service
         with service.sessions() as db:
-            claimed = db.execute(
+            claimed = rowcount(
+                db,
                 update(JobRecord)
                 .where(JobRecord.id == job_id, JobRecord.state == JobState.QUEUED.value)
-                .values(state=JobState.STARTING.value, waiting_reason=None, claim=token)
-                .execution_options(synchronize_session=False)
+                .values(state=JobState.STARTING.value, waiting_reason=None, claim=token),
             )
-            if not getattr(claimed, "rowcount", 0):
+            if not claimed:
                 db.rollback()
                 return None
             record = db.get(JobRecord, job_id)
@@ -363,17 +358,17 @@ class Dispatcher:
         """The backend's handle for a claimed job; whether a cancel came meanwhile
         (None: the claim is no longer this pass's)."""
         with self.service.sessions() as db:
-            done = db.execute(
+            done = rowcount(
+                db,
                 update(JobRecord)
                 .where(
                     JobRecord.id == job_id,
                     JobRecord.claim == token,
                     JobRecord.state == JobState.STARTING.value,
                 )
-                .values(backend_ref=launched.ref, gpus=launched.gpus, started_at=utcnow())
-                .execution_options(synchronize_session=False)
+                .values(backend_ref=launched.ref, gpus=launched.gpus, started_at=utcnow()),
             )
-            if not getattr(done, "rowcount", 0):
+            if not done:
                 db.rollback()
                 return None
             cancel, flavor, submitted, started = db.execute(
@@ -410,7 +405,7 @@ class Dispatcher:
         still run, record the ones that ended meanwhile, queue again the starts it
         did not record."""
         service, backend = self.service, self.service.backend
-        wanted = await service.in_db(_ids_in, service, [JobState.QUEUED.value, *_ACTIVE])
+        wanted = await service.in_db(_ids_in, service, [JobState.QUEUED.value, *ACTIVE_VALUES])
         # The backend catches up with what runs (and stops what no job wants) first.
         await backend.reconcile(set(wanted))
         active = await service.in_db(_active_jobs, service)
@@ -448,9 +443,6 @@ class Dispatcher:
             db.commit()
 
 
-_ACTIVE = [s.value for s in ACTIVE_STATES]
-
-
 def _ids_in(service: JobService, states: list[str]) -> list[str]:
     with service.sessions() as db:
         return list(db.scalars(select(JobRecord.id).where(JobRecord.state.in_(states))).all())
@@ -460,7 +452,7 @@ def _active_jobs(service: JobService) -> list[tuple[str, str | None, list[str], 
     with service.sessions() as db:
         rows = db.execute(
             select(JobRecord.id, JobRecord.backend_ref, JobRecord.gpus, JobRecord.flavor).where(
-                JobRecord.state.in_(_ACTIVE)
+                JobRecord.state.in_(ACTIVE_VALUES)
             )
         ).all()
         return [(r[0], r[1], list(r[2] or []), r[3]) for r in rows]

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ from nbjobs.models import JobState
 from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
 from .backends import Outcome
-from .db import JobRecord
+from .db import JobRecord, utcnow
 from .telemetry import clear_summary, record_final
 
 if TYPE_CHECKING:
@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 
 #: a status file bigger than this is not the runner's (it writes a few KiB)
 STATUS_FILE_LIMIT = 8 * 1024**2
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def read_status(job_dir: str, log: logging.Logger) -> RunStatus | None:

@@ -24,29 +24,18 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any, cast
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .db import LeaseRecord
+from .db import LeaseRecord, rowcount, utcnow
 
 DISPATCHER = "dispatcher"
 
 
 class LeaseHeld(RuntimeError):
     """Another job service holds the database; the text names it and says what to do."""
-
-
-def _rowcount(db: Session, statement: Any) -> int:
-    """Rows an UPDATE matched (a conditional UPDATE is how the lease is taken atomically)."""
-    result = db.execute(statement, execution_options={"synchronize_session": False})
-    return int(cast(CursorResult[Any], result).rowcount)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class DispatcherLease:
@@ -79,10 +68,10 @@ class DispatcherLease:
 
     def try_take(self) -> str | None:
         """Take (or renew) the lease; None when this process holds it now, else its holder."""
-        now = _now()
+        now = utcnow()
         until = now + timedelta(seconds=self.seconds)
         with self.sessions() as db:
-            taken = _rowcount(
+            taken = rowcount(
                 db,
                 update(LeaseRecord)
                 .where(
@@ -114,9 +103,9 @@ class DispatcherLease:
 
     def renew(self) -> bool:
         """Extend the claim; False when the lease is no longer this process's."""
-        until = _now() + timedelta(seconds=self.seconds)
+        until = utcnow() + timedelta(seconds=self.seconds)
         with self.sessions() as db:
-            kept = _rowcount(
+            kept = rowcount(
                 db,
                 update(LeaseRecord)
                 .where(LeaseRecord.name == self.name, LeaseRecord.holder == self.holder)

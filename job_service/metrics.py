@@ -31,9 +31,9 @@ from prometheus_client import Histogram as PromHistogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy import Text, cast, func, select
 
-from nbjobs.models import ACTIVE_STATES, ClassInfo, JobState
+from nbjobs.models import ClassInfo, JobState
 
-from .db import JobRecord, JobSample, RetiredUsage
+from .db import ACTIVE_VALUES, JobRecord, JobSample, RetiredUsage, utcnow
 
 if TYPE_CHECKING:
     from .service import JobService
@@ -81,12 +81,6 @@ METRICS: dict[str, str] = {
     "nbjobs_user_group_info": "1 for each group a user's jobs were submitted in (to sum usage "
     "by group: multiply on user)",
 }
-
-_ACTIVE = [s.value for s in ACTIVE_STATES]
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class ServiceMetrics:
@@ -194,7 +188,7 @@ def read_snapshot(service: JobService) -> Snapshot:
         latest = (
             select(JobSample.job_id.label("job_id"), func.max(JobSample.at).label("at"))
             .join(JobRecord, JobRecord.id == JobSample.job_id)
-            .where(JobRecord.state.in_(_ACTIVE))
+            .where(JobRecord.state.in_(ACTIVE_VALUES))
             .group_by(JobSample.job_id)
             .subquery()
         )
@@ -218,7 +212,7 @@ def read_snapshot(service: JobService) -> Snapshot:
             .outerjoin(
                 JobSample, (JobSample.job_id == latest.c.job_id) & (JobSample.at == latest.c.at)
             )
-            .where(JobRecord.state.in_(_ACTIVE))
+            .where(JobRecord.state.in_(ACTIVE_VALUES))
         ).all()
         ended: dict[tuple[str, str, str], tuple[float, float]] = {}
         usage = [

@@ -20,9 +20,9 @@ from sqlalchemy import event, func, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session, sessionmaker
 
-from nbjobs.models import ACTIVE_STATES, JobState
+from nbjobs.models import JobState
 
-from .db import JobRecord
+from .db import ACTIVE_VALUES, JobRecord
 
 #: what a job's place in the queue depends on, besides jobs coming and going
 QUEUE_FIELDS = ("state", "priority", "started_at", "user")
@@ -78,7 +78,7 @@ def fair_share(
 ) -> tuple[Counter[str], Counter[str], dict[str, float]]:
     """Per user (all, or ``users``): jobs running, GPUs held, when they last started one."""
     active_query = select(JobRecord.user, JobRecord.gpu_count).where(
-        JobRecord.state.in_([s.value for s in ACTIVE_STATES])
+        JobRecord.state.in_(ACTIVE_VALUES)
     )
     last_query = select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
     if users is not None:

@@ -25,10 +25,9 @@ from nbjobs.job_runner.status import STOP_REASON_FILE
 from sqlalchemy import select, update
 
 from nbjobs.config import Flavor
-from nbjobs.models import ACTIVE_STATES
 from nbjobs.storage import opened_job_dir
 
-from .db import JobRecord, JobSample
+from .db import ACTIVE_VALUES, JobRecord, JobSample
 from .idle import IdlePolicy, IdleVerdict, judge
 from .periodic import Periodic
 
@@ -39,8 +38,6 @@ if TYPE_CHECKING:
 MIN_PERIOD = 5.0
 #: how far back (in multiples of a policy's after + grace) a job's samples are read
 LOOK_BACK = 4
-
-_ACTIVE = [s.value for s in ACTIVE_STATES]
 
 
 @dataclass
@@ -144,7 +141,7 @@ class IdleReclaimer:
                     JobRecord.idle_warned_at,
                     JobRecord.warning,
                 ).where(
-                    JobRecord.state.in_(_ACTIVE),
+                    JobRecord.state.in_(ACTIVE_VALUES),
                     JobRecord.flavor.in_(list(policies)),
                     JobRecord.cancel_requested == 0,
                 )
@@ -182,7 +179,7 @@ class IdleReclaimer:
                     continue
                 db.execute(
                     update(JobRecord)
-                    .where(JobRecord.id == w.job_id, JobRecord.state.in_(_ACTIVE))
+                    .where(JobRecord.id == w.job_id, JobRecord.state.in_(ACTIVE_VALUES))
                     .values(**values)
                     .execution_options(synchronize_session=False)
                 )
@@ -204,7 +201,7 @@ class IdleReclaimer:
     def _ask_stop(self, job_id: str, reason: str) -> tuple[str | None, str]:
         with self.service.sessions() as db:
             record = db.get(JobRecord, job_id)
-            if record is None or record.state not in _ACTIVE or record.cancel_requested:
+            if record is None or record.state not in ACTIVE_VALUES or record.cancel_requested:
                 return None, ""
             record.cancel_requested = 1
             record.message = reason

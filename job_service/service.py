@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,7 +60,7 @@ from nbjobs.storage import (
 from . import metering
 from .backends import Backend
 from .classes import ClassRegistry
-from .db import JobRecord
+from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
     Caller,
@@ -103,10 +103,6 @@ __all__ = [  # what other modules import from here (the errors live in .errors)
 T = TypeVar("T")
 
 PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class JobService:
@@ -776,7 +772,7 @@ class JobService:
                     name, UsageRow(name=name, jobs=0, running=0, queued=0, gpu_hours=0)
                 )
                 row.jobs += 1
-                row.running += r.state in {s.value for s in ACTIVE_STATES}
+                row.running += r.state in ACTIVE_VALUES
                 row.queued += r.state == JobState.QUEUED.value
                 row.gpu_hours = round(row.gpu_hours + hours, 4)
         order = lambda rows: sorted(rows.values(), key=lambda u: (-u.gpu_hours, u.name))  # noqa: E731
@@ -830,7 +826,7 @@ class JobService:
                 raise Conflict(f"job {job_id} already ended ({state.value}); nothing to cancel")
             # Each change only if the job is still as it was read: the dispatcher may
             # have claimed it meanwhile (then the cancel is asked of the started job).
-            cancelled = _rowcount(
+            cancelled = rowcount(
                 db,
                 update(JobRecord)
                 .where(JobRecord.id == job_id, JobRecord.state == JobState.QUEUED.value)
@@ -842,10 +838,10 @@ class JobService:
                 ),
             )
             if not cancelled:
-                asked = _rowcount(
+                asked = rowcount(
                     db,
                     update(JobRecord)
-                    .where(JobRecord.id == job_id, JobRecord.state.in_(_ACTIVE))
+                    .where(JobRecord.id == job_id, JobRecord.state.in_(ACTIVE_VALUES))
                     .values(
                         cancel_requested=1,
                         message=f"cancelled by {caller.name}; the output keeps the cells that ran",
@@ -1029,12 +1025,3 @@ def _usage_problem(record: JobRecord) -> str | None:
         if value is not None and not isinstance(value, datetime):
             return f"{name} {value!r} is not a time"
     return None
-
-
-_ACTIVE = [s.value for s in ACTIVE_STATES]
-
-
-def _rowcount(db: Session, statement: Any) -> int:
-    """Rows a bulk UPDATE changed (the session's objects are not synchronised)."""
-    result = db.execute(statement.execution_options(synchronize_session=False))
-    return int(getattr(result, "rowcount", 0) or 0)

@@ -50,7 +50,7 @@ from nbjobs.models import (
 )
 from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
-from .db import JobRecord, JobSample
+from .db import ACTIVE_VALUES, JobRecord, JobSample
 from .errors import Caller, DamagedRecord
 from .periodic import Periodic
 
@@ -76,16 +76,10 @@ MAX_GPUS = 64
 #: the longest text kept from a GPU's reading (its name, uuid, error)
 MAX_TEXT = 200
 
-_ACTIVE = [s.value for s in ACTIVE_STATES]
-
 
 def telemetry_interval(config: NbjobsConfig) -> float:
     """Seconds between samples from nbjobs.yaml's ``telemetry.interval`` (0: off)."""
     return float(config.telemetry.interval)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 # -- reading the status file ---------------------------------------------------------
@@ -535,7 +529,7 @@ class TelemetryCollector:
                     func.count(JobSample.id),
                 )
                 .outerjoin(JobSample, JobSample.job_id == JobRecord.id)
-                .where(JobRecord.state.in_(_ACTIVE))
+                .where(JobRecord.state.in_(ACTIVE_VALUES))
                 .group_by(JobRecord.id, JobRecord.job_dir)
             ).all()
         return [(r[0], r[1], r[2], int(r[3] or 0)) for r in rows]
@@ -560,7 +554,7 @@ class TelemetryCollector:
                     # only while it runs: the final summary is Follower.finish's to write
                     db.execute(
                         update(JobRecord)
-                        .where(JobRecord.id == job_id, JobRecord.state.in_(_ACTIVE))
+                        .where(JobRecord.id == job_id, JobRecord.state.in_(ACTIVE_VALUES))
                         .values(**summary_columns(reading.summary))
                         .execution_options(synchronize_session=False)
                     )
