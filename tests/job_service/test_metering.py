@@ -114,8 +114,25 @@ def test_an_unknown_breakdown_is_refused():
         meter([], since=DAY1, until=NOW, now=NOW, by="colour")
 
 
-def test_the_database_gives_the_jobs_a_range_overlaps(tmp_path: Path):
-    sessions = connect(f"sqlite:///{tmp_path / 'jobs.sqlite'}")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new, empty database of each kind the service runs on."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    import sqlalchemy
+
+    server = request.getfixturevalue("postgres_url")
+    name = f"t_{tmp_path.name.lower().replace('-', '_')[:40]}"
+    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return server.rsplit("/", 1)[0] + f"/{name}"
+
+
+def test_the_database_gives_the_jobs_a_range_overlaps(database_url: str):
+    # the times come back as seconds worked out by the database, each in its own way
+    sessions = connect(database_url)
     rows = [
         # (id, user, started, finished, busy GPU-seconds)
         ("before", "ada", DAY1 - timedelta(days=3), DAY1 - timedelta(days=2), None),
