@@ -116,6 +116,7 @@ def _show(cls: dict[str, Any]) -> str:
         ("teachers", ", ".join(cls["teachers"]) or "-"),
         ("flavors", ", ".join(cls["flavors"]) or "(the students' usual flavors)"),
         ("GPU-hours", f"{hours} per student per {cls['period']}"),
+        ("queue", cls.get("queue") or "(its flavors' queues)"),
         ("students", f"{len(cls['students'])}: " + ", ".join(cls["students"])),
     ]
     if cls.get("source") == "nbjobs.yaml":

@@ -182,6 +182,7 @@ class ClassRegistry:
                 flavors=list(c.flavors),
                 gpu_hours=c.gpu_hours,
                 period=c.period,
+                queue=c.queue,
                 source="nbjobs.yaml",
             )
             for c in self.config.classes
@@ -195,6 +196,15 @@ class ClassRegistry:
     def of_student(self, user: str) -> list[ClassInfo]:
         """The classes a user is a student of."""
         return [c for c in self.all() if user in c.students]
+
+    def queue_for(self, user: str, flavor: str) -> str | None:
+        """The queue of ``user``'s jobs on ``flavor`` set by their class: the first class
+        (nbjobs.yaml's order) they are a student of that lets them use the flavor and
+        names a queue; None if none does."""
+        for cls in self.of_student(user):
+            if cls.queue and (not cls.flavors or flavor in cls.flavors):
+                return cls.queue
+        return None
 
     def taught_by(self, user: str) -> list[ClassInfo]:
         """The classes a user teaches."""

@@ -25,6 +25,7 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     event,
+    func,
     inspect,
     select,
     text,
@@ -102,6 +103,9 @@ class JobRecord(Base):
     parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     time_limit: Mapped[float | None] = mapped_column(Float, nullable=True)
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: what it counts in quotas and GPU-hours: its flavor's fraction of a GPU, else its
+    #: GPUs (None: a job from before fractions, which counts ``gpu_count``)
+    gpu_equivalents: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: the devices (local) or resources (Kubernetes) the backend gave it
     gpus: Mapped[list[str]] = mapped_column(JSON, default=list)
     #: the backend's handle (a pid, a Kubernetes Job name)
@@ -144,12 +148,31 @@ class JobRecord(Base):
     #: the runner's whole summary (per GPU, CPU, memory), as the metrics API shows it
     telemetry_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
+    @property
+    def charged_gpus(self) -> float:
+        """The GPUs it counts as (a 0.25 slice: 0.25)."""
+        return charged(self.gpu_equivalents, self.gpu_count)
+
     def gpu_seconds(self, now: datetime) -> float:
-        """GPU time this job held (so far, if it runs)."""
+        """GPU time this job held (so far, if it runs), in GPU-equivalents."""
         if self.started_at is None or not self.gpu_count:
             return 0.0
         end = self.finished_at or now
-        return max(0.0, (end - self.started_at).total_seconds()) * self.gpu_count
+        return max(0.0, (end - self.started_at).total_seconds()) * self.charged_gpus
+
+
+def charged(gpu_equivalents: float | None, gpu_count: int | None) -> float:
+    """The GPUs a job counts as, from its two columns (as read without the ORM)."""
+    if gpu_equivalents is not None:
+        return float(gpu_equivalents)
+    return float(gpu_count or 0)
+
+
+#: the same in SQL
+CHARGED_GPUS = func.coalesce(JobRecord.gpu_equivalents, JobRecord.gpu_count)
+#: the part of its GPUs' busy time a job is charged: 1, or its share of a shared GPU
+#: (the runner reads the whole GPU's utilisation; a 0.25 slice gets a quarter of it)
+BUSY_SHARE = func.coalesce(JobRecord.gpu_equivalents / func.nullif(JobRecord.gpu_count, 0), 1.0)
 
 
 class JobSample(Base):

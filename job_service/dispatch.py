@@ -36,7 +36,7 @@ import logging
 import time
 import uuid
 from asyncio import FIRST_COMPLETED
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,7 +184,7 @@ class Dispatcher:
             await asyncio.sleep(0)
             running_jobs[row.user] += 1
             last_start[row.user] = utcnow().timestamp()
-            running_gpus[row.user] += spec.flavor.gpus
+            running_gpus[row.user] += spec.flavor.gpu_equivalents
             verdicts.clear()  # capacity and this user's share changed
         changed: dict[str, list[str]] = {}
         for row in queued:
@@ -200,7 +200,7 @@ class Dispatcher:
         tuple[
             list[Any],
             Counter[str],
-            Counter[str],
+            defaultdict[str, float],
             dict[str, float],
             dict[tuple[str, str], float],
         ]
@@ -243,7 +243,7 @@ class Dispatcher:
         user: str,
         groups: list[str],
         flavor_name: str,
-        running_gpus: Counter[str],
+        running_gpus: defaultdict[str, float],
         hours: dict[tuple[str, str], float],
     ) -> str | None:
         """Why a job of ``user`` (in ``groups``) on ``flavor_name`` cannot start now, or None."""
@@ -252,17 +252,18 @@ class Dispatcher:
         if flavor is None:
             return f"flavor {flavor_name!r} no longer exists; cancel and resubmit"
         quota = service.quota_for(Caller(user, frozenset(groups)))
-        if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
+        gpus = flavor.gpu_equivalents
+        if quota.max_running_gpus is not None and gpus > quota.max_running_gpus:
             # queued before the quota shrank: it waits, and says it never fits
             return too_big_for_quota(flavor, quota) + "; cancel it"
         if (
             flavor.gpus
             and quota.max_running_gpus is not None
-            and running_gpus[user] + flavor.gpus > quota.max_running_gpus
+            and running_gpus[user] + gpus > quota.max_running_gpus + 1e-9
         ):
             return (
-                f"waiting for your other jobs: you may use {quota.max_running_gpus} GPU(s) at "
-                f"once and are using {running_gpus[user]}"
+                f"waiting for your other jobs: you may use {quota.max_running_gpus:g} GPU(s) "
+                f"at once and are using {running_gpus[user]:g}"
             )
         if flavor.gpus and quota.gpu_hours is not None:
             used = hours.get((user, quota.period), 0.0)
@@ -272,7 +273,7 @@ class Dispatcher:
                     "it starts when the period rolls over, or cancel it"
                 )
         backend = service.backend
-        if not backend.queues_jobs_itself and backend.free_for(flavor) < 1:
+        if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:
             return f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
         return None
 
@@ -314,6 +315,7 @@ class Dispatcher:
             parameters=record.parameters,
             time_limit=record.time_limit,
             attempt=record.requeues or 0,
+            queue=service.classes.queue_for(record.user, flavor.name),
         )
 
     async def _launch(self, spec: LaunchSpec, token: str) -> None:
@@ -478,7 +480,7 @@ def _write_reasons(service: JobService, changed: dict[str, list[str]]) -> None:
 def too_big_for_quota(flavor: Flavor, quota: Quota) -> str:
     """Why a flavor can never start under a quota's running-GPU limit, and what to do."""
     return (
-        f"flavor {flavor.name!r} needs {flavor.gpus} GPU(s) at once and your quota "
-        f"(max_running_gpus) allows {quota.max_running_gpus}; pick a flavor with fewer GPUs "
-        "or ask your admin to raise your quota"
+        f"flavor {flavor.name!r} needs {flavor.gpu_equivalents:g} GPU(s) at once and your "
+        f"quota (max_running_gpus) allows {quota.max_running_gpus:g}; pick a flavor with "
+        "fewer GPUs or ask your admin to raise your quota"
     )

@@ -250,7 +250,7 @@ class Follower:
         record.finished_at = finished_at or utcnow()
         if record.started_at is not None:
             held = (record.finished_at - record.started_at).total_seconds()
-            record.gpu_seconds_held = max(0.0, held) * (record.gpu_count or 0)
+            record.gpu_seconds_held = max(0.0, held) * record.charged_gpus
         self.log.info(
             "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
         )

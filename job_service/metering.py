@@ -1,12 +1,13 @@
 """Metering: GPU-hours allocated and GPU-hours busy, per day, broken down by user, group,
 class, flavor or node, over any range of dates.
 
-*Allocated* is what a job held: its GPUs times the time from its start to its end (or
-to now, while it runs), as the cluster recorded them. *Busy* is what its GPUs did: the
-runner's telemetry (``gpu_busy_seconds``: for each GPU, the seconds sampled times the
-utilisation) spread evenly over the job's run. A job counts in the days its run
-overlaps, in UTC, each with the part of its run that fell in that day; a job that ran
-from 23:00 to 01:00 gives an hour to each day.
+*Allocated* is what a job held: its GPUs (in GPU-equivalents: a flavor's ``fraction``
+of a GPU counts as that much) times the time from its start to its end (or to now,
+while it runs), as the cluster recorded them. *Busy* is what its GPUs did: the runner's
+telemetry (``gpu_busy_seconds``: for each GPU, the seconds sampled times the
+utilisation; for a share of a GPU, that share of it) spread evenly over the job's run.
+A job counts in the days its run overlaps, in UTC, each with the part of its run that
+fell in that day; a job that ran from 23:00 to 01:00 gives an hour to each day.
 
 A job counts once per key it has: in each of its groups (``by="group"``), in each class
 its owner is a student of (``by="class"``). Jobs whose GPUs were never sampled (telemetry
@@ -33,7 +34,7 @@ from sqlalchemy.orm import Session
 from nbjobs.config import NbjobsConfig
 from nbjobs.models import ClassInfo, UsageDay, UsageLine
 
-from .db import JobRecord, RetiredUsage
+from .db import BUSY_SHARE, CHARGED_GPUS, JobRecord, RetiredUsage
 
 #: what a report may be broken down by
 BREAKDOWNS = ("user", "group", "class", "flavor", "node")
@@ -56,7 +57,8 @@ class MeteredJob:
     groups: tuple[str, ...]
     flavor: str
     node: str | None
-    gpu_count: int
+    #: the GPUs it counts as (a 0.25 slice: 0.25)
+    gpus: float
     started: float
     #: None while it runs (counted to ``now``)
     finished: float | None
@@ -97,10 +99,10 @@ def jobs_in_range(
         cast(JobRecord.groups, Text),
         JobRecord.flavor,
         JobRecord.node,
-        JobRecord.gpu_count,
+        CHARGED_GPUS,
         started_s,
         finished_s,
-        JobRecord.gpu_busy_seconds,
+        JobRecord.gpu_busy_seconds * BUSY_SHARE,
     ).where(
         JobRecord.started_at.is_not(None),
         JobRecord.started_at < until,
@@ -117,7 +119,7 @@ def jobs_in_range(
     except (ValueError, TypeError):  # a damaged row (a time that is no time): skip it
         rows = _readable_rows(db, query)
     for row in rows:
-        user, groups, flavor, node, gpu_count, started, finished, busy = row
+        user, groups, flavor, node, gpus, started, finished, busy = row
         if started is None:  # a start the database cannot read as a time
             log.warning("a job of %s with a damaged start time left out of the usage", user)
             continue
@@ -130,7 +132,7 @@ def jobs_in_range(
                     groups_of[groups],
                     flavor,
                     node,
-                    int(gpu_count or 0),
+                    float(gpus or 0),
                     float(started),
                     None if finished is None else float(finished),
                     None if busy is None else float(busy),
@@ -202,19 +204,19 @@ def meter(
         pieces = _days(shown_start, shown_end)
         price = prices.get(job.flavor)
         if everyone is not None:
-            _add(everyone, pieces, job.gpu_count, busy_rate, price)
+            _add(everyone, pieces, job.gpus, busy_rate, price)
         for key in keys:
             line = lines.get(key)
             if line is None:
                 line = lines[key] = Line(key)
-            _add(line, pieces, job.gpu_count, busy_rate, price)
+            _add(line, pieces, job.gpus, busy_rate, price)
     return sorted(lines.values(), key=lambda line: (-line.total.allocated, line.name))
 
 
 def _add(
     line: Line,
     pieces: Sequence[tuple[date, float]],
-    gpu_count: int,
+    gpus: float,
     busy_rate: float,
     price: float | None,
 ) -> None:
@@ -224,7 +226,7 @@ def _add(
         totals = line.days.get(day)
         if totals is None:
             totals = line.days[day] = Totals()
-        allocated, busy = seconds * gpu_count, seconds * busy_rate
+        allocated, busy = seconds * gpus, seconds * busy_rate
         totals.allocated += allocated
         totals.busy += busy
         line.total.allocated += allocated
@@ -384,7 +386,8 @@ def report(
 def retire(db: Session, record: JobRecord) -> None:
     """Keep the GPU-seconds of a job whose record goes (``forget``) in the retired usage
     (in ``db``'s transaction), so that the counters Prometheus reads never go down."""
-    held, busy = record.gpu_seconds_held or 0.0, record.gpu_busy_seconds or 0.0
+    share = record.charged_gpus / record.gpu_count if record.gpu_count else 1.0
+    held, busy = record.gpu_seconds_held or 0.0, (record.gpu_busy_seconds or 0.0) * share
     if not held and not busy:
         return
     key = (record.user, record.flavor, record.node or "")

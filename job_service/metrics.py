@@ -19,7 +19,7 @@ still count in the per-flavor ``nbjobs_gpus_busy``.
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -33,7 +33,15 @@ from sqlalchemy import Text, cast, func, select
 
 from nbjobs.models import ClassInfo, JobState
 
-from .db import ACTIVE_VALUES, JobRecord, JobSample, RetiredUsage, utcnow
+from .db import (
+    ACTIVE_VALUES,
+    BUSY_SHARE,
+    CHARGED_GPUS,
+    JobRecord,
+    JobSample,
+    RetiredUsage,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from .service import JobService
@@ -60,7 +68,8 @@ METRICS: dict[str, str] = {
     "nbjobs_gpus_total": "GPUs of the kind a flavor uses (the backend's view; flavors of one "
     "kind share them: do not sum over flavors)",
     "nbjobs_gpus_free": "GPUs of the kind a flavor uses that are free now",
-    "nbjobs_gpus_allocated": "GPUs held by started jobs, by flavor and node",
+    "nbjobs_gpus_allocated": "GPUs held by started jobs (a 0.25 share counts 0.25), by flavor "
+    "and node",
     "nbjobs_gpus_busy": "GPUs' worth of utilisation of started jobs (held GPUs x their "
     "latest sampled utilisation), by flavor and node",
     "nbjobs_job_gpu_utilization_ratio": "A running job's GPU utilisation (0-1, mean over its "
@@ -149,6 +158,8 @@ class StartedJob:
     flavor: str
     node: str | None
     gpu_count: int
+    #: what it counts as (a 0.25 slice: 0.25)
+    gpus: float
     backend_ref: str | None
     state: str
     started_at: datetime | None
@@ -200,6 +211,7 @@ def read_snapshot(service: JobService) -> Snapshot:
                 JobRecord.node,
                 JobRecord.gpu_count,
                 JobRecord.backend_ref,
+                CHARGED_GPUS,
                 JobRecord.state,
                 JobRecord.started_at,
                 JobSample.at,
@@ -222,7 +234,7 @@ def read_snapshot(service: JobService) -> Snapshot:
                     JobRecord.flavor,
                     JobRecord.node,
                     func.sum(JobRecord.gpu_seconds_held),
-                    func.sum(JobRecord.gpu_busy_seconds),
+                    func.sum(JobRecord.gpu_busy_seconds * BUSY_SHARE),
                 )
                 .where(JobRecord.finished_at.is_not(None))
                 .group_by(JobRecord.user, JobRecord.flavor, JobRecord.node)
@@ -266,12 +278,13 @@ def read_snapshot(service: JobService) -> Snapshot:
             node=row[3],
             gpu_count=int(row[4] or 0),
             backend_ref=row[5],
-            state=row[6],
-            started_at=row[7],
-            sample_at=row[8],
-            utilization_percent=row[9],
-            memory_used_bytes=row[10],
-            memory_total_bytes=row[11],
+            gpus=float(row[6] or 0),
+            state=row[7],
+            started_at=row[8],
+            sample_at=row[9],
+            utilization_percent=row[10],
+            memory_used_bytes=row[11],
+            memory_total_bytes=row[12],
         )
     return Snapshot(counts, oldest, list(started.values()), utcnow(), ended, groups)
 
@@ -311,7 +324,7 @@ def families_of(service: JobService, snapshot: Snapshot) -> Iterable[Metric]:
         metrics.start_failures.labels(name)
     counts = Counter(snapshot.counts)
     runner_says = service.telemetry.runner_states
-    allocated: Counter[tuple[str, str]] = Counter()
+    allocated: defaultdict[tuple[str, str], float] = defaultdict(float)
     busy: dict[tuple[str, str], float] = {}
     listed: list[tuple[StartedJob, str]] = []
     interval = service.telemetry.interval or 10.0
@@ -329,10 +342,10 @@ def families_of(service: JobService, snapshot: Snapshot) -> Iterable[Metric]:
         node = job.node or (seen.node if seen is not None else None) or ""
         if not job.backend_ref:
             continue  # being started: it holds no GPU yet
-        allocated[(job.flavor, node)] += job.gpu_count
+        allocated[(job.flavor, node)] += job.gpus
         sampled = job.sample_at is not None and job.sample_at >= fresh_after
         if sampled and job.utilization_percent is not None and job.gpu_count:
-            share = job.gpu_count * job.utilization_percent / 100.0
+            share = job.gpus * job.utilization_percent / 100.0
             busy[(job.flavor, node)] = busy.get((job.flavor, node), 0.0) + share
             listed.append((job, node))
 

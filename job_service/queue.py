@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from nbjobs.models import JobState
 
-from .db import ACTIVE_VALUES, JobRecord
+from .db import ACTIVE_VALUES, CHARGED_GPUS, JobRecord
 
 #: what a job's place in the queue depends on, besides jobs coming and going
 QUEUE_FIELDS = ("state", "priority", "started_at", "user")
@@ -75,20 +75,19 @@ def in_queue_order(
 
 def fair_share(
     db: Session, users: set[str] | None = None
-) -> tuple[Counter[str], Counter[str], dict[str, float]]:
-    """Per user (all, or ``users``): jobs running, GPUs held, when they last started one."""
-    active_query = select(JobRecord.user, JobRecord.gpu_count).where(
-        JobRecord.state.in_(ACTIVE_VALUES)
-    )
+) -> tuple[Counter[str], defaultdict[str, float], dict[str, float]]:
+    """Per user (all, or ``users``): jobs running, GPUs held (fractions as what they
+    are), when they last started one."""
+    active_query = select(JobRecord.user, CHARGED_GPUS).where(JobRecord.state.in_(ACTIVE_VALUES))
     last_query = select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
     if users is not None:
         active_query = active_query.where(JobRecord.user.in_(users))
         last_query = last_query.where(JobRecord.user.in_(users))
     running_jobs: Counter[str] = Counter()
-    running_gpus: Counter[str] = Counter()
-    for user, gpu_count in db.execute(active_query).all():
+    running_gpus: defaultdict[str, float] = defaultdict(float)
+    for user, gpus in db.execute(active_query).all():
         running_jobs[user] += 1
-        running_gpus[user] += gpu_count
+        running_gpus[user] += float(gpus or 0)
     # Round-robin between users: whoever started a job least recently goes first.
     last_start = {user: when.timestamp() for user, when in db.execute(last_query).all() if when}
     return running_jobs, running_gpus, last_start

@@ -303,7 +303,7 @@ class JobService:
                     description=f.description,
                     gpus=f.gpus,
                     gpu_type=f.gpu_type,
-                    shared=f.shared,
+                    shared=f.shares_a_gpu,
                     cpu=f.cpu,
                     memory=f.memory,
                     time_limit=f.time_limit,
@@ -312,6 +312,10 @@ class JobService:
                     unavailable=self.backend.can_ever_fit(f),
                     free_gpus=gpus[0] if gpus else None,
                     total_gpus=gpus[1] if gpus else None,
+                    fraction=f.fraction,
+                    placement=self.backend.placement(
+                        f, self.classes.queue_for(caller.name, f.name)
+                    ),
                 )
             )
         return infos
@@ -457,6 +461,7 @@ class JobService:
                 parameters=request.parameters,
                 time_limit=request.time_limit or flavor.time_limit,
                 gpu_count=flavor.gpus,
+                gpu_equivalents=flavor.gpu_equivalents,
                 gpus=[],
                 submitted_at=now,
                 rerun_of=rerun_of,
@@ -470,7 +475,7 @@ class JobService:
 
     def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         quota = self.quota_for(caller)
-        if quota.max_running_gpus is not None and flavor.gpus > quota.max_running_gpus:
+        if quota.max_running_gpus is not None and flavor.gpu_equivalents > quota.max_running_gpus:
             # It could never start: refuse now rather than let it wait forever.
             raise Forbidden(too_big_for_quota(flavor, quota))
         if quota.max_queued_jobs is not None:
@@ -509,7 +514,7 @@ class JobService:
             assert r.started_at is not None
             start = max(r.started_at, since)
             end = r.finished_at or now
-            seconds += max(0.0, (end - start).total_seconds()) * r.gpu_count
+            seconds += max(0.0, (end - start).total_seconds()) * r.charged_gpus
         return seconds / 3600
 
     # -- read --------------------------------------------------------------------
@@ -764,9 +769,8 @@ class JobService:
             start = max(r.started_at, period_since) if r.started_at else None
             hours = 0.0
             if start is not None and r.gpu_count:
-                hours = (
-                    max(0.0, ((r.finished_at or now) - start).total_seconds()) * r.gpu_count / 3600
-                )
+                held = max(0.0, ((r.finished_at or now) - start).total_seconds())
+                hours = held * r.charged_gpus / 3600
             for name, table in [(r.user, users)] + [(g, groups) for g in r.groups]:
                 row = table.setdefault(
                     name, UsageRow(name=name, jobs=0, running=0, queued=0, gpu_hours=0)

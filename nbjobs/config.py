@@ -24,8 +24,18 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
+)
+
+from .engines import (
+    SCHEDULERS,
+    Sharing,
+    check_key,
+    check_label_value,
+    scheduler_name,
+    sharing_of,
 )
 
 _DURATION = re.compile(
@@ -34,6 +44,18 @@ _DURATION = re.compile(
 )
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SCHEDULER = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+#: a queue's name: a Kueue LocalQueue (a DNS name), a KAI or Volcano queue
+_QUEUE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def _check_queue(value: str | None) -> str | None:
+    if value is not None and not _QUEUE.match(value):
+        raise ValueError(
+            f"queue {value!r} must be a queue's name: lowercase letters, digits, '-' and "
+            "'.', at most 63, like physics-101"
+        )
+    return value
 
 
 class ConfigError(ValueError):
@@ -421,6 +443,26 @@ class Flavor(_Model):
     cost_per_gpu_hour: float | None = Field(default=None, ge=0)
     #: warn about (or cancel) jobs that leave their GPUs idle; None: never
     idle_gpu: IdleGpuPolicy | None = None
+    #: the pod's scheduler: ``kai`` (KAI Scheduler), ``volcano``, any other
+    #: ``schedulerName``; None or ``default``: the cluster's default scheduler
+    scheduler: str | None = None
+    #: the queue of this flavor's jobs (a Kueue LocalQueue, a KAI or Volcano queue); a
+    #: class's own queue (``classes[].queue``) wins for its students' jobs
+    queue: str | None = None
+    #: the share of one GPU a job gets (0.25: a quarter); quotas, GPU-hours and usage
+    #: count it as that much of a GPU. How it is asked for depends on ``gpu_sharing``
+    fraction: float | None = Field(default=None, gt=0, lt=1)
+    #: how the cluster shares GPUs: ``hami``, ``kai``, ``volcano``, ``time-slicing`` (a
+    #: renamed resource like ``nvidia.com/gpu.shared``) or ``mig``; None: worked out from
+    #: ``scheduler`` and ``gpu_resource``
+    gpu_sharing: Sharing | None = None
+    #: more requests (and equal limits) for the job's container, beside the GPU resource:
+    #: e.g. HAMi's ``{nvidia.com/gpumem: 10000}`` (MiB)
+    resources: dict[str, Quantity] = {}
+    #: labels and annotations for the Job and its pod (nbjobs' own and the engines' queue
+    #: and fraction keys are refused: they come from ``queue`` and ``fraction``)
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
 
     @field_validator("name")
     @classmethod
@@ -432,13 +474,106 @@ class Flavor(_Model):
             )
         return value
 
+    @field_validator("scheduler")
+    @classmethod
+    def _scheduler_name(cls, value: str | None) -> str | None:
+        if value is not None and not _SCHEDULER.match(value):
+            raise ValueError(
+                f"scheduler {value!r} must be kai, volcano, default or a scheduler's name "
+                "(lowercase letters, digits, '-' and '.')"
+            )
+        return value
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        return _check_queue(value)
+
+    @field_validator("labels", "annotations")
+    @classmethod
+    def _keys(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        what = "label" if info.field_name == "labels" else "annotation"
+        for key, text in value.items():
+            problem = check_key(key, what) or (check_label_value(text) if what == "label" else None)
+            if problem:
+                raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _shared_needs_one_gpu(self) -> Flavor:
         if self.shared and self.gpus != 1:
             raise ValueError("a shared (fractional) flavor takes a slot of one GPU: set gpus: 1")
         if self.idle_gpu is not None and not self.gpus:
             raise ValueError("idle_gpu is for flavors with GPUs; this one has none")
+        for key in self.resources:
+            if key in ("cpu", "memory", self.gpu_resource):
+                raise ValueError(
+                    f"resources: {key} is set by the flavor's "
+                    f"{'gpus' if key == self.gpu_resource else key}: setting, not here"
+                )
+            problem = check_key(key, "resource")
+            if problem and "written by nbjobs" not in problem:
+                raise ValueError(problem)
+        self._check_sharing()
         return self
+
+    def _check_sharing(self) -> None:
+        sharing = self.sharing
+        if self.fraction is not None and self.gpus != 1:
+            raise ValueError(
+                f"fraction {self.fraction:g} is a share of one GPU: set gpus: 1 (not {self.gpus})"
+            )
+        if self.fraction is not None and sharing is None and not self.shared:
+            raise ValueError(
+                f"fraction {self.fraction:g} needs to say how the cluster shares GPUs: set "
+                "gpu_sharing: hami, kai, volcano, time-slicing or mig (or scheduler: kai "
+                "or volcano, or a gpu_resource such as nvidia.com/gpu.shared)"
+            )
+        if self.gpu_sharing is not None and not self.gpus:
+            raise ValueError(f"gpu_sharing {self.gpu_sharing} is for flavors with gpus: 1")
+        if sharing in ("kai", "hami", "volcano") and self.fraction is None:
+            raise ValueError(
+                f"gpu_sharing {sharing} hands out part of a GPU: give the part as "
+                "fraction (e.g. 0.25)"
+            )
+        chosen = scheduler_name(self.scheduler)
+        for engine in ("kai", "volcano"):
+            wanted = SCHEDULERS[engine]
+            if sharing == engine and chosen is not None and chosen != wanted:
+                raise ValueError(
+                    f"gpu_sharing {engine} needs scheduler: {engine} (the pods go to "
+                    f"{wanted}), not {self.scheduler}"
+                )
+        if sharing == "mig" and not self.gpu_resource.startswith("nvidia.com/mig-"):
+            raise ValueError(
+                "gpu_sharing mig needs gpu_resource set to the MIG profile's resource, "
+                "like nvidia.com/mig-1g.10gb"
+            )
+        if (
+            sharing == "time-slicing"
+            and self.gpu_resource == "nvidia.com/gpu"
+            and (self.fraction is None)
+        ):
+            raise ValueError(
+                "gpu_sharing time-slicing counts a replica of a GPU: give its share as "
+                "fraction (1 / the device plugin's replicas, e.g. 0.25)"
+            )
+
+    @property
+    def sharing(self) -> str | None:
+        """How the cluster shares this flavor's GPU (None: whole GPUs)."""
+        return sharing_of(self.fraction, self.gpu_sharing, self.scheduler, self.gpu_resource)
+
+    @property
+    def shares_a_gpu(self) -> bool:
+        """A job of this flavor gets part of a GPU (a local slot, or a cluster's share)."""
+        return self.shared or self.fraction is not None
+
+    @property
+    def gpu_equivalents(self) -> float:
+        """What one job of this flavor counts in quotas, GPU-hours and usage: its
+        fraction of a GPU, else its GPUs."""
+        return self.fraction if self.fraction is not None else float(self.gpus)
 
     @property
     def label(self) -> str:
@@ -564,7 +699,9 @@ class Profile(_Model):
 class Quota(_Model):
     """Limits for a user (or each member of a group). None means no limit."""
 
-    max_running_gpus: int | None = Field(default=None, ge=0)
+    #: GPUs a user's running jobs may hold at once; fractions count as what they are
+    #: (four 0.25 jobs hold 1)
+    max_running_gpus: float | None = Field(default=None, ge=0)
     max_queued_jobs: int | None = Field(default=None, ge=0)
     gpu_hours: float | None = Field(default=None, ge=0)
     period: Literal["day", "week", "month"] = "week"
@@ -585,6 +722,14 @@ class ClassConfig(_Model):
     flavors: list[str] = []
     gpu_hours: float | None = Field(default=None, ge=0)
     period: Literal["day", "week", "month"] = "week"
+    #: the queue its students' jobs go to (a Kueue LocalQueue, a KAI or Volcano queue),
+    #: instead of their flavor's
+    queue: str | None = None
+
+    @field_validator("queue")
+    @classmethod
+    def _queue_name(cls, value: str | None) -> str | None:
+        return _check_queue(value)
 
 
 class TeachersConfig(_Model):
@@ -639,7 +784,30 @@ class NbjobsConfig(_Model):
                     f"class {cls.name!r} lists unknown flavor(s) {', '.join(unknown)}; "
                     f"flavors are: {', '.join(names)}"
                 )
+        if self.backend.kind == "kubernetes" and self.backend.kubernetes.kueue is None:
+            self._check_queues_have_an_engine()
         return self
+
+    def _check_queues_have_an_engine(self) -> None:
+        """A queue means something only to Kueue, KAI or Volcano: refuse one that would
+        be ignored (a flavor for the default scheduler, with Kueue off)."""
+        for index, flavor in enumerate(self.flavors):
+            if flavor.queue and scheduler_name(flavor.scheduler) is None:
+                raise ValueError(
+                    f"flavors[{index}] ({flavor.name}): queue {flavor.queue} needs a "
+                    "queueing engine: set scheduler: kai or volcano, or turn on Kueue "
+                    "(backend.kubernetes.kueue)"
+                )
+        for cls in self.classes:
+            if not cls.queue:
+                continue
+            flavors = [f for f in self.flavors if not cls.flavors or f.name in cls.flavors]
+            if not any(scheduler_name(f.scheduler) for f in flavors):
+                raise ValueError(
+                    f"class {cls.name!r}: queue {cls.queue} needs a queueing engine: none "
+                    "of its flavors sets scheduler: kai or volcano, and Kueue is off "
+                    "(backend.kubernetes.kueue)"
+                )
 
     def flavor(self, name: str) -> Flavor | None:
         """The flavor called ``name``, if any."""

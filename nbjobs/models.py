@@ -149,10 +149,16 @@ class FlavorInfo(BaseModel):
     queued: int
     #: why no job of this flavor could ever start here (None: it can)
     unavailable: str | None = None
-    #: GPUs of the kind this flavor uses that are free now (None: no GPU, or unknown)
+    #: GPUs of the kind this flavor uses that are free now (None: no GPU, or unknown);
+    #: for a flavor with a ``fraction``, its slices (jobs of it that fit now)
     free_gpus: int | None = None
-    #: all GPUs of that kind (None: no GPU, or unknown)
+    #: all GPUs of that kind, or all its slices (None: no GPU, or unknown)
     total_gpus: int | None = None
+    #: the share of one GPU a job gets (None: whole GPUs)
+    fraction: float | None = None
+    #: who decides when its jobs start, where that is not nbjobs' count of free GPUs
+    #: ("queued by KAI Scheduler, queue physics-101: it decides when a job starts")
+    placement: str | None = None
 
 
 class UsageRow(BaseModel):
@@ -305,6 +311,9 @@ class ClassInfo(BaseModel):
     #: GPU-hours each student may use per period (None: the usual quota)
     gpu_hours: float | None = None
     period: str = "week"
+    #: the queue its students' jobs go to on the cluster (set in nbjobs.yaml by an admin:
+    #: queues are cluster objects a teacher cannot make); None: their flavors' queues
+    queue: str | None = None
     #: "nbjobs.yaml" (an admin's, read-only here) or "hub" (a teacher's)
     source: str = "hub"
 

@@ -44,6 +44,9 @@ class LaunchSpec:
     time_limit: float | None = None
     #: 0 for the first run; n for the n-th re-queue after the cluster disrupted the job
     attempt: int = 0
+    #: the queue of the owner's class for this flavor (``classes[].queue``), if any; a
+    #: cluster backend hands the job to it instead of the flavor's queue
+    queue: str | None = None
 
     @property
     def job_dir(self) -> Path:
@@ -165,6 +168,18 @@ class Backend(LoggingConfigurable):
     def free_for(self, flavor: Flavor) -> int:
         """How many more jobs of this flavor could start right now."""
         raise NotImplementedError
+
+    def hands_over(self, flavor: Flavor) -> bool:
+        """True: a job of ``flavor`` goes to the backend as soon as quotas allow, without
+        asking :meth:`free_for` (the cluster queues it: Kueue, KAI Scheduler, Volcano).
+        Default: :attr:`queues_jobs_itself`."""
+        return self.queues_jobs_itself
+
+    def placement(self, flavor: Flavor, queue: str | None = None) -> str | None:
+        """A sentence for people when an engine, not nbjobs, decides where and when jobs
+        of ``flavor`` run ("queued by KAI Scheduler, queue physics-101: …"); None when
+        the free counts this backend gives are what decides. Default: None."""
+        return None
 
     def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
         """``(free, total)`` GPUs of the kind this flavor uses, for people to read

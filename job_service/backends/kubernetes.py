@@ -42,6 +42,7 @@ import aiohttp
 from traitlets import Float, Integer, Unicode
 
 from nbjobs.config import ConfigError, Flavor
+from nbjobs.engines import engine_title
 from nbjobs.storage import FilesChanged, job_folder, open_in_job_dir, user_folder
 
 from .base import Backend, Launched, LaunchSpec, Outcome, Seen, write_parameters_file
@@ -52,6 +53,7 @@ from .kubernetes_objects import (
     OWNER_ANNOTATION,
     Capacity,
     Verdict,
+    flavor_engine,
     flavor_resources,
     free_slots,
     job_name_of,
@@ -173,8 +175,8 @@ class KubernetesBackend(Backend):
                 f"flavor {flavor.name!r} names no image and nbjobs.yaml sets no "
                 "backend.kubernetes.default_image; ask your admin"
             )
-        if not self.nodes or not flavor.gpus:
-            return None  # no view of the nodes, or nodes may yet come (autoscaling)
+        if not self.nodes or not flavor.gpus or flavor_engine(flavor).engine_decides:
+            return None  # no view of the nodes, nodes may yet come, or KAI/Volcano decide
         # Drained and cordoned nodes come back: they count here.
         pod_spec = {**self._flavor_pod_spec(flavor), "affinity": flavor.affinity or {}}
         sizes = [
@@ -192,16 +194,47 @@ class KubernetesBackend(Backend):
             )
         return None
 
+    def hands_over(self, flavor: Flavor) -> bool:
+        """With Kueue, without a view of the nodes, or for a flavor whose engine (KAI,
+        Volcano) places jobs by its own books, a job goes to the cluster at once."""
+        return self.queues_jobs_itself or flavor_engine(flavor).engine_decides
+
+    def placement(self, flavor: Flavor, queue: str | None = None) -> str | None:
+        engine = flavor_engine(flavor, queue, self.settings.kueue)
+        if not engine.engine_decides:
+            return None
+        chosen = queue or flavor.queue
+        where = f", queue {chosen}" if chosen else ""
+        return (
+            f"queued by {engine_title(engine.scheduler_name)}{where}: it decides when a job starts"
+        )
+
     def free_for(self, flavor: Flavor) -> int:
         if self.nodes is None:
             return 0
         return self._capacity(flavor).jobs
 
     def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
-        if self.nodes is None or not flavor.gpus:
-            return None
+        if self.nodes is None or not flavor.gpus or flavor_engine(flavor).engine_decides:
+            return None  # KAI and Volcano keep their own books: no made-up number
         capacity = self._capacity(flavor)
+        if flavor.fraction is not None:
+            # slices: jobs of the flavor that fit now, and on the nodes were they empty
+            return capacity.jobs, self._slices(flavor)
         return capacity.gpus_free, capacity.gpus_total
+
+    def _slices(self, flavor: Flavor) -> int:
+        index = self._index()
+        key = f"{flavor.name}\0slices"
+        if key not in index.capacity:
+            index.capacity[key] = free_slots(
+                self._flavor_pod_spec(flavor),
+                flavor_resources(flavor),
+                list((self.nodes or {}).values()),
+                [],
+                None,
+            )
+        return index.capacity[key].jobs
 
     def seen(self, ref: str) -> Seen | None:
         name = self._name(ref)

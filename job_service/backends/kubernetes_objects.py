@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -24,9 +24,19 @@ from typing import Any
 from nbjobs.config import (
     Flavor,
     KubernetesBackendConfig,
+    KueueConfig,
     LimitsConfig,
     StorageConfig,
     TelemetryConfig,
+)
+from nbjobs.engines import (
+    DEFAULT_SCHEDULER,
+    KAI_QUEUE_LABEL,
+    KUEUE_QUEUE_LABEL,
+    VOLCANO_QUEUE_ANNOTATION,
+    EngineFields,
+    engine_fields,
+    engine_title,
 )
 from nbjobs.storage import escape_username, user_folder, user_subpath
 
@@ -44,7 +54,6 @@ OWNER_LABEL = "nbjobs.io/owner"
 OWNER_ANNOTATION = "nbjobs.io/owner"
 #: a node labelled ``nbjobs.io/drain=true`` gets no new jobs (running ones finish)
 DRAIN_LABEL = "nbjobs.io/drain"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 VOLUME_NAME = "nbjobs-home"
 CONTAINER_NAME = "notebook"
@@ -139,15 +148,35 @@ def job_labels(spec: LaunchSpec) -> dict[str, str]:
     return labels
 
 
+def flavor_engine(
+    flavor: Flavor, queue: str | None = None, kueue: KueueConfig | None = None
+) -> EngineFields:
+    """The fields the cluster's engines read for a job of ``flavor`` (see
+    :mod:`nbjobs.engines`); ``queue``: the job's class's queue, if it has one."""
+    chosen = queue or flavor.queue or (kueue.queue_name if kueue is not None else None)
+    return engine_fields(
+        gpus=flavor.gpus,
+        gpu_resource=flavor.gpu_resource,
+        fraction=flavor.fraction,
+        gpu_sharing=flavor.gpu_sharing,
+        scheduler=flavor.scheduler,
+        resources={k: v for k, v in flavor.resources.items() if v is not None},
+        labels=flavor.labels,
+        annotations=flavor.annotations,
+        queue=chosen,
+        kueue=kueue is not None,
+    )
+
+
 def flavor_resources(flavor: Flavor) -> dict[str, str]:
-    """What one job of the flavor asks for: GPUs (any extended resource), CPU, memory."""
+    """What one job of the flavor asks for: CPU, memory, and its GPU as its engine wants
+    it (a GPU resource, a MIG slice, HAMi's memory and cores, nothing for KAI)."""
     resources: dict[str, str] = {}
     if flavor.cpu is not None:
         resources["cpu"] = flavor.cpu
     if flavor.memory is not None:
         resources["memory"] = flavor.memory
-    if flavor.gpus:
-        resources[flavor.gpu_resource] = str(flavor.gpus)
+    resources.update(flavor_engine(flavor).resources)
     return resources
 
 
@@ -201,6 +230,7 @@ def make_job(
     if storage.uid == 0:
         raise ManifestError("storage.uid is 0 (root); jobs run as the user, never as root")
     labels = job_labels(spec)
+    engine = flavor_engine(flavor, spec.queue, settings.kueue)
     resources = flavor_resources(flavor)
     env = [{"name": k, "value": v} for k, v in sorted(flavor.env.items())]
     env.append({"name": "NBJOBS_JOB_ID", "value": spec.job_id})
@@ -260,18 +290,24 @@ def make_job(
         pod_spec["tolerations"] = copy.deepcopy(flavor.tolerations)
     if flavor.priority_class:
         pod_spec["priorityClassName"] = flavor.priority_class
-    job_labels_ = dict(labels)
+    if engine.scheduler_name:
+        pod_spec["schedulerName"] = engine.scheduler_name
+    # the flavor's own labels first: nbjobs' labels are never overridden (the config
+    # refuses reserved keys; this order holds should one slip through)
+    job_labels_ = {**engine.job_labels, **labels}
+    template_meta: dict[str, Any] = {"labels": {**engine.pod_labels, **labels}}
+    if engine.pod_annotations:
+        template_meta["annotations"] = dict(engine.pod_annotations)
     job_spec: dict[str, Any] = {
         "backoffLimit": 0,
         "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
-        "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        "template": {"metadata": template_meta, "spec": pod_spec},
     }
     if spec.time_limit:
         job_spec["activeDeadlineSeconds"] = (
             math.ceil(spec.time_limit) + settings.deadline_grace_seconds
         )
     if settings.kueue is not None:
-        job_labels_[KUEUE_QUEUE_LABEL] = settings.kueue.queue_name
         if settings.kueue.priority_class:
             job_labels_[KUEUE_PRIORITY_LABEL] = settings.kueue.priority_class
         job_spec["suspend"] = True
@@ -282,7 +318,7 @@ def make_job(
             "name": job_name(spec.job_id, spec.attempt),
             "namespace": settings.namespace,
             "labels": job_labels_,
-            "annotations": {OWNER_ANNOTATION: spec.user},
+            "annotations": {**engine.job_annotations, OWNER_ANNOTATION: spec.user},
         },
         "spec": job_spec,
     }
@@ -429,7 +465,17 @@ def free_slots(
     ``pods`` pending without a node, that would land on these nodes, are taken
     off the total (they are about to take their share).
     """
-    asked = {name: parse_quantity(v) for name, v in requests.items()}
+    nodes = list(nodes)
+    # A resource no node lists (HAMi's nvidia.com/gpumem-percentage and gpucores) is
+    # counted by its engine's scheduler, not by node allocatable: it limits nothing here
+    listed = {
+        name for node in nodes for name in ((node.get("status") or {}).get("allocatable") or {})
+    }
+    asked = {
+        name: parse_quantity(v)
+        for name, v in requests.items()
+        if name in listed or name in ("cpu", "memory")
+    }
     asked["pods"] = Decimal(1)
     used: dict[str, dict[str, Decimal]] = {}
     pending: list[dict[str, Decimal]] = []
@@ -554,6 +600,39 @@ def waiting_for(flavor: Flavor, capacity: Capacity | None) -> str:
         f"{v} {k}" for k, v in flavor_resources(flavor).items() if k in ("cpu", "memory")
     )
     return f"waiting for room for {asked or 'one more pod'} {where}"
+
+
+#: how long a pod may wait for its scheduler's first word before nbjobs says that no
+#: scheduler of that name seems to run
+SCHEDULER_SILENT_AFTER = 60.0
+
+
+def engine_waiting(
+    pod: Mapping[str, Any],
+    engine: str,
+    scheduled: Mapping[str, Any] | None,
+    now: datetime | None = None,
+) -> str:
+    """Why a pod another scheduler (KAI, Volcano, HAMi's) holds has not started: that
+    scheduler's name and queue, and its own words from the pod's PodScheduled condition;
+    if it has said nothing for a while, that it may not be running at all."""
+    meta = pod.get("metadata") or {}
+    queue = (meta.get("labels") or {}).get(KAI_QUEUE_LABEL) or (meta.get("annotations") or {}).get(
+        VOLCANO_QUEUE_ANNOTATION
+    )
+    text = f"queued by {engine_title(engine)}" + (f", queue {queue}" if queue else "")
+    if scheduled is not None and scheduled.get("status") == "False":
+        said = scheduled.get("message") or scheduled.get("reason")
+        return f"{text}: {said}" if said else text
+    created = _timestamp(meta.get("creationTimestamp"))
+    now = now or datetime.now(timezone.utc)
+    if created is not None and (now - created).total_seconds() > SCHEDULER_SILENT_AFTER:
+        waited = max(1, round((now - created).total_seconds() / 60))
+        return (
+            f"{text}: no scheduler named {engine} has looked at it in {waited} min; is "
+            f"{engine_title(engine)} installed and running? Ask your admin"
+        )
+    return text
 
 
 def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None, bool]:
@@ -724,6 +803,9 @@ def _job_verdict(
         ),
         None,
     )
+    engine = (pod.get("spec") or {}).get("schedulerName")
+    if phase == "Pending" and not node and engine and engine != DEFAULT_SCHEDULER:
+        return Verdict(waiting=engine_waiting(pod, engine, scheduled))
     if (
         phase == "Pending"
         and scheduled is not None

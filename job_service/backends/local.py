@@ -249,7 +249,7 @@ class LocalBackend(Backend):
         if flavor.gpus == 0:
             cpu_jobs = sum(1 for j in self.running.values() if not j.gpus)
             return [] if cpu_jobs < self.cpu_slots else None
-        if flavor.shared:
+        if flavor.shares_a_gpu:
             # Fill a GPU that already has sharers before opening a new one.
             open_ = [
                 g
@@ -265,7 +265,7 @@ class LocalBackend(Backend):
         holders = self._holders()
         if flavor.gpus == 0:
             return max(0, self.cpu_slots - sum(1 for j in self.running.values() if not j.gpus))
-        if flavor.shared:
+        if flavor.shares_a_gpu:
             return sum(
                 self.slots_per_gpu - len(hs) for hs in holders.values() if all(h.shared for h in hs)
             )
@@ -275,7 +275,7 @@ class LocalBackend(Backend):
         if flavor.gpus == 0:
             return None
         holders = self._holders()
-        if flavor.shared:
+        if flavor.shares_a_gpu:
             # a GPU that only sharers hold, with a slot left, still takes a shared job
             free = sum(
                 1
@@ -393,7 +393,7 @@ class LocalBackend(Backend):
             os.close(log)
         created = psutil.Process(process.pid).create_time()
         self.running[spec.job_id] = _Running(
-            spec.job_id, process.pid, created, gpus, spec.flavor.shared, process
+            spec.job_id, process.pid, created, gpus, spec.flavor.shares_a_gpu, process
         )
         ref = f"{spec.job_id}:{process.pid}:{created:.3f}"
         self.log.info(
@@ -477,7 +477,7 @@ class LocalBackend(Backend):
             return False
         if not self._alive(pid_, created_):
             return False
-        self.running[job_id] = _Running(job_id, pid_, created_, list(gpus), flavor.shared)
+        self.running[job_id] = _Running(job_id, pid_, created_, list(gpus), flavor.shares_a_gpu)
         return True
 
     async def shutdown(self) -> None:

@@ -31,7 +31,7 @@ def job(
         groups=groups,
         flavor=flavor,
         node=node,
-        gpu_count=gpus,
+        gpus=gpus,
         started=start.timestamp(),
         finished=None if hours is None else (start + timedelta(hours=hours)).timestamp(),
         gpu_busy_seconds=None if busy_hours is None else busy_hours * 3600,
