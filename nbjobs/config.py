@@ -28,6 +28,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from .engines import (
     SCHEDULERS,
@@ -793,25 +794,35 @@ class NbjobsConfig(_Model):
         be ignored (a flavor for the default scheduler, with Kueue off)."""
         for index, flavor in enumerate(self.flavors):
             if flavor.queue and scheduler_name(flavor.scheduler) is None:
-                raise ValueError(
-                    f"flavors[{index}] ({flavor.name}): queue {flavor.queue} needs a "
-                    "queueing engine: set scheduler: kai or volcano, or turn on Kueue "
-                    "(backend.kubernetes.kueue)"
+                _refuse_at(
+                    ("flavors", index, "queue"),
+                    f"queue {flavor.queue} needs a queueing engine: set scheduler: kai or "
+                    "volcano, or turn on Kueue (backend.kubernetes.kueue)",
                 )
-        for cls in self.classes:
+        for index, cls in enumerate(self.classes):
             if not cls.queue:
                 continue
             flavors = [f for f in self.flavors if not cls.flavors or f.name in cls.flavors]
             if not any(scheduler_name(f.scheduler) for f in flavors):
-                raise ValueError(
-                    f"class {cls.name!r}: queue {cls.queue} needs a queueing engine: none "
-                    "of its flavors sets scheduler: kai or volcano, and Kueue is off "
-                    "(backend.kubernetes.kueue)"
+                _refuse_at(
+                    ("classes", index, "queue"),
+                    f"class {cls.name!r}: queue {cls.queue} needs a queueing engine: none of "
+                    "its flavors sets scheduler: kai or volcano, and Kueue is off "
+                    "(backend.kubernetes.kueue)",
                 )
 
     def flavor(self, name: str) -> Flavor | None:
         """The flavor called ``name``, if any."""
         return next((f for f in self.flavors if f.name == name), None)
+
+
+def _refuse_at(location: tuple[str | int, ...], message: str) -> None:
+    """Refuse the file with ``message`` about the setting at ``location`` (so that the
+    error names that setting and its line, not the whole file)."""
+    error = PydanticCustomError("value_error", "{message}", {"message": message})
+    raise ValidationError.from_exception_data(
+        "NbjobsConfig", [InitErrorDetails(type=error, loc=location, input=None)]
+    )
 
 
 def load_config(path: str | Path | None) -> NbjobsConfig:

@@ -16,7 +16,11 @@ import yaml
 from nbjobs.job_service.backends.kubernetes import KubernetesBackend
 
 from nbjobs.config import NbjobsConfig
-from tests.job_service.conftest import postgres_url  # noqa: F401 (a fixture)
+from tests.job_service.conftest import (
+    Service,
+    postgres_url,  # noqa: F401 (a fixture)
+    stop_service,
+)
 
 from .fake_apiserver import FakeApiServer
 
@@ -156,3 +160,19 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
     engine.dispose()
     return str(server.rsplit("/", 1)[0] + f"/{name}")
+
+
+#: the job database of the running service test (see ``running_services``)
+_DATABASE: dict[str, str] = {}
+
+
+@pytest.fixture
+async def running_services(database: str) -> AsyncIterator[list[Service]]:
+    started: list[Service] = []
+    _DATABASE["url"] = database  # every test here runs on SQLite and on PostgreSQL
+    try:
+        yield started
+    finally:
+        _DATABASE.clear()
+        for svc in started:
+            await stop_service(svc)

@@ -30,7 +30,19 @@ It behaves like the real one where nbjobs' backend depends on it:
   ``500`` after storing the object (etcd timed out, the write went through), or
   ``429`` / ``503`` without storing it.
 
-Nothing runs: the test plays the Job controller, the TTL controller
+Schedulers (:meth:`FakeApiServer.schedule_pending`, called by the test): each pending
+pod goes to the scheduler its ``schedulerName`` names, if that one is in ``schedulers``
+(else it stays Pending with no PodScheduled condition at all, as a pod does on a cluster
+where no such scheduler runs); with ``hami_webhook`` a pod asking for HAMi's GPU memory
+or cores goes to ``hami-scheduler``, as HAMi's admission webhook sends it. The default
+scheduler binds a pod to the first node with room for all it requests, counting every
+resource the node lists (extended ones such as ``nvidia.com/gpumem`` included) and
+refusing a resource no node lists, with the real "0/N nodes are available: …" message.
+KAI Scheduler and Volcano keep their own books: a ``gpu-fraction`` annotation takes that
+part of a node's ``nvidia.com/gpu``; resources no node lists are theirs to count and
+limit nothing; a pod that does not fit gets the PodScheduled False condition with the
+engine's own words (``engine_messages``).
+Otherwise nothing runs: the test plays the Job controller, the TTL controller
 (:meth:`FakeApiServer.expire_ttl`) and the kubelet with the helper methods
 (:meth:`FakeApiServer.start_pod`, :meth:`FakeApiServer.finish_pod`, ...).
 Every request is recorded as an RBAC (verb, group, resource) in ``requests``.
@@ -60,6 +72,33 @@ RESOURCES = {
     "pods": ("", "Pod", True),
     "nodes": ("", "Node", False),
 }
+_SUFFIX = {
+    "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
+}  # fmt: skip
+
+
+def _quantity(value: Any) -> float:
+    """A resource quantity as the scheduler compares it (``500m``, ``16Gi``, ``4``)."""
+    match = re.match(r"^([0-9.]+)([a-zA-Z]*)$", str(value))
+    if not match or match.group(2) not in _SUFFIX:
+        raise ValueError(f"not a quantity: {value!r}")
+    return float(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+def _requests(pod: Obj) -> dict[str, float]:
+    """What a pod's containers request (their limits where they give no request)."""
+    total: dict[str, float] = {"pods": 1.0}
+    for container in pod["spec"].get("containers") or []:
+        resources = container.get("resources") or {}
+        for k, v in {
+            **(resources.get("limits") or {}),
+            **(resources.get("requests") or {}),
+        }.items():
+            total[k] = total.get(k, 0.0) + _quantity(v)
+    return total
+
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 
@@ -200,6 +239,18 @@ class FakeApiServer:
         #: creates being answered now, and the most seen at once
         self.creates_in_flight = 0
         self.most_creates_in_flight = 0
+        #: the schedulers running in this cluster (see schedule_pending)
+        self.schedulers: set[str] = {"default-scheduler"}
+        #: HAMi's mutating webhook: a pod asking for HAMi's GPU memory or cores is sent
+        #: to hami-scheduler (kube-scheduler with HAMi's extender), as HAMi installs it
+        self.hami_webhook = False
+        #: what a scheduler other than the default writes on a pod it cannot place
+        self.engine_messages = {
+            "kai-scheduler": "Resources were not found for pod group: not enough GPUs "
+            "in queue {queue}",
+            "volcano": "1/1 tasks in gang unschedulable: pod group is not ready, "
+            "1 Pending, 1 minAvailable; Pending: 1 Unschedulable",
+        }
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -370,6 +421,14 @@ class FakeApiServer:
             "spec": template["spec"],
             "status": {"phase": "Pending", "qosClass": "Guaranteed"},
         }
+        if template["metadata"].get("annotations"):  # the Job controller copies them
+            pod["metadata"]["annotations"] = dict(template["metadata"]["annotations"])
+        if self.hami_webhook and any(
+            name.startswith(("nvidia.com/gpumem", "nvidia.com/gpucores"))
+            for c in pod["spec"]["containers"]
+            for name in (c.get("resources") or {}).get("limits") or {}
+        ):
+            pod["spec"]["schedulerName"] = "hami-scheduler"
         if node:
             pod["spec"]["nodeName"] = node
             pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
@@ -402,6 +461,80 @@ class FakeApiServer:
                 }
             ],
         )
+
+    def schedule_pending(self) -> list[str]:
+        """Play every running scheduler once over the pending pods, oldest first; the
+        names of the pods bound."""
+        bound = []
+        pending = sorted(
+            (
+                p
+                for (kind, _, _), p in self.objects.items()
+                if kind == "pods"
+                and p["status"].get("phase") == "Pending"
+                and not p["spec"].get("nodeName")
+                and "deletionTimestamp" not in p["metadata"]
+            ),
+            key=lambda p: p["metadata"]["creationTimestamp"],
+        )
+        for pod in pending:
+            scheduler = pod["spec"].get("schedulerName") or "default-scheduler"
+            if scheduler not in self.schedulers:
+                continue  # nobody looks at it: no condition, no event
+            namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            node, why = self._place(pod, engine=scheduler != "default-scheduler")
+            if node is not None:
+                self.bind(name, namespace, node)
+                bound.append(name)
+            elif scheduler in ("default-scheduler", "hami-scheduler"):
+                self.unschedulable(name, namespace, why)  # kube-scheduler's own words
+            else:
+                meta = pod["metadata"]
+                queue = (meta.get("labels") or {}).get("kai.scheduler/queue") or (
+                    meta.get("annotations") or {}
+                ).get("scheduling.volcano.sh/queue-name", "default")
+                message = self.engine_messages.get(scheduler, "cannot place the pod")
+                self.unschedulable(name, namespace, message.format(queue=queue))
+        return bound
+
+    def _place(self, pod: Obj, *, engine: bool) -> tuple[str | None, str]:
+        """The first node with room for ``pod``, or None and the default scheduler's
+        reason."""
+        asked = _requests(pod)
+        fraction = float((pod["metadata"].get("annotations") or {}).get("gpu-fraction") or 0)
+        if fraction:
+            asked["nvidia.com/gpu"] = asked.get("nvidia.com/gpu", 0.0) + fraction
+        nodes = [n for (kind, _, _), n in self.objects.items() if kind == "nodes"]
+        short: dict[str, int] = {}
+        for node in nodes:
+            allocatable = {
+                k: _quantity(v) for k, v in node["status"].get("allocatable", {}).items()
+            }
+            used: dict[str, float] = {}
+            for (kind, _, _), other in self.objects.items():
+                if (
+                    kind == "pods"
+                    and other["spec"].get("nodeName") == node["metadata"]["name"]
+                    and other["status"].get("phase") not in ("Succeeded", "Failed")
+                ):
+                    held = _requests(other)
+                    part = (other["metadata"].get("annotations") or {}).get("gpu-fraction")
+                    if part:
+                        held["nvidia.com/gpu"] = held.get("nvidia.com/gpu", 0.0) + float(part)
+                    for k, v in held.items():
+                        used[k] = used.get(k, 0.0) + v
+            missing = [
+                k
+                for k, v in asked.items()
+                if (k in allocatable or not engine)
+                and allocatable.get(k, 0.0) - used.get(k, 0.0) < v - 1e-9
+            ]
+            if not missing:
+                return node["metadata"]["name"], ""
+            for k in missing:
+                short[k] = short.get(k, 0) + 1
+        reasons = ", ".join(f"{n} Insufficient {k}" for k, n in sorted(short.items()))
+        return None, f"0/{len(nodes)} nodes are available: {reasons}."
 
     def bind(self, pod_name: str, namespace: str, node: str) -> Obj:
         pod = copy.deepcopy(self.objects[("pods", namespace, pod_name)])

@@ -6,7 +6,6 @@ plays the kubelet, as a real job pod would."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,8 @@ from tornado.httpserver import HTTPServer
 from nbjobs.config import parse_config
 from tests.job_service.conftest import GROUPS, TOKENS, Service, free_port, stop_service
 
-from .conftest import NAMESPACE, eventually, runner_writes_log
+from .conftest import _DATABASE, NAMESPACE, eventually, runner_writes_log
 from .fake_apiserver import FakeApiServer
-
-#: the job database of this module's running test (see ``running_services``)
-_DATABASE: dict[str, str] = {}
 
 
 def settings(tmp_path: Path, **kubernetes: Any) -> dict[str, Any]:
@@ -77,18 +73,6 @@ async def start(tmp_path: Path, kubeconfig: Path, data: dict[str, Any]) -> Servi
     server.listen(port, "127.0.0.1")
     url = f"http://127.0.0.1:{port}/services/nbjobs/"
     return Service(url, tmp_path, app, service, server, config_file)
-
-
-@pytest.fixture
-async def running_services(database: str) -> AsyncIterator[list[Service]]:
-    started: list[Service] = []
-    _DATABASE["url"] = database  # every test here runs on SQLite and on PostgreSQL
-    try:
-        yield started
-    finally:
-        _DATABASE.clear()
-        for svc in started:
-            await stop_service(svc)
 
 
 def status_file(svc: Service, user: str, job_id: str) -> Path:
