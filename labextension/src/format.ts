@@ -95,10 +95,13 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
   const parts: string[] = [];
   if (flavor.gpus > 0) {
     const type = flavor.gpu_type ? ` ${flavor.gpu_type}` : '';
+    const fraction = flavor.fraction;
     parts.push(
-      flavor.shared
-        ? trans('shared%1 GPU', type)
-        : trans('%1 ×%2 GPU', flavor.gpus, type)
+      typeof fraction === 'number'
+        ? trans('%1 of one%2 GPU', formatFraction(fraction), type)
+        : flavor.shared
+          ? trans('shared%1 GPU', type)
+          : trans('%1 ×%2 GPU', flavor.gpus, type)
     );
   } else {
     parts.push(trans('no GPU'));
@@ -125,8 +128,19 @@ export function flavorAvailability(flavor: IFlavor, trans: Translate = plain): s
   }
   const waiting =
     flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
+  if (flavor.placement) {
+    // An engine (KAI Scheduler, Volcano) decides: no count nbjobs cannot know.
+    return joinFacts([flavor.placement, waiting], trans);
+  }
   const freeGpus = flavor.free_gpus;
   const totalGpus = flavor.total_gpus;
+  if (typeof flavor.fraction === 'number' && typeof freeGpus === 'number' && typeof totalGpus === 'number') {
+    const slices =
+      totalGpus === 1
+        ? trans('%1 of 1 slice free', freeGpus)
+        : trans('%1 of %2 slices free', freeGpus, totalGpus);
+    return joinFacts([freeGpus > 0 ? slices : trans('%1: a job will wait', slices), waiting], trans);
+  }
   if (flavor.gpus > 0 && typeof freeGpus === 'number' && typeof totalGpus === 'number') {
     const gpus =
       totalGpus === 1
@@ -141,6 +155,12 @@ export function flavorAvailability(flavor: IFlavor, trans: Translate = plain): s
       ? trans('%1 free now', flavor.available)
       : trans('none free now: a job will wait');
   return joinFacts([free, waiting], trans);
+}
+
+/** A share of a GPU as people say it: `a quarter`, `half`, `0.15`. */
+export function formatFraction(fraction: number): string {
+  const named: Record<string, string> = { '0.5': 'half', '0.25': 'a quarter', '0.75': 'three quarters' };
+  return named[String(fraction)] ?? String(Math.round(fraction * 1000) / 1000);
 }
 
 /** The flavor to pre-select: the first that can start now, else the first usable. */

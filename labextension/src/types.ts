@@ -42,6 +42,10 @@ export interface IFlavor {
   free_gpus?: number | null;
   /** all GPUs of that kind */
   total_gpus?: number | null;
+  /** the share of one GPU a job gets (free_gpus and total_gpus then count slices); null: whole GPUs */
+  fraction?: number | null;
+  /** who decides when its jobs start, where nbjobs cannot count free GPUs (KAI Scheduler, Volcano) */
+  placement?: string | null;
 }
 
 export interface IProgress {

@@ -195,6 +195,30 @@ describe('flavors', () => {
     expect(gpus({ unavailable: 'needs 8 GPU(s)' })).toBe('needs 8 GPU(s)');
   });
 
+  it('counts slices of a shared GPU and says so for a fraction flavor', () => {
+    const quarter = (overrides: Partial<IFlavor>) =>
+      flavor({ fraction: 0.25, free_gpus: 3, total_gpus: 4, available: 3, queued: 0, ...overrides });
+    expect(flavorAvailability(quarter({}))).toBe('3 of 4 slices free · no queue');
+    expect(flavorAvailability(quarter({ free_gpus: 0, available: 0, queued: 2 }))).toBe(
+      '0 of 4 slices free: a job will wait · 2 waiting'
+    );
+    expect(flavorResources(quarter({}))).toBe('a quarter of one A100 GPU · 8 CPU · 32Gi memory · up to 1h 00m');
+    expect(flavorResources(quarter({ fraction: 0.143, gpu_type: null }))).toContain('0.143 of one GPU');
+  });
+
+  it('names the engine that queues a flavor instead of counting what it cannot see', () => {
+    const kai = flavor({
+      fraction: 0.5,
+      free_gpus: null,
+      total_gpus: null,
+      queued: 2,
+      placement: 'queued by KAI Scheduler, queue physics-101: it decides when a job starts'
+    });
+    expect(flavorAvailability(kai)).toBe(
+      'queued by KAI Scheduler, queue physics-101: it decides when a job starts · 2 waiting'
+    );
+  });
+
   it('falls back to job slots where GPUs are not counted', () => {
     // A CPU flavor, or a backend that cannot see its GPUs.
     expect(flavorAvailability(flavor({ gpus: 0, free_gpus: null, total_gpus: null, available: 1 }))).toBe(

@@ -15,13 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.job_service.conftest import TOKENS, Service
 from tests.job_service.telemetry_helpers import GIB, sample, summary, write_status
 
-from . import test_service as on_kubernetes
 from .conftest import NAMESPACE, eventually
 from .test_service import settings, start, status_file
-
-#: the services a test started (stopped after it), each test on SQLite and on PostgreSQL:
-#: test_service's fixture ``running_services``
-services = on_kubernetes.running_services
 
 ROOT_TOKEN = {v: k for k, v in TOKENS.items()}["root"]
 
@@ -46,11 +41,11 @@ async def job_metrics(svc: Service, job_id: str) -> dict:
 
 
 async def test_a_gpu_jobs_telemetry_from_its_pod_to_the_api_and_prometheus(
-    fake, kubeconfig, tmp_path, services
+    fake, kubeconfig, tmp_path, running_services
 ):
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
     svc = await start(tmp_path, kubeconfig, settings(tmp_path))
-    services.append(svc)
+    running_services.append(svc)
     await svc.service.telemetry.stop()  # the test runs the collector's passes
     svc.write("ada", "train.ipynb", "import time; time.sleep(3600)")
     job = await svc.submit("ada", "train.ipynb", "a100")
@@ -121,13 +116,13 @@ async def test_a_gpu_jobs_telemetry_from_its_pod_to_the_api_and_prometheus(
 
 
 async def test_an_evicted_attempts_summary_is_not_kept_when_the_job_runs_again(
-    fake, kubeconfig, tmp_path, services
+    fake, kubeconfig, tmp_path, running_services
 ):
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
     data = settings(tmp_path)
     data["flavors"][0]["requeue_on_eviction"] = 1
     svc = await start(tmp_path, kubeconfig, data)
-    services.append(svc)
+    running_services.append(svc)
     await svc.service.telemetry.stop()
     svc.write("ada", "long.ipynb", "1")
     job = await svc.submit("ada", "long.ipynb", "a100")
