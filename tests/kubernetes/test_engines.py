@@ -268,7 +268,7 @@ def conditions(fake: FakeApiServer, pod: str) -> list[dict[str, Any]]:
     return list(fake.get("pods", NAMESPACE, pod)["status"].get("conditions") or [])  # type: ignore[index]
 
 
-def test_fake_default_scheduler_counts_gpu_memory_as_a_node_resource():
+async def test_fake_default_scheduler_counts_gpu_memory_as_a_node_resource():
     fake = FakeApiServer()
     fake.hami_webhook = True  # HAMi sends its pods to hami-scheduler
     fake.add_node("gpu-0", allocatable={"nvidia.com/gpu": "10", "nvidia.com/gpumem": "40960"})
@@ -280,7 +280,7 @@ def test_fake_default_scheduler_counts_gpu_memory_as_a_node_resource():
     assert refused["message"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpumem."
 
 
-def test_fake_kai_packs_fractions_and_says_why_it_waits_and_no_scheduler_means_silence():
+async def test_fake_kai_packs_fractions_and_says_why_it_waits_and_no_scheduler_means_silence():
     fake = FakeApiServer()
     fake.add_node("gpu-0", allocatable={"nvidia.com/gpu": "1"})
     config = example("kai")
