@@ -22,7 +22,10 @@ copy up to date: resourceVersion kept, bookmarks asked for, a re-list after
 
 Only these API calls are made (``hub_config/examples/kubernetes/rbac.yaml``
 grants exactly them): jobs create/get/list/watch/delete, pods list/watch/delete,
-pods/log get in the namespace; nodes list/watch cluster-wide (optional).
+pods/log get, events list in the namespace; nodes list/watch cluster-wide (optional).
+Events are read only for pods another scheduler (KAI, Volcano) holds and has not placed,
+every ``events_interval`` seconds: such an engine may say why a job waits in an event
+on the pod or on its PodGroup rather than in the pod's condition.
 """
 
 from __future__ import annotations
@@ -53,12 +56,14 @@ from .kubernetes_objects import (
     OWNER_ANNOTATION,
     Capacity,
     Verdict,
+    engine_holds,
     flavor_engine,
     flavor_resources,
     free_slots,
     job_name_of,
     job_verdict,
     make_job,
+    newest_warning,
     node_accepts,
     node_affinity,
     parse_quantity,
@@ -70,6 +75,8 @@ Obj = dict[str, Any]
 DELETED_PODS_KEPT = 1000
 #: bytes of a pod's own output kept as the job's log when the runner left none
 POD_LOG_KEPT = 1024 * 1024
+#: waiting engine pods whose events are read per round (the oldest first)
+EVENT_READS_PER_ROUND = 50
 
 
 class KubeError(Exception):
@@ -128,6 +135,13 @@ class KubernetesBackend(Backend):
         409, and adopts it, so no job gets two Jobs).""",
     ).tag(config=True)
 
+    events_interval = Float(
+        15.0,
+        help="""Seconds between reads of the events of pods that another scheduler (KAI
+        Scheduler, Volcano) holds and has not placed: its latest warning is shown as why the
+        job waits. 0 reads none.""",
+    ).tag(config=True)
+
     def __init__(self, config_file: Any, **kwargs: Any) -> None:
         super().__init__(config_file, **kwargs)
         self.settings = self.nbjobs.backend.kubernetes
@@ -147,6 +161,10 @@ class KubernetesBackend(Backend):
         self.deleted_pods: OrderedDict[str, Obj] = OrderedDict()
         #: the node each followed Job's pod was bound to, once known (until release)
         self._placed: dict[str, str] = {}
+        #: an engine's latest warning about a Job's waiting pod (or its PodGroup), by Job
+        #: name, from the events read every events_interval
+        self.engine_said: dict[str, str] = {}
+        self.events_readable = True
         #: None until nodes are listed, or for good when the ServiceAccount may not read them
         self.nodes: dict[str, Obj] | None = None
         self.nodes_readable = True
@@ -497,7 +515,9 @@ class KubernetesBackend(Backend):
             flavor = self.nbjobs.flavor(flavor_name or "")
             if flavor is not None and self.nodes is not None:
                 capacity = self._capacity(flavor)
-        verdict = job_verdict(job, self._pods_of(name, deleted=True), flavor, capacity)
+        verdict = job_verdict(
+            job, self._pods_of(name, deleted=True), flavor, capacity, self.engine_said.get(name)
+        )
         if verdict.node:
             self._placed[name] = verdict.node  # kept once bound, for the job's record
         return verdict
@@ -588,6 +608,8 @@ class KubernetesBackend(Backend):
             ),
             asyncio.ensure_future(self._reflect_nodes()),
         ]
+        if self.events_interval > 0:
+            self._tasks.append(asyncio.ensure_future(self._read_engine_events()))
         waiting = [asyncio.ensure_future(self._synced[k].wait()) for k in ("jobs", "pods")]
         # Whether nodes can be read decides how the service queues: know it before the
         # first job is scheduled (nodes are optional: no answer in time is not fatal).
@@ -758,6 +780,75 @@ class KubernetesBackend(Backend):
                 return
         self.nodes = nodes
         await self._reflect("nodes", lister, nodes)
+
+    async def _read_engine_events(self) -> None:
+        """Every events_interval, the latest warning an engine left about each pod it
+        holds unplaced; stops for good (with one warning in the log) when the Role does
+        not let the service list events."""
+        while True:
+            await asyncio.sleep(self.events_interval)
+            try:
+                said = await self._engine_events()
+            except asyncio.CancelledError:
+                raise
+            except KubeError as exc:
+                if exc.status in (401, 403):
+                    self.events_readable = False
+                    self.log.warning(
+                        "the service may not list events (%s): a job KAI Scheduler or Volcano "
+                        "holds shows only what the pod's condition says; "
+                        "hub_config/examples/kubernetes/rbac.yaml grants it",
+                        exc.message,
+                    )
+                    return
+                self.log.warning("reading events failed (%s); trying again later", exc)
+                continue
+            except Exception as exc:
+                self.log.warning("reading events failed (%s); trying again later", exc)
+                continue
+            if said != self.engine_said:
+                self.engine_said = said
+                self._changed()
+
+    async def _engine_events(self) -> dict[str, str]:
+        """The newest warning about each waiting engine pod, by Job name: events on the
+        pod itself, and on its PodGroup (KAI's podgrouper and Volcano name a pod's group
+        after its owner's uid, so a group whose name holds the Job's uid is the Job's)."""
+        held = {
+            job: pod
+            for pod in list(self.pods.values())
+            if (job := _job_of_pod(pod)) is not None and engine_holds(pod)
+        }
+        if not held:
+            return {}
+        oldest = sorted(
+            held.items(), key=lambda kv: kv[1]["metadata"].get("creationTimestamp") or ""
+        )[:EVENT_READS_PER_ROUND]
+        lists = await asyncio.gather(
+            self._list_events("involvedObject.kind=PodGroup"),
+            *(
+                self._list_events(
+                    f"involvedObject.kind=Pod,involvedObject.name={pod['metadata']['name']}"
+                )
+                for _, pod in oldest
+            ),
+        )
+        groups, per_pod = lists[0], lists[1:]
+        said = {}
+        for (job, _), events in zip(oldest, per_pod, strict=True):
+            uid = ((self.jobs.get(job) or {}).get("metadata") or {}).get("uid")
+            mine = events + [
+                e for e in groups if uid and uid in (e.get("involvedObject") or {}).get("name", "")
+            ]
+            if (text := newest_warning(mine)) is not None:
+                said[job] = text
+        return said
+
+    async def _list_events(self, selector: str) -> list[Obj]:
+        listed = await self._call(
+            self._core.list_namespaced_event, self.namespace, field_selector=selector
+        )
+        return list(listed.get("items") or [])
 
     async def _keep_pod_log(self, name: str) -> None:
         """When the ended job's runner left no log in its folder (it never ran: an image

@@ -607,23 +607,61 @@ def waiting_for(flavor: Flavor, capacity: Capacity | None) -> str:
 SCHEDULER_SILENT_AFTER = 60.0
 
 
+def engine_holds(pod: Mapping[str, Any]) -> bool:
+    """Whether a scheduler other than Kubernetes' own holds the pod unplaced."""
+    engine = (pod.get("spec") or {}).get("schedulerName")
+    return (
+        (pod.get("status") or {}).get("phase") == "Pending"
+        and not (pod.get("spec") or {}).get("nodeName")
+        and bool(engine)
+        and engine != DEFAULT_SCHEDULER
+        and "deletionTimestamp" not in (pod.get("metadata") or {})
+    )
+
+
+def newest_warning(events: Iterable[Mapping[str, Any]]) -> str | None:
+    """The message of the newest Warning among ``events`` (core/v1 Events), or None."""
+
+    def when(event: Mapping[str, Any]) -> str:
+        # a series' last time, else the event's own, else when the object was made
+        return (
+            (event.get("series") or {}).get("lastObservedTime")
+            or event.get("lastTimestamp")
+            or event.get("eventTime")
+            or (event.get("metadata") or {}).get("creationTimestamp")
+            or ""
+        )
+
+    warnings = [
+        e for e in events if e.get("type") == "Warning" and (e.get("message") or e.get("reason"))
+    ]
+    if not warnings:
+        return None
+    newest = max(warnings, key=when)
+    return str(newest.get("message") or newest.get("reason"))
+
+
 def engine_waiting(
     pod: Mapping[str, Any],
     engine: str,
     scheduled: Mapping[str, Any] | None,
     now: datetime | None = None,
+    said: str | None = None,
 ) -> str:
     """Why a pod another scheduler (KAI, Volcano, HAMi's) holds has not started: that
-    scheduler's name and queue, and its own words from the pod's PodScheduled condition;
-    if it has said nothing for a while, that it may not be running at all."""
+    scheduler's name and queue, and its own words from the pod's PodScheduled condition,
+    else from its latest warning event (``said``); if it has said nothing for a while,
+    that it may not be running at all."""
     meta = pod.get("metadata") or {}
     queue = (meta.get("labels") or {}).get(KAI_QUEUE_LABEL) or (meta.get("annotations") or {}).get(
         VOLCANO_QUEUE_ANNOTATION
     )
     text = f"queued by {engine_title(engine)}" + (f", queue {queue}" if queue else "")
     if scheduled is not None and scheduled.get("status") == "False":
-        said = scheduled.get("message") or scheduled.get("reason")
+        said = scheduled.get("message") or scheduled.get("reason") or said
         return f"{text}: {said}" if said else text
+    if said:
+        return f"{text}: {said}"
     created = _timestamp(meta.get("creationTimestamp"))
     now = now or datetime.now(timezone.utc)
     if created is not None and (now - created).total_seconds() > SCHEDULER_SILENT_AFTER:
@@ -672,11 +710,13 @@ def job_verdict(
     pods: Iterable[Mapping[str, Any]],
     flavor: Flavor | None,
     capacity: Capacity | None = None,
+    engine_said: str | None = None,
 ) -> Verdict:
     """Map a Job (None: it is gone) and its pods to what a person should be told,
-    with the cluster's own times of its start and end."""
+    with the cluster's own times of its start and end; ``engine_said`` is the latest
+    warning event of the engine that holds its pod, if any."""
     pods = list(pods)
-    verdict = _job_verdict(job, pods, flavor, capacity)
+    verdict = _job_verdict(job, pods, flavor, capacity, engine_said)
     if job is not None:
         verdict.started_at, verdict.finished_at = cluster_times(job, pods)
     return verdict
@@ -729,6 +769,7 @@ def _job_verdict(
     pods: list[Mapping[str, Any]],
     flavor: Flavor | None,
     capacity: Capacity | None,
+    engine_said: str | None = None,
 ) -> Verdict:
     if job is None:
         return Verdict(
@@ -803,9 +844,9 @@ def _job_verdict(
         ),
         None,
     )
-    engine = (pod.get("spec") or {}).get("schedulerName")
-    if phase == "Pending" and not node and engine and engine != DEFAULT_SCHEDULER:
-        return Verdict(waiting=engine_waiting(pod, engine, scheduled))
+    if engine_holds(pod):
+        engine = str((pod.get("spec") or {}).get("schedulerName"))
+        return Verdict(waiting=engine_waiting(pod, engine, scheduled, said=engine_said))
     if (
         phase == "Pending"
         and scheduled is not None

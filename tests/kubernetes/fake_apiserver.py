@@ -22,6 +22,7 @@ It behaves like the real one where nbjobs' backend depends on it:
   ``Foreground`` keeps the Job (with a deletionTimestamp) until its pods are gone;
   like the real server it reads a DeleteOptions body when one is sent and the
   query parameter only when none is;
+- ``events`` (core/v1) listed with ``fieldSelector=involvedObject.kind=…,involvedObject.name=…``;
 - ``pods/{name}/log`` as text/plain, ``follow=true`` streams until the
   container ends; 400 while the container has not started;
   :meth:`FakeApiServer.cut_log_streams` ends open streams early (a proxy's idle
@@ -71,6 +72,7 @@ RESOURCES = {
     "jobs": ("batch", "Job", True),
     "pods": ("", "Pod", True),
     "nodes": ("", "Node", False),
+    "events": ("", "Event", True),
 }
 _SUFFIX = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -175,6 +177,10 @@ def _matches(obj: Obj, labels: str, fields: str) -> bool:
             return False
         if key == "status.phase" and (obj.get("status") or {}).get("phase") != value:
             return False
+        if key.startswith("involvedObject."):
+            field_name = key.split(".", 1)[1]
+            if str((obj.get("involvedObject") or {}).get(field_name)) != value.lstrip("="):
+                return False
     return True
 
 
@@ -461,6 +467,30 @@ class FakeApiServer:
                 }
             ],
         )
+
+    def add_event(
+        self,
+        namespace: str,
+        kind: str,
+        name: str,
+        reason: str,
+        message: str,
+        type: str = "Warning",
+        last: str | None = None,
+    ) -> Obj:
+        """An event about ``kind``/``name``, as a controller or scheduler records one."""
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "count": 1,
+            "lastTimestamp": last or now(),
+        }
+        return self.put("events", event, "ADDED")
 
     def schedule_pending(self) -> list[str]:
         """Play every running scheduler once over the pending pods, oldest first; the

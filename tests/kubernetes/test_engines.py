@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
-from nbjobs.job_service.backends.kubernetes_objects import engine_waiting, make_job
+from nbjobs.job_service.backends.kubernetes_objects import (
+    engine_waiting,
+    make_job,
+    newest_warning,
+)
 
 from nbjobs.config import ConfigError, KueueConfig, NbjobsConfig, load_config, parse_config
 
@@ -247,6 +251,29 @@ def test_a_scheduler_that_never_answers_is_named_as_maybe_not_running():
     assert engine_waiting(pod, "volcano", None) == (
         "queued by Volcano, queue ml-201: no scheduler named volcano has looked at it in "
         "3 min; is Volcano installed and running? Ask your admin"
+    )
+
+
+def test_the_engines_newest_warning_event_says_why_when_its_condition_does_not():
+    events = [
+        {"type": "Warning", "reason": "Unschedulable", "message": "queue full",
+         "lastTimestamp": "2026-11-25T10:00:00Z"},
+        {"type": "Normal", "reason": "Scheduled", "message": "ok",
+         "lastTimestamp": "2026-11-25T10:09:00Z"},
+        {"type": "Warning", "reason": "FailedScheduling", "message": "no node fits",
+         "series": {"lastObservedTime": "2026-11-25T10:05:00.000000Z"},
+         "eventTime": "2026-11-25T09:00:00.000000Z"},
+    ]  # fmt: skip
+    assert newest_warning(events) == "no node fits"
+    assert newest_warning(events[1:2]) is None
+    pod = engine_pod("kai-scheduler", 300, labels={"kai.scheduler/queue": "physics-101"})
+    # an event counts as a word: the scheduler is running
+    assert engine_waiting(pod, "kai-scheduler", None, said="no node fits") == (
+        "queued by KAI Scheduler, queue physics-101: no node fits"
+    )
+    condition = {"type": "PodScheduled", "status": "False", "message": "quota of physics-101"}
+    assert engine_waiting(pod, "kai-scheduler", condition, said="no node fits") == (
+        "queued by KAI Scheduler, queue physics-101: quota of physics-101"
     )
 
 

@@ -136,3 +136,90 @@ async def test_a_kai_job_goes_to_its_class_queue_and_says_who_queues_it(
         "queued by KAI Scheduler, queue physics-101: Resources were not found for pod "
         "group: not enough GPUs in queue physics-101"
     )
+
+
+VOLCANO = {
+    "name": "gpu-volcano",
+    "gpus": 1,
+    "scheduler": "volcano",
+    "queue": "ml-201",
+    "memory": "4Gi",
+}
+
+
+async def test_a_volcano_job_shows_the_engines_latest_warning_event(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {}, {"nvidia.com/gpu": "1"})
+    data = settings(tmp_path)
+    data["flavors"] = [VOLCANO]
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "v.ipynb", "print('volcano')")
+    job = await svc.submit("ada", "v.ipynb", "gpu-volcano")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    pod = fake.start_pod(name, NAMESPACE)["metadata"]["name"]
+    waiting = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
+    assert waiting["waiting_reason"] == "queued by Volcano, queue ml-201"
+
+    # Volcano writes why on the PodGroup it made for the Job (named after the Job's uid),
+    # not on the pod: nbjobs shows it, the engine's own words
+    uid = fake.get("jobs", NAMESPACE, name)["metadata"]["uid"]  # type: ignore[index]
+    fake.add_event(NAMESPACE, "PodGroup", f"podgroup-{uid}", "Scheduled", "fine", type="Normal")
+    fake.add_event(
+        NAMESPACE,
+        "PodGroup",
+        f"podgroup-{uid}",
+        "Unschedulable",
+        "queue resource quota insufficient",
+        last="2026-11-25T10:00:00Z",
+    )
+    # another Job's group says nothing about this one
+    fake.add_event(NAMESPACE, "PodGroup", "podgroup-someone-else", "Unschedulable", "not yours")
+    said = await svc.wait(
+        "ada", job["id"], lambda j: "insufficient" in (j["waiting_reason"] or ""), timeout=10
+    )
+    assert said["waiting_reason"] == (
+        "queued by Volcano, queue ml-201: queue resource quota insufficient"
+    )
+    # a newer warning on the pod itself wins
+    fake.add_event(
+        NAMESPACE,
+        "Pod",
+        pod,
+        "FailedScheduling",
+        "all nodes are unavailable: 1 node(s) resource fit failed",
+        last="2026-11-25T10:05:00Z",
+    )
+    newer = await svc.wait(
+        "ada", job["id"], lambda j: "resource fit" in (j["waiting_reason"] or ""), timeout=10
+    )
+    assert newer["waiting_reason"] == (
+        "queued by Volcano, queue ml-201: all nodes are unavailable: 1 node(s) resource fit failed"
+    )
+    # the pod's own condition, once Volcano writes one, says what is true now
+    fake.unschedulable(pod, NAMESPACE, "0/1 nodes are unavailable: 1 Insufficient nvidia.com/gpu.")
+    now = await svc.wait(
+        "ada", job["id"], lambda j: "Insufficient" in (j["waiting_reason"] or ""), timeout=10
+    )
+    assert now["state"] == "queued"
+
+
+async def test_without_leave_to_list_events_a_job_still_says_who_queues_it(
+    fake, kubeconfig, tmp_path, running_services, capfd
+):
+    fake.forbidden.add("events")
+    data = settings(tmp_path)
+    data["flavors"] = [VOLCANO]
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "v.ipynb", "print('volcano')")
+    job = await svc.submit("ada", "v.ipynb", "gpu-volcano")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    fake.start_pod(name, NAMESPACE)
+    await eventually(lambda: not svc.service.backend.events_readable)
+    assert "may not list events" in capfd.readouterr().err
+    waiting = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
+    assert waiting["waiting_reason"] == "queued by Volcano, queue ml-201"

@@ -5,14 +5,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 
 import yaml
 from nbjobs.job_service.backends import LaunchSpec
 
+from nbjobs.config import Flavor
 from nbjobs.storage import job_folder, make_job_dir, user_folder
 
-from .conftest import NAMESPACE, RBAC_FILE, allowed_by_rbac, config
+from .conftest import NAMESPACE, RBAC_FILE, allowed_by_rbac, config, eventually
 
 
 async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_cluster_wide(
@@ -20,7 +22,7 @@ async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_clus
 ):
     cfg = config()
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
-    first = make_backend(cfg)
+    first = make_backend(cfg, events_interval=0.05)
     await first.reconcile(set())
     specs = []
     user = "ada-" + uuid.uuid4().hex[:6]  # a folder of its own on the session's storage
@@ -41,6 +43,17 @@ async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_clus
             )
         )
     done, cancelled = [(await first.start(s)).ref for s in specs]
+    # a job KAI Scheduler holds: why it waits may be in an event (events list)
+    kai = Flavor.model_validate(
+        {"name": "kai-half", "gpus": 1, "fraction": 0.5, "scheduler": "kai"}
+    )
+    make_job_dir(job_folder(home, "dddddddddddd"), {"input.ipynb": b"{}"})
+    held = dataclasses.replace(specs[0], job_id="dddddddddddd", flavor=kai)
+    held = dataclasses.replace(held, status_file=job_folder(home, "dddddddddddd") / "status.json")
+    held_ref = (await first.start(held)).ref
+    fake.start_pod("nbjobs-dddddddddddd", NAMESPACE)
+    await eventually(lambda: ("list", "", "events") in fake.requests)
+    await first.cancel(held_ref)
     for job_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
         pod = fake.start_pod(f"nbjobs-{job_id}", NAMESPACE, "gpu-0")["metadata"]["name"]
         fake.run_pod(pod, NAMESPACE)

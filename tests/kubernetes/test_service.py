@@ -65,6 +65,7 @@ async def start(tmp_path: Path, kubeconfig: Path, data: dict[str, Any]) -> Servi
             f"--StaticTokenAuth.user_groups={GROUPS!r}",
             f"--KubernetesBackend.kubeconfig={kubeconfig}",
             "--KubernetesBackend.retry_delay=0.05",
+            "--KubernetesBackend.events_interval=0.1",
         ]
     )
     service = app.make_service()
