@@ -275,6 +275,10 @@ class LocalBackend(Backend):
         if flavor.gpus == 0:
             return None
         holders = self._holders()
+        if flavor.fraction is not None:
+            # a flavor that says its share counts slots, as a cluster's slices are counted
+            free = self.free_for(flavor)
+            return free, len(self.gpus) * self.slots_per_gpu
         if flavor.shares_a_gpu:
             # a GPU that only sharers hold, with a slot left, still takes a shared job
             free = sum(

@@ -322,3 +322,30 @@ async def test_queue_positions_follow_every_change_of_the_queue(svc):
     done = [await svc.wait("root", j["id"]) for j in (bob, ada2)]
     assert [j["queue_position"] for j in done] == [None, None]
     assert done[0]["started_at"] <= done[1]["started_at"]
+
+
+async def test_a_local_fraction_flavor_counts_free_slices_and_charges_its_share(start):
+    config = {"flavors": [{"name": "half", "gpus": 1, "shared": True, "fraction": 0.5}]}
+    svc = await start({**config, "quotas": {"default": {"max_running_gpus": 1}}})
+    try:
+
+        async def half() -> dict:
+            async with svc.client("ada") as c:
+                return next(f for f in (await c.get("flavors")).json() if f["name"] == "half")
+
+        info = await half()
+        # two GPUs of two slots each: four slices, each half a GPU
+        assert (info["fraction"], info["free_gpus"], info["total_gpus"]) == (0.5, 4, 4)
+        svc.write("ada", "h.ipynb", "import time; time.sleep(3)")
+        jobs = [await svc.submit("ada", "h.ipynb", "half") for _ in range(3)]
+        for job in jobs[:2]:
+            await svc.wait("ada", job["id"], running)
+        # two halves make the one GPU ada's quota allows: the third waits for them
+        waiting = await svc.wait("ada", jobs[2]["id"], lambda j: j["waiting_reason"] is not None)
+        assert waiting["waiting_reason"] == (
+            "waiting for your other jobs: you may use 1 GPU(s) at once and are using 1"
+        )
+        assert ((await half())["free_gpus"], (await half())["total_gpus"]) == (2, 4)
+        assert (await svc.wait("ada", jobs[2]["id"]))["state"] == "succeeded"
+    finally:
+        await stop_all(svc)

@@ -178,6 +178,11 @@ def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell
     expect(t4.locator("input")).to_be_enabled()
     expect(t4).to_contain_text("1 \N{MULTIPLICATION SIGN} T4 (t4)")
     expect(t4).to_contain_text("4 of 4 GPUs free · no queue")
+    # A flavor that is half a GPU counts halves: 4 GPUs of 2 slots each.
+    half = dialog.locator(".nbjobs-Flavor[data-flavor='t4-half']")
+    expect(half).to_contain_text("half of one T4 GPU · 2 CPU · 8Gi memory · up to 1h 00m")
+    expect(half).to_contain_text("8 of 8 slices free · no queue")
+    shot(lab, "02-dialog-flavors")
     expect(big.locator("input")).to_be_disabled()
     expect(big).to_contain_text(
         "8 \N{MULTIPLICATION SIGN} A100 GPU · 32 CPU · 256Gi memory · up to 4h 00m"
