@@ -73,11 +73,25 @@ def configure(
         }
     c.JupyterHub.services = [
         *list(c.JupyterHub.get("services", [])),
-        {"name": SERVICE_NAME, "display": False, **service},
+        # listed in the hub's Services menu: its page is the admins' and teachers'
+        # dashboard (login through the hub's OAuth, without a confirmation page)
+        {
+            "name": SERVICE_NAME,
+            "display": True,
+            "oauth_no_confirm": True,
+            "oauth_client_allowed_scopes": [*CUSTOM_SCOPES],
+            **service,
+        },
     ]
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
     roles = list(c.JupyterHub.get("load_roles", []))
-    roles.append({"name": "user", "scopes": ["self", "custom:nbjobs:submit"]})
+    # every user may open the dashboard (it shows each what the API lets them see)
+    roles.append(
+        {
+            "name": "user",
+            "scopes": ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"],
+        }
+    )
     roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})
     teachers = set(config.teachers.users) | {t for cls in config.classes for t in cls.teachers}
     if teachers or config.teachers.groups:

@@ -27,6 +27,7 @@ from .auth import Authenticator, HubTokenAuth, StaticTokenAuth, TokenConfigError
 from .backends import Backend
 from .backends.local import LocalBackend
 from .classes import ClassRegistry, HubGroups
+from .dashboard import dashboard_routes
 from .db import DatabaseUnusable, connect
 from .handlers import NotFoundHandler, routes, scrape_routes
 from .lease import DispatcherLease, LeaseHeld
@@ -198,8 +199,24 @@ class JobServiceApp(Application):
             # paths outside api/ too get a JSON 404, not tornado's HTML page
             "default_handler_class": NotFoundHandler,
         }
+        settings["nbjobs_prefix"] = self.prefix
+        if self.in_hub:
+            from jupyterhub.services.auth import HubOAuth
+
+            settings["nbjobs_hub_oauth"] = HubOAuth(parent=self)
+            # the OAuth state and token cookies are signed with it; a new one at each start
+            # only means a fresh (silent) OAuth round after a restart
+            settings["cookie_secret"] = os.urandom(32)
         settings.update(self.tornado_settings)
-        return web.Application(scrape_routes(self.prefix) + routes(self.prefix), **settings)
+        api = routes(self.prefix)
+        return web.Application(
+            [
+                *scrape_routes(self.prefix),
+                *dashboard_routes(self.prefix, hub=self.in_hub),
+                *api,
+            ],
+            **settings,
+        )
 
     def _log_request(self, handler: web.RequestHandler) -> None:
         status = handler.get_status()

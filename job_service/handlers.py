@@ -662,6 +662,8 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
 
     ``/`` standalone; ``/services/nbjobs/`` under a hub.
     """
+    from .dashboard.handlers import api_routes as dashboard_api_routes  # it imports this
+
     api = prefix.rstrip("/") + "/api"
     job = rf"/jobs/(?P<job_id>{JOB_ID})"
     return [
@@ -677,6 +679,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + "/classes/?", ClassesHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
+        *dashboard_api_routes(api),
         # last: every other path under api/ is a JSON 404, never tornado's HTML page
         (api + r"(?:/.*)?", NotFoundHandler),
     ]

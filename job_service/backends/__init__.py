@@ -1,5 +1,5 @@
 """Job backends: where a job the service decided to start actually runs."""
 
-from .base import Backend, Launched, LaunchSpec, Outcome, Seen
+from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, Seen
 
-__all__ = ["Backend", "LaunchSpec", "Launched", "Outcome", "Seen"]
+__all__ = ["Backend", "LaunchSpec", "Launched", "NodeGpus", "Outcome", "Seen"]

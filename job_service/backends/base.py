@@ -136,6 +136,22 @@ class Seen:
     node: str | None = None
 
 
+@dataclass
+class NodeGpus:
+    """One kind of GPU on one node, as an admin's overview shows it."""
+
+    node: str
+    #: what people call it (``A100``, ``nvidia.com/mig-1g.10gb``)
+    gpu_type: str
+    #: the resource it is counted in (``nvidia.com/gpu``; ``local`` on one machine)
+    resource: str
+    total: float
+    #: held by jobs now, in GPU-equivalents
+    allocated: float
+    #: no new job starts here (nbjobs' drain, or a cordoned node)
+    drained: bool = False
+
+
 class Backend(LoggingConfigurable):
     """Base class of job backends (configurable: ``JobService.backend_class``)."""
 
@@ -186,6 +202,17 @@ class Backend(LoggingConfigurable):
         ("2 of 4 GPUs free"); None when the flavor uses no GPU or the backend
         cannot tell. Default: None."""
         return None
+
+    def inventory(self) -> list[NodeGpus]:
+        """The GPUs this backend sees, per node and kind, with what its jobs hold of them
+        now (GPU-equivalents: a 0.25 share counts 0.25), for the admins' overview.
+        Default: none known."""
+        return []
+
+    def health(self) -> tuple[bool, str]:
+        """Whether the backend can do its work now, and a sentence for an admin that says
+        so ("following the cluster: 3 nodes, 12 Jobs") or what is wrong. Default: fine."""
+        return True, "ready"
 
     async def start(self, spec: LaunchSpec) -> Launched:
         """Start the job; return with its handle.

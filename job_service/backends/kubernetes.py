@@ -48,9 +48,18 @@ from nbjobs.config import ConfigError, Flavor
 from nbjobs.engines import engine_title
 from nbjobs.storage import FilesChanged, job_folder, open_in_job_dir, user_folder
 
-from .base import Backend, Launched, LaunchSpec, Outcome, Seen, write_parameters_file
+from .base import (
+    Backend,
+    Launched,
+    LaunchSpec,
+    NodeGpus,
+    Outcome,
+    Seen,
+    write_parameters_file,
+)
 from .kubernetes_objects import (
     CONTAINER_NAME,
+    DRAIN_LABEL,
     JOB_ID_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
@@ -67,6 +76,8 @@ from .kubernetes_objects import (
     node_accepts,
     node_affinity,
     parse_quantity,
+    pod_holds_resources,
+    pod_requests,
 )
 
 Obj = dict[str, Any]
@@ -179,6 +190,8 @@ class KubernetesBackend(Backend):
         self._api: Any = None
         self._started: asyncio.Future[None] | None = None
         self._last_error: str | None = None
+        #: the watches that fail now, by kind, with their last error (for health())
+        self._failing: dict[str, str] = {}
 
     # -- what the service asks ---------------------------------------------------
 
@@ -461,6 +474,74 @@ class KubernetesBackend(Backend):
         self._api = None
         self._started = None
 
+    def inventory(self) -> list[NodeGpus]:
+        """Each node's GPUs of the kinds the flavors ask for, and what the pods in the
+        jobs' namespace hold of them (pods of other namespaces are not watched). Where a
+        node splits its GPUs into more units than it has GPUs (HAMi, time-slicing) and GPU
+        feature discovery labels the count, units are turned into GPUs."""
+        resources = {f.gpu_resource for f in self.nbjobs.flavors if f.gpus} | {"nvidia.com/gpu"}
+        held: dict[tuple[str, str], float] = {}
+        for pod in list(self.pods.values()):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node or not pod_holds_resources(pod):
+                continue
+            asked = pod_requests(pod)
+            part = ((pod.get("metadata") or {}).get("annotations") or {}).get("gpu-fraction")
+            for resource in resources:
+                units = float(asked.get(resource, 0))
+                if resource == "nvidia.com/gpu" and part:
+                    with contextlib.suppress(ValueError):
+                        units += float(part)
+                if units:
+                    held[(node, resource)] = held.get((node, resource), 0.0) + units
+        found = []
+        drained = set(self.settings.drained_nodes)
+        for node in list((self.nodes or {}).values()):
+            meta = node.get("metadata") or {}
+            name = meta.get("name", "")
+            labels = meta.get("labels") or {}
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            for resource in sorted(resources):
+                units = float(parse_quantity(allocatable.get(resource, 0)))
+                if units <= 0:
+                    continue
+                total, used = units, held.get((name, resource), 0.0)
+                count = labels.get("nvidia.com/gpu.count", "")
+                if resource == "nvidia.com/gpu" and count.isdigit() and 0 < int(count) < units:
+                    total, used = float(count), used * int(count) / units
+                gpu_type = resource.split("/", 1)[-1]
+                if resource == "nvidia.com/gpu":
+                    gpu_type = labels.get("nvidia.com/gpu.product", "GPU")
+                found.append(
+                    NodeGpus(
+                        name,
+                        gpu_type,
+                        resource,
+                        total,
+                        min(used, total),
+                        drained=name in drained
+                        or labels.get(DRAIN_LABEL) == "true"
+                        or bool((node.get("spec") or {}).get("unschedulable")),
+                    )
+                )
+        return found
+
+    def health(self) -> tuple[bool, str]:
+        if self._failing:
+            kinds = ", ".join(sorted(self._failing))
+            error = self._failing[sorted(self._failing)[0]]
+            return False, (
+                f"cannot follow {kinds} in the cluster ({error}); retrying every "
+                f"{self.retry_delay:g} s"
+            )
+        if not self._synced["jobs"].is_set():
+            return False, "not connected to the cluster yet"
+        nodes = f", {len(self.nodes)} nodes" if self.nodes is not None else ", nodes not readable"
+        return True, (
+            f"following namespace {self.namespace}: {len(self.jobs)} Jobs, "
+            f"{len(self.pods)} pods{nodes}"
+        )
+
     # -- the cluster's view ------------------------------------------------------
 
     def _name(self, ref: str) -> str:
@@ -705,6 +786,7 @@ class KubernetesBackend(Backend):
                     for item in listed.get("items") or []:
                         store[item["metadata"]["name"]] = item
                     version = (listed.get("metadata") or {}).get("resourceVersion") or ""
+                    self._failing.pop(kind, None)
                     self._synced[kind].set()
                     self._changed()
                 version = await self._watch(lister, store, version)
@@ -714,7 +796,7 @@ class KubernetesBackend(Backend):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._last_error = str(exc)
+                self._last_error = self._failing[kind] = str(exc)
                 self.log.warning("watch of %s failed (%s); retrying", kind, exc)
                 await asyncio.sleep(self.retry_delay)
 

@@ -24,6 +24,7 @@ import logging
 import os
 import pwd
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -37,7 +38,7 @@ from traitlets import Float, List, Unicode
 from nbjobs.config import ConfigError, Flavor, LocalBackendConfig, is_service_secret
 from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
-from .base import Backend, Launched, LaunchSpec, Outcome, write_parameters_file
+from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
 
 #: What a local job takes from the job service's environment, by name: where programs
 #: and libraries are, the language, time zone and temp folder, the Python environment in
@@ -289,6 +290,26 @@ class LocalBackend(Backend):
         else:
             free = sum(1 for g in self.gpus if not holders[g])
         return free, len(self.gpus)
+
+    def inventory(self) -> list[NodeGpus]:
+        """This machine's GPUs: a whole-GPU job holds its GPUs, a shared job one slot
+        (1 / slots_per_gpu) of one."""
+        if not self.gpus:
+            return []
+        held = 0.0
+        for holders in self._holders().values():
+            if any(not h.shared for h in holders):
+                held += 1
+            else:
+                held += min(1.0, len(holders) / self.slots_per_gpu)
+        kinds = {f.gpu_type for f in self.nbjobs.flavors if f.gpus and f.gpu_type}
+        gpu_type = kinds.pop() if len(kinds) == 1 else "GPU"
+        return [NodeGpus(socket.gethostname(), gpu_type, "local", float(len(self.gpus)), held)]
+
+    def health(self) -> tuple[bool, str]:
+        gpus = f"{len(self.gpus)} GPU(s)" if self.gpus else "no GPU"
+        running = len(self.running)
+        return True, f"running jobs as processes of this machine ({gpus}, {running} running)"
 
     # -- lifecycle -------------------------------------------------------------
 

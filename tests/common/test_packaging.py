@@ -47,6 +47,11 @@ def test_parts_are_subpackages_not_top_level_modules(wheel):
     assert "nbjobs/job_runner/__main__.py" in names
     assert "nbjobs/server_extension/__init__.py" in names
     assert "nbjobs/examples/hello.ipynb" in names  # what `nbjobs demo` runs
+    # the dashboard's page: its built script and style, not its TypeScript
+    assert {"nbjobs/dashboard_static/dashboard.js", "nbjobs/dashboard_static/dashboard.css"} <= set(
+        names
+    )
+    assert not any(n.startswith("nbjobs/job_service/dashboard/ui/") for n in names)
 
 
 def test_the_lab_extension_and_server_config_are_installed_where_jupyter_looks(wheel):

@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 import requests
 import yaml
+from nbjobs.job_service.dashboard import models as dashboard_models
 from nbjobs.job_service.handlers import NotFoundHandler, routes
 from openapi_core import OpenAPI
 from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
@@ -57,6 +58,10 @@ RESPONSE_MODELS = {
     "UsageRow": models.UsageRow,
     "Usage": models.Usage,
     "Class": models.ClassInfo,
+    "Me": dashboard_models.Me,
+    "Overview": dashboard_models.Overview,
+    "NodeRow": dashboard_models.NodeRow,
+    "Failure": dashboard_models.Failure,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (

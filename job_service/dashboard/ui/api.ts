@@ -1,0 +1,134 @@
+/** The job service's API as the dashboard calls it: with the caller's token, JSON in and out,
+ * and the service's own sentence when it says no. */
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string
+  ) {
+    super(message);
+  }
+}
+
+export interface IMe {
+  name: string;
+  admin: boolean;
+  teacher: boolean;
+  groups: string[];
+  classes: string[];
+}
+
+export interface IGpuCount {
+  total: number;
+  allocated: number;
+  busy: number | null;
+}
+
+export interface INodeRow extends IGpuCount {
+  node: string;
+  gpu_type: string;
+  resource: string;
+  drained: boolean;
+  jobs: string[];
+}
+
+export interface ITypeRow extends IGpuCount {
+  gpu_type: string;
+  nodes: number;
+}
+
+export interface IFlavorRow {
+  name: string;
+  display_name: string;
+  running: number;
+  queued: number;
+  longest_wait_seconds: number | null;
+}
+
+export interface IFailure {
+  id: string;
+  user: string;
+  name: string;
+  flavor: string;
+  state: string;
+  message: string | null;
+  finished_at: string | null;
+}
+
+export interface IOverview {
+  generated_at: string;
+  backend: { kind: string; ok: boolean; detail: string };
+  gpus: IGpuCount;
+  nodes: INodeRow[];
+  types: ITypeRow[];
+  flavors: IFlavorRow[];
+  longest_wait: {
+    id: string;
+    user: string;
+    flavor: string;
+    waited_seconds: number;
+    reason: string | null;
+  } | null;
+  recent_failures: IFailure[];
+}
+
+export interface IUsageDay {
+  date: string;
+  gpu_hours_allocated: number;
+  gpu_hours_busy: number;
+}
+
+export interface IUsageLine {
+  name: string;
+  jobs: number;
+  gpu_hours_allocated: number;
+  gpu_hours_busy: number;
+  busy_percent: number | null;
+  cost: number | null;
+  days: IUsageDay[];
+}
+
+export interface IUsage {
+  range_since: string | null;
+  range_until: string | null;
+  by: string | null;
+  breakdown: IUsageLine[];
+  total: IUsageLine | null;
+}
+
+export class Api {
+  constructor(
+    readonly base: string,
+    readonly token: string
+  ) {}
+
+  async get<T>(path: string, query: Record<string, string> = {}): Promise<T> {
+    const url = new URL(this.base + path, window.location.href);
+    for (const [key, value] of Object.entries(query)) {
+      if (value) {
+        url.searchParams.set(key, value);
+      }
+    }
+    let response: Response;
+    try {
+      response = await fetch(url.toString(), {
+        headers: { Authorization: `token ${this.token}` },
+        credentials: 'omit'
+      });
+    } catch (error) {
+      throw new ApiError(0, 'the job service does not answer; is it running?');
+    }
+    const text = await response.text();
+    let body: unknown = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null;
+    }
+    if (!response.ok) {
+      const said = (body as { message?: string } | null)?.message;
+      throw new ApiError(response.status, said || `the job service answered ${response.status}`);
+    }
+    return body as T;
+  }
+}

@@ -1,0 +1,56 @@
+/** Numbers and times as the dashboard shows them. */
+
+/** GPU counts: whole numbers as they are, fractions to two places (`2`, `0.75`). */
+export function gpus(value: number): string {
+  return Number.isInteger(value) ? String(value) : value.toFixed(2).replace(/0$/, '');
+}
+
+/** Hours to one place, or two below one hour (`12.5`, `0.25`). */
+export function hours(value: number): string {
+  return value >= 1 || value === 0 ? value.toFixed(1) : value.toFixed(2);
+}
+
+/** A wait for people: `45 s`, `12 min`, `3 h 05 min`, `2 d 4 h`. */
+export function wait(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) {
+    return `${s} s`;
+  }
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  const h = Math.floor(minutes / 60);
+  if (h < 48) {
+    return `${h} h ${String(minutes % 60).padStart(2, '0')} min`;
+  }
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+/** A moment in the reader's own time zone, to the minute. */
+export function when(iso: string | null): string {
+  if (!iso) {
+    return '';
+  }
+  const date = new Date(iso.endsWith('Z') || iso.includes('+') ? iso : `${iso}Z`);
+  return date.toLocaleString(undefined, {
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit'
+  });
+}
+
+/** A date as the API takes it (`YYYY-MM-DD`, UTC). */
+export function isoDay(date: Date): string {
+  return date.toISOString().slice(0, 10);
+}
+
+/** One CSV field, quoted when it must be (RFC 4180), and never read as a formula. */
+export function csvField(value: string | number | null): string {
+  let text = value === null ? '' : String(value);
+  if (/^[=+\-@\t\r]/.test(text) && typeof value === 'string') {
+    text = `'${text}`;
+  }
+  return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}

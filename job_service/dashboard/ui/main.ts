@@ -1,0 +1,498 @@
+/** The nbjobs dashboard: the overview (admins) and usage charts (everyone, each seeing
+ * what the API lets them see). Static; all data comes from the job service's API. */
+
+import {
+  BarController,
+  BarElement,
+  CategoryScale,
+  Chart,
+  Legend,
+  LinearScale,
+  LineController,
+  LineElement,
+  PointElement,
+  Tooltip
+} from 'chart.js';
+
+import { Api, ApiError, IMe, IOverview, IUsage, IUsageLine } from './api';
+import { csvField, gpus, hours, isoDay, wait, when } from './format';
+
+Chart.register(
+  BarController,
+  BarElement,
+  CategoryScale,
+  LinearScale,
+  LineController,
+  LineElement,
+  PointElement,
+  Legend,
+  Tooltip
+);
+
+/** Colours for the breakdown's series; each series also has its own pattern of dashes in
+ * the legend and the table beside the chart, so no reader depends on colour alone. */
+const COLOURS = ['#1f6feb', '#d9480f', '#2b8a3e', '#862e9c', '#e67700', '#0b7285', '#c2255c', '#5c940d'];
+const SERIES_SHOWN = 7;
+const REFRESH_MS = 10_000;
+
+type Child = Node | string | null | undefined | false;
+
+function h(tag: string, attrs: Record<string, string> = {}, ...children: Child[]): HTMLElement {
+  const element = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    element.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined && child !== false) {
+      element.append(child);
+    }
+  }
+  return element;
+}
+
+function meta(name: string): string {
+  return document.querySelector<HTMLMetaElement>(`meta[name="${name}"]`)?.content ?? '';
+}
+
+function table(headers: string[], rows: Child[][], label: string): HTMLElement {
+  return h(
+    'table',
+    { class: 'nbjobs-Table', 'aria-label': label },
+    h('thead', {}, h('tr', {}, ...headers.map(text => h('th', { scope: 'col' }, text)))),
+    h('tbody', {}, ...rows.map(cells => h('tr', {}, ...cells.map(cell => h('td', {}, cell)))))
+  );
+}
+
+/** A bar of `part` out of `whole` with the numbers written beside it. */
+function meter(part: number, whole: number, label: string): HTMLElement {
+  const percent = whole > 0 ? Math.min(100, (100 * part) / whole) : 0;
+  const bar = h('span', { class: 'nbjobs-Meter-fill' });
+  bar.style.width = `${percent}%`;
+  return h(
+    'span',
+    { class: 'nbjobs-Meter', role: 'img', 'aria-label': `${label}: ${gpus(part)} of ${gpus(whole)}` },
+    h('span', { class: 'nbjobs-Meter-track' }, bar),
+    h('span', { class: 'nbjobs-Meter-text' }, `${gpus(part)} / ${gpus(whole)}`)
+  );
+}
+
+class Dashboard {
+  private api: Api;
+  private me: IMe | null = null;
+  private root: HTMLElement;
+  private main = h('main', { class: 'nbjobs-Main', id: 'nbjobs-main' });
+  private view = '';
+  private timer = 0;
+  private charts: Chart[] = [];
+
+  constructor(root: HTMLElement) {
+    this.root = root;
+    const token = meta('nbjobs-token') || sessionStorage.getItem('nbjobs-token') || '';
+    this.api = new Api(meta('nbjobs-api'), token);
+  }
+
+  async start(): Promise<void> {
+    if (!this.api.token) {
+      this.askForToken('');
+      return;
+    }
+    try {
+      this.me = await this.api.get<IMe>('me');
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 403 && !meta('nbjobs-token')) {
+        sessionStorage.removeItem('nbjobs-token');
+        this.askForToken('the service does not know that token');
+        return;
+      }
+      this.root.replaceChildren(h('p', { class: 'nbjobs-Error', role: 'alert' }, String((error as Error).message)));
+      return;
+    }
+    this.layout();
+    const wanted = window.location.hash.slice(1);
+    this.show(this.views().some(([id]) => id === wanted) ? wanted : this.views()[0][0]);
+  }
+
+  /** Standalone (no hub): one of the service's API tokens, kept in this tab only. */
+  private askForToken(problem: string): void {
+    const input = h('input', { type: 'password', id: 'nbjobs-token', autocomplete: 'off', required: '' });
+    const form = h(
+      'form',
+      { class: 'nbjobs-Login' },
+      h('h1', {}, 'nbjobs dashboard'),
+      h('label', { for: 'nbjobs-token' }, 'API token'),
+      input,
+      problem ? h('p', { class: 'nbjobs-Error', role: 'alert' }, problem) : null,
+      h('p', { class: 'nbjobs-Hint' }, 'A token from the job service’s tokens file; it stays in this browser tab.'),
+      h('button', { type: 'submit' }, 'Open')
+    );
+    form.addEventListener('submit', event => {
+      event.preventDefault();
+      sessionStorage.setItem('nbjobs-token', (input as HTMLInputElement).value.trim());
+      this.api = new Api(this.api.base, (input as HTMLInputElement).value.trim());
+      void this.start();
+    });
+    this.root.replaceChildren(form);
+    input.focus();
+  }
+
+  private views(): [string, string][] {
+    const views: [string, string][] = [];
+    if (this.me?.admin) {
+      views.push(['overview', 'Overview']);
+    }
+    views.push(['usage', 'Usage']);
+    return views;
+  }
+
+  private layout(): void {
+    const nav = h('nav', { class: 'nbjobs-Tabs', 'aria-label': 'Views' });
+    for (const [id, title] of this.views()) {
+      const link = h('a', { href: `#${id}`, 'data-view': id }, title);
+      link.addEventListener('click', event => {
+        event.preventDefault();
+        this.show(id);
+      });
+      nav.append(link);
+    }
+    const role = this.me?.admin ? 'admin' : this.me?.teacher ? 'teacher' : 'user';
+    const hub = meta('nbjobs-hub');
+    this.root.replaceChildren(
+      h(
+        'header',
+        { class: 'nbjobs-Header' },
+        h('h1', {}, 'nbjobs'),
+        nav,
+        h(
+          'span',
+          { class: 'nbjobs-Who' },
+          `${this.me?.name} (${role})`,
+          hub ? h('a', { href: hub + 'home' }, 'Hub home') : null
+        )
+      ),
+      this.main
+    );
+  }
+
+  private show(id: string): void {
+    this.view = id;
+    window.clearTimeout(this.timer);
+    for (const chart of this.charts) {
+      chart.destroy();
+    }
+    this.charts = [];
+    history.replaceState(null, '', `#${id}`);
+    for (const link of Array.from(this.root.querySelectorAll('[data-view]'))) {
+      if (link.getAttribute('data-view') === id) {
+        link.setAttribute('aria-current', 'page');
+      } else {
+        link.removeAttribute('aria-current');
+      }
+    }
+    this.main.replaceChildren(h('p', { class: 'nbjobs-Loading' }, 'Loading…'));
+    void (id === 'overview' ? this.overview() : this.usage());
+  }
+
+  private fail(error: unknown): void {
+    this.main.replaceChildren(h('p', { class: 'nbjobs-Error', role: 'alert' }, (error as Error).message));
+  }
+
+  // -- overview ----------------------------------------------------------------------
+
+  private async overview(): Promise<void> {
+    let data: IOverview;
+    try {
+      data = await this.api.get<IOverview>('dashboard/overview');
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (this.view !== 'overview') {
+      return;
+    }
+    const busy = data.gpus.busy;
+    const running = data.flavors.reduce((n, f) => n + f.running, 0);
+    const queued = data.flavors.reduce((n, f) => n + f.queued, 0);
+    const cards = h(
+      'section',
+      { class: 'nbjobs-Cards', 'aria-label': 'Now' },
+      h('div', { class: 'nbjobs-Card' }, h('h2', {}, 'GPUs held'), meter(data.gpus.allocated, data.gpus.total, 'GPUs held')),
+      h(
+        'div',
+        { class: 'nbjobs-Card' },
+        h('h2', {}, 'GPUs busy'),
+        busy === null ? h('p', {}, 'no telemetry from running jobs') : meter(busy, data.gpus.total, 'GPUs busy')
+      ),
+      h('div', { class: 'nbjobs-Card' }, h('h2', {}, 'Jobs'), h('p', { class: 'nbjobs-Big' }, `${running} running · ${queued} queued`)),
+      h(
+        'div',
+        { class: `nbjobs-Card ${data.backend.ok ? 'nbjobs-Ok' : 'nbjobs-Bad'}` },
+        h('h2', {}, `Backend: ${data.backend.kind}`),
+        h('p', {}, `${data.backend.ok ? 'working' : 'NOT working'}: ${data.backend.detail}`)
+      )
+    );
+    const nodes = table(
+      ['Node', 'GPU', 'Held', 'Busy', 'Jobs', 'State'],
+      data.nodes.map(n => [
+        n.node,
+        n.gpu_type,
+        meter(n.allocated, n.total, `${n.node} held`),
+        n.busy === null ? '–' : meter(n.busy, n.total, `${n.node} busy`),
+        n.jobs.length ? n.jobs.join(', ') : 'none',
+        n.drained ? 'drained: no new jobs' : 'open'
+      ]),
+      'GPUs per node'
+    );
+    const types = table(
+      ['GPU type', 'Nodes', 'Total', 'Held', 'Busy'],
+      data.types.map(t => [t.gpu_type, String(t.nodes), gpus(t.total), gpus(t.allocated), t.busy === null ? '–' : gpus(t.busy)]),
+      'GPUs per type'
+    );
+    const flavors = table(
+      ['Flavor', 'Running', 'Queued', 'Longest wait'],
+      data.flavors.map(f => [
+        `${f.display_name} (${f.name})`,
+        String(f.running),
+        String(f.queued),
+        f.longest_wait_seconds === null ? '–' : wait(f.longest_wait_seconds)
+      ]),
+      'Jobs per flavor'
+    );
+    const longest = data.longest_wait;
+    const failures = data.recent_failures.length
+      ? table(
+          ['Ended', 'User', 'Job', 'Flavor', 'Why'],
+          data.recent_failures.map(f => [when(f.finished_at), f.user, `${f.name} (${f.id})`, f.flavor, `${f.state.replace('_', ' ')}: ${f.message ?? ''}`]),
+          'Recent failures'
+        )
+      : h('p', {}, 'No job failed in the last 24 hours.');
+    this.main.replaceChildren(
+      cards,
+      h('section', {}, h('h2', {}, 'GPUs per node'), data.nodes.length ? nodes : h('p', {}, 'No GPU nodes seen.')),
+      h('section', {}, h('h2', {}, 'GPUs per type'), types),
+      h(
+        'section',
+        {},
+        h('h2', {}, 'Queues'),
+        flavors,
+        h(
+          'p',
+          { class: 'nbjobs-Longest' },
+          longest
+            ? `Longest wait: ${longest.user}'s job ${longest.id} on ${longest.flavor}, ${wait(longest.waited_seconds)}${longest.reason ? ` (${longest.reason})` : ''}`
+            : 'Nobody waits.'
+        )
+      ),
+      h('section', {}, h('h2', {}, 'Failures in the last 24 hours'), failures),
+      h('p', { class: 'nbjobs-Hint' }, `As of ${when(data.generated_at)}; refreshed every ${REFRESH_MS / 1000} s.`)
+    );
+    this.timer = window.setTimeout(() => {
+      if (this.view === 'overview') {
+        void this.overview();
+      }
+    }, REFRESH_MS);
+  }
+
+  // -- usage -------------------------------------------------------------------------
+
+  private usageForm(): HTMLFormElement {
+    const today = new Date();
+    const start = new Date(today.getTime() - 13 * 86_400_000);
+    const choices = this.me?.admin
+      ? ['user', 'group', 'class', 'flavor', 'node']
+      : this.me?.teacher
+        ? ['user', 'class', 'flavor']
+        : ['flavor'];
+    const by = h('select', { id: 'nbjobs-by', name: 'by' }, ...choices.map(c => h('option', { value: c }, c)));
+    return h(
+      'form',
+      { class: 'nbjobs-Controls', 'aria-label': 'Report' },
+      h('label', { for: 'nbjobs-by' }, 'By'),
+      by,
+      h('label', { for: 'nbjobs-since' }, 'From'),
+      h('input', { type: 'date', id: 'nbjobs-since', name: 'since', value: isoDay(start) }),
+      h('label', { for: 'nbjobs-until' }, 'to'),
+      h('input', { type: 'date', id: 'nbjobs-until', name: 'until', value: isoDay(today) }),
+      h('button', { type: 'submit' }, 'Show'),
+      h('button', { type: 'button', id: 'nbjobs-csv' }, 'Download CSV')
+    ) as HTMLFormElement;
+  }
+
+  private async usage(): Promise<void> {
+    const form = this.usageForm();
+    const result = h('div', { class: 'nbjobs-Usage' });
+    this.main.replaceChildren(h('h2', {}, 'GPU-hours'), form, result);
+    let last: IUsage | null = null;
+    const load = async (): Promise<void> => {
+      const query = Object.fromEntries(new FormData(form).entries()) as Record<string, string>;
+      result.replaceChildren(h('p', { class: 'nbjobs-Loading' }, 'Loading…'));
+      try {
+        last = await this.api.get<IUsage>('usage', query);
+      } catch (error) {
+        result.replaceChildren(h('p', { class: 'nbjobs-Error', role: 'alert' }, (error as Error).message));
+        return;
+      }
+      this.drawUsage(result, last);
+    };
+    form.addEventListener('submit', event => {
+      event.preventDefault();
+      void load();
+    });
+    form.querySelector('#nbjobs-csv')?.addEventListener('click', () => {
+      if (last) {
+        download(last);
+      }
+    });
+    await load();
+  }
+
+  private drawUsage(into: HTMLElement, usage: IUsage): void {
+    for (const chart of this.charts) {
+      chart.destroy();
+    }
+    this.charts = [];
+    const days = dayLabels(usage.range_since, usage.range_until);
+    const total = usage.total;
+    if (!total || usage.breakdown.length === 0) {
+      into.replaceChildren(h('p', {}, `No GPU use from ${usage.range_since} to ${usage.range_until}.`));
+      return;
+    }
+    const lines = [...usage.breakdown].sort((a, b) => b.gpu_hours_allocated - a.gpu_hours_allocated);
+    const shown = lines.slice(0, SERIES_SHOWN);
+    const rest = lines.slice(SERIES_SHOWN);
+    const series = rest.length ? [...shown, merge(`${rest.length} others`, rest)] : shown;
+    const perDay = (line: IUsageLine, field: 'gpu_hours_allocated' | 'gpu_hours_busy'): number[] => {
+      const byDay = new Map(line.days.map(d => [d.date, d[field]]));
+      return days.map(d => byDay.get(d) ?? 0);
+    };
+    const stacked = h('canvas', {
+      id: 'nbjobs-usage-by',
+      role: 'img',
+      'aria-label': `GPU-hours allocated per day by ${usage.by}: ${series.map(s => `${s.name} ${hours(s.gpu_hours_allocated)}`).join(', ')}`
+    }) as HTMLCanvasElement;
+    const versus = h('canvas', {
+      id: 'nbjobs-usage-busy',
+      role: 'img',
+      'aria-label': `GPU-hours allocated and busy per day: ${hours(total.gpu_hours_allocated)} allocated, ${hours(total.gpu_hours_busy)} busy`
+    }) as HTMLCanvasElement;
+    const summary = table(
+      [usage.by ?? 'key', 'Jobs', 'GPU-hours allocated', 'GPU-hours busy', 'Busy %', 'Cost'],
+      [...lines, { ...total, name: 'all' }].map(line => [
+        line.name,
+        String(line.jobs),
+        hours(line.gpu_hours_allocated),
+        hours(line.gpu_hours_busy),
+        line.busy_percent === null ? '–' : `${Math.round(line.busy_percent)} %`,
+        line.cost === null ? '–' : line.cost.toFixed(2)
+      ]),
+      `GPU-hours by ${usage.by}`
+    );
+    into.replaceChildren(
+      h('section', {}, h('h3', {}, `Allocated per day, by ${usage.by}`), h('div', { class: 'nbjobs-Chart' }, stacked)),
+      h('section', {}, h('h3', {}, 'Allocated and busy per day'), h('div', { class: 'nbjobs-Chart' }, versus)),
+      h('section', {}, h('h3', {}, `From ${usage.range_since} to ${usage.range_until}`), summary)
+    );
+    this.charts.push(
+      new Chart(stacked, {
+        type: 'bar',
+        data: {
+          labels: days,
+          datasets: series.map((line, i) => ({
+            label: line.name,
+            data: perDay(line, 'gpu_hours_allocated'),
+            backgroundColor: COLOURS[i % COLOURS.length],
+            borderColor: '#ffffff',
+            borderWidth: 1
+          }))
+        },
+        options: {
+          animation: false,
+          maintainAspectRatio: false,
+          scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: 'GPU-hours' } } }
+        }
+      }),
+      new Chart(versus, {
+        type: 'line',
+        data: {
+          labels: days,
+          datasets: [
+            {
+              label: 'allocated',
+              data: perDay(total, 'gpu_hours_allocated'),
+              borderColor: COLOURS[0],
+              backgroundColor: COLOURS[0],
+              pointStyle: 'rect',
+              pointRadius: 4
+            },
+            {
+              label: 'busy',
+              data: perDay(total, 'gpu_hours_busy'),
+              borderColor: COLOURS[1],
+              backgroundColor: COLOURS[1],
+              borderDash: [6, 4],
+              pointStyle: 'triangle',
+              pointRadius: 5
+            }
+          ]
+        },
+        options: {
+          animation: false,
+          maintainAspectRatio: false,
+          plugins: { legend: { labels: { usePointStyle: true } } },
+          scales: { y: { beginAtZero: true, title: { display: true, text: 'GPU-hours' } } }
+        }
+      })
+    );
+  }
+}
+
+function dayLabels(since: string | null, until: string | null): string[] {
+  if (!since || !until) {
+    return [];
+  }
+  const days: string[] = [];
+  for (let t = Date.parse(`${since}T00:00:00Z`); t <= Date.parse(`${until}T00:00:00Z`); t += 86_400_000) {
+    days.push(new Date(t).toISOString().slice(0, 10));
+  }
+  return days;
+}
+
+function merge(name: string, lines: IUsageLine[]): IUsageLine {
+  const days = new Map<string, { date: string; gpu_hours_allocated: number; gpu_hours_busy: number }>();
+  for (const line of lines) {
+    for (const d of line.days) {
+      const day = days.get(d.date) ?? { date: d.date, gpu_hours_allocated: 0, gpu_hours_busy: 0 };
+      day.gpu_hours_allocated += d.gpu_hours_allocated;
+      day.gpu_hours_busy += d.gpu_hours_busy;
+      days.set(d.date, day);
+    }
+  }
+  return {
+    name,
+    jobs: lines.reduce((n, l) => n + l.jobs, 0),
+    gpu_hours_allocated: lines.reduce((n, l) => n + l.gpu_hours_allocated, 0),
+    gpu_hours_busy: lines.reduce((n, l) => n + l.gpu_hours_busy, 0),
+    busy_percent: null,
+    cost: null,
+    days: [...days.values()]
+  };
+}
+
+/** The report as CSV, one row per key and day. */
+function download(usage: IUsage): void {
+  const rows = [['date', usage.by ?? 'key', 'gpu_hours_allocated', 'gpu_hours_busy'].join(',')];
+  for (const line of usage.breakdown) {
+    for (const d of line.days) {
+      rows.push([d.date, line.name, d.gpu_hours_allocated, d.gpu_hours_busy].map(csvField).join(','));
+    }
+  }
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([rows.join('\r\n') + '\r\n'], { type: 'text/csv' }));
+  link.download = `nbjobs-usage-by-${usage.by}-${usage.range_since}-${usage.range_until}.csv`;
+  link.click();
+  URL.revokeObjectURL(link.href);
+}
+
+const root = document.getElementById('nbjobs-dashboard');
+if (root) {
+  void new Dashboard(root).start();
+}

@@ -1,0 +1,111 @@
+"""The dashboard as the job service serves it: the page (no data in it, a strict
+Content-Security-Policy), its built files, who the caller is (api/me), and the admins'
+overview of GPUs, queues, failures and the backend (api/dashboard/overview)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from nbjobs.job_service.db import JobSample, utcnow
+
+
+def running(job: dict) -> bool:
+    return job["state"] == "running"
+
+
+async def page(svc, path: str = "") -> httpx.Response:
+    async with httpx.AsyncClient(base_url=svc.url, timeout=30) as c:
+        return await c.get(path)
+
+
+async def test_the_page_is_served_at_the_prefix_with_no_data_and_a_strict_policy(svc):
+    for path in ("", "dashboard", "dashboard/"):
+        r = await page(svc, path)
+        assert r.status_code == 200, path
+        assert r.headers["Content-Type"].startswith("text/html")
+        policy = r.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in policy
+        assert "default-src 'none'" in policy
+        assert "frame-ancestors 'self'" in policy
+        assert r.headers["Cache-Control"] == "no-store"
+        # standalone: no token in the page (it asks for one); the API's place is named
+        assert '<meta name="nbjobs-token" content="">' in r.text
+        assert '<meta name="nbjobs-api" content="/services/nbjobs/api/">' in r.text
+    script = await page(svc, "dashboard/static/dashboard.js")
+    assert script.status_code == 200
+    assert "javascript" in script.headers["Content-Type"]
+    assert "nbjobs-dashboard" in script.text  # the page's own code, bundled with its charts
+    # a path out of the built files is refused, however it is spelled
+    escape = await page(svc, "dashboard/static/..%2F..%2F..%2Fnbjobs.yaml")
+    assert escape.status_code in (403, 404)
+    assert "storage" not in escape.text
+
+
+async def test_me_says_who_the_caller_is_and_what_the_page_may_offer(svc):
+    async with svc.client("root") as c:
+        root = (await c.get("me")).json()
+    async with svc.client("ada") as c:
+        ada = (await c.get("me")).json()
+    async with svc.client(None) as c:
+        nobody = await c.get("me")
+    assert (root["name"], root["admin"]) == ("root", True)
+    assert (ada["name"], ada["admin"], ada["teacher"], ada["classes"]) == ("ada", False, False, [])
+    assert ada["groups"] == ["students"]
+    assert nobody.status_code in (401, 403)
+
+
+async def test_the_overview_is_for_admins_only(svc):
+    async with svc.client("ada") as c:
+        r = await c.get("dashboard/overview")
+    assert r.status_code == 403
+    assert r.json()["message"] == (
+        "the overview of GPUs and queues is for nbjobs admins; your usage is under api/usage"
+    )
+
+
+async def test_the_overview_counts_gpus_held_and_busy_jobs_per_flavor_waits_and_failures(svc):
+    # two GPUs of two slots each: a whole-GPU job and a slice run; a two-GPU job waits
+    svc.write("root", "long.ipynb", "import time; time.sleep(30)")
+    svc.write("root", "bad.ipynb", "raise ValueError('broken on purpose')")
+    whole = await svc.submit("root", "long.ipynb", "gpu")
+    part = await svc.submit("root", "long.ipynb", "slice")
+    await svc.wait("root", whole["id"], running)
+    await svc.wait("root", part["id"], running)
+    waiting = await svc.submit("root", "long.ipynb", "gpu2")  # needs both GPUs: waits
+    failed = await svc.submit("root", "bad.ipynb", "cpu")
+    assert (await svc.wait("root", failed["id"]))["state"] == "failed"
+    # the running GPU job's runner said its GPU was 50 % busy
+    with svc.service.sessions() as db:
+        db.add(JobSample(job_id=whole["id"], at=utcnow(), gpu_utilization_percent=50.0, gpus=[]))
+        db.commit()
+    await asyncio.sleep(1.1)
+
+    async with svc.client("root") as c:
+        r = await c.get("dashboard/overview")
+    assert r.status_code == 200, r.text
+    view = r.json()
+    [node] = view["nodes"]
+    # the whole GPU, and half of the other (one of its two slots)
+    assert (node["total"], node["allocated"]) == (2.0, 1.5)
+    assert node["busy"] == 0.5  # 50 % of one GPU; the slice reported nothing
+    assert sorted(node["jobs"]) == sorted([whole["id"], part["id"]])
+    assert node["drained"] is False
+    assert view["gpus"] == {"total": 2.0, "allocated": 1.5, "busy": 0.5}
+    flavors = {f["name"]: f for f in view["flavors"]}
+    assert (flavors["gpu"]["running"], flavors["slice"]["running"]) == (1, 1)
+    assert flavors["gpu2"]["queued"] == 1
+    assert flavors["gpu2"]["longest_wait_seconds"] >= 1
+    assert flavors["cpu"]["longest_wait_seconds"] is None
+    assert view["longest_wait"]["id"] == waiting["id"]
+    assert view["longest_wait"]["reason"]  # why it waits, in the service's words
+    [failure] = view["recent_failures"]
+    assert (failure["id"], failure["user"], failure["state"]) == (failed["id"], "root", "failed")
+    assert "ValueError" in failure["message"]
+    assert view["backend"]["kind"] == "local"
+    assert view["backend"]["ok"] is True
+    assert "2 GPU(s), 2 running" in view["backend"]["detail"]
+
+    async with svc.client("root") as c:
+        for job in (whole, part, waiting):
+            await c.post(f"jobs/{job['id']}/cancel")
