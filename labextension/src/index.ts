@@ -20,11 +20,13 @@ import {
 import type { MainAreaWidget } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { PageConfig } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { NbjobsAPI, NbjobsError } from './api';
 import { formatDuration, elapsedSeconds } from './format';
+import { dashboardUrl } from './dashboard';
 import { submitIcon } from './icons';
 import { type LogView, createLogWidget } from './logview';
 import { JobsModel } from './model';
@@ -40,6 +42,7 @@ const PLUGIN_ID = 'nbjobs:plugin';
 export namespace CommandIDs {
   export const submit = 'nbjobs:submit';
   export const showJobs = 'nbjobs:show-jobs';
+  export const openDashboard = 'nbjobs:open-dashboard';
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -92,7 +95,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
 
-    const panel = new JobsPanel(model, actions, trans);
+    const dashboard = dashboardUrl(
+      PageConfig.getOption('hubHost'),
+      PageConfig.getOption('hubPrefix')
+    );
+    const panel = new JobsPanel(model, actions, trans, dashboard);
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, 'nbjobs-jobs-panel');
 
@@ -132,7 +139,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    app.commands.addCommand(CommandIDs.openDashboard, {
+      label: trans('Open nbjobs Dashboard'),
+      caption: trans('GPUs, queues and usage, in a new browser tab'),
+      isVisible: () => dashboard !== null,
+      execute: () => {
+        if (dashboard) {
+          window.open(dashboard, '_blank', 'noopener');
+        }
+      }
+    });
+
     palette?.addItem({ command: CommandIDs.submit, category: 'nbjobs' });
+    if (dashboard) {
+      palette?.addItem({ command: CommandIDs.openDashboard, category: 'nbjobs' });
+    }
     palette?.addItem({ command: CommandIDs.showJobs, category: 'nbjobs' });
 
     model.ended.connect((_, jobs) => {

@@ -46,7 +46,8 @@ export class JobsPanel extends Widget {
   constructor(
     private readonly model: JobsModel,
     private readonly actions: IJobActions,
-    private readonly trans: Translate
+    private readonly trans: Translate,
+    dashboard: string | null = null
   ) {
     super();
     this.id = 'nbjobs-jobs-panel';
@@ -63,7 +64,19 @@ export class JobsPanel extends Widget {
       this.model.refresh()
     );
     refresh.classList.add('nbjobs-JobsPanel-refresh');
-    header.append(title, refresh);
+    header.append(title);
+    if (dashboard) {
+      // GPUs, queues and usage charts: the job service's own page, in a new tab
+      const link = document.createElement('a');
+      link.className = 'nbjobs-JobsPanel-dashboard';
+      link.href = dashboard;
+      link.target = '_blank';
+      link.rel = 'noopener';
+      link.textContent = trans('Dashboard');
+      link.title = trans('GPUs, queues and usage, in a new browser tab');
+      header.append(link);
+    }
+    header.append(refresh);
 
     this._notice = document.createElement('div');
     this._notice.className = 'nbjobs-JobsPanel-notice';
