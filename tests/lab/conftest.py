@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_playwright
 
 from nbjobs.demo import PASSWORD, prepare
 
@@ -193,23 +193,29 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[BrowserContext]:
-    """Chromium with a fresh profile (Playwright cannot download its own browser here)."""
+def playwright() -> Iterator[Playwright]:
+    """One Playwright per module (its sync API runs one at a time)."""
     assert Path(CHROMIUM).exists(), "apt-get install -y chromium"
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[BrowserContext]:
+    """Chromium with a fresh profile (Playwright cannot download its own browser here)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     profile = ARTIFACTS / ".chromium-profile"
     shutil.rmtree(profile, ignore_errors=True)
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1360, "height": 860},
-        )
-        context.set_default_timeout(30_000)
-        yield context
-        context.close()
+    context = playwright.chromium.launch_persistent_context(
+        str(profile),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=CHROMIUM_FLAGS,
+        viewport={"width": 1360, "height": 860},
+    )
+    context.set_default_timeout(30_000)
+    yield context
+    context.close()
     shutil.rmtree(profile, ignore_errors=True)
 
 

@@ -5,9 +5,15 @@ export function gpus(value: number): string {
   return Number.isInteger(value) ? String(value) : value.toFixed(2).replace(/0$/, '');
 }
 
-/** Hours to one place, or two below one hour (`12.5`, `0.25`). */
+/** GPU-hours for people: `12.5`, `3.25`, `0.0015` (two significant digits below one). */
 export function hours(value: number): string {
-  return value >= 1 || value === 0 ? value.toFixed(1) : value.toFixed(2);
+  if (value === 0) {
+    return '0';
+  }
+  if (value >= 10) {
+    return value.toFixed(1);
+  }
+  return value >= 1 ? value.toFixed(2) : value.toPrecision(2);
 }
 
 /** A wait for people: `45 s`, `12 min`, `3 h 05 min`, `2 d 4 h`. */

@@ -1,0 +1,116 @@
+"""The dashboard in a real browser through a real JupyterHub: a student opens it from the
+Jobs panel and sees her own usage; an admin, logged in through the hub's OAuth, sees the
+GPUs, the queues, a failure and the usage charts, and finds it in the hub's Services menu.
+
+Everything is real (hub, proxy, job service, runner, kernels); the GPUs are the local
+backend's four, as the hub of these tests lists them (no GPU is needed: jobs on them see
+CUDA_VISIBLE_DEVICES only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, Playwright, expect
+
+from nbjobs.demo import PASSWORD
+
+from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, Hub
+from .test_lab_hub import jobs_panel, submit_by_api, wait_for
+
+DASHBOARD = "/services/nbjobs/"
+
+
+@pytest.fixture(scope="module")
+def admin(hub: Hub, playwright: Playwright) -> Iterator[Page]:
+    """The admin, in a browser of their own (their own cookies), logged in at the hub."""
+    browser = playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+    )
+    context = browser.new_context(viewport={"width": 1360, "height": 1000})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", "admin")
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r".*/(hub|user)/.*"), timeout=120_000)
+    yield page
+    context.close()
+    browser.close()
+
+
+def card(page: Page, title: str):
+    """The overview's card with that title."""
+    heading = page.locator("h2", has_text=re.compile(f"^{re.escape(title)}$"))
+    return page.locator(".nbjobs-Card").filter(has=heading)
+
+
+def test_a_student_opens_the_dashboard_from_the_jobs_panel_and_sees_her_usage(lab: Page):
+    job = submit_by_api(lab, "slow.ipynb", "t4", "dash-slow", seconds=0.2)
+    wait_for(lab, job["id"], "succeeded")
+    link = jobs_panel(lab).locator("a.nbjobs-JobsPanel-dashboard")
+    expect(link).to_have_text("Dashboard")
+    with lab.context.expect_page() as opened:
+        link.click()
+    page = opened.value
+    page.wait_for_load_state()
+    # the hub's OAuth took her straight there: she was logged in at the hub
+    expect(page.locator(".nbjobs-Who")).to_contain_text("ada (user)")
+    expect(page.locator(".nbjobs-Tabs a")).to_have_text(["Usage"])  # no overview for her
+    table = page.locator("table[aria-label='GPU-hours by flavor']")
+    expect(table).to_contain_text("t4")
+    expect(table.locator("tbody tr").last).to_contain_text("all")
+    expect(page.locator("canvas#nbjobs-usage-busy")).to_be_visible()
+    # what she may not see, the service refuses (not only the page hides it)
+    status = page.evaluate(
+        """async () => {
+            const token = document.querySelector('meta[name="nbjobs-token"]').content;
+            const r = await fetch('api/dashboard/overview', {headers: {Authorization: 'token ' + token}});
+            return r.status;
+        }"""
+    )
+    assert status == 403
+    page.screenshot(path=str(ARTIFACTS / "20-dashboard-student-usage.png"))
+    page.close()
+
+
+def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: Page, hub: Hub):
+    running = submit_by_api(lab, "slow.ipynb", "t4", "dash-running", seconds=15)
+    failed = submit_by_api(lab, "fail.ipynb", "cpu", "dash-failing")
+    wait_for(lab, failed["id"], "failed")
+    wait_for(lab, running["id"], "running")
+
+    admin.goto(hub.url + DASHBOARD)
+    expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
+    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(["Overview", "Usage"])
+    expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
+    expect(card(admin, "Jobs")).to_contain_text("1 running")
+    expect(card(admin, "Backend: local")).to_contain_text("working")
+    nodes = admin.locator("table[aria-label='GPUs per node']")
+    expect(nodes).to_contain_text(running["id"])
+    queues = admin.locator("table[aria-label='Jobs per flavor']")
+    expect(queues.locator("tr", has_text="(t4)")).to_contain_text("1")
+    failures = admin.locator("table[aria-label='Recent failures']")
+    expect(failures).to_contain_text(failed["id"])
+    expect(failures).to_contain_text("ValueError")
+    admin.screenshot(path=str(ARTIFACTS / "21-dashboard-overview.png"), full_page=True)
+
+    admin.locator(".nbjobs-Tabs a", has_text="Usage").click()
+    admin.select_option("#nbjobs-by", "user")
+    admin.locator("form.nbjobs-Controls button[type='submit']").click()
+    table = admin.locator("table[aria-label='GPU-hours by user']")
+    expect(table).to_contain_text("ada")
+    expect(admin.locator("canvas#nbjobs-usage-by")).to_be_visible()
+    with admin.expect_download() as download:
+        admin.locator("#nbjobs-csv").click()
+    csv = download.value.path().read_text()
+    assert csv.splitlines()[0] == "date,user,gpu_hours_allocated,gpu_hours_busy"
+    assert any(line.split(",")[1] == "ada" for line in csv.splitlines()[1:])
+    admin.screenshot(path=str(ARTIFACTS / "22-dashboard-usage.png"), full_page=True)
+
+    # the hub lists it among its services
+    admin.goto(f"{hub.url}/hub/home")
+    expect(admin.locator(f"a[href$='{DASHBOARD}']").first).to_be_attached()
