@@ -57,7 +57,13 @@ def test_the_service_may_run_outside_the_hub_with_its_own_token(monkeypatch):
     [service] = c.JupyterHub.services
     assert service == {
         "name": "nbjobs",
-        "display": False,
+        "display": True,  # its page is the dashboard, in the hub's Services menu
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": [
+            "custom:nbjobs:submit",
+            "custom:nbjobs:admin",
+            "custom:nbjobs:teach",
+        ],
         "url": "http://nbjobs-job-service:8787",
         "api_token": "s3cret",
     }

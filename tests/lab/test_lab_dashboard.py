@@ -68,7 +68,8 @@ def test_a_student_opens_the_dashboard_from_the_jobs_panel_and_sees_her_usage(la
     status = page.evaluate(
         """async () => {
             const token = document.querySelector('meta[name="nbjobs-token"]').content;
-            const r = await fetch('api/dashboard/overview', {headers: {Authorization: 'token ' + token}});
+            const headers = {Authorization: 'token ' + token};
+            const r = await fetch('api/dashboard/overview', {headers});
             return r.status;
         }"""
     )
