@@ -92,6 +92,9 @@ class JobRecord(Base):
     flavor: Mapped[str] = mapped_column(String(64), index=True)
     state: Mapped[str] = mapped_column(String(16), index=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
+    #: the admin who last set the priority (moved the job in the queue), and when
+    priority_set_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    priority_set_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: paths as the user sees them (relative to their folder)
     path: Mapped[str] = mapped_column(Text)
     output_path: Mapped[str] = mapped_column(Text)

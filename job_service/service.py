@@ -906,7 +906,9 @@ class JobService:
             if record.state != JobState.QUEUED.value:
                 raise Conflict(f"job {job_id} is {record.state}; only a queued job can move")
             record.priority = request.priority
+            record.priority_set_by, record.priority_set_at = caller.name, utcnow()
             db.commit()
+            self.log.info("job %s: priority %d, set by %s", job_id, request.priority, caller.name)
             self.dispatcher.wake()
             return self._to_model(db, record)
 

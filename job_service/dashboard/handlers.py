@@ -12,9 +12,10 @@ from tornado import web
 
 import nbjobs
 
-from ..handlers import APIHandler
-from .models import Me
+from ..handlers import JOB_ID, APIHandler
+from .models import Me, MoveRequest
 from .overview import overview
+from .queue import move, queue_view
 
 #: where ``jlpm build:dashboard`` writes the page's script and style (in the package)
 STATIC = Path(nbjobs.__file__).resolve().parent / "dashboard_static"
@@ -153,6 +154,17 @@ class OverviewHandler(APIHandler):
         self.send(await self._call_sync(overview, self.service))
 
 
+class QueueHandler(APIHandler):
+    async def get(self) -> None:
+        self.send(await self._call_sync(queue_view, self.service, self.caller))
+
+
+class QueueMoveHandler(APIHandler):
+    async def post(self, job_id: str) -> None:
+        request = self.body(MoveRequest)
+        self.send(await self._call_sync(move, self.service, self.caller, job_id, request.to))
+
+
 def dashboard_routes(prefix: str, *, hub: bool) -> list[tuple[str, Any, Any]]:
     """The page at ``prefix`` (and ``prefix/dashboard/``), its built files, and under a
     hub the OAuth callback. (Its API resources are among the API's routes.)"""
@@ -172,4 +184,10 @@ def dashboard_routes(prefix: str, *, hub: bool) -> list[tuple[str, Any, Any]]:
 
 def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
     """The dashboard's resources under the API's path ``api``."""
-    return [(api + "/me", MeHandler), (api + "/dashboard/overview", OverviewHandler)]
+    board = api + "/dashboard"
+    return [
+        (api + "/me", MeHandler),
+        (board + "/overview", OverviewHandler),
+        (board + "/queue", QueueHandler),
+        (board + rf"/queue/(?P<job_id>{JOB_ID})/move", QueueMoveHandler),
+    ]

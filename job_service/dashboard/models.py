@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class Me(BaseModel):
@@ -85,3 +86,30 @@ class Overview(BaseModel):
     flavors: list[FlavorRow]
     longest_wait: WaitingJob | None
     recent_failures: list[Failure]
+
+
+class QueuedJob(BaseModel):
+    """A queued job as the admins' queue shows it, first to start first."""
+
+    id: str
+    name: str
+    user: str
+    flavor: str
+    #: 1: the next to start (quotas and capacity may still pass it over)
+    place: int
+    priority: int
+    submitted_at: datetime
+    waited_seconds: float
+    #: why it waits, in the service's words (None: not looked at yet)
+    reason: str | None
+    #: the admin who last moved it, and when (None: never moved)
+    moved_by: str | None
+    moved_at: datetime | None
+
+
+class MoveRequest(BaseModel):
+    """``POST api/dashboard/queue/{id}/move``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: Literal["front", "up", "down", "back"]

@@ -109,3 +109,73 @@ async def test_the_overview_counts_gpus_held_and_busy_jobs_per_flavor_waits_and_
     async with svc.client("root") as c:
         for job in (whole, part, waiting):
             await c.post(f"jobs/{job['id']}/cancel")
+
+
+async def queue(svc, user: str = "root") -> list[dict]:
+    async with svc.client(user) as c:
+        r = await c.get("dashboard/queue")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def move(svc, job_id: str, to: str, user: str = "root") -> httpx.Response:
+    async with svc.client(user) as c:
+        return await c.post(f"dashboard/queue/{job_id}/move", json={"to": to})
+
+
+async def test_admins_see_the_queue_in_dispatch_order_and_move_jobs_saying_who_did(svc):
+    svc.write("root", "hold.ipynb", "import time; time.sleep(60)")
+    holder = await svc.submit("root", "hold.ipynb", "gpu2")  # both GPUs: everything waits
+    await svc.wait("root", holder["id"], running)
+    svc.write("ada", "w.ipynb", "1")
+    svc.write("bob", "w.ipynb", "1")
+    ada1 = await svc.submit("ada", "w.ipynb", "gpu", name="ada-1")
+    ada2 = await svc.submit("ada", "w.ipynb", "gpu", name="ada-2")
+    bob1 = await svc.submit("bob", "w.ipynb", "gpu", name="bob-1")
+    await asyncio.sleep(0.5)  # the dispatcher looks and writes why each waits
+
+    before = await queue(svc)
+    # fair share: bob's one job comes before ada's second
+    assert [j["id"] for j in before] == [ada1["id"], bob1["id"], ada2["id"]]
+    assert [j["place"] for j in before] == [1, 2, 3]
+    assert all(j["moved_by"] is None for j in before)
+    assert before[0]["reason"]  # e.g. waiting for a free GPU
+
+    after = await move(svc, ada2["id"], "front")
+    assert after.status_code == 200, after.text
+    moved = after.json()
+    # ada's moved job first; then fair share puts bob's before her other one
+    assert [j["id"] for j in moved] == [ada2["id"], bob1["id"], ada1["id"]]
+    assert (moved[0]["moved_by"], moved[0]["priority"]) == ("root", 1)
+    assert moved[0]["moved_at"] is not None
+    # the job itself shows its new place to its owner
+    assert (await svc.job("ada", ada2["id"]))["queue_position"] == 1
+
+    # down: one priority below the job behind it, so behind that job (and its equals)
+    down = [j["id"] for j in (await move(svc, ada2["id"], "down")).json()]
+    assert down.index(ada2["id"]) > down.index(ada1["id"])
+    back = (await move(svc, ada2["id"], "back")).json()
+    assert back[-1]["id"] == ada2["id"]
+    # up: one priority above the job ahead of it, so ahead of that job
+    ahead = back[-2]["id"]
+    up = [j["id"] for j in (await move(svc, ada2["id"], "up")).json()]
+    assert up.index(ada2["id"]) < up.index(ahead)
+    # already first: front changes nothing (and records nothing new)
+    first = (await move(svc, up[0], "front")).json()
+    assert [j["id"] for j in first] == up
+
+    # what may not be done is refused in words
+    refused = await move(svc, ada1["id"], "front", user="ada")
+    assert refused.status_code == 403
+    assert refused.json()["message"] == "the queue of everyone's jobs is for nbjobs admins"
+    running_one = await move(svc, holder["id"], "front")
+    assert running_one.status_code == 409
+    assert "only a queued job can move" in running_one.json()["message"]
+    bad = await move(svc, ada1["id"], "sideways")
+    assert bad.status_code == 400
+    async with svc.client("ada") as c:
+        assert (await c.get("dashboard/queue")).status_code == 403
+
+    async with svc.client("root") as c:
+        for job in (holder, ada1, ada2, bob1):
+            await c.post(f"jobs/{job['id']}/cancel")

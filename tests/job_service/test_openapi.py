@@ -47,6 +47,7 @@ REQUEST_MODELS = {
     "UpdateRequest": models.UpdateRequest,
     "CreateClass": models.CreateClass,
     "RosterChange": models.RosterChange,
+    "MoveRequest": dashboard_models.MoveRequest,
 }
 #: the response schemas and the models the handlers send
 RESPONSE_MODELS = {
@@ -62,6 +63,7 @@ RESPONSE_MODELS = {
     "Overview": dashboard_models.Overview,
     "NodeRow": dashboard_models.NodeRow,
     "Failure": dashboard_models.Failure,
+    "QueuedJob": dashboard_models.QueuedJob,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (

@@ -17,8 +17,8 @@ from playwright.sync_api import Page, Playwright, expect
 
 from nbjobs.demo import PASSWORD
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, Hub
-from .test_lab_hub import jobs_panel, submit_by_api, wait_for
+from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, Hub, api
+from .test_lab_hub import API, jobs_panel, submit_by_api, wait_for
 
 DASHBOARD = "/services/nbjobs/"
 
@@ -86,7 +86,7 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
-    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(["Overview", "Usage"])
+    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(["Overview", "Queue", "Usage"])
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
     expect(card(admin, "Backend: local")).to_contain_text("working")
@@ -115,3 +115,42 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     # the hub lists it among its services
     admin.goto(f"{hub.url}/hub/home")
     expect(admin.locator(f"a[href$='{DASHBOARD}']").first).to_be_attached()
+
+
+def test_the_admin_moves_a_queued_job_to_the_front_and_cancels_one(
+    lab: Page, admin: Page, hub: Hub
+):
+    # one CPU slot: the first job runs, the next two wait
+    hold = submit_by_api(lab, "slow.ipynb", "cpu", "dash-hold", seconds=8)
+    wait_for(lab, hold["id"], "running")
+    first = submit_by_api(lab, "slow.ipynb", "cpu", "dash-first", seconds=0.1)
+    second = submit_by_api(lab, "slow.ipynb", "cpu", "dash-second", seconds=0.1)
+
+    admin.goto(hub.url + DASHBOARD + "#queue")
+    rows = admin.locator("table[aria-label='Queue'] tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text(first["id"])
+    expect(rows.nth(1)).to_contain_text("ada")
+    expect(rows.nth(0).locator("button[data-move='front']")).to_be_disabled()  # first already
+
+    rows.nth(1).locator("button[data-move='front']").click()
+    expect(admin.locator(".nbjobs-Status")).to_have_text(
+        f"Moved ada's job {second['id']} to the front: now 1 of 2."
+    )
+    expect(rows.nth(0)).to_contain_text(second["id"])
+    expect(rows.nth(0)).to_contain_text("set by admin")
+    # the job's owner sees its new place too
+    _, job = api(lab, "GET", API + f"jobs/{second['id']}")
+    assert isinstance(job, dict)
+    assert job["queue_position"] == 1
+    admin.screenshot(path=str(ARTIFACTS / "23-dashboard-queue.png"), full_page=True)
+
+    admin.once("dialog", lambda dialog: dialog.accept())
+    rows.nth(1).locator("button[data-move='cancel']").click()
+    expect(admin.locator(".nbjobs-Status")).to_have_text(f"Cancelled ada's job {first['id']}.")
+    expect(rows).to_have_count(1)
+    _, cancelled = api(lab, "GET", API + f"jobs/{first['id']}")
+    assert isinstance(cancelled, dict)
+    assert cancelled["state"] == "cancelled"
+    for job in (hold, second):
+        api(lab, "POST", API + f"jobs/{job['id']}/cancel")

@@ -72,6 +72,20 @@ export interface IOverview {
   recent_failures: IFailure[];
 }
 
+export interface IQueuedJob {
+  id: string;
+  name: string;
+  user: string;
+  flavor: string;
+  place: number;
+  priority: number;
+  submitted_at: string;
+  waited_seconds: number;
+  reason: string | null;
+  moved_by: string | null;
+  moved_at: string | null;
+}
+
 export interface IUsageDay {
   date: string;
   gpu_hours_allocated: number;
@@ -103,32 +117,55 @@ export class Api {
   ) {}
 
   async get<T>(path: string, query: Record<string, string> = {}): Promise<T> {
+    return this.call<T>('GET', path, query);
+  }
+
+  async post<T>(path: string, body: unknown = {}): Promise<T> {
+    return this.call<T>('POST', path, {}, body);
+  }
+
+  async delete<T>(path: string): Promise<T> {
+    return this.call<T>('DELETE', path);
+  }
+
+  private async call<T>(
+    method: string,
+    path: string,
+    query: Record<string, string> = {},
+    body?: unknown
+  ): Promise<T> {
     const url = new URL(this.base + path, window.location.href);
     for (const [key, value] of Object.entries(query)) {
       if (value) {
         url.searchParams.set(key, value);
       }
     }
+    const headers: Record<string, string> = { Authorization: `token ${this.token}` };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+    }
     let response: Response;
     try {
       response = await fetch(url.toString(), {
-        headers: { Authorization: `token ${this.token}` },
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
         credentials: 'omit'
       });
-    } catch (error) {
+    } catch {
       throw new ApiError(0, 'the job service does not answer; is it running?');
     }
     const text = await response.text();
-    let body: unknown = null;
+    let answer: unknown = null;
     try {
-      body = text ? JSON.parse(text) : null;
+      answer = text ? JSON.parse(text) : null;
     } catch {
-      body = null;
+      answer = null;
     }
     if (!response.ok) {
-      const said = (body as { message?: string } | null)?.message;
+      const said = (answer as { message?: string } | null)?.message;
       throw new ApiError(response.status, said || `the job service answered ${response.status}`);
     }
-    return body as T;
+    return answer as T;
   }
 }

@@ -14,7 +14,7 @@ import {
   Tooltip
 } from 'chart.js';
 
-import { Api, ApiError, IMe, IOverview, IUsage, IUsageLine } from './api';
+import { Api, ApiError, IMe, IOverview, IQueuedJob, IUsage, IUsageLine } from './api';
 import { csvField, gpus, hours, isoDay, wait, when } from './format';
 
 Chart.register(
@@ -138,7 +138,7 @@ class Dashboard {
   private views(): [string, string][] {
     const views: [string, string][] = [];
     if (this.me?.admin) {
-      views.push(['overview', 'Overview']);
+      views.push(['overview', 'Overview'], ['queue', 'Queue']);
     }
     views.push(['usage', 'Usage']);
     return views;
@@ -189,7 +189,12 @@ class Dashboard {
       }
     }
     this.main.replaceChildren(h('p', { class: 'nbjobs-Loading' }, 'Loading…'));
-    void (id === 'overview' ? this.overview() : this.usage());
+    const draw: Record<string, () => Promise<void>> = {
+      overview: () => this.overview(),
+      queue: () => this.queue(),
+      usage: () => this.usage()
+    };
+    void (draw[id] ?? draw.usage)();
   }
 
   private fail(error: unknown): void {
@@ -290,6 +295,75 @@ class Dashboard {
         void this.overview();
       }
     }, REFRESH_MS);
+  }
+
+  // -- queue -------------------------------------------------------------------------
+
+  private async queue(jobs?: IQueuedJob[], said = ''): Promise<void> {
+    if (!jobs) {
+      try {
+        jobs = await this.api.get<IQueuedJob[]>('dashboard/queue');
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+    }
+    if (this.view !== 'queue') {
+      return;
+    }
+    const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
+    const act = async (job: IQueuedJob, what: string): Promise<void> => {
+      try {
+        if (what === 'cancel') {
+          if (!window.confirm(`Cancel ${job.user}'s job "${job.name}" (${job.id})? It never ran; ${job.user} is told.`)) {
+            return;
+          }
+          await this.api.post(`jobs/${job.id}/cancel`);
+          await this.queue(undefined, `Cancelled ${job.user}'s job ${job.id}.`);
+        } else {
+          const after = await this.api.post<IQueuedJob[]>(`dashboard/queue/${job.id}/move`, { to: what });
+          const place = after.find(j => j.id === job.id)?.place;
+          await this.queue(after, `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${after.length}.`);
+        }
+      } catch (error) {
+        status.textContent = (error as Error).message;
+        status.className = 'nbjobs-Error';
+      }
+    };
+    const button = (job: IQueuedJob, what: string, label: string, title: string, disabled: boolean): HTMLElement => {
+      const b = h('button', { type: 'button', title, 'aria-label': `${title}: ${job.name} (${job.id})`, 'data-move': what });
+      b.textContent = label;
+      (b as HTMLButtonElement).disabled = disabled;
+      b.addEventListener('click', () => void act(job, what));
+      return b;
+    };
+    const last = jobs.length;
+    const rows = jobs.map(job => [
+      String(job.place),
+      h('span', {}, job.name, h('br'), h('code', {}, job.id)),
+      job.user,
+      job.flavor,
+      wait(job.waited_seconds),
+      job.reason ?? 'not looked at yet',
+      job.moved_by ? `${job.priority} (set by ${job.moved_by}, ${when(job.moved_at)})` : String(job.priority),
+      h(
+        'span',
+        { class: 'nbjobs-Actions' },
+        button(job, 'front', 'Front', 'Move to the front', job.place === 1),
+        button(job, 'up', 'Up', 'Move ahead of the job before it', job.place === 1),
+        button(job, 'down', 'Down', 'Move behind the job after it', job.place === last),
+        button(job, 'back', 'Back', 'Move to the back', job.place === last),
+        button(job, 'cancel', 'Cancel', 'Cancel this job', false)
+      )
+    ]);
+    this.main.replaceChildren(
+      h('h2', {}, `Queue: ${jobs.length} waiting`),
+      status,
+      jobs.length
+        ? table(['#', 'Job', 'User', 'Flavor', 'Waited', 'Why it waits', 'Priority', ''], rows, 'Queue')
+        : h('p', {}, 'Nobody waits.'),
+      h('p', { class: 'nbjobs-Hint' }, 'A move changes the job’s priority; jobs of equal priority take turns by fair share. Quotas and free GPUs may still pass a job over.')
+    );
   }
 
   // -- usage -------------------------------------------------------------------------
