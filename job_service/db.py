@@ -204,6 +204,17 @@ class JobSample(Base):
     gpus: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
 
+class DrainRecord(Base):
+    """A node an admin drained: no new job starts there until it is undrained."""
+
+    __tablename__ = "nbjobs_drains"
+
+    node: Mapped[str] = mapped_column(String(255), primary_key=True)
+    drained_by: Mapped[str] = mapped_column(String(255))
+    drained_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
 class LeaseRecord(Base):
     """Who dispatches jobs from this database, until when."""
 

@@ -274,7 +274,9 @@ class Dispatcher:
                 )
         backend = service.backend
         if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:
-            return f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
+            waiting = f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
+            maintenance = backend.maintenance(flavor)
+            return f"{waiting} ({maintenance})" if maintenance else waiting
         return None
 
     # -- one job -----------------------------------------------------------------

@@ -57,7 +57,7 @@ from nbjobs.storage import (
     user_folder,
 )
 
-from . import metering
+from . import drains, metering
 from .backends import Backend
 from .classes import ClassRegistry
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
@@ -166,6 +166,7 @@ class JobService:
         await self.lease.take(wait=standby)
         self.lease.keep(self._lease_lost)
         self._seq = await self.in_db(self._last_seq)
+        await self.in_db(drains.load, self)  # before the first job is placed
         await self.dispatcher.recover()
         self.dispatcher.run()
         self.telemetry.run()
@@ -313,6 +314,7 @@ class JobService:
                     free_gpus=gpus[0] if gpus else None,
                     total_gpus=gpus[1] if gpus else None,
                     fraction=f.fraction,
+                    maintenance=self.backend.maintenance(f),
                     placement=self.backend.placement(
                         f, self.classes.queue_for(caller.name, f.name)
                     ),
@@ -797,13 +799,13 @@ class JobService:
 
     # -- change ------------------------------------------------------------------
 
-    async def cancel(self, caller: Caller, job_id: str) -> Job:
+    async def cancel(self, caller: Caller, job_id: str, why: str | None = None) -> Job:
         """Cancel a queued job at once; ask a running one to stop (it keeps its output).
 
         A cancel always wins: one that arrives while the backend is starting the job
         is seen when the start is recorded, and what was started is stopped then.
         """
-        job, ref = await self.in_db(self._ask_cancel, caller, job_id)
+        job, ref = await self.in_db(self._ask_cancel, caller, job_id, why)
         if job is not None:
             self.dispatcher.wake()
             return job
@@ -820,7 +822,9 @@ class JobService:
                 await asyncio.shield(follower)
         return await self.in_db(self.get, caller, job_id)
 
-    def _ask_cancel(self, caller: Caller, job_id: str) -> tuple[Job | None, str | None]:
+    def _ask_cancel(
+        self, caller: Caller, job_id: str, why: str | None = None
+    ) -> tuple[Job | None, str | None]:
         """Record the cancel: a queued job's at once (the job, returned); a started one's
         as asked (its backend handle, if it has one yet)."""
         with self.sessions() as db:
@@ -837,7 +841,8 @@ class JobService:
                 .values(
                     state=JobState.CANCELLED.value,
                     finished_at=utcnow(),
-                    message=f"cancelled by {caller.name} before it started",
+                    message=f"cancelled by {caller.name}{': ' + why if why else ''} before it "
+                    "started",
                     waiting_reason=None,
                 ),
             )
@@ -848,7 +853,8 @@ class JobService:
                     .where(JobRecord.id == job_id, JobRecord.state.in_(ACTIVE_VALUES))
                     .values(
                         cancel_requested=1,
-                        message=f"cancelled by {caller.name}; the output keeps the cells that ran",
+                        message=f"cancelled by {caller.name}{': ' + why if why else ''}; the "
+                        "output keeps the cells that ran",
                     ),
                 )
                 if not asked:

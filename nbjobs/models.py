@@ -159,6 +159,8 @@ class FlavorInfo(BaseModel):
     #: who decides when its jobs start, where that is not nbjobs' count of free GPUs
     #: ("queued by KAI Scheduler, queue physics-101: it decides when a job starts")
     placement: str | None = None
+    #: drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance")
+    maintenance: str | None = None
 
 
 class UsageRow(BaseModel):

@@ -170,6 +170,8 @@ class Backend(LoggingConfigurable):
     def __init__(self, config_file: NbjobsConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.nbjobs = config_file
+        #: nodes drained by admins (see set_drained)
+        self.drained: frozenset[str] = frozenset()
 
     def can_ever_fit(self, flavor: Flavor) -> str | None:
         """None if this backend could run the flavor at all; else why not, for a person."""
@@ -201,6 +203,16 @@ class Backend(LoggingConfigurable):
         """``(free, total)`` GPUs of the kind this flavor uses, for people to read
         ("2 of 4 GPUs free"); None when the flavor uses no GPU or the backend
         cannot tell. Default: None."""
+        return None
+
+    def set_drained(self, nodes: Collection[str]) -> None:
+        """The nodes admins drained (the service keeps this up to date): no new job may
+        start on them; running ones go on."""
+        self.drained = frozenset(nodes)
+
+    def maintenance(self, flavor: Flavor) -> str | None:
+        """A sentence for the flavor's users when drained nodes take some of its capacity
+        ("1 of 3 A100 nodes in maintenance"); None when none does. Default: None."""
         return None
 
     def inventory(self) -> list[NodeGpus]:

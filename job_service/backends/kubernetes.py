@@ -332,7 +332,13 @@ class KubernetesBackend(Backend):
         await self._ensure_started()
         mode, _ = self._shared_file_access()
         manifest = make_job(
-            spec, self.storage, self.settings, self.nbjobs.limits, mode, self.nbjobs.telemetry
+            spec,
+            self.storage,
+            self.settings,
+            self.nbjobs.limits,
+            mode,
+            self.nbjobs.telemetry,
+            drained=self.drained,
         )
         self._write_parameters(spec)
         name = manifest["metadata"]["name"]
@@ -495,7 +501,7 @@ class KubernetesBackend(Backend):
                 if units:
                     held[(node, resource)] = held.get((node, resource), 0.0) + units
         found = []
-        drained = set(self.settings.drained_nodes)
+        drained = self._drained_nodes()
         for node in list((self.nodes or {}).values()):
             meta = node.get("metadata") or {}
             name = meta.get("name", "")
@@ -525,6 +531,49 @@ class KubernetesBackend(Backend):
                     )
                 )
         return found
+
+    def _drained_nodes(self) -> set[str]:
+        """Nodes no new job may land on: nbjobs.yaml's drained_nodes and admins' drains
+        (a node labelled nbjobs.io/drain=true is kept off by the affinity's label rule)."""
+        return set(self.settings.drained_nodes) | set(self.drained)
+
+    def set_drained(self, nodes: Collection[str]) -> None:
+        super().set_drained(nodes)
+        self._index_cache = None  # capacity is worked out again without them
+        self._changed()
+
+    def maintenance(self, flavor: Flavor) -> str | None:
+        if not self.nodes:
+            return None
+        pod_spec = {**self._flavor_pod_spec(flavor), "affinity": flavor.affinity or {}}
+        drained = self._drained_nodes()
+        mine = [
+            node
+            for node in list(self.nodes.values())
+            if node_accepts(
+                {**node, "spec": {**node.get("spec", {}), "unschedulable": False}}, pod_spec
+            )
+            and (
+                not flavor.gpus
+                or parse_quantity(
+                    ((node.get("status") or {}).get("allocatable") or {}).get(
+                        flavor.gpu_resource, 0
+                    )
+                )
+                > 0
+            )
+        ]
+        off = [
+            n
+            for n in mine
+            if n["metadata"]["name"] in drained
+            or ((n["metadata"].get("labels") or {}).get(DRAIN_LABEL) == "true")
+            or (n.get("spec") or {}).get("unschedulable")
+        ]
+        if not off:
+            return None
+        kind = f"{flavor.gpu_type} " if flavor.gpu_type else ""
+        return f"{len(off)} of {len(mine)} {kind}nodes in maintenance"
 
     def health(self) -> tuple[bool, str]:
         if self._failing:
@@ -616,7 +665,7 @@ class KubernetesBackend(Backend):
 
     def _flavor_pod_spec(self, flavor: Flavor) -> Obj:
         spec: Obj = {
-            "affinity": node_affinity(flavor.affinity, self.settings.drained_nodes),
+            "affinity": node_affinity(flavor.affinity, self._drained_nodes()),
             "tolerations": flavor.tolerations,
         }
         if flavor.node_selector:

@@ -212,9 +212,11 @@ def make_job(
     limits: LimitsConfig | None = None,
     log_mode: int = 0o600,
     telemetry: TelemetryConfig | None = None,
+    drained: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job that runs one nbjobs job (``limits``, ``log_mode`` and
-    ``telemetry``: see :func:`runner_command`)."""
+    ``telemetry``: see :func:`runner_command`; ``drained``: nodes admins drained besides
+    nbjobs.yaml's ``drained_nodes``, which it may not land on)."""
     flavor = spec.flavor
     image = flavor.image or settings.default_image
     if not image:
@@ -280,7 +282,7 @@ def make_job(
         "securityContext": pod_security,
         "containers": [container],
         "volumes": [{"name": VOLUME_NAME, **copy.deepcopy(storage.volume)}],
-        "affinity": node_affinity(flavor.affinity, settings.drained_nodes),
+        "affinity": node_affinity(flavor.affinity, [*settings.drained_nodes, *drained]),
     }
     if settings.service_account:
         pod_spec["serviceAccountName"] = settings.service_account

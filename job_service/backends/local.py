@@ -245,11 +245,28 @@ class LocalBackend(Backend):
                 holders.setdefault(gpu, []).append(job)
         return holders
 
+    @property
+    def node(self) -> str:
+        """This machine, as the admins' overview names it (and drains it)."""
+        return socket.gethostname()
+
+    def _gpus_drained(self) -> bool:
+        return self.node in self.drained
+
+    def maintenance(self, flavor: Flavor) -> str | None:
+        if flavor.gpus and self.gpus and self._gpus_drained():
+            return (
+                "this machine's GPUs are in maintenance: GPU jobs wait until an admin undrains it"
+            )
+        return None
+
     def _pick(self, flavor: Flavor) -> list[str] | None:
         holders = self._holders()
         if flavor.gpus == 0:
             cpu_jobs = sum(1 for j in self.running.values() if not j.gpus)
             return [] if cpu_jobs < self.cpu_slots else None
+        if self._gpus_drained():
+            return None
         if flavor.shares_a_gpu:
             # Fill a GPU that already has sharers before opening a new one.
             open_ = [
@@ -266,6 +283,8 @@ class LocalBackend(Backend):
         holders = self._holders()
         if flavor.gpus == 0:
             return max(0, self.cpu_slots - sum(1 for j in self.running.values() if not j.gpus))
+        if self._gpus_drained():
+            return 0
         if flavor.shares_a_gpu:
             return sum(
                 self.slots_per_gpu - len(hs) for hs in holders.values() if all(h.shared for h in hs)
@@ -276,6 +295,8 @@ class LocalBackend(Backend):
         if flavor.gpus == 0:
             return None
         holders = self._holders()
+        if self._gpus_drained():
+            return 0, len(self.gpus) * (self.slots_per_gpu if flavor.fraction is not None else 1)
         if flavor.fraction is not None:
             # a flavor that says its share counts slots, as a cluster's slices are counted
             free = self.free_for(flavor)
@@ -304,7 +325,16 @@ class LocalBackend(Backend):
                 held += min(1.0, len(holders) / self.slots_per_gpu)
         kinds = {f.gpu_type for f in self.nbjobs.flavors if f.gpus and f.gpu_type}
         gpu_type = kinds.pop() if len(kinds) == 1 else "GPU"
-        return [NodeGpus(socket.gethostname(), gpu_type, "local", float(len(self.gpus)), held)]
+        return [
+            NodeGpus(
+                self.node,
+                gpu_type,
+                "local",
+                float(len(self.gpus)),
+                held,
+                drained=self._gpus_drained(),
+            )
+        ]
 
     def health(self) -> tuple[bool, str]:
         gpus = f"{len(self.gpus)} GPU(s)" if self.gpus else "no GPU"

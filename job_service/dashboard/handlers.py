@@ -12,8 +12,10 @@ from tornado import web
 
 import nbjobs
 
+from ..errors import ServiceError
 from ..handlers import JOB_ID, APIHandler
-from .models import Me, MoveRequest
+from .models import DrainRequest, Me, MoveRequest
+from .nodes import drain_node, nodes_view, undrain_node
 from .overview import overview
 from .queue import move, queue_view
 
@@ -165,6 +167,34 @@ class QueueMoveHandler(APIHandler):
         self.send(await self._call_sync(move, self.service, self.caller, job_id, request.to))
 
 
+class NodesHandler(APIHandler):
+    async def get(self) -> None:
+        self.send(await self._call_sync(nodes_view, self.service, self.caller))
+
+
+class DrainHandler(APIHandler):
+    async def post(self, node: str) -> None:
+        request = self.body(DrainRequest)
+        try:
+            views = await drain_node(
+                self.service, self.caller, node, request.reason, request.cancel_running
+            )
+        except ServiceError as exc:
+            raise web.HTTPError(exc.status, "%s", exc.message) from None
+        self.send(views)
+
+    async def delete(self, node: str) -> None:
+        try:
+            views = await undrain_node(self.service, self.caller, node)
+        except ServiceError as exc:
+            raise web.HTTPError(exc.status, "%s", exc.message) from None
+        self.send(views)
+
+
+#: a node's name in a URL: a Kubernetes node name (DNS subdomain) or a host name
+NODE = "[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
+
+
 def dashboard_routes(prefix: str, *, hub: bool) -> list[tuple[str, Any, Any]]:
     """The page at ``prefix`` (and ``prefix/dashboard/``), its built files, and under a
     hub the OAuth callback. (Its API resources are among the API's routes.)"""
@@ -190,4 +220,6 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (board + "/overview", OverviewHandler),
         (board + "/queue", QueueHandler),
         (board + rf"/queue/(?P<job_id>{JOB_ID})/move", QueueMoveHandler),
+        (board + "/nodes", NodesHandler),
+        (board + rf"/nodes/(?P<node>{NODE})/drain", DrainHandler),
     ]

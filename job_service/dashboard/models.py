@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Me(BaseModel):
@@ -113,3 +113,46 @@ class MoveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     to: Literal["front", "up", "down", "back"]
+
+
+class NodeGpuRow(BaseModel):
+    gpu_type: str
+    resource: str
+    total: float
+    allocated: float
+
+
+class DrainInfo(BaseModel):
+    by: str
+    at: datetime
+    reason: str
+
+
+class NodeJob(BaseModel):
+    id: str
+    user: str
+    name: str
+    flavor: str
+
+
+class NodeView(BaseModel):
+    """A node as the admins' nodes view shows it."""
+
+    node: str
+    gpus: list[NodeGpuRow]
+    #: no new job starts there (an admin's drain, nbjobs.yaml, a label, a cordon)
+    drained: bool
+    #: the admin's drain, if one is the reason
+    drain: DrainInfo | None
+    #: started jobs placed there, oldest first
+    jobs: list[NodeJob]
+
+
+class DrainRequest(BaseModel):
+    """``POST api/dashboard/nodes/{node}/drain``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(default="", max_length=500)
+    #: cancel the jobs running there now (they keep their partial output), else they finish
+    cancel_running: bool = False

@@ -126,6 +126,12 @@ export function flavorAvailability(flavor: IFlavor, trans: Translate = plain): s
   if (flavor.unavailable) {
     return flavor.unavailable;
   }
+  const capacity = capacityText(flavor, trans);
+  // Drained nodes: say how much of the flavor is in maintenance (the service's words).
+  return flavor.maintenance ? joinFacts([capacity, flavor.maintenance], trans) : capacity;
+}
+
+function capacityText(flavor: IFlavor, trans: Translate): string {
   const waiting =
     flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
   if (flavor.placement) {

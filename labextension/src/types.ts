@@ -46,6 +46,8 @@ export interface IFlavor {
   fraction?: number | null;
   /** who decides when its jobs start, where nbjobs cannot count free GPUs (KAI Scheduler, Volcano) */
   placement?: string | null;
+  /** drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance") */
+  maintenance?: string | null;
 }
 
 export interface IProgress {

@@ -195,6 +195,19 @@ describe('flavors', () => {
     expect(gpus({ unavailable: 'needs 8 GPU(s)' })).toBe('needs 8 GPU(s)');
   });
 
+  it('says how much of a flavor is in maintenance', () => {
+    const drained = flavor({
+      free_gpus: 2,
+      total_gpus: 4,
+      available: 2,
+      queued: 0,
+      maintenance: '1 of 3 A100 nodes in maintenance'
+    });
+    expect(flavorAvailability(drained)).toBe(
+      '2 of 4 GPUs free · no queue · 1 of 3 A100 nodes in maintenance'
+    );
+  });
+
   it('counts slices of a shared GPU and says so for a fraction flavor', () => {
     const quarter = (overrides: Partial<IFlavor>) =>
       flavor({ fraction: 0.25, free_gpus: 3, total_gpus: 4, available: 3, queued: 0, ...overrides });

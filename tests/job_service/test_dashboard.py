@@ -5,6 +5,7 @@ overview of GPUs, queues, failures and the backend (api/dashboard/overview)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import httpx
 from nbjobs.job_service.db import JobSample, utcnow
@@ -179,3 +180,87 @@ async def test_admins_see_the_queue_in_dispatch_order_and_move_jobs_saying_who_d
     async with svc.client("root") as c:
         for job in (holder, ada1, ada2, bob1):
             await c.post(f"jobs/{job['id']}/cancel")
+
+
+async def drain(svc, node: str, user: str = "root", **body) -> httpx.Response:
+    async with svc.client(user) as c:
+        return await c.post(f"dashboard/nodes/{node}/drain", json=body)
+
+
+async def test_a_drained_machine_starts_no_gpu_job_says_why_and_undrains(svc):
+    node = socket.gethostname()
+    r = await drain(svc, node, reason="new fans")
+    assert r.status_code == 200, r.text
+    [view] = r.json()
+    assert (view["node"], view["drained"]) == (node, True)
+    assert (view["drain"]["by"], view["drain"]["reason"]) == ("root", "new fans")
+
+    svc.write("ada", "g.ipynb", "1")
+    gpu = await svc.submit("ada", "g.ipynb", "gpu")
+    cpu = await svc.submit("ada", "g.ipynb", "cpu")
+    waiting = await svc.wait("ada", gpu["id"], lambda j: j["waiting_reason"] is not None)
+    assert waiting["waiting_reason"] == (
+        "waiting for a free GPU for 1 GPU (this machine's GPUs are in maintenance: GPU jobs "
+        "wait until an admin undrains it)"
+    )
+    assert (await svc.wait("ada", cpu["id"]))["state"] == "succeeded"  # CPU jobs go on
+    async with svc.client("ada") as c:
+        flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+    assert flavors["gpu"]["maintenance"].startswith("this machine's GPUs are in maintenance")
+    assert flavors["gpu"]["free_gpus"] == 0
+    assert flavors["cpu"]["maintenance"] is None
+    async with svc.client("root") as c:
+        overview = (await c.get("dashboard/overview")).json()
+    assert overview["nodes"][0]["drained"] is True
+
+    async with svc.client("root") as c:
+        undrained = await c.delete(f"dashboard/nodes/{node}/drain")
+    assert undrained.status_code == 200, undrained.text
+    assert undrained.json()[0]["drain"] is None
+    assert (await svc.wait("ada", gpu["id"]))["state"] == "succeeded"
+
+
+async def test_draining_with_cancel_stops_the_gpu_jobs_there_saying_why(svc):
+    node = socket.gethostname()
+    svc.write("ada", "long.ipynb", "import time; time.sleep(60)")
+    gpu = await svc.submit("ada", "long.ipynb", "gpu")
+    cpu = await svc.submit("ada", "long.ipynb", "cpu")
+    await svc.wait("ada", gpu["id"], running)
+    await svc.wait("ada", cpu["id"], running)
+    async with svc.client("root") as c:
+        [before] = (await c.get("dashboard/nodes")).json()
+    assert {j["id"] for j in before["jobs"]} == {gpu["id"], cpu["id"]}
+
+    r = await drain(svc, node, reason="disk swap", cancel_running=True)
+    assert r.status_code == 200, r.text
+    stopped = await svc.wait("ada", gpu["id"])
+    assert stopped["state"] == "cancelled"
+    assert stopped["message"].startswith(
+        f"cancelled by root: node {node} was drained for maintenance (disk swap)"
+    )
+    assert (await svc.job("ada", cpu["id"]))["state"] == "running"  # a CPU job holds no GPU
+    async with svc.client("root") as c:
+        await c.post(f"jobs/{cpu['id']}/cancel")
+        await c.delete(f"dashboard/nodes/{node}/drain")
+
+
+async def test_drains_are_for_admins_and_name_real_nodes(svc):
+    refused = await drain(svc, socket.gethostname(), user="ada")
+    assert refused.status_code == 403
+    assert refused.json()["message"] == "only nbjobs admins drain and undrain nodes"
+    unknown = await drain(svc, "gpu-99")
+    assert unknown.status_code == 404
+    assert unknown.json()["message"] == (
+        f"no node 'gpu-99' with GPUs here; the nodes are: {socket.gethostname()}"
+    )
+    async with svc.client("root") as c:
+        not_drained = await c.delete("dashboard/nodes/gpu-99/drain")
+        too_long = await c.post(
+            f"dashboard/nodes/{socket.gethostname()}/drain", json={"reason": "x" * 501}
+        )
+    async with svc.client("ada") as c:
+        nodes = await c.get("dashboard/nodes")
+    assert not_drained.status_code == 404
+    assert not_drained.json()["message"] == "node 'gpu-99' is not drained"
+    assert too_long.status_code == 400
+    assert nodes.status_code == 403

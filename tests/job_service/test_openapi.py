@@ -48,6 +48,7 @@ REQUEST_MODELS = {
     "CreateClass": models.CreateClass,
     "RosterChange": models.RosterChange,
     "MoveRequest": dashboard_models.MoveRequest,
+    "DrainRequest": dashboard_models.DrainRequest,
 }
 #: the response schemas and the models the handlers send
 RESPONSE_MODELS = {
@@ -64,6 +65,7 @@ RESPONSE_MODELS = {
     "NodeRow": dashboard_models.NodeRow,
     "Failure": dashboard_models.Failure,
     "QueuedJob": dashboard_models.QueuedJob,
+    "NodeView": dashboard_models.NodeView,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (
@@ -283,7 +285,7 @@ async def test_every_method_a_path_does_not_offer_is_a_405_naming_those_it_does(
     error = document["components"]["schemas"]["Error"]
     svc.write("ada", "a.ipynb", "1")
     job = await svc.submit("ada", "a.ipynb")
-    values = {"job_id": job["id"], "name": "ml101"}
+    values = {"job_id": job["id"], "name": "ml101", "node": "gpu-0"}
     answered = []
 
     async with svc.client("ada") as c:

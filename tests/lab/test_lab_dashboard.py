@@ -10,6 +10,7 @@ CUDA_VISIBLE_DEVICES only).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -86,7 +87,7 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
-    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(["Overview", "Queue", "Usage"])
+    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(["Overview", "Queue", "Nodes", "Usage"])
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
     expect(card(admin, "Backend: local")).to_contain_text("working")
@@ -154,3 +155,36 @@ def test_the_admin_moves_a_queued_job_to_the_front_and_cancels_one(
     assert cancelled["state"] == "cancelled"
     for job in (hold, second):
         api(lab, "POST", API + f"jobs/{job['id']}/cancel")
+
+
+def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Page, hub: Hub):
+    admin.goto(hub.url + DASHBOARD + "#nodes")
+    row = admin.locator("table[aria-label='Nodes'] tbody tr").first
+    expect(row).to_contain_text("open")
+    row.locator("input[type='text']").fill("new fans")
+    row.locator("button[data-action='drain']").click()
+    expect(admin.locator(".nbjobs-Status")).to_contain_text("no new job starts there")
+    expect(row).to_contain_text("drained by admin")
+    expect(row).to_contain_text("new fans")
+    admin.screenshot(path=str(ARTIFACTS / "24-dashboard-nodes-drained.png"), full_page=True)
+
+    # ada's GPU flavors say so, and a GPU job waits saying why
+    _, flavors = api(lab, "GET", API + "flavors")
+    assert isinstance(flavors, list)
+    t4 = next(f for f in flavors if f["name"] == "t4")
+    assert t4["maintenance"].startswith("this machine's GPUs are in maintenance")
+    job = submit_by_api(lab, "slow.ipynb", "t4", "dash-drained", seconds=0.1)
+    deadline = time.monotonic() + 20
+    while True:
+        _, seen = api(lab, "GET", API + f"jobs/{job['id']}")
+        assert isinstance(seen, dict)
+        if seen["waiting_reason"] or time.monotonic() > deadline:
+            break
+        lab.wait_for_timeout(250)
+    assert seen["state"] == "queued"
+    assert "in maintenance" in seen["waiting_reason"]
+
+    row.locator("button[data-action='undrain']").click()
+    expect(admin.locator(".nbjobs-Status")).to_contain_text("jobs may start there again")
+    expect(row).to_contain_text("open")
+    assert wait_for(lab, job["id"], "succeeded")["state"] == "succeeded"

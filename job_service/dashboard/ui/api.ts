@@ -86,6 +86,14 @@ export interface IQueuedJob {
   moved_at: string | null;
 }
 
+export interface INodeView {
+  node: string;
+  gpus: { gpu_type: string; resource: string; total: number; allocated: number }[];
+  drained: boolean;
+  drain: { by: string; at: string; reason: string } | null;
+  jobs: { id: string; user: string; name: string; flavor: string }[];
+}
+
 export interface IUsageDay {
   date: string;
   gpu_hours_allocated: number;

@@ -14,7 +14,7 @@ import {
   Tooltip
 } from 'chart.js';
 
-import { Api, ApiError, IMe, IOverview, IQueuedJob, IUsage, IUsageLine } from './api';
+import { Api, ApiError, IMe, INodeView, IOverview, IQueuedJob, IUsage, IUsageLine } from './api';
 import { csvField, gpus, hours, isoDay, wait, when } from './format';
 
 Chart.register(
@@ -108,8 +108,17 @@ class Dashboard {
       return;
     }
     this.layout();
-    const wanted = window.location.hash.slice(1);
-    this.show(this.views().some(([id]) => id === wanted) ? wanted : this.views()[0][0]);
+    const fromHash = (): string => {
+      const wanted = window.location.hash.slice(1);
+      return this.views().some(([id]) => id === wanted) ? wanted : this.views()[0][0];
+    };
+    // a link or the Back button to another view changes only the hash
+    window.addEventListener('hashchange', () => {
+      if (fromHash() !== this.view) {
+        this.show(fromHash());
+      }
+    });
+    this.show(fromHash());
   }
 
   /** Standalone (no hub): one of the service's API tokens, kept in this tab only. */
@@ -138,7 +147,7 @@ class Dashboard {
   private views(): [string, string][] {
     const views: [string, string][] = [];
     if (this.me?.admin) {
-      views.push(['overview', 'Overview'], ['queue', 'Queue']);
+      views.push(['overview', 'Overview'], ['queue', 'Queue'], ['nodes', 'Nodes']);
     }
     views.push(['usage', 'Usage']);
     return views;
@@ -192,6 +201,7 @@ class Dashboard {
     const draw: Record<string, () => Promise<void>> = {
       overview: () => this.overview(),
       queue: () => this.queue(),
+      nodes: () => this.nodes(),
       usage: () => this.usage()
     };
     void (draw[id] ?? draw.usage)();
@@ -363,6 +373,90 @@ class Dashboard {
         ? table(['#', 'Job', 'User', 'Flavor', 'Waited', 'Why it waits', 'Priority', ''], rows, 'Queue')
         : h('p', {}, 'Nobody waits.'),
       h('p', { class: 'nbjobs-Hint' }, 'A move changes the job’s priority; jobs of equal priority take turns by fair share. Quotas and free GPUs may still pass a job over.')
+    );
+  }
+
+  // -- nodes -------------------------------------------------------------------------
+
+  private async nodes(nodes?: INodeView[], said = ''): Promise<void> {
+    if (!nodes) {
+      try {
+        nodes = await this.api.get<INodeView[]>('dashboard/nodes');
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+    }
+    if (this.view !== 'nodes') {
+      return;
+    }
+    const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
+    const failed = (error: unknown): void => {
+      status.textContent = (error as Error).message;
+      status.className = 'nbjobs-Error';
+    };
+    const drainForm = (node: INodeView): HTMLElement => {
+      const id = `nbjobs-reason-${node.node}`;
+      const reason = h('input', { type: 'text', id, maxlength: '500', placeholder: 'why (shown to admins)' }) as HTMLInputElement;
+      const cancel = h('input', { type: 'checkbox', id: `${id}-cancel` }) as HTMLInputElement;
+      const go = h('button', { type: 'submit', 'data-action': 'drain' }, 'Drain');
+      const form = h(
+        'form',
+        { class: 'nbjobs-Drain', 'aria-label': `Drain ${node.node}` },
+        h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${node.node} is drained`),
+        reason,
+        h('label', { for: `${id}-cancel` }, cancel, ` cancel the ${node.jobs.length} job(s) there`),
+        go
+      );
+      form.addEventListener('submit', event => {
+        event.preventDefault();
+        if (cancel.checked && !window.confirm(`Cancel the ${node.jobs.length} job(s) running on ${node.node}? They keep their partial output; their owners are told why.`)) {
+          return;
+        }
+        void (async () => {
+          try {
+            const after = await this.api.post<INodeView[]>(`dashboard/nodes/${encodeURIComponent(node.node)}/drain`, {
+              reason: reason.value,
+              cancel_running: cancel.checked
+            });
+            await this.nodes(after, `Drained ${node.node}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`);
+          } catch (error) {
+            failed(error);
+          }
+        })();
+      });
+      return form;
+    };
+    const undrain = (node: INodeView): HTMLElement => {
+      const b = h('button', { type: 'button', 'data-action': 'undrain' }, 'Undrain');
+      b.addEventListener('click', () => {
+        void (async () => {
+          try {
+            const after = await this.api.delete<INodeView[]>(`dashboard/nodes/${encodeURIComponent(node.node)}/drain`);
+            await this.nodes(after, `Undrained ${node.node}: jobs may start there again.`);
+          } catch (error) {
+            failed(error);
+          }
+        })();
+      });
+      return b;
+    };
+    const rows = nodes.map(node => [
+      node.node,
+      h('span', {}, ...node.gpus.map(g => h('span', { class: 'nbjobs-NodeGpu' }, `${g.gpu_type}: `, meter(g.allocated, g.total, `${node.node} ${g.gpu_type} held`)))),
+      node.jobs.length ? h('span', {}, ...node.jobs.map(j => h('span', { class: 'nbjobs-NodeJob' }, `${j.name} (${j.user}, ${j.flavor}) `, h('code', {}, j.id)))) : 'none',
+      node.drain
+        ? `drained by ${node.drain.by}, ${when(node.drain.at)}${node.drain.reason ? `: ${node.drain.reason}` : ''}`
+        : node.drained
+          ? 'drained outside the dashboard (nbjobs.yaml, a label or a cordon)'
+          : 'open',
+      node.drain ? undrain(node) : node.drained ? '' : drainForm(node)
+    ]);
+    this.main.replaceChildren(
+      h('h2', {}, 'Nodes'),
+      status,
+      nodes.length ? table(['Node', 'GPUs held', 'Jobs', 'State', ''], rows, 'Nodes') : h('p', {}, 'No GPU nodes seen.'),
+      h('p', { class: 'nbjobs-Hint' }, 'A drained node takes no new job; its running jobs finish unless you cancel them. Users of an affected flavor see how much of it is in maintenance.')
     );
   }
 

@@ -1,0 +1,77 @@
+"""The admins' nodes view: each node's GPUs, the jobs on them, and its drain."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from ..db import DrainRecord, JobRecord
+from ..drains import STARTED, drain, jobs_on, undrain
+from ..errors import Caller, Forbidden
+from .models import DrainInfo, NodeGpuRow, NodeJob, NodeView
+
+if TYPE_CHECKING:
+    from ..service import JobService
+
+
+def nodes_view(service: JobService, caller: Caller) -> list[NodeView]:
+    if not caller.admin:
+        raise Forbidden("the nodes view is for nbjobs admins")
+    inventory = service.backend.inventory()
+    with service.sessions() as db:
+        drains = {d.node: d for d in db.scalars(select(DrainRecord)).all()}
+        started = db.execute(
+            select(JobRecord.id, JobRecord.user, JobRecord.name, JobRecord.flavor, JobRecord.node)
+            .where(JobRecord.state.in_(STARTED))
+            .order_by(JobRecord.started_at)
+        ).all()
+        single = len({n.node for n in inventory}) == 1
+        views: dict[str, NodeView] = {}
+        for row in inventory:
+            view = views.get(row.node)
+            if view is None:
+                record = drains.get(row.node)
+                view = views[row.node] = NodeView(
+                    node=row.node,
+                    gpus=[],
+                    drained=row.drained,
+                    drain=DrainInfo(
+                        by=record.drained_by, at=record.drained_at, reason=record.reason
+                    )
+                    if record is not None
+                    else None,
+                    jobs=[
+                        NodeJob(id=j.id, user=j.user, name=j.name, flavor=j.flavor)
+                        for j in started
+                        if j.node == row.node or (single and not j.node)
+                    ],
+                )
+            view.drained = view.drained or row.drained
+            view.gpus.append(
+                NodeGpuRow(
+                    gpu_type=row.gpu_type,
+                    resource=row.resource,
+                    total=row.total,
+                    allocated=round(row.allocated, 3),
+                )
+            )
+    return sorted(views.values(), key=lambda v: v.node)
+
+
+async def drain_node(
+    service: JobService, caller: Caller, node: str, reason: str, cancel_running: bool
+) -> list[NodeView]:
+    """Drain ``node``; with ``cancel_running``, cancel what runs there, saying why."""
+    await service.in_db(drain, service, caller, node, reason)
+    if cancel_running:
+        gpus_only = service.config.backend.kind == "local"  # its drain is of the GPUs
+        why = f"node {node} was drained for maintenance" + (f" ({reason})" if reason else "")
+        for job_id in await service.in_db(jobs_on, service, node, gpus_only=gpus_only):
+            await service.cancel(caller, job_id, why=why)
+    return await service.in_db(nodes_view, service, caller)
+
+
+async def undrain_node(service: JobService, caller: Caller, node: str) -> list[NodeView]:
+    await service.in_db(undrain, service, caller, node)
+    return await service.in_db(nodes_view, service, caller)
