@@ -20,8 +20,15 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 from tornado.log import app_log
 
-from nbjobs.models import CreateClass, RosterChange, SubmitRequest, UpdateRequest
+from nbjobs.models import (
+    CreateClass,
+    RejectRequest,
+    RosterChange,
+    SubmitRequest,
+    UpdateRequest,
+)
 
+from .approvals import approve, reject
 from .auth import Authenticator, bearer_token
 from .errors import Caller, ServiceError
 from .metrics import render as render_metrics
@@ -380,6 +387,17 @@ class CancelHandler(APIHandler):
         self.send(await self._call(self.service.cancel(self.caller, job_id)))
 
 
+class ApproveHandler(APIHandler):
+    async def post(self, job_id: str) -> None:
+        self.send(await self._call_sync(approve, self.service, self.caller, job_id))
+
+
+class RejectHandler(APIHandler):
+    async def post(self, job_id: str) -> None:
+        request = self.body(RejectRequest)
+        self.send(await self._call_sync(reject, self.service, self.caller, job_id, request.reason))
+
+
 class RerunHandler(APIHandler):
     async def post(self, job_id: str) -> None:
         job = await self._call(self.service.rerun(self.caller, job_id))
@@ -673,6 +691,8 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + job + "/?", JobHandler),
         (api + job + "/cancel", CancelHandler),
         (api + job + "/rerun", RerunHandler),
+        (api + job + "/approve", ApproveHandler),
+        (api + job + "/reject", RejectHandler),
         (api + job + "/logs", LogsHandler),
         (api + job + "/metrics", JobMetricsHandler),
         (api + "/usage", UsageHandler),

@@ -58,6 +58,7 @@ from nbjobs.storage import (
 )
 
 from . import drains, metering
+from .approvals import ApprovalExpiry, needs_approval, waiting_for_approval
 from .backends import Backend
 from .classes import ClassRegistry
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
@@ -149,6 +150,7 @@ class JobService:
         self.telemetry = TelemetryCollector(self)
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
         self.reclaimer = IdleReclaimer(self)
+        self.approvals = ApprovalExpiry(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
@@ -171,6 +173,7 @@ class JobService:
         self.dispatcher.run()
         self.telemetry.run()
         self.reclaimer.run()
+        self.approvals.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -185,6 +188,7 @@ class JobService:
         """
         self.stopping = True
         await self.reclaimer.stop()
+        await self.approvals.stop()
         await self.telemetry.stop()
         await self.dispatcher.stop()
         await self.follower.stop()
@@ -198,6 +202,7 @@ class JobService:
         self.dispatcher.halt()
         self.telemetry.halt()
         self.reclaimer.halt()
+        self.approvals.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
@@ -437,6 +442,7 @@ class JobService:
     ) -> Job:
         """Queue the job in the database: its quota checked again, now in the same
         transaction (other submits of the caller's may have been queued meanwhile)."""
+        pending = needs_approval(flavor, caller)
         with self.sessions() as db:
             self._check_quota_at_submit(db, caller, flavor)
             now = utcnow()
@@ -452,7 +458,8 @@ class JobService:
                 groups=sorted(caller.groups),
                 name=(request.name or "").strip() or source.stem,
                 flavor=flavor.name,
-                state=JobState.QUEUED.value,
+                state=(JobState.PENDING_APPROVAL if pending else JobState.QUEUED).value,
+                waiting_reason=waiting_for_approval(self, caller, flavor) if pending else None,
                 priority=request.priority or 0,
                 path=relative_to_user(folder, source),
                 output_path=relative_to_user(folder, output),
@@ -471,7 +478,12 @@ class JobService:
             db.add(record)
             db.commit()
             self.log.info(
-                "job %s: queued by %s (%s, %s)", job_id, caller.name, record.path, flavor.name
+                "job %s: %s by %s (%s, %s)",
+                job_id,
+                "waiting for approval, submitted" if pending else "queued",
+                caller.name,
+                record.path,
+                flavor.name,
             )
             return self._to_model(db, record)
 
@@ -484,7 +496,10 @@ class JobService:
             queued = db.scalar(
                 select(func.count())
                 .select_from(JobRecord)
-                .where(JobRecord.user == caller.name, JobRecord.state == JobState.QUEUED.value)
+                .where(
+                    JobRecord.user == caller.name,
+                    JobRecord.state.in_([JobState.QUEUED.value, JobState.PENDING_APPROVAL.value]),
+                )
             )
             if (queued or 0) >= quota.max_queued_jobs:
                 raise OverQuota(
@@ -837,7 +852,10 @@ class JobService:
             cancelled = rowcount(
                 db,
                 update(JobRecord)
-                .where(JobRecord.id == job_id, JobRecord.state == JobState.QUEUED.value)
+                .where(
+                    JobRecord.id == job_id,
+                    JobRecord.state.in_([JobState.QUEUED.value, JobState.PENDING_APPROVAL.value]),
+                )
                 .values(
                     state=JobState.CANCELLED.value,
                     finished_at=utcnow(),
@@ -970,7 +988,9 @@ class JobService:
                 flavor=record.flavor,
                 state=state,
                 queue_position=position,
-                waiting_reason=waiting if state is JobState.QUEUED else None,
+                waiting_reason=waiting
+                if state in (JobState.QUEUED, JobState.PENDING_APPROVAL)
+                else None,
                 progress=progress,
                 parameters=record.parameters or {},
                 priority=record.priority,

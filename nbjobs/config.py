@@ -387,6 +387,26 @@ class BackendConfig(_Model):
     kubernetes: KubernetesBackendConfig = KubernetesBackendConfig()
 
 
+class ApprovalPolicy(_Model):
+    """Jobs on a flavor wait for a person's yes (a flavor's ``approval``).
+
+    A job of a member of ``groups`` (empty: of anyone but nbjobs admins) waits as
+    ``pending_approval`` until an nbjobs admin, or a teacher of a class its owner is in,
+    approves it (it is queued) or rejects it with a reason (it is cancelled, the reason
+    recorded); unanswered after ``expires_after`` it is cancelled, saying so.
+    """
+
+    groups: list[str] = []
+    expires_after: Duration = 3 * 24 * 3600.0
+
+    @field_validator("expires_after")
+    @classmethod
+    def _at_least_a_minute(cls, value: float | None) -> float:
+        if value is None or value < 60:
+            raise ValueError("expires_after needs to be a minute or more, like 3d or 12h")
+        return value
+
+
 class IdleGpuPolicy(_Model):
     """What happens to a job that leaves its GPUs idle (a flavor's ``idle_gpu``).
 
@@ -444,6 +464,8 @@ class Flavor(_Model):
     cost_per_gpu_hour: float | None = Field(default=None, ge=0)
     #: warn about (or cancel) jobs that leave their GPUs idle; None: never
     idle_gpu: IdleGpuPolicy | None = None
+    #: jobs wait for an admin's (or their teacher's) approval; None: they queue at once
+    approval: ApprovalPolicy | None = None
     #: the pod's scheduler: ``kai`` (KAI Scheduler), ``volcano``, any other
     #: ``schedulerName``; None or ``default``: the cluster's default scheduler
     scheduler: str | None = None

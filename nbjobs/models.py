@@ -16,9 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 class JobState(str, Enum):
     """Where a job is.
 
-    ``queued → starting → running → succeeded | failed | cancelled | timed_out``
+    ``queued → starting → running → succeeded | failed | cancelled | timed_out``;
+    on a flavor that needs approval, ``pending_approval`` comes first: approved, the job
+    is ``queued``; rejected or not answered in time, ``cancelled`` (the message says so).
     """
 
+    PENDING_APPROVAL = "pending_approval"
     QUEUED = "queued"
     STARTING = "starting"
     RUNNING = "running"
@@ -73,6 +76,12 @@ class UpdateRequest(_Body):
     """``PATCH api/jobs/{id}``: admins change a queued job's priority."""
 
     priority: int = Field(ge=-100, le=100)
+
+
+class RejectRequest(_Body):
+    """``POST api/jobs/{id}/reject``: why (its owner reads it)."""
+
+    reason: str = Field(min_length=1, max_length=500)
 
 
 class Progress(BaseModel):

@@ -12,6 +12,7 @@ from tornado import web
 
 import nbjobs
 
+from ..approvals import pending_for
 from ..errors import ServiceError
 from ..handlers import JOB_ID, APIHandler
 from .models import DrainRequest, Me, MoveRequest
@@ -167,6 +168,14 @@ class QueueMoveHandler(APIHandler):
         self.send(await self._call_sync(move, self.service, self.caller, job_id, request.to))
 
 
+class ApprovalsHandler(APIHandler):
+    """The approval requests the caller may decide (admins: all; teachers: their
+    students')."""
+
+    async def get(self) -> None:
+        self.send(await self._call_sync(pending_for, self.service, self.caller))
+
+
 class NodesHandler(APIHandler):
     async def get(self) -> None:
         self.send(await self._call_sync(nodes_view, self.service, self.caller))
@@ -220,6 +229,7 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (board + "/overview", OverviewHandler),
         (board + "/queue", QueueHandler),
         (board + rf"/queue/(?P<job_id>{JOB_ID})/move", QueueMoveHandler),
+        (board + "/approvals", ApprovalsHandler),
         (board + "/nodes", NodesHandler),
         (board + rf"/nodes/(?P<node>{NODE})/drain", DrainHandler),
     ]

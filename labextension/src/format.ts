@@ -12,6 +12,11 @@ export function isFinal(state: JobState): boolean {
   return FINAL_STATES.has(state);
 }
 
+/** Whether the job has not started: waiting for approval or in the queue. */
+export function isWaiting(state: JobState): boolean {
+  return state === 'queued' || state === 'pending_approval';
+}
+
 /** Whether the job is waiting or computing (the panel should poll briskly). */
 export function isActive(state: JobState): boolean {
   return !isFinal(state);
@@ -44,7 +49,7 @@ export function joinFacts(parts: string[], trans: Translate = plain): string {
  */
 export function elapsedSeconds(job: IJob, now: Date): number {
   const from = Date.parse(
-    job.state === 'queued' || !job.started_at ? job.submitted_at : job.started_at
+    isWaiting(job.state) || !job.started_at ? job.submitted_at : job.started_at
   );
   const to = job.finished_at ? Date.parse(job.finished_at) : now.getTime();
   return Math.max(0, (to - from) / 1000);
@@ -53,6 +58,8 @@ export function elapsedSeconds(job: IJob, now: Date): number {
 /** The job's state in a few words, with the queue position while it waits. */
 export function stateLabel(job: IJob, trans: Translate = plain): string {
   switch (job.state) {
+    case 'pending_approval':
+      return trans('Awaiting approval');
     case 'queued':
       return job.queue_position
         ? trans('Queued, #%1 in line', job.queue_position)

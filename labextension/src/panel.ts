@@ -22,6 +22,7 @@ import {
   elapsedSeconds,
   formatDuration,
   isActive,
+  isWaiting,
   jobWarning,
   progressFraction,
   progressLabel,
@@ -265,7 +266,7 @@ class JobRow {
     this._progressText.textContent = label;
 
     const message =
-      job.state === 'queued' ? job.waiting_reason : isActive(job.state) ? null : job.message;
+      isWaiting(job.state) ? job.waiting_reason : isActive(job.state) ? null : job.message;
     this._message.textContent = message ?? '';
     this._message.hidden = !message;
     const warning = jobWarning(job);
@@ -331,7 +332,7 @@ class JobRow {
       const seconds = elapsedSeconds(this._job, new Date());
       const took = formatDuration(seconds, this.trans);
       this._elapsed.textContent =
-        this._job.state === 'queued' ? this.trans('waiting %1', took) : took;
+        isWaiting(this._job.state) ? this.trans('waiting %1', took) : took;
       this._elapsed.title = this.trans('Elapsed time');
     }
   }

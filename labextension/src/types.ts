@@ -4,6 +4,7 @@
 import type { JSONValue } from './params';
 
 export type JobState =
+  | 'pending_approval'
   | 'queued'
   | 'starting'
   | 'running'

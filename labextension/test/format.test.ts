@@ -127,6 +127,10 @@ describe('stateLabel', () => {
     expect(stateLabel(job({ state: 'queued' }))).toBe('Queued');
   });
 
+  it('says a job waits for a person to approve it', () => {
+    expect(stateLabel(job({ state: 'pending_approval' }))).toBe('Awaiting approval');
+  });
+
   it('names every other state', () => {
     const states = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timed_out'] as const;
     expect(states.map(state => stateLabel(job({ state })))).toEqual([

@@ -239,3 +239,20 @@ def test_telemetry_interval_defaults_to_the_runners_and_becomes_its_option():
     for off in (0, "0s", "0"):
         config = parse_config(yaml.safe_dump({"telemetry": {"interval": off}}))
         assert config.telemetry.runner_args() == ["--telemetry-interval", "0"]
+
+
+def test_an_approval_flavor_reads_its_groups_and_expiry_and_refuses_a_short_one():
+    text = "flavors:\n  - name: big\n    gpus: 8\n"
+    text += "    approval: {groups: [students], expires_after: 3d}\n"
+    policy = parse_config(text).flavors[0].approval
+    assert policy is not None
+    assert (policy.groups, policy.expires_after) == (["students"], 3 * 86400.0)
+    default = parse_config("flavors:\n  - {name: big, gpus: 8, approval: {}}\n").flavors[0]
+    assert default.approval is not None
+    assert default.approval.expires_after == 3 * 86400.0
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            "flavors:\n  - name: big\n    approval: {expires_after: 10s}\n", source="nbjobs.yaml"
+        )
+    assert "nbjobs.yaml, line 3" in str(info.value)
+    assert "expires_after needs to be a minute or more, like 3d or 12h" in str(info.value)

@@ -48,6 +48,7 @@ REQUEST_MODELS = {
     "CreateClass": models.CreateClass,
     "RosterChange": models.RosterChange,
     "MoveRequest": dashboard_models.MoveRequest,
+    "RejectRequest": models.RejectRequest,
     "DrainRequest": dashboard_models.DrainRequest,
 }
 #: the response schemas and the models the handlers send

@@ -9,6 +9,7 @@ CUDA_VISIBLE_DEVICES only).
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Iterator
@@ -18,10 +19,21 @@ from playwright.sync_api import Page, Playwright, expect
 
 from nbjobs.demo import PASSWORD
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, Hub, api
+from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, HUB_JOBS_CONFIG, Hub, api, run_hub
 from .test_lab_hub import API, jobs_panel, submit_by_api, wait_for
 
 DASHBOARD = "/services/nbjobs/"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Iterator[Hub]:
+    """The tests' hub, with a flavor whose jobs wait for approval."""
+    config = copy.deepcopy(HUB_JOBS_CONFIG)
+    config["flavors"].append(
+        {"name": "t4-approved", "display_name": "T4, approved", "gpus": 1, "approval": {}}
+    )
+    config["classes"][0]["flavors"].append("t4-approved")
+    yield from run_hub(tmp_path_factory.mktemp("hub"), config)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +99,9 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
-    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(["Overview", "Queue", "Nodes", "Usage"])
+    expect(admin.locator(".nbjobs-Tabs a")).to_have_text(
+        ["Overview", "Queue", "Nodes", "Approvals", "Usage"]
+    )
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
     expect(card(admin, "Backend: local")).to_contain_text("working")
@@ -188,3 +202,37 @@ def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Pa
     expect(admin.locator(".nbjobs-Status")).to_contain_text("jobs may start there again")
     expect(row).to_contain_text("open")
     assert wait_for(lab, job["id"], "succeeded")["state"] == "succeeded"
+
+
+def test_the_admin_approves_one_request_and_rejects_another_saying_why(
+    lab: Page, admin: Page, hub: Hub
+):
+    yes = submit_by_api(lab, "slow.ipynb", "t4-approved", "dash-please", seconds=0.1)
+    no = submit_by_api(lab, "slow.ipynb", "t4-approved", "dash-too-big", seconds=0.1)
+    assert (yes["state"], no["state"]) == ("pending_approval", "pending_approval")
+    # ada's Jobs panel says her job waits for a person
+    expect(jobs_panel(lab).locator(".nbjobs-Job").first).to_contain_text("Awaiting approval")
+
+    admin.goto(hub.url + DASHBOARD + "#approvals")
+    rows = admin.locator("table[aria-label='Approvals'] tbody tr")
+    expect(rows).to_have_count(2)
+    admin.screenshot(path=str(ARTIFACTS / "25-dashboard-approvals.png"), full_page=True)
+    rows.filter(has_text=yes["id"]).locator("button[data-action='approve']").click()
+    expect(admin.locator(".nbjobs-Status")).to_have_text(
+        f"Approved ada's job {yes['id']}: it is queued."
+    )
+    rejecting = rows.filter(has_text=no["id"])
+    rejecting.locator("button[data-action='reject']").click()
+    expect(admin.locator(".nbjobs-Error")).to_contain_text("Say why")
+    rejecting.locator("input[type='text']").fill("ask for a T4 first")
+    rejecting.locator("button[data-action='reject']").click()
+    expect(admin.locator(".nbjobs-Status")).to_contain_text(f"Rejected ada's job {no['id']}")
+    expect(rows).to_have_count(0)
+
+    assert wait_for(lab, yes["id"], "succeeded")["state"] == "succeeded"
+    _, rejected = api(lab, "GET", API + f"jobs/{no['id']}")
+    assert isinstance(rejected, dict)
+    assert (rejected["state"], rejected["message"]) == (
+        "cancelled",
+        "rejected by admin: ask for a T4 first",
+    )

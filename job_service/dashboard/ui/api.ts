@@ -86,6 +86,19 @@ export interface IQueuedJob {
   moved_at: string | null;
 }
 
+/** A job as the API shows it (what the approvals view reads of it). */
+export interface IJob {
+  id: string;
+  user: string;
+  name: string;
+  path: string;
+  flavor: string;
+  state: string;
+  submitted_at: string;
+  waiting_reason: string | null;
+  parameters: Record<string, unknown>;
+}
+
 export interface INodeView {
   node: string;
   gpus: { gpu_type: string; resource: string; total: number; allocated: number }[];

@@ -14,7 +14,7 @@ import {
   Tooltip
 } from 'chart.js';
 
-import { Api, ApiError, IMe, INodeView, IOverview, IQueuedJob, IUsage, IUsageLine } from './api';
+import { Api, ApiError, IJob, IMe, INodeView, IOverview, IQueuedJob, IUsage, IUsageLine } from './api';
 import { csvField, gpus, hours, isoDay, wait, when } from './format';
 
 Chart.register(
@@ -149,6 +149,9 @@ class Dashboard {
     if (this.me?.admin) {
       views.push(['overview', 'Overview'], ['queue', 'Queue'], ['nodes', 'Nodes']);
     }
+    if (this.me?.admin || this.me?.teacher) {
+      views.push(['approvals', 'Approvals']);
+    }
     views.push(['usage', 'Usage']);
     return views;
   }
@@ -202,6 +205,7 @@ class Dashboard {
       overview: () => this.overview(),
       queue: () => this.queue(),
       nodes: () => this.nodes(),
+      approvals: () => this.approvals(),
       usage: () => this.usage()
     };
     void (draw[id] ?? draw.usage)();
@@ -457,6 +461,82 @@ class Dashboard {
       status,
       nodes.length ? table(['Node', 'GPUs held', 'Jobs', 'State', ''], rows, 'Nodes') : h('p', {}, 'No GPU nodes seen.'),
       h('p', { class: 'nbjobs-Hint' }, 'A drained node takes no new job; its running jobs finish unless you cancel them. Users of an affected flavor see how much of it is in maintenance.')
+    );
+  }
+
+  // -- approvals ---------------------------------------------------------------------
+
+  private async approvals(said = ''): Promise<void> {
+    let jobs: IJob[];
+    try {
+      jobs = await this.api.get<IJob[]>('dashboard/approvals');
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (this.view !== 'approvals') {
+      return;
+    }
+    const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
+    const failed = (error: unknown): void => {
+      status.textContent = (error as Error).message;
+      status.className = 'nbjobs-Error';
+    };
+    const decide = (job: IJob): HTMLElement => {
+      const id = `nbjobs-why-${job.id}`;
+      const why = h('input', { type: 'text', id, maxlength: '500', placeholder: 'why not (its owner reads it)' }) as HTMLInputElement;
+      const approve = h('button', { type: 'button', 'data-action': 'approve' }, 'Approve');
+      const reject = h('button', { type: 'button', 'data-action': 'reject' }, 'Reject');
+      approve.addEventListener('click', () => {
+        void (async () => {
+          try {
+            await this.api.post(`jobs/${job.id}/approve`);
+            await this.approvals(`Approved ${job.user}'s job ${job.id}: it is queued.`);
+          } catch (error) {
+            failed(error);
+          }
+        })();
+      });
+      reject.addEventListener('click', () => {
+        if (!why.value.trim()) {
+          failed(new Error(`Say why ${job.user}'s job is rejected: they read it.`));
+          why.focus();
+          return;
+        }
+        void (async () => {
+          try {
+            await this.api.post(`jobs/${job.id}/reject`, { reason: why.value.trim() });
+            await this.approvals(`Rejected ${job.user}'s job ${job.id}; they are told why.`);
+          } catch (error) {
+            failed(error);
+          }
+        })();
+      });
+      return h(
+        'span',
+        { class: 'nbjobs-Actions' },
+        approve,
+        h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${job.user}'s job is rejected`),
+        why,
+        reject
+      );
+    };
+    const rows = jobs.map(job => [
+      h('span', {}, job.name, h('br'), h('code', {}, job.id)),
+      job.user,
+      job.flavor,
+      job.path,
+      Object.keys(job.parameters).length ? h('code', {}, JSON.stringify(job.parameters)) : 'none',
+      when(job.submitted_at),
+      decide(job)
+    ]);
+    this.main.replaceChildren(
+      h('h2', {}, `Approvals: ${jobs.length} waiting`),
+      status,
+      jobs.length
+        ? table(['Job', 'User', 'Flavor', 'Notebook', 'Parameters', 'Asked', ''], rows, 'Approvals')
+        : h('p', {}, 'No job waits for your approval.'),
+      h('p', { class: 'nbjobs-Hint' }, 'An approved job joins the queue; a rejected one is cancelled with your reason. Requests nobody answers expire (nbjobs.yaml, the flavor’s approval.expires_after).')
     );
   }
 

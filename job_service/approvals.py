@@ -1,0 +1,192 @@
+"""Approvals: jobs on a flavor with ``approval`` in nbjobs.yaml wait as ``pending_approval``
+until an nbjobs admin, or a teacher of a class the job's owner is in, approves them
+(queued) or rejects them with a reason (cancelled, the reason recorded and shown to the
+owner). A request nobody answers within the flavor's ``expires_after`` is cancelled,
+saying so. Every decision is recorded in the job's message and the service's log.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select, update
+
+from nbjobs.config import Flavor
+from nbjobs.models import Job, JobState
+
+from .db import JobRecord, rowcount, utcnow
+from .errors import Caller, Conflict, NotFound
+from .periodic import Periodic
+
+if TYPE_CHECKING:
+    from .service import JobService
+
+PENDING = JobState.PENDING_APPROVAL.value
+#: the longest reason a rejection may give
+MAX_REASON = 500
+#: how often requests are checked for expiry
+EXPIRY_ROUND = 60.0
+
+
+def needs_approval(flavor: Flavor, caller: Caller) -> bool:
+    """Whether ``caller``'s job on ``flavor`` waits for approval (admins' never do)."""
+    policy = flavor.approval
+    if policy is None or caller.admin:
+        return False
+    return not policy.groups or bool(set(policy.groups) & set(caller.groups))
+
+
+def waiting_for_approval(service: JobService, caller: Caller, flavor: Flavor) -> str:
+    """The sentence a pending job shows its owner."""
+    teacher = any(c.teachers for c in service.classes.of_student(caller.name))
+    who = "an admin or your teacher" if teacher else "an admin"
+    hours = (flavor.approval.expires_after or 0) / 3600 if flavor.approval else 0
+    within = f"{hours / 24:g} days" if hours >= 48 else f"{hours:g} h"
+    return (
+        f"waiting for approval: {who} must approve jobs on {flavor.label} (the request "
+        f"expires in {within})"
+    )
+
+
+def may_decide(service: JobService, caller: Caller, owner: str) -> bool:
+    """Admins decide every request; a teacher those of their classes' students."""
+    return caller.admin or service.classes.teaches(caller.name, owner)
+
+
+def pending_for(service: JobService, caller: Caller) -> list[Job]:
+    """The requests ``caller`` may decide, oldest first."""
+    with service.sessions() as db:
+        records = db.scalars(
+            select(JobRecord).where(JobRecord.state == PENDING).order_by(JobRecord.seq)
+        ).all()
+        return [service._to_model(db, r) for r in records if may_decide(service, caller, r.user)]
+
+
+def _decided(service: JobService, caller: Caller, job_id: str) -> JobRecord:
+    with service.sessions() as db:
+        record = db.get(JobRecord, job_id)
+        if record is None or not (
+            may_decide(service, caller, record.user) or record.user == caller.name
+        ):
+            raise NotFound(f"no job {job_id!r} you may approve")
+        if not may_decide(service, caller, record.user):
+            raise NotFound(
+                f"you may not approve your own job {job_id}; an admin or your teacher does"
+            )
+        if record.state != PENDING:
+            raise Conflict(f"job {job_id} is {record.state}, not waiting for approval")
+        db.expunge(record)
+        return record
+
+
+def approve(service: JobService, caller: Caller, job_id: str) -> Job:
+    """Queue a pending job (it then waits its turn like any other)."""
+    record = _decided(service, caller, job_id)
+    with service.sessions() as db:
+        done = rowcount(
+            db,
+            update(JobRecord)
+            .where(JobRecord.id == job_id, JobRecord.state == PENDING)
+            .values(
+                state=JobState.QUEUED.value,
+                waiting_reason=None,
+                message=f"approved by {caller.name}",
+            ),
+        )
+        db.commit()
+        if not done:
+            raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
+        service.positions.changed()
+    service.log.info("job %s of %s: approved by %s", job_id, record.user, caller.name)
+    service.dispatcher.wake()
+    return service.get(caller, job_id)
+
+
+def reject(service: JobService, caller: Caller, job_id: str, reason: str) -> Job:
+    """Cancel a pending job with the reason (its owner sees it)."""
+    reason = reason.strip()
+    if not reason:
+        raise Conflict("say why the job is rejected: its owner reads it")
+    record = _decided(service, caller, job_id)
+    with service.sessions() as db:
+        done = rowcount(
+            db,
+            update(JobRecord)
+            .where(JobRecord.id == job_id, JobRecord.state == PENDING)
+            .values(
+                state=JobState.CANCELLED.value,
+                waiting_reason=None,
+                finished_at=utcnow(),
+                message=f"rejected by {caller.name}: {reason}",
+            ),
+        )
+        db.commit()
+        if not done:
+            raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
+    service.log.info("job %s of %s: rejected by %s (%s)", job_id, record.user, caller.name, reason)
+    return service.get(caller, job_id)
+
+
+def expire(service: JobService) -> int:
+    """Cancel the requests older than their flavor's ``expires_after``; how many."""
+    now = utcnow()
+    expired = 0
+    with service.sessions() as db:
+        for flavor in service.config.flavors:
+            if flavor.approval is None or flavor.approval.expires_after is None:
+                continue
+            after = flavor.approval.expires_after
+            expired += rowcount(
+                db,
+                update(JobRecord)
+                .where(
+                    JobRecord.state == PENDING,
+                    JobRecord.flavor == flavor.name,
+                    JobRecord.submitted_at < now - timedelta(seconds=after),
+                )
+                .values(
+                    state=JobState.CANCELLED.value,
+                    waiting_reason=None,
+                    finished_at=now,
+                    message=(
+                        f"nobody approved it within {_span(after)}; the request expired. "
+                        "Submit it again, or ask an admin or your teacher first"
+                    ),
+                ),
+            )
+        db.commit()
+    if expired:
+        service.log.info("%d approval request(s) expired", expired)
+    return expired
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:g} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds / 60:g} min"
+
+
+class ApprovalExpiry:
+    """Checks pending requests for expiry every :data:`EXPIRY_ROUND` seconds."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+        self._rounds = Periodic(
+            lambda: service.in_db(expire, service),
+            lambda: EXPIRY_ROUND,
+            what="expiring approval requests",
+            log=lambda: service.log,
+        )
+
+    def run(self) -> None:
+        if any(f.approval for f in self.service.config.flavors):
+            self._rounds.run()
+
+    async def stop(self) -> None:
+        await self._rounds.stop()
+
+    def halt(self) -> None:
+        self._rounds.halt()
