@@ -215,6 +215,20 @@ class DrainRecord(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
 
 
+class BudgetExtension(Base):
+    """More GPU-hours for one student of a class, for one of its periods from
+    ``granted_at`` (see :mod:`.budgets`)."""
+
+    __tablename__ = "nbjobs_budget_extensions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    class_name: Mapped[str] = mapped_column(String(255), index=True)
+    student: Mapped[str] = mapped_column(String(255))
+    hours: Mapped[float] = mapped_column(Float)
+    granted_by: Mapped[str] = mapped_column(String(255))
+    granted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class LeaseRecord(Base):
     """Who dispatches jobs from this database, until when."""
 

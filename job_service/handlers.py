@@ -21,6 +21,7 @@ from tornado.iostream import StreamClosedError
 from tornado.log import app_log
 
 from nbjobs.models import (
+    BudgetGrant,
     CreateClass,
     RejectRequest,
     RosterChange,
@@ -547,7 +548,8 @@ class ClassesHandler(APIHandler):
     """``GET api/classes``: the caller's classes (admins: all); ``POST``: create one."""
 
     async def get(self) -> None:
-        self.send(self.service.classes.visible_to(self.caller))
+        annotate = self.service.budgets.annotate
+        self.send([annotate(c) for c in self.service.classes.visible_to(self.caller)])
 
     async def post(self) -> None:
         request = self.body(CreateClass)
@@ -565,12 +567,21 @@ class ClassHandler(APIHandler):
             raise web.HTTPError(
                 404, "no class %r of yours; `nbjobs class list` shows your classes", name
             )
-        self.send(info)
+        self.send(self.service.budgets.annotate(info))
 
     async def delete(self, name: str) -> None:
         await self._call(self.service.classes.delete(self.caller, name))
         self.set_status(204)
         self.finish()
+
+
+class BudgetHandler(APIHandler):
+    """``POST``: more GPU-hours for one student of a class (its teachers, admins)."""
+
+    async def post(self, name: str, student: str) -> None:
+        grant = self.body(BudgetGrant)
+        budgets = self.service.budgets
+        self.send(await self._call_sync(budgets.grant, self.caller, name, student, grant.hours))
 
 
 class ClassStudentsHandler(APIHandler):
@@ -579,12 +590,14 @@ class ClassStudentsHandler(APIHandler):
     async def post(self, name: str) -> None:
         change = self.body(RosterChange)
         classes = self.service.classes
-        self.send(await self._call(classes.add_students(self.caller, name, change.students)))
+        info = await self._call(classes.add_students(self.caller, name, change.students))
+        self.send(self.service.budgets.annotate(info))
 
     async def delete(self, name: str) -> None:
         change = self.body(RosterChange)
         classes = self.service.classes
-        self.send(await self._call(classes.remove_students(self.caller, name, change.students)))
+        info = await self._call(classes.remove_students(self.caller, name, change.students))
+        self.send(self.service.budgets.annotate(info))
 
 
 def _no_constant(name: str) -> Any:
@@ -699,6 +712,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + "/classes/?", ClassesHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
+        (api + r"/classes/(?P<name>[^/]+)/students/(?P<student>[^/]+)/budget", BudgetHandler),
         *dashboard_api_routes(api),
         # last: every other path under api/ is a JSON 404, never tornado's HTML page
         (api + r"(?:/.*)?", NotFoundHandler),

@@ -60,6 +60,7 @@ from nbjobs.storage import (
 from . import drains, metering
 from .approvals import ApprovalExpiry, needs_approval, waiting_for_approval
 from .backends import Backend
+from .budgets import Budgets
 from .classes import ClassRegistry
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
@@ -151,6 +152,7 @@ class JobService:
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
         self.reclaimer = IdleReclaimer(self)
         self.approvals = ApprovalExpiry(self)
+        self.budgets = Budgets(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
@@ -169,6 +171,7 @@ class JobService:
         self.lease.keep(self._lease_lost)
         self._seq = await self.in_db(self._last_seq)
         await self.in_db(drains.load, self)  # before the first job is placed
+        await self.in_db(self.budgets.load)
         await self.dispatcher.recover()
         self.dispatcher.run()
         self.telemetry.run()
@@ -255,10 +258,14 @@ class JobService:
         mine = [quotas.groups[g] for g in sorted(caller.groups) if g in quotas.groups]
         budgets = [c for c in self.classes.of_student(caller.name) if c.gpu_hours is not None]
         if budgets:
-            # A class's GPU-hours replace the usual budget; its other limits stay.
-            best = max(budgets, key=lambda c: c.gpu_hours or 0.0)
+            # A class's GPU-hours (and what its teacher granted this student on top)
+            # replace the usual budget; its other limits stay.
+            def hours(c: ClassInfo) -> float:
+                return (c.gpu_hours or 0.0) + self.budgets.extra(c, caller.name)
+
+            best = max(budgets, key=hours)
             mine = [
-                q.model_copy(update={"gpu_hours": best.gpu_hours, "period": best.period})
+                q.model_copy(update={"gpu_hours": hours(best), "period": best.period})
                 for q in (mine or [quotas.default])
             ]
         if not mine:

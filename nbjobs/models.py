@@ -327,6 +327,8 @@ class ClassInfo(BaseModel):
     queue: str | None = None
     #: "nbjobs.yaml" (an admin's, read-only here) or "hub" (a teacher's)
     source: str = "hub"
+    #: GPU-hours granted to single students on top of ``gpu_hours``, counting now
+    extra_hours: dict[str, float] = {}
 
 
 class CreateClass(_Body):
@@ -345,6 +347,13 @@ class RosterChange(_Body):
     """``POST`` / ``DELETE api/classes/{name}/students``: students to add or remove."""
 
     students: list[str] = Field(min_length=1)
+
+
+class BudgetGrant(_Body):
+    """``POST api/classes/{name}/students/{student}/budget``: more GPU-hours for one
+    student, for one of the class's periods from now."""
+
+    hours: float = Field(gt=0, le=10_000)
 
 
 class RosterProblem(BaseModel):

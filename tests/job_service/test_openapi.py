@@ -49,6 +49,7 @@ REQUEST_MODELS = {
     "RosterChange": models.RosterChange,
     "MoveRequest": dashboard_models.MoveRequest,
     "RejectRequest": models.RejectRequest,
+    "BudgetGrant": models.BudgetGrant,
     "DrainRequest": dashboard_models.DrainRequest,
 }
 #: the response schemas and the models the handlers send
@@ -286,7 +287,7 @@ async def test_every_method_a_path_does_not_offer_is_a_405_naming_those_it_does(
     error = document["components"]["schemas"]["Error"]
     svc.write("ada", "a.ipynb", "1")
     job = await svc.submit("ada", "a.ipynb")
-    values = {"job_id": job["id"], "name": "ml101", "node": "gpu-0"}
+    values = {"job_id": job["id"], "name": "ml101", "node": "gpu-0", "student": "ada"}
     answered = []
 
     async with svc.client("ada") as c:
