@@ -36,9 +36,8 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     yield from run_hub(tmp_path_factory.mktemp("hub"), config)
 
 
-@pytest.fixture(scope="module")
-def admin(hub: Hub, playwright: Playwright) -> Iterator[Page]:
-    """The admin, in a browser of their own (their own cookies), logged in at the hub."""
+def log_in(playwright: Playwright, hub: Hub, user: str) -> Iterator[Page]:
+    """``user`` in a browser of their own (their own cookies), logged in at the hub."""
     browser = playwright.chromium.launch(
         executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
     )
@@ -46,13 +45,23 @@ def admin(hub: Hub, playwright: Playwright) -> Iterator[Page]:
     context.set_default_timeout(30_000)
     page = context.new_page()
     page.goto(f"{hub.url}/hub/login")
-    page.fill("#username_input", "admin")
+    page.fill("#username_input", user)
     page.fill("#password_input", PASSWORD)
     page.click("#login_submit")
     page.wait_for_url(re.compile(r".*/(hub|user)/.*"), timeout=120_000)
     yield page
     context.close()
     browser.close()
+
+
+@pytest.fixture(scope="module")
+def admin(hub: Hub, playwright: Playwright) -> Iterator[Page]:
+    yield from log_in(playwright, hub, "admin")
+
+
+@pytest.fixture(scope="module")
+def teacher(hub: Hub, playwright: Playwright) -> Iterator[Page]:
+    yield from log_in(playwright, hub, "tess")
 
 
 def card(page: Page, title: str):
@@ -236,3 +245,49 @@ def test_the_admin_approves_one_request_and_rejects_another_saying_why(
         "cancelled",
         "rejected by admin: ask for a T4 first",
     )
+
+
+def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
+    teacher: Page, hub: Hub, tmp_path
+):
+    teacher.goto(hub.url + DASHBOARD + "#classes")
+    expect(teacher.locator(".nbjobs-Who")).to_contain_text("tess (teacher)")
+    expect(teacher.locator(".nbjobs-Tabs a")).to_have_text(["Approvals", "Classes", "Usage"])
+    # her class from nbjobs.yaml is there, read-only
+    demo = teacher.locator("section[aria-label='Class demo-class']")
+    expect(demo).to_contain_text("from nbjobs.yaml (read-only here)")
+    expect(demo.locator("table")).to_contain_text("ada")
+
+    form = teacher.locator("form[aria-label='Create a class']")
+    form.locator("#nbjobs-class-name").fill("physics-101")
+    form.locator("#nbjobs-flavor-t4").check()
+    form.locator("#nbjobs-class-hours").fill("2")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("username,email\ncarl,carl@example.org\nada,ada@example.org\nCarl,c@x\n")
+    form.locator("input[type='file']").set_input_files(str(roster))
+    preview = form.locator("table[aria-label='Create a class: preview'] tbody tr")
+    expect(preview).to_have_count(3)
+    form.locator("button[type='submit']").click()
+    # the service refuses the whole roster and says what is wrong on each row
+    expect(preview.nth(1)).to_contain_text("already a student of class 'demo-class'")
+    expect(preview.nth(2)).to_contain_text("listed twice")
+    expect(preview.nth(0)).to_contain_text("ok")
+    teacher.screenshot(path=str(ARTIFACTS / "26-dashboard-roster-problems.png"), full_page=True)
+
+    form.locator("textarea").fill("carl\ndora\n")
+    form.locator("button[type='submit']").click()
+    expect(teacher.locator(".nbjobs-Status")).to_have_text(
+        "Created class physics-101 with 2 student(s)."
+    )
+    physics = teacher.locator("section[aria-label='Class physics-101']")
+    expect(physics).to_contain_text("2 GPU-hours per student per week")
+    students = physics.locator("table tbody tr")
+    expect(students).to_have_count(2)
+    carl = students.filter(has_text="carl")
+    carl.locator("input[type='number']").fill("1.5")
+    carl.locator("button[data-action='extend']").click()
+    expect(teacher.locator(".nbjobs-Status")).to_have_text(
+        "carl may use 1.5 more GPU-hours in physics-101 this week."
+    )
+    expect(physics.locator("table tbody tr").filter(has_text="carl")).to_contain_text("+1.5 h")
+    teacher.screenshot(path=str(ARTIFACTS / "27-dashboard-classes.png"), full_page=True)

@@ -1,10 +1,18 @@
 /** The job service's API as the dashboard calls it: with the caller's token, JSON in and out,
  * and the service's own sentence when it says no. */
 
+/** One bad roster entry, as the service names it. */
+export interface IRosterProblem {
+  index: number;
+  student: string;
+  reason: string;
+}
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
-    message: string
+    message: string,
+    readonly problems: IRosterProblem[] = []
   ) {
     super(message);
   }
@@ -99,6 +107,24 @@ export interface IJob {
   parameters: Record<string, unknown>;
 }
 
+export interface IClass {
+  name: string;
+  teachers: string[];
+  students: string[];
+  flavors: string[];
+  gpu_hours: number | null;
+  period: string;
+  queue: string | null;
+  source: string;
+  extra_hours: Record<string, number>;
+}
+
+export interface IFlavor {
+  name: string;
+  display_name: string;
+  gpus: number;
+}
+
 export interface INodeView {
   node: string;
   gpus: { gpu_type: string; resource: string; total: number; allocated: number }[];
@@ -149,7 +175,7 @@ export class Api {
     return this.call<T>('DELETE', path);
   }
 
-  private async call<T>(
+  async call<T>(
     method: string,
     path: string,
     query: Record<string, string> = {},
@@ -184,8 +210,12 @@ export class Api {
       answer = null;
     }
     if (!response.ok) {
-      const said = (answer as { message?: string } | null)?.message;
-      throw new ApiError(response.status, said || `the job service answered ${response.status}`);
+      const said = answer as { message?: string; problems?: IRosterProblem[] } | null;
+      throw new ApiError(
+        response.status,
+        said?.message || `the job service answered ${response.status}`,
+        said?.problems ?? []
+      );
     }
     return answer as T;
   }

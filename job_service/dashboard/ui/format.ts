@@ -60,3 +60,20 @@ export function csvField(value: string | number | null): string {
   }
   return /[",\n\r]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
+
+/** User names from a roster: one per line, the first column of a CSV (a header row such
+ * as `username` or `student` is skipped), quotes and blanks removed. */
+export function rosterNames(text: string): string[] {
+  const names: string[] = [];
+  for (const line of text.split(/\r?\n/)) {
+    const first = line.split(/[,;\t]/)[0].trim().replace(/^"(.*)"$/, '$1').trim();
+    if (!first) {
+      continue;
+    }
+    if (names.length === 0 && /^(user ?name|user|student|name|login|e-?mail)$/i.test(first)) {
+      continue;
+    }
+    names.push(first);
+  }
+  return names;
+}

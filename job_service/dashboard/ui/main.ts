@@ -14,8 +14,20 @@ import {
   Tooltip
 } from 'chart.js';
 
-import { Api, ApiError, IJob, IMe, INodeView, IOverview, IQueuedJob, IUsage, IUsageLine } from './api';
-import { csvField, gpus, hours, isoDay, wait, when } from './format';
+import {
+  Api,
+  ApiError,
+  IClass,
+  IFlavor,
+  IJob,
+  IMe,
+  INodeView,
+  IOverview,
+  IQueuedJob,
+  IUsage,
+  IUsageLine
+} from './api';
+import { csvField, gpus, hours, isoDay, rosterNames, wait, when } from './format';
 
 Chart.register(
   BarController,
@@ -150,7 +162,7 @@ class Dashboard {
       views.push(['overview', 'Overview'], ['queue', 'Queue'], ['nodes', 'Nodes']);
     }
     if (this.me?.admin || this.me?.teacher) {
-      views.push(['approvals', 'Approvals']);
+      views.push(['approvals', 'Approvals'], ['classes', 'Classes']);
     }
     views.push(['usage', 'Usage']);
     return views;
@@ -206,6 +218,7 @@ class Dashboard {
       queue: () => this.queue(),
       nodes: () => this.nodes(),
       approvals: () => this.approvals(),
+      classes: () => this.classes(),
       usage: () => this.usage()
     };
     void (draw[id] ?? draw.usage)();
@@ -538,6 +551,195 @@ class Dashboard {
         : h('p', {}, 'No job waits for your approval.'),
       h('p', { class: 'nbjobs-Hint' }, 'An approved job joins the queue; a rejected one is cancelled with your reason. Requests nobody answers expire (nbjobs.yaml, the flavor’s approval.expires_after).')
     );
+  }
+
+  // -- classes -----------------------------------------------------------------------
+
+  private async classes(said = ''): Promise<void> {
+    let classes: IClass[];
+    let flavors: IFlavor[];
+    try {
+      [classes, flavors] = await Promise.all([
+        this.api.get<IClass[]>('classes'),
+        this.api.get<IFlavor[]>('flavors')
+      ]);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (this.view !== 'classes') {
+      return;
+    }
+    const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
+    const sections = await Promise.all(classes.map(c => this.classSection(c, status)));
+    this.main.replaceChildren(
+      h('h2', {}, `Classes: ${classes.length}`),
+      status,
+      ...sections,
+      this.createClassForm(flavors, status)
+    );
+  }
+
+  private failIn(status: HTMLElement, error: unknown): void {
+    status.textContent = (error as Error).message;
+    status.className = 'nbjobs-Error';
+  }
+
+  private async classSection(cls: IClass, status: HTMLElement): Promise<HTMLElement> {
+    const days = cls.period === 'day' ? 1 : cls.period === 'week' ? 7 : 30;
+    const since = isoDay(new Date(Date.now() - (days - 1) * 86_400_000));
+    let used = new Map<string, IUsageLine>();
+    try {
+      const usage = await this.api.get<IUsage>('usage', { by: 'user', since });
+      used = new Map(usage.breakdown.map(line => [line.name, line]));
+    } catch {
+      // the table still lists the students, without their hours
+    }
+    const fromHub = cls.source === 'hub';
+    const rows = cls.students.map(student => {
+      const line = used.get(student);
+      const extra = cls.extra_hours[student] ?? 0;
+      const budget = cls.gpu_hours === null ? null : cls.gpu_hours + extra;
+      const amount = h('input', { type: 'number', min: '0.5', step: '0.5', value: '1', 'aria-label': `Hours more for ${student}` }) as HTMLInputElement;
+      const extend = h('button', { type: 'button', 'data-action': 'extend' }, 'Extend');
+      extend.addEventListener('click', () => {
+        void (async () => {
+          try {
+            await this.api.post(`classes/${encodeURIComponent(cls.name)}/students/${encodeURIComponent(student)}/budget`, { hours: Number(amount.value) });
+            await this.classes(`${student} may use ${amount.value} more GPU-hours in ${cls.name} this ${cls.period}.`);
+          } catch (error) {
+            this.failIn(status, error);
+          }
+        })();
+      });
+      const remove = h('button', { type: 'button', 'data-action': 'remove' }, 'Remove');
+      remove.addEventListener('click', () => {
+        if (!window.confirm(`Remove ${student} from ${cls.name}? Their jobs and files stay.`)) {
+          return;
+        }
+        void (async () => {
+          try {
+            await this.api.call('DELETE', `classes/${encodeURIComponent(cls.name)}/students`, {}, { students: [student] });
+            await this.classes(`Removed ${student} from ${cls.name}.`);
+          } catch (error) {
+            this.failIn(status, error);
+          }
+        })();
+      });
+      return [
+        student,
+        String(line?.jobs ?? 0),
+        budget === null
+          ? `${hours(line?.gpu_hours_allocated ?? 0)} (no budget)`
+          : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`),
+        extra ? `+${gpus(extra)} h` : '–',
+        h('span', { class: 'nbjobs-Actions' }, cls.gpu_hours === null ? null : amount, cls.gpu_hours === null ? null : extend, fromHub ? remove : null)
+      ];
+    });
+    const add = fromHub ? this.rosterForm(`Add students to ${cls.name}`, 'Add', async names => {
+      await this.api.post(`classes/${encodeURIComponent(cls.name)}/students`, { students: names });
+      return `Added ${names.length} student(s) to ${cls.name}.`;
+    }, status) : null;
+    return h(
+      'section',
+      { class: 'nbjobs-Class', 'aria-label': `Class ${cls.name}` },
+      h('h3', {}, cls.name),
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        `Teachers: ${cls.teachers.join(', ') || 'none'} · flavors: ${cls.flavors.join(', ') || 'as usual'} · ` +
+          `${cls.gpu_hours === null ? 'no GPU-hour budget' : `${gpus(cls.gpu_hours)} GPU-hours per student per ${cls.period}`}` +
+          `${cls.queue ? ` · queue ${cls.queue}` : ''} · ${fromHub ? 'made in the dashboard or the CLI' : 'from nbjobs.yaml (read-only here)'}`
+      ),
+      cls.students.length
+        ? table(['Student', 'Jobs', `GPU-hours, last ${days} day(s)`, 'Granted', ''], rows, `Students of ${cls.name}`)
+        : h('p', {}, 'No students yet.'),
+      add
+    );
+  }
+
+  /** A roster: pasted names or a CSV file, previewed row by row, the service's refusals
+   * shown on their rows. `send` returns the sentence to show when it worked. */
+  private rosterForm(label: string, verb: string, send: (names: string[]) => Promise<string>, status: HTMLElement, extra: HTMLElement[] = []): HTMLElement {
+    const id = `nbjobs-roster-${Math.random().toString(36).slice(2)}`;
+    const text = h('textarea', { id, rows: '3', placeholder: 'one user name per line, or choose a CSV file' }) as HTMLTextAreaElement;
+    const file = h('input', { type: 'file', accept: '.csv,.txt,text/csv', 'aria-label': `${label}: CSV file` }) as HTMLInputElement;
+    const preview = h('div', { class: 'nbjobs-Preview' });
+    const show = (problems: { index: number; reason: string }[] = []): void => {
+      const names = rosterNames(text.value);
+      const why = new Map(problems.map(p => [p.index, p.reason]));
+      preview.replaceChildren(
+        names.length
+          ? table(
+              ['#', 'User name', 'Problem'],
+              names.map((name, i) => [String(i + 1), name, why.get(i) ?? 'ok']),
+              `${label}: preview`
+            )
+          : h('p', { class: 'nbjobs-Hint' }, 'Nobody listed yet.')
+      );
+      for (const [i] of why) {
+        preview.querySelectorAll('tbody tr')[i]?.classList.add('nbjobs-Bad');
+      }
+    };
+    text.addEventListener('input', () => show());
+    file.addEventListener('change', () => {
+      const chosen = file.files?.[0];
+      if (chosen) {
+        void chosen.text().then(content => {
+          text.value = content;
+          show();
+        });
+      }
+    });
+    const go = h('button', { type: 'submit' }, verb);
+    const form = h('form', { class: 'nbjobs-Roster', 'aria-label': label }, h('h4', {}, label), ...extra, h('label', { for: id }, 'Students'), text, file, preview, go);
+    form.addEventListener('submit', event => {
+      event.preventDefault();
+      void (async () => {
+        try {
+          const done = await send(rosterNames(text.value));
+          await this.classes(done);
+        } catch (error) {
+          this.failIn(status, error);
+          if (error instanceof ApiError && error.problems.length) {
+            show(error.problems);
+          }
+        }
+      })();
+    });
+    show();
+    return form;
+  }
+
+  private createClassForm(flavors: IFlavor[], status: HTMLElement): HTMLElement {
+    const name = h('input', { type: 'text', id: 'nbjobs-class-name', required: '', maxlength: '63', placeholder: 'e.g. physics-101' }) as HTMLInputElement;
+    const budget = h('input', { type: 'number', id: 'nbjobs-class-hours', min: '0', step: '0.5', placeholder: 'none' }) as HTMLInputElement;
+    const period = h('select', { id: 'nbjobs-class-period' }, ...['week', 'day', 'month'].map(p => h('option', { value: p }, p))) as HTMLSelectElement;
+    const boxes = flavors.map(f => h('input', { type: 'checkbox', value: f.name, id: `nbjobs-flavor-${f.name}` }) as HTMLInputElement);
+    const extra = [
+      h('label', { for: 'nbjobs-class-name' }, 'Name'),
+      name,
+      h(
+        'fieldset',
+        {},
+        h('legend', {}, 'Flavors its students may use (none ticked: as usual)'),
+        ...flavors.map((f, i) => h('label', { for: `nbjobs-flavor-${f.name}`, class: 'nbjobs-Check' }, boxes[i], ` ${f.display_name} (${f.name})`))
+      ),
+      h('label', { for: 'nbjobs-class-hours' }, 'GPU-hours per student'),
+      budget,
+      h('label', { for: 'nbjobs-class-period' }, 'per'),
+      period
+    ];
+    return this.rosterForm('Create a class', 'Create class', async students => {
+      await this.api.post('classes', {
+        name: name.value.trim(),
+        students,
+        flavors: boxes.filter(b => b.checked).map(b => b.value),
+        gpu_hours: budget.value === '' ? null : Number(budget.value),
+        period: period.value
+      });
+      return `Created class ${name.value.trim()} with ${students.length} student(s).`;
+    }, status, extra);
   }
 
   // -- usage -------------------------------------------------------------------------
