@@ -109,7 +109,7 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
     expect(admin.locator(".nbjobs-Tabs a")).to_have_text(
-        ["Overview", "Queue", "Nodes", "Approvals", "Usage"]
+        ["Overview", "Queue", "Nodes", "Approvals", "Classes", "Usage"]
     )
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
