@@ -803,6 +803,11 @@ class JobService:
                 row.running += r.state in ACTIVE_VALUES
                 row.queued += r.state == JobState.QUEUED.value
                 row.gpu_hours = round(row.gpu_hours + hours, 4)
+        user_groups = {r.user: frozenset(r.groups or []) for r in records}
+        for row in users.values():
+            quota = self.quota_for(Caller(row.name, user_groups.get(row.name, frozenset())))
+            if quota.gpu_hours is not None and quota.period == period:
+                row.gpu_hours_limit = quota.gpu_hours
         order = lambda rows: sorted(rows.values(), key=lambda u: (-u.gpu_hours, u.name))  # noqa: E731
         return Usage(
             since=period_since,

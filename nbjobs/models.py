@@ -178,6 +178,9 @@ class UsageRow(BaseModel):
     running: int
     queued: int
     gpu_hours: float
+    #: a user's GPU-hour budget for the same period (with what their teacher granted);
+    #: None for groups, for users without a budget, or whose budget counts another period
+    gpu_hours_limit: float | None = None
 
 
 class UsageDay(BaseModel):

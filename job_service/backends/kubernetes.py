@@ -35,6 +35,7 @@ import contextlib
 import copy
 import json
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
@@ -192,6 +193,8 @@ class KubernetesBackend(Backend):
         self._last_error: str | None = None
         #: the watches that fail now, by kind, with their last error (for health())
         self._failing: dict[str, str] = {}
+        #: when each watch last heard from the API server (an event or a bookmark)
+        self._heard: dict[str, float] = {}
 
     # -- what the service asks ---------------------------------------------------
 
@@ -586,9 +589,16 @@ class KubernetesBackend(Backend):
         if not self._synced["jobs"].is_set():
             return False, "not connected to the cluster yet"
         nodes = f", {len(self.nodes)} nodes" if self.nodes is not None else ", nodes not readable"
-        return True, (
+        heard = [self._heard[k] for k in ("jobs", "pods") if k in self._heard]
+        # bookmarks come every minute or so on a quiet cluster: silence much longer than a
+        # watch's timeout means the watches are stuck
+        lag = time.monotonic() - min(heard) if heard else None
+        last = f"; last word from the API server {lag:.0f} s ago" if lag is not None else ""
+        healthy = lag is None or lag < self.watch_timeout + 120
+        return healthy, (
             f"following namespace {self.namespace}: {len(self.jobs)} Jobs, "
-            f"{len(self.pods)} pods{nodes}"
+            f"{len(self.pods)} pods{nodes}{last}"
+            + ("" if healthy else "; the watches may be stuck (check the service's log)")
         )
 
     # -- the cluster's view ------------------------------------------------------
@@ -818,6 +828,9 @@ class KubernetesBackend(Backend):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(tick.wait(), timeout=max(0.01, deadline - loop.time()))
 
+    def _kind_of(self, store: dict[str, Obj]) -> str:
+        return "jobs" if store is self.jobs else "pods" if store is self.pods else "nodes"
+
     def _changed(self) -> None:
         tick, self._tick = self._tick, asyncio.Event()
         tick.set()
@@ -836,6 +849,7 @@ class KubernetesBackend(Backend):
                         store[item["metadata"]["name"]] = item
                     version = (listed.get("metadata") or {}).get("resourceVersion") or ""
                     self._failing.pop(kind, None)
+                    self._heard[kind] = time.monotonic()
                     self._synced[kind].set()
                     self._changed()
                 version = await self._watch(lister, store, version)
@@ -879,6 +893,7 @@ class KubernetesBackend(Backend):
                         obj.get("code", 500), obj.get("message", ""), obj.get("reason", "")
                     )
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                self._heard[self._kind_of(store)] = time.monotonic()
                 if kind == "BOOKMARK":
                     continue
                 name = obj["metadata"]["name"]
@@ -889,6 +904,8 @@ class KubernetesBackend(Backend):
                 else:
                     store[name] = obj
                 self._changed()
+            # the server ended the request at its timeout: it was there all along
+            self._heard[self._kind_of(store)] = time.monotonic()
         finally:
             response.release()
         return version

@@ -54,6 +54,11 @@ async def test_an_extension_lets_a_student_out_of_hours_submit_again(svc):
         classes = {k["name"]: k for k in (await c.get("classes")).json()}
     assert classes["ml"]["extra_hours"] == {"ada": 2.0}
     assert classes["art"]["extra_hours"] == {}
+    # the usage report sets each user's hours against their budget, the grant included
+    async with svc.client("eve") as c:
+        users = {u["name"]: u for u in (await c.get("usage")).json()["users"]}
+    assert users["ada"]["gpu_hours_limit"] == 3
+    assert users["ada"]["gpu_hours"] >= 1
 
 
 async def test_extensions_are_for_a_classs_teachers_its_students_and_budgets(svc):

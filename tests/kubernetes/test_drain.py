@@ -5,6 +5,7 @@ again."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .conftest import NAMESPACE, eventually
@@ -31,6 +32,10 @@ async def test_a_drained_node_gets_no_new_job_and_its_users_are_told(
     svc = await start(tmp_path, kubeconfig, settings(tmp_path))
     running_services.append(svc)
     await eventually(lambda: len(svc.service.backend.inventory()) == 2)
+    ok, detail = svc.service.backend.health()
+    assert ok
+    assert detail.startswith(f"following namespace {NAMESPACE}: 0 Jobs, 0 pods, 2 nodes")
+    assert "last word from the API server" in detail
 
     async with svc.client("root") as admin:
         r = await admin.post("dashboard/nodes/gpu-1/drain", json={"reason": "driver update"})
@@ -58,3 +63,19 @@ async def test_a_drained_node_gets_no_new_job_and_its_users_are_told(
     second = await svc.submit("ada", "d.ipynb", "a100")
     job = await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{second['id']}"))
     assert excluded_nodes(job) == []
+
+
+async def test_a_watch_silent_for_too_long_makes_the_backend_unhealthy(make_backend, fake):
+    backend = make_backend()
+    await backend.reconcile(set())
+    assert backend.health()[0]
+    long_ago = time.monotonic() - backend.watch_timeout - 600
+    backend._heard = {"jobs": long_ago, "pods": time.monotonic()}
+    ok, detail = backend.health()
+    assert not ok
+    assert detail.endswith("the watches may be stuck (check the service's log)")
+    # a watch that fails says so, in the API server's words
+    backend._failing["jobs"] = "Kubernetes API 403 Forbidden: jobs is forbidden"
+    ok, detail = backend.health()
+    assert not ok
+    assert detail.startswith("cannot follow jobs in the cluster (Kubernetes API 403")

@@ -149,7 +149,18 @@ export interface IUsageLine {
   days: IUsageDay[];
 }
 
+export interface IUsageRow {
+  name: string;
+  jobs: number;
+  running: number;
+  queued: number;
+  gpu_hours: number;
+  gpu_hours_limit: number | null;
+}
+
 export interface IUsage {
+  period: string;
+  users: IUsageRow[];
   range_since: string | null;
   range_until: string | null;
   by: string | null;

@@ -836,7 +836,29 @@ class Dashboard {
       ]),
       `GPU-hours by ${usage.by}`
     );
+    const top = usage.users.slice(0, 10);
+    const budgets = top.length
+      ? h(
+          'section',
+          {},
+          h('h3', {}, `Top users this ${usage.period}, against their budgets`),
+          table(
+            ['User', 'Jobs', 'Running', 'Queued', 'GPU-hours used'],
+            top.map(u => [
+              u.name,
+              String(u.jobs),
+              String(u.running),
+              String(u.queued),
+              u.gpu_hours_limit === null
+                ? `${hours(u.gpu_hours)} (no budget)`
+                : meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`)
+            ]),
+            `Top users this ${usage.period}`
+          )
+        )
+      : null;
     into.replaceChildren(
+      ...(budgets ? [budgets] : []),
       h('section', {}, h('h3', {}, `Allocated per day, by ${usage.by}`), h('div', { class: 'nbjobs-Chart' }, stacked)),
       h('section', {}, h('h3', {}, 'Allocated and busy per day'), h('div', { class: 'nbjobs-Chart' }, versus)),
       h('section', {}, h('h3', {}, `From ${usage.range_since} to ${usage.range_until}`), summary)
