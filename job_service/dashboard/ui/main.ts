@@ -111,7 +111,7 @@ class Dashboard {
     try {
       this.me = await this.api.get<IMe>('me');
     } catch (error) {
-      if (error instanceof ApiError && error.status === 403 && !meta('nbjobs-token')) {
+      if (error instanceof ApiError && [401, 403].includes(error.status) && !meta('nbjobs-token')) {
         sessionStorage.removeItem('nbjobs-token');
         this.askForToken('the service does not know that token');
         return;
