@@ -95,8 +95,9 @@ class QueuedJob(BaseModel):
     name: str
     user: str
     flavor: str
-    #: 1: the next to start (quotas and capacity may still pass it over)
-    place: int
+    #: 1: the next to start (quotas and capacity may still pass it over); None: it waits
+    #: for approval and is not in the queue yet
+    place: int | None
     priority: int
     submitted_at: datetime
     waited_seconds: float

@@ -9,6 +9,7 @@ front one above the highest queued, back one below the lowest, within -100..100.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import select
@@ -37,8 +38,9 @@ def _queued(db: Session) -> list[JobRecord]:
     return sorted(records, key=lambda r: places.get(r.id, len(places) + 1))
 
 
-def _view(records: list[JobRecord]) -> list[QueuedJob]:
+def _view(records: list[JobRecord], pending: Sequence[JobRecord] = ()) -> list[QueuedJob]:
     now = utcnow()
+    places: list[int | None] = [*range(1, len(records) + 1), *[None] * len(pending)]
     return [
         QueuedJob(
             id=r.id,
@@ -53,7 +55,7 @@ def _view(records: list[JobRecord]) -> list[QueuedJob]:
             moved_by=r.priority_set_by,
             moved_at=r.priority_set_at,
         )
-        for place, r in enumerate(records, start=1)
+        for place, r in zip(places, [*records, *pending], strict=True)
     ]
 
 
@@ -61,7 +63,13 @@ def queue_view(service: JobService, caller: Caller) -> list[QueuedJob]:
     """Every queued job, first to start first (admins)."""
     _admin_only(caller)
     with service.sessions() as db:
-        return _view(_queued(db))
+        return _view(_queued(db), _pending(db))
+
+
+def _pending(db: Session) -> list[JobRecord]:
+    """Jobs waiting for approval, oldest first (after the queue: none of them may start)."""
+    pending = select(JobRecord).where(JobRecord.state == JobState.PENDING_APPROVAL.value)
+    return list(db.scalars(pending.order_by(JobRecord.seq)).all())
 
 
 def move(service: JobService, caller: Caller, job_id: str, to: Move) -> list[QueuedJob]:
@@ -71,8 +79,11 @@ def move(service: JobService, caller: Caller, job_id: str, to: Move) -> list[Que
         records = _queued(db)
         index = next((i for i, r in enumerate(records) if r.id == job_id), None)
         if index is None:
-            if db.get(JobRecord, job_id) is None:
+            found = db.get(JobRecord, job_id)
+            if found is None:
                 raise NotFound(f"no job {job_id!r}")
+            if found.state == JobState.PENDING_APPROVAL.value:
+                raise Conflict(f"job {job_id} waits for approval; approve it first, then move it")
             raise Conflict(f"job {job_id} is not queued; only a queued job can move")
         record = records[index]
         if to == "front":
@@ -97,7 +108,7 @@ def move(service: JobService, caller: Caller, job_id: str, to: Move) -> list[Que
                 "job %s: moved %s in the queue by %s (priority %d)", job_id, to, caller.name, wanted
             )
             service.dispatcher.wake()
-        return _view(_queued(db))
+        return _view(_queued(db), _pending(db))
 
 
 def _admin_only(caller: Caller) -> None:

@@ -156,6 +156,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
     palette?.addItem({ command: CommandIDs.showJobs, category: 'nbjobs' });
 
+    model.approved.connect((_, jobs) => {
+      for (const job of jobs) {
+        // The service's words say who approved it ("approved by tess"), until the job ends.
+        const who = job.message?.startsWith('approved by') ? job.message : trans('approved');
+        Notification.info(trans('Job "%1": %2.', job.name, who), {
+          autoClose: 8000,
+          actions: [{ label: trans('Show Jobs'), callback: showJobs }]
+        });
+      }
+    });
     model.ended.connect((_, jobs) => {
       for (const job of jobs) {
         notifyEnded(job, trans, () => void openOutput(app, job), () =>

@@ -12,6 +12,7 @@ import { isActive } from './format';
 import {
   IDLE_MAX,
   fingerprint,
+  newlyApproved,
   newlyEnded,
   nextQuietPolls,
   planPoll
@@ -53,6 +54,11 @@ export class JobsModel {
   /** Emitted with the jobs that ended since the previous poll. */
   get ended(): ISignal<this, IJob[]> {
     return this._ended;
+  }
+
+  /** Emitted with the jobs an admin or teacher approved since the previous poll. */
+  get approved(): ISignal<this, IJob[]> {
+    return this._approved;
   }
 
   /** Tell the model whether the panel is shown; polling follows. */
@@ -107,6 +113,7 @@ export class JobsModel {
     const print = fingerprint(jobs);
     const changed = print !== this._fingerprint || this._error !== null;
     const ended = newlyEnded(this._states, jobs);
+    const approved = newlyApproved(this._states, jobs);
     this._fingerprint = print;
     this._states = new Map<string, JobState>(jobs.map(j => [j.id, j.state]));
     this._jobs = jobs;
@@ -118,6 +125,9 @@ export class JobsModel {
     this._changed.emit();
     if (ended.length) {
       this._ended.emit(ended);
+    }
+    if (approved.length) {
+      this._approved.emit(approved);
     }
   }
 
@@ -147,4 +157,5 @@ export class JobsModel {
   private _error: NbjobsError | null = null;
   private _changed = new Signal<this, void>(this);
   private _ended = new Signal<this, IJob[]>(this);
+  private _approved = new Signal<this, IJob[]>(this);
 }

@@ -79,6 +79,19 @@ export function newlyEnded(previous: ReadonlyMap<string, JobState>, jobs: IJob[]
   });
 }
 
+/**
+ * Jobs approved since the last poll: seen waiting for approval before, past it now and
+ * not cancelled (a rejection ends the job and is told as its end).
+ */
+export function newlyApproved(previous: ReadonlyMap<string, JobState>, jobs: IJob[]): IJob[] {
+  return jobs.filter(
+    job =>
+      previous.get(job.id) === 'pending_approval' &&
+      job.state !== 'pending_approval' &&
+      job.state !== 'cancelled'
+  );
+}
+
 /** The job view never asks for a job's telemetry more often than this (ms). */
 export const METRICS_MIN_INTERVAL = 5000;
 

@@ -7,6 +7,7 @@ import {
   IDLE_MAX,
   METRICS_MIN_INTERVAL,
   fingerprint,
+  newlyApproved,
   newlyEnded,
   nextQuietPolls,
   planMetricsPoll,
@@ -84,6 +85,21 @@ describe('change detection', () => {
     expect(newlyEnded(seen, now).map(j => j.id)).toEqual(['run', 'wait']);
     const next = new Map(now.map(j => [j.id, j.state] as [string, JobState]));
     expect(newlyEnded(next, now)).toEqual([]);
+  });
+
+  it('reports approvals, not rejections, once', () => {
+    const seen = new Map<string, JobState>([
+      ['yes', 'pending_approval'],
+      ['no', 'pending_approval'],
+      ['still', 'pending_approval'],
+      ['ran', 'pending_approval']
+    ]);
+    const now = [job('yes', 'queued'), job('no', 'cancelled'), job('still', 'pending_approval'), job('ran', 'running')];
+    expect(newlyApproved(seen, now).map(j => j.id)).toEqual(['yes', 'ran']);
+    // a rejection ends the job: it is told as its end
+    expect(newlyEnded(seen, now).map(j => j.id)).toEqual(['no']);
+    const next = new Map(now.map(j => [j.id, j.state] as [string, JobState]));
+    expect(newlyApproved(next, now)).toEqual([]);
   });
 });
 

@@ -131,3 +131,18 @@ async def test_a_request_nobody_answers_expires_saying_so(svc):
         "admin or your teacher first"
     )
     assert (await svc.job("ada", new["id"]))["state"] == "pending_approval"
+
+
+async def test_the_admins_queue_lists_requests_after_the_queue_and_will_not_move_them(svc):
+    svc.write("ada", "q.ipynb", "1")
+    request = await svc.submit("ada", "q.ipynb", "big")
+    async with svc.client("root") as c:
+        listed = (await c.get("dashboard/queue")).json()
+        moved = await c.post(f"dashboard/queue/{request['id']}/move", json={"to": "front"})
+    [row] = [j for j in listed if j["id"] == request["id"]]
+    assert row["place"] is None
+    assert row["reason"].startswith("waiting for approval")
+    assert moved.status_code == 409
+    assert moved.json()["message"] == (
+        f"job {request['id']} waits for approval; approve it first, then move it"
+    )

@@ -229,7 +229,7 @@ def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Pa
 def test_the_admin_approves_one_request_and_rejects_another_saying_why(
     lab: Page, admin: Page, hub: Hub
 ):
-    yes = submit_by_api(lab, "slow.ipynb", "t4-approved", "dash-please", seconds=0.1)
+    yes = submit_by_api(lab, "slow.ipynb", "t4-approved", "dash-please", seconds=2)
     no = submit_by_api(lab, "slow.ipynb", "t4-approved", "dash-too-big", seconds=0.1)
     assert (yes["state"], no["state"]) == ("pending_approval", "pending_approval")
     # ada's Jobs panel says her job waits for a person
@@ -243,6 +243,8 @@ def test_the_admin_approves_one_request_and_rejects_another_saying_why(
     expect(admin.locator(".nbjobs-Status")).to_have_text(
         f"Approved ada's job {yes['id']}: it is queued."
     )
+    # ada hears of it in her Lab, in the service's words
+    expect(lab.get_by_text('Job "dash-please": approved by admin.')).to_be_visible(timeout=20_000)
     rejecting = rows.filter(has_text=no["id"])
     rejecting.locator("button[data-action='reject']").click()
     expect(admin.locator(".nbjobs-Error")).to_contain_text("Say why")

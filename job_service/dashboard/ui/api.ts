@@ -85,7 +85,7 @@ export interface IQueuedJob {
   name: string;
   user: string;
   flavor: string;
-  place: number;
+  place: number | null;
   priority: number;
   submitted_at: string;
   waited_seconds: number;

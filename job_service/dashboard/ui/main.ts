@@ -350,7 +350,8 @@ class Dashboard {
         } else {
           const after = await this.api.post<IQueuedJob[]>(`dashboard/queue/${job.id}/move`, { to: what });
           const place = after.find(j => j.id === job.id)?.place;
-          await this.queue(after, `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${after.length}.`);
+          const queued = after.filter(j => j.place !== null).length;
+          await this.queue(after, `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${queued}.`);
         }
       } catch (error) {
         status.textContent = (error as Error).message;
@@ -364,9 +365,9 @@ class Dashboard {
       b.addEventListener('click', () => void act(job, what));
       return b;
     };
-    const last = jobs.length;
+    const last = jobs.filter(j => j.place !== null).length;
     const rows = jobs.map(job => [
-      String(job.place),
+      job.place === null ? 'awaiting approval' : String(job.place),
       h('span', {}, job.name, h('br'), h('code', {}, job.id)),
       job.user,
       job.flavor,
@@ -376,15 +377,15 @@ class Dashboard {
       h(
         'span',
         { class: 'nbjobs-Actions' },
-        button(job, 'front', 'Front', 'Move to the front', job.place === 1),
-        button(job, 'up', 'Up', 'Move ahead of the job before it', job.place === 1),
-        button(job, 'down', 'Down', 'Move behind the job after it', job.place === last),
-        button(job, 'back', 'Back', 'Move to the back', job.place === last),
+        button(job, 'front', 'Front', 'Move to the front', job.place === 1 || job.place === null),
+        button(job, 'up', 'Up', 'Move ahead of the job before it', job.place === 1 || job.place === null),
+        button(job, 'down', 'Down', 'Move behind the job after it', job.place === last || job.place === null),
+        button(job, 'back', 'Back', 'Move to the back', job.place === last || job.place === null),
         button(job, 'cancel', 'Cancel', 'Cancel this job', false)
       )
     ]);
     this.main.replaceChildren(
-      h('h2', {}, `Queue: ${jobs.length} waiting`),
+      h('h2', {}, `Queue: ${last} waiting${jobs.length > last ? `, ${jobs.length - last} awaiting approval (see Approvals)` : ''}`),
       status,
       jobs.length
         ? table(['#', 'Job', 'User', 'Flavor', 'Waited', 'Why it waits', 'Priority', ''], rows, 'Queue')
