@@ -448,11 +448,16 @@ def test_keyboard_only_submit_pick_a_flavor_and_act_on_a_job(lab: Page):
     expect(cpu).to_be_focused()
     expect(cpu).to_be_checked()
 
+    half = dialog.locator(".nbjobs-Flavor[data-flavor='t4-half'] input")
     lab.keyboard.press("ArrowDown")  # radios: arrows pick, the disabled one is skipped
     expect(t4).to_be_checked()
     expect(t4).to_be_focused()
     lab.keyboard.press("ArrowDown")
+    expect(half).to_be_checked()
+    lab.keyboard.press("ArrowDown")
     expect(cpu).to_be_checked()  # wraps around past a100x8, which cannot run here
+    lab.keyboard.press("ArrowUp")
+    expect(half).to_be_checked()
     lab.keyboard.press("ArrowUp")
     expect(t4).to_be_checked()
     lab.keyboard.press("Tab")
