@@ -80,24 +80,26 @@ def _decided(service: JobService, caller: Caller, job_id: str) -> JobRecord:
         return record
 
 
-def approve(service: JobService, caller: Caller, job_id: str) -> Job:
-    """Queue a pending job (it then waits its turn like any other)."""
-    record = _decided(service, caller, job_id)
+def _settle(service: JobService, job_id: str, **values: object) -> None:
+    """Record a decision, if the job still waits for one (a second decision, or a cancel
+    by its owner meanwhile, wins nothing)."""
     with service.sessions() as db:
         done = rowcount(
             db,
             update(JobRecord)
             .where(JobRecord.id == job_id, JobRecord.state == PENDING)
-            .values(
-                state=JobState.QUEUED.value,
-                waiting_reason=None,
-                message=f"approved by {caller.name}",
-            ),
+            .values(waiting_reason=None, **values),
         )
         db.commit()
-        if not done:
-            raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
-        service.positions.changed()
+    if not done:
+        raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
+
+
+def approve(service: JobService, caller: Caller, job_id: str) -> Job:
+    """Queue a pending job (it then waits its turn like any other)."""
+    record = _decided(service, caller, job_id)
+    _settle(service, job_id, state=JobState.QUEUED.value, message=f"approved by {caller.name}")
+    service.positions.changed()
     service.log.info("job %s of %s: approved by %s", job_id, record.user, caller.name)
     service.dispatcher.wake()
     return service.get(caller, job_id)
@@ -109,21 +111,13 @@ def reject(service: JobService, caller: Caller, job_id: str, reason: str) -> Job
     if not reason:
         raise Conflict("say why the job is rejected: its owner reads it")
     record = _decided(service, caller, job_id)
-    with service.sessions() as db:
-        done = rowcount(
-            db,
-            update(JobRecord)
-            .where(JobRecord.id == job_id, JobRecord.state == PENDING)
-            .values(
-                state=JobState.CANCELLED.value,
-                waiting_reason=None,
-                finished_at=utcnow(),
-                message=f"rejected by {caller.name}: {reason}",
-            ),
-        )
-        db.commit()
-        if not done:
-            raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
+    _settle(
+        service,
+        job_id,
+        state=JobState.CANCELLED.value,
+        finished_at=utcnow(),
+        message=f"rejected by {caller.name}: {reason}",
+    )
     service.log.info("job %s of %s: rejected by %s (%s)", job_id, record.user, caller.name, reason)
     return service.get(caller, job_id)
 

@@ -147,10 +147,10 @@ VOLCANO = {
 }
 
 
-async def test_a_volcano_job_shows_the_engines_latest_warning_event(
-    fake, kubeconfig, tmp_path, running_services
-):
-    fake.add_node("gpu-0", {}, {"nvidia.com/gpu": "1"})
+async def volcano_job(
+    fake: Any, kubeconfig: Any, tmp_path: Any, running_services: list[Any]
+) -> tuple[Any, dict[str, Any], str]:
+    """A service whose one flavor Volcano queues, a job of ada's on it, and its pod."""
     data = settings(tmp_path)
     data["flavors"] = [VOLCANO]
     svc = await start(tmp_path, kubeconfig, data)
@@ -159,7 +159,15 @@ async def test_a_volcano_job_shows_the_engines_latest_warning_event(
     job = await svc.submit("ada", "v.ipynb", "gpu-volcano")
     name = f"nbjobs-{job['id']}"
     await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-    pod = fake.start_pod(name, NAMESPACE)["metadata"]["name"]
+    return svc, job, str(fake.start_pod(name, NAMESPACE)["metadata"]["name"])
+
+
+async def test_a_volcano_job_shows_the_engines_latest_warning_event(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {}, {"nvidia.com/gpu": "1"})
+    svc, job, pod = await volcano_job(fake, kubeconfig, tmp_path, running_services)
+    name = f"nbjobs-{job['id']}"
     waiting = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
     assert waiting["waiting_reason"] == "queued by Volcano, queue ml-201"
 
@@ -210,15 +218,7 @@ async def test_without_leave_to_list_events_a_job_still_says_who_queues_it(
     fake, kubeconfig, tmp_path, running_services, capfd
 ):
     fake.forbidden.add("events")
-    data = settings(tmp_path)
-    data["flavors"] = [VOLCANO]
-    svc = await start(tmp_path, kubeconfig, data)
-    running_services.append(svc)
-    svc.write("ada", "v.ipynb", "print('volcano')")
-    job = await svc.submit("ada", "v.ipynb", "gpu-volcano")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-    fake.start_pod(name, NAMESPACE)
+    svc, job, _ = await volcano_job(fake, kubeconfig, tmp_path, running_services)
     await eventually(lambda: not svc.service.backend.events_readable)
     assert "may not list events" in capfd.readouterr().err
     waiting = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
