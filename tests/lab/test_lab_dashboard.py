@@ -307,6 +307,13 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     expect(physics.locator("table tbody tr").filter(has_text="carl")).to_contain_text("+1.5 h")
     teacher.screenshot(path=str(ARTIFACTS / "27-dashboard-classes.png"), full_page=True)
 
+    teacher.once("dialog", lambda dialog: dialog.accept())
+    physics.locator("button[data-action='delete-class']").click()
+    expect(teacher.locator(".nbjobs-Status")).to_have_text("Deleted class physics-101.")
+    expect(teacher.locator("section[aria-label='Class physics-101']")).to_have_count(0)
+    # a class from nbjobs.yaml cannot be deleted here
+    expect(demo.locator("button[data-action='delete-class']")).to_have_count(0)
+
 
 def test_without_a_hub_the_page_asks_for_a_token_and_keeps_it_in_the_tab(
     playwright: Playwright, tmp_path

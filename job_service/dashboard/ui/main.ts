@@ -641,10 +641,27 @@ class Dashboard {
       await this.api.post(`classes/${encodeURIComponent(cls.name)}/students`, { students: names });
       return `Added ${names.length} student(s) to ${cls.name}.`;
     }, status) : null;
+    let drop: HTMLElement | null = null;
+    if (fromHub) {
+      drop = h('button', { type: 'button', 'data-action': 'delete-class' }, `Delete ${cls.name}`);
+      drop.addEventListener('click', () => {
+        if (!window.confirm(`Delete class ${cls.name}? Its students' accounts, files and jobs stay; they lose the class's flavors and budget.`)) {
+          return;
+        }
+        void (async () => {
+          try {
+            await this.api.delete(`classes/${encodeURIComponent(cls.name)}`);
+            await this.classes(`Deleted class ${cls.name}.`);
+          } catch (error) {
+            this.failIn(status, error);
+          }
+        })();
+      });
+    }
     return h(
       'section',
       { class: 'nbjobs-Class', 'aria-label': `Class ${cls.name}` },
-      h('h3', {}, cls.name),
+      h('h3', {}, cls.name, drop ? ' ' : null, drop),
       h(
         'p',
         { class: 'nbjobs-Hint' },
