@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--cwd", metavar="DIR", help="working folder (default: the notebook's)")
     parser.add_argument(
+        "--source-name",
+        metavar="NAME",
+        help="the notebook's name as its user knows it, for the log (INPUT may be a copy)",
+    )
+    parser.add_argument(
         "--log-file",
         metavar="FILE",
         help="also append the log (stdout and stderr) to FILE, e.g. the job's folder on "
@@ -221,6 +226,7 @@ def _run(args: argparse.Namespace) -> int:
                 cell=args.max_cell_output, notebook=args.max_output, log=args.max_log_output
             ),
             telemetry_interval=args.telemetry_interval,
+            source_name=args.source_name,
         )
     except (BadInput, ParameterError) as exc:
         print(f"nbjobs-runner: error: {exc}", file=sys.stderr)

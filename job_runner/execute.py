@@ -35,7 +35,7 @@ from nbformat import NotebookNode
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .gpus import visible_gpus_within
 from .output_limits import OutputBudget, OutputLimits
-from .parameters import ParameterError, inject_parameters
+from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .reading import parse_notebook
 from .status import (
     STOP_REASON_FILE,
@@ -108,6 +108,7 @@ def run_notebook(
     echo: bool = False,
     output_limits: OutputLimits | None = None,
     telemetry_interval: float = 0,
+    source_name: str | None = None,
 ) -> RunResult:
     """Execute ``input_path`` and write the executed notebook to ``output_path``.
 
@@ -140,6 +141,7 @@ def run_notebook(
         output_limits=output_limits,
         telemetry_interval=telemetry_interval,
     )
+    job.source_name = source_name  # the user's name for it (the input may be a snapshot)
     return asyncio.run(job.run())
 
 
@@ -184,6 +186,10 @@ class NotebookJob:
     kernel_name: str
     kernel_language: str
     code_cells: list[int]
+    #: the user's code cells (not the injected one): notebook index -> 1-based number
+    user_number: dict[int, int]
+    #: the user's name for the notebook (``--source-name``), for the log
+    source_name: str | None = None
     status: RunStatus
     #: a progress write of the status file failed (and was reported once)
     _progress_unwritten = False
@@ -276,9 +282,15 @@ class NotebookJob:
         job.code_cells = [
             i for i, c in enumerate(job.nb.cells) if c.cell_type == "code" and c.source.strip()
         ]
+        # People count their own cells, from 1: the cell nbjobs injected is not one of them
+        injected = {
+            i for i in job.code_cells if INJECTED_TAG in job.nb.cells[i].metadata.get("tags", [])
+        }
+        mine = [i for i in job.code_cells if i not in injected]
+        job.user_number = {index: n for n, index in enumerate(mine, start=1)}
         job.status = RunStatus(
             state="starting",
-            cells_total=len(job.code_cells),
+            cells_total=len(mine),
             input_path=str(job.input_path),
             output_path=str(job.output_path),
             pid=os.getpid(),
@@ -296,8 +308,8 @@ class NotebookJob:
         self.status.started_at = utc_now()
         self._write_status()
         self._log(
-            f"running {self.input_path.name} on kernel {self.kernel_name}: "
-            f"{len(self.code_cells)} code cells"
+            f"running {self.source_name or self.input_path.name} on kernel {self.kernel_name}: "
+            f"{len(self.user_number)} code cells"
         )
         for warning in self.warnings:
             self._log(f"warning: {warning}")
@@ -371,7 +383,7 @@ class NotebookJob:
             if ename == "SystemExit" and str(evalue).strip() in CLEAN_EXIT_VALUES:
                 # sys.exit(0) / sys.exit() / raise SystemExit: the notebook chose to stop
                 # here, as a script would; a clean end, not a failure (papermill agrees).
-                self.status.cells_done = self.current_number
+                self.status.cells_done = self._user_cells_in(self.current_number)
                 self.stopped_itself_at = current
                 message = (
                     f"the notebook stopped itself at {self._cell_label()} "
@@ -436,20 +448,31 @@ class NotebookJob:
         for number, index in enumerate(self.code_cells, start=1):
             cell = self.nb.cells[index]
             self.current_number = number
-            self._log(f"cell {number}/{total} (notebook cell {index})")
+            self._log(self._cell_label())
             started = time.monotonic()
             try:
                 await client.async_execute_cell(cell, index)
             finally:
                 self.cell_durations[index] = time.monotonic() - started
                 self.budget.finish_cell(index, cell.outputs)
-            self.status.cells_done = number
+            self.status.cells_done = self._user_cells_in(number)
             if number < total:
                 self.status.current_cell = self.code_cells[number]
                 self._write_progress()
 
     def _cell_label(self) -> str:
-        return f"code cell {self.current_number} of {len(self.code_cells)}"
+        """The running cell as its author counts: "code cell 2 of 3" (the user's code
+        cells from 1, the injected parameters cell not among them)."""
+        if not self.current_number:
+            return "the kernel's start"
+        index = self.code_cells[self.current_number - 1]
+        if index not in self.user_number:
+            return "the parameters cell nbjobs injected"
+        return f"code cell {self.user_number[index]} of {len(self.user_number)}"
+
+    def _user_cells_in(self, count: int) -> int:
+        """How many of the first ``count`` code cells are the user's."""
+        return sum(1 for index in self.code_cells[:count] if index in self.user_number)
 
     # -- stopping ------------------------------------------------------------
 

@@ -318,6 +318,7 @@ class Dispatcher:
             time_limit=record.time_limit,
             attempt=record.requeues or 0,
             queue=service.classes.queue_for(record.user, flavor.name),
+            source_name=Path(record.source_file).name,
         )
 
     async def _launch(self, spec: LaunchSpec, token: str) -> None:

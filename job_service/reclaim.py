@@ -193,7 +193,7 @@ class IdleReclaimer:
             return  # ended (or cancelled) meanwhile
         self.log.warning("job %s: %s", job_id, reason)
         try:
-            await asyncio.to_thread(_leave_reason, job_dir, reason)
+            await asyncio.to_thread(leave_stop_reason, job_dir, reason)
         except OSError as exc:  # the banner then says "cancelled by SIGTERM"; the record says why
             self.log.warning("job %s: the stop reason not left for its runner: %s", job_id, exc)
         await service.backend.cancel(ref)
@@ -210,8 +210,9 @@ class IdleReclaimer:
             return record.backend_ref, record.job_dir
 
 
-def _leave_reason(job_dir: str, reason: str) -> None:
-    """Write ``stop-reason.txt`` in the job's folder, through no link, replacing any."""
+def leave_stop_reason(job_dir: str, reason: str) -> None:
+    """Write ``stop-reason.txt`` in the job's folder, through no link, replacing any: the
+    runner reads it when signalled, for its status message and the output's banner."""
     with opened_job_dir(Path(job_dir)) as folder:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(STOP_REASON_FILE, dir_fd=folder)

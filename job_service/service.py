@@ -82,7 +82,7 @@ from .follow import Follower, read_status
 from .lease import DispatcherLease
 from .metrics import ServiceMetrics
 from .queue import QueuePositions, in_queue_order, queue_order
-from .reclaim import IdleReclaimer
+from .reclaim import IdleReclaimer, leave_stop_reason
 from .telemetry import TelemetryCollector, delete_samples
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
@@ -832,10 +832,16 @@ class JobService:
         A cancel always wins: one that arrives while the backend is starting the job
         is seen when the start is recorded, and what was started is stopped then.
         """
-        job, ref = await self.in_db(self._ask_cancel, caller, job_id, why)
+        job, ref, job_dir = await self.in_db(self._ask_cancel, caller, job_id, why)
         if job is not None:
             self.dispatcher.wake()
             return job
+        # the runner's banner and status then say who stopped it, not "SIGTERM"
+        said = f"cancelled by {caller.name}" + (f": {why}" if why else "")
+        try:
+            await asyncio.to_thread(leave_stop_reason, job_dir, said)
+        except OSError as exc:
+            self.log.warning("job %s: the stop reason not left for its runner: %s", job_id, exc)
         launch = self.dispatcher.launches.get(job_id)
         if launch is not None:
             # being started: the dispatcher stops it as soon as the start is recorded
@@ -851,9 +857,9 @@ class JobService:
 
     def _ask_cancel(
         self, caller: Caller, job_id: str, why: str | None = None
-    ) -> tuple[Job | None, str | None]:
+    ) -> tuple[Job | None, str | None, str]:
         """Record the cancel: a queued job's at once (the job, returned); a started one's
-        as asked (its backend handle, if it has one yet)."""
+        as asked (its backend handle, if it has one yet, and its folder)."""
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             state = JobState(record.state)
@@ -896,8 +902,8 @@ class JobService:
                 self.positions.changed()
                 db.expire_all()
                 record = self._visible(caller, db.get(JobRecord, job_id), job_id)
-                return self._to_model(db, record), None
-            return None, ref
+                return self._to_model(db, record), None, record.job_dir
+            return None, ref, record.job_dir
 
     async def rerun(self, caller: Caller, job_id: str) -> Job:
         """Queue the same notebook (its current version), flavor and parameters again."""

@@ -47,6 +47,9 @@ class LaunchSpec:
     #: the queue of the owner's class for this flavor (``classes[].queue``), if any; a
     #: cluster backend hands the job to it instead of the flavor's queue
     queue: str | None = None
+    #: the notebook's file name as its user knows it (the runner's log says it, not the
+    #: snapshot's); no folder, to keep the command line free of the user's paths
+    source_name: str | None = None
 
     @property
     def job_dir(self) -> Path:

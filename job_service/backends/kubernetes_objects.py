@@ -125,6 +125,8 @@ def runner_command(
     command += [where(spec.snapshot_file), where(spec.output_file)]
     command += ["--status-file", where(spec.status_file), "--cwd", where(spec.cwd)]
     command += ["--log-file", where(spec.log_file), "--log-file-mode", f"{log_mode:03o}"]
+    if spec.source_name:
+        command += ["--source-name", spec.source_name]
     if spec.parameters:
         # the file the backend writes into the job's folder, like the local backend:
         # the Job's spec holds no user data, and an API object's size is limited

@@ -348,6 +348,8 @@ class LocalBackend(Backend):
         command = [self.python, "-m", "nbjobs.job_runner", str(spec.snapshot_file)]
         command += [str(spec.output_file), "--status-file", str(spec.status_file)]
         command += ["--cwd", str(spec.cwd)]
+        if spec.source_name:
+            command += ["--source-name", spec.source_name]
         if spec.parameters:
             # a file, not JSON in argv: every local user reads argv with ps, and one
             # argument may not exceed 128 KiB

@@ -38,6 +38,31 @@ export function formatDuration(seconds: number, trans: Translate = plain): strin
   return trans('%1d %2h', Math.floor(s / 86400), Math.floor((s % 86400) / 3600));
 }
 
+/**
+ * A limit as people write it: `45 s`, `30 min`, `1 h 30 min`, `4 h`, `2 days`,
+ * `1 day 6 h` (a running clock uses formatDuration; a limit is a round number).
+ */
+export function formatLimit(seconds: number, trans: Translate = plain): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) {
+    return trans('%1 s', s);
+  }
+  if (s < 3600) {
+    const m = Math.floor(s / 60);
+    const rest = s % 60;
+    return rest ? trans('%1 min %2 s', m, rest) : trans('%1 min', m);
+  }
+  if (s < 86400) {
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    return m ? trans('%1 h %2 min', h, m) : trans('%1 h', h);
+  }
+  const d = Math.floor(s / 86400);
+  const h = Math.floor((s % 86400) / 3600);
+  const days = d === 1 ? trans('1 day') : trans('%1 days', d);
+  return h ? trans('%1 %2 h', days, h) : days;
+}
+
 /** Short facts in a row, `a · b · c`; the separator is the translator's. */
 export function joinFacts(parts: string[], trans: Translate = plain): string {
   return parts.reduce((joined, part) => trans('%1 · %2', joined, part));
@@ -97,7 +122,7 @@ export function progressLabel(job: IJob, trans: Translate = plain): string | nul
   return trans('%1 of %2 cells', Math.min(cells_done, cells_total), cells_total);
 }
 
-/** What a flavor gives: `1 × A100 · 8 CPU · 32Gi · up to 1h 00m`. */
+/** What a flavor gives: `1 × A100 · 8 CPU · 32Gi · up to 1 h`. */
 export function flavorResources(flavor: IFlavor, trans: Translate = plain): string {
   const parts: string[] = [];
   if (flavor.gpus > 0) {
@@ -120,7 +145,7 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
     parts.push(trans('%1 memory', flavor.memory));
   }
   if (flavor.time_limit) {
-    parts.push(trans('up to %1', formatDuration(flavor.time_limit, trans)));
+    parts.push(trans('up to %1', formatLimit(flavor.time_limit, trans)));
   }
   return joinFacts(parts, trans);
 }

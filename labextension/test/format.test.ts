@@ -7,6 +7,7 @@ import {
   flavorResources,
   formatBytes,
   formatDuration,
+  formatLimit,
   jobWarning,
   joinFacts,
   progressFraction,
@@ -121,6 +122,18 @@ describe('elapsedSeconds', () => {
   });
 });
 
+describe('formatLimit', () => {
+  it('writes a limit as people do', () => {
+    expect(formatLimit(45)).toBe('45 s');
+    expect(formatLimit(1800)).toBe('30 min');
+    expect(formatLimit(90)).toBe('1 min 30 s');
+    expect(formatLimit(5400)).toBe('1 h 30 min');
+    expect(formatLimit(4 * 3600)).toBe('4 h');
+    expect(formatLimit(86400)).toBe('1 day');
+    expect(formatLimit(2 * 86400 + 6 * 3600)).toBe('2 days 6 h');
+  });
+});
+
 describe('stateLabel', () => {
   it('shows the queue position while waiting', () => {
     expect(stateLabel(job({ state: 'queued', queue_position: 3 }))).toBe('Queued, #3 in line');
@@ -168,7 +181,7 @@ describe('progress', () => {
 
 describe('flavors', () => {
   it('says what a flavor gives', () => {
-    expect(flavorResources(flavor({}))).toBe('1 × A100 GPU · 8 CPU · 32Gi memory · up to 1h 00m');
+    expect(flavorResources(flavor({}))).toBe('1 × A100 GPU · 8 CPU · 32Gi memory · up to 1 h');
     expect(flavorResources(flavor({ gpus: 0, gpu_type: null, cpu: null, memory: null, time_limit: null }))).toBe(
       'no GPU'
     );
@@ -219,7 +232,7 @@ describe('flavors', () => {
     expect(flavorAvailability(quarter({ free_gpus: 0, available: 0, queued: 2 }))).toBe(
       '0 of 4 slices free: a job will wait · 2 waiting'
     );
-    expect(flavorResources(quarter({}))).toBe('a quarter of one A100 GPU · 8 CPU · 32Gi memory · up to 1h 00m');
+    expect(flavorResources(quarter({}))).toBe('a quarter of one A100 GPU · 8 CPU · 32Gi memory · up to 1 h');
     expect(flavorResources(quarter({ fraction: 0.143, gpu_type: null }))).toContain('0.143 of one GPU');
   });
 
@@ -253,7 +266,7 @@ describe('flavors', () => {
     );
     expect(text).toBe('««2 of 4 GPUs free» · «3 waiting»»');
     expect(flavorResources(flavor({}), marked)).toBe(
-      '««««1 × A100 GPU» · «8 CPU»» · «32Gi memory»» · «up to «1h 00m»»»'
+      '««««1 × A100 GPU» · «8 CPU»» · «32Gi memory»» · «up to «1 h»»»'
     );
   });
 

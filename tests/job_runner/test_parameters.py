@@ -157,3 +157,39 @@ def test_p_wins_over_parameters(make_notebook, tmp_path):
 
     assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
     assert executed(tmp_path / "out.ipynb").cells[2].outputs[0]["text"] == "1 2\n"
+
+
+def test_cells_are_counted_as_their_author_counts_them_not_the_injected_one(
+    make_notebook, tmp_path
+):
+    source = make_notebook(
+        markdown("# Report"),
+        code("n = 1", "parameters"),
+        "print(n)",
+        "raise ValueError(f'bad n: {n}')",
+    )
+    status = tmp_path / "status.json"
+
+    proc = run_cli(
+        source,
+        tmp_path / "out.ipynb",
+        "-p",
+        "n",
+        "7",
+        "--status-file",
+        status,
+        "--source-name",
+        "weekly report.ipynb",
+    )
+
+    assert proc.returncode == ExitCode.FAILED
+    # three code cells of the author's; the injected one is not counted, nor numbered
+    assert "running weekly report.ipynb on kernel python3: 3 code cells" in proc.stderr
+    assert "code cell 1 of 3" in proc.stderr
+    assert "the parameters cell nbjobs injected" in proc.stderr
+    final = json.loads(status.read_text())
+    assert final["message"] == "code cell 3 of 3 raised ValueError: bad n: 7"
+    assert (final["cells_done"], final["cells_total"]) == (2, 3)
+    # the error still points at the failing cell of the output notebook, by its index
+    nb = executed(tmp_path / "out.ipynb")
+    assert nb.cells[final["error"]["cell_index"]].source.startswith("raise ValueError")

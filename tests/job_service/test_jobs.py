@@ -27,7 +27,9 @@ async def test_submit_runs_the_notebook_and_writes_output_next_to_it(svc):
     done = await svc.wait("ada", job["id"])
     assert done["state"] == "succeeded", done
     assert done["exit_code"] == 0
-    assert done["progress"] == {"cells_done": 3, "cells_total": 3, "current_cell": 2}
+    # the user's two cells (the injected parameters cell is not theirs to count);
+    # current_cell is the output notebook's index, where the injected cell is the first
+    assert done["progress"] == {"cells_done": 2, "cells_total": 2, "current_cell": 2}
     assert done["started_at"] <= done["finished_at"]
     out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
     assert out.metadata["nbjobs"]["parameters"] == {"epochs": 3}

@@ -139,6 +139,10 @@ async def test_cancel_stops_the_whole_process_tree_and_keeps_partial_output(svc)
     assert done["message"] == "cancelled by ada; the output keeps the cells that ran"
     out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
     assert out.cells[1].outputs[0]["text"] == "before\n"
+    # the output's banner says who cancelled it, as the panel does (not "SIGTERM")
+    banner = out.cells[0].source
+    assert "cancelled by ada" in banner
+    assert "SIGTERM" not in banner
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
     async with svc.client("ada") as c:
         again = await c.post(f"jobs/{job['id']}/cancel")

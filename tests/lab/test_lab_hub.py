@@ -172,7 +172,7 @@ def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell
     seconds = dialog.locator(".nbjobs-Parameter input[name='seconds']")
 
     expect(cpu.locator("input")).to_be_checked()
-    expect(cpu).to_contain_text("no GPU · 1 CPU · up to 10m 00s")
+    expect(cpu).to_contain_text("no GPU · 1 CPU · up to 10 min")
     expect(cpu).to_contain_text("1 free now · no queue")
     # A GPU flavor counts GPUs, not job slots.
     expect(t4.locator("input")).to_be_enabled()
@@ -180,12 +180,12 @@ def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell
     expect(t4).to_contain_text("4 of 4 GPUs free · no queue")
     # A flavor that is half a GPU counts halves: 4 GPUs of 2 slots each.
     half = dialog.locator(".nbjobs-Flavor[data-flavor='t4-half']")
-    expect(half).to_contain_text("half of one T4 GPU · 2 CPU · 8Gi memory · up to 1h 00m")
+    expect(half).to_contain_text("half of one T4 GPU · 2 CPU · 8Gi memory · up to 1 h")
     expect(half).to_contain_text("8 of 8 slices free · no queue")
     shot(lab, "02-dialog-flavors")
     expect(big.locator("input")).to_be_disabled()
     expect(big).to_contain_text(
-        "8 \N{MULTIPLICATION SIGN} A100 GPU · 32 CPU · 256Gi memory · up to 4h 00m"
+        "8 \N{MULTIPLICATION SIGN} A100 GPU · 32 CPU · 256Gi memory · up to 4 h"
     )
     expect(big).to_contain_text("needs 8 GPU(s) and this machine has 4 GPUs")
     expect(seconds).to_have_value("1.5")
