@@ -142,6 +142,9 @@ def run_notebook(
         telemetry_interval=telemetry_interval,
     )
     job.source_name = source_name  # the user's name for it (the input may be a snapshot)
+    job.simulated_gpus = os.environ.get("NBJOBS_SIMULATED_GPUS") == "1" and bool(
+        os.environ.get("CUDA_VISIBLE_DEVICES")
+    )
     return asyncio.run(job.run())
 
 
@@ -190,6 +193,8 @@ class NotebookJob:
     user_number: dict[int, int]
     #: the user's name for the notebook (``--source-name``), for the log
     source_name: str | None = None
+    #: the job's GPUs are simulated (NBJOBS_SIMULATED_GPUS=1, the demo without a GPU)
+    simulated_gpus: bool = False
     status: RunStatus
     #: a progress write of the status file failed (and was reported once)
     _progress_unwritten = False
@@ -311,6 +316,11 @@ class NotebookJob:
             f"running {self.source_name or self.input_path.name} on kernel {self.kernel_name}: "
             f"{len(self.user_number)} code cells"
         )
+        if self.simulated_gpus:
+            self._log(
+                f"GPUs {os.environ.get('CUDA_VISIBLE_DEVICES', '')} are simulated (a machine "
+                "without a GPU, trying nbjobs out): nothing here computes on a GPU"
+            )
         for warning in self.warnings:
             self._log(f"warning: {warning}")
         self._start_telemetry()
@@ -601,6 +611,8 @@ class NotebookJob:
             error = self._add_banner(state, message or state, error)
         elif self.stopped_itself_at is not None:
             self._add_banner("stopped", message or state, None, self.stopped_itself_at)
+        elif self.simulated_gpus:
+            self._add_banner("simulated", "", None)
         self.nb.metadata["nbjobs"] = {
             "state": state,
             "message": message,
@@ -614,6 +626,7 @@ class NotebookJob:
             "cells_done": self.status.cells_done,
             "cells_total": self.status.cells_total,
             "gpus": visible_gpus_within(),
+            "gpus_simulated": self.simulated_gpus,
             "telemetry": self.status.telemetry_summary,
             "warnings": self.warnings,
             "repairs": self.repairs,
@@ -675,15 +688,21 @@ class NotebookJob:
             "timed_out": "Execution timed out",
             "cancelled": "Execution was cancelled",
             "stopped": "The notebook stopped itself",
+            "simulated": "It ran on a simulated GPU",
         }[state]
-        text = f"**nbjobs: {headline}.** {message}"
+        text = f"**nbjobs: {headline}.** {message}".rstrip()
+        if self.simulated_gpus:
+            text += (
+                "  \nIts GPUs were simulated (nbjobs tried out on a machine without a GPU): "
+                "nothing in it computed on a GPU."
+            )
         failed_index = error.cell_index if error is not None else stopped_at
         if failed_index is not None:
             text += f"  \n[Go to the cell where it stopped](#{FAILED_CELL_ANCHOR})."
             anchor = nbformat.v4.new_markdown_cell(f'<span id="{FAILED_CELL_ANCHOR}"></span>')
             anchor.metadata["tags"] = [BANNER_TAG]
             self.nb.cells.insert(failed_index, anchor)
-        style = "alert-info" if state == "stopped" else "alert-danger"
+        style = "alert-info" if state in ("stopped", "simulated") else "alert-danger"
         banner = nbformat.v4.new_markdown_cell(f'<div class="alert {style}">\n\n{text}\n\n</div>')
         banner.metadata["tags"] = [BANNER_TAG]
         self.nb.cells.insert(0, banner)

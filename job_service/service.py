@@ -327,6 +327,7 @@ class JobService:
                     total_gpus=gpus[1] if gpus else None,
                     fraction=f.fraction,
                     maintenance=self.backend.maintenance(f),
+                    simulated=bool(f.gpus) and self.backend.simulates_gpus,
                     placement=self.backend.placement(
                         f, self.classes.queue_for(caller.name, f.name)
                     ),

@@ -195,6 +195,11 @@ class LocalBackendConfig(_Model):
 
     #: GPU indices to hand out, or "auto" (NVML, when present; else none)
     gpus: list[int] | Literal["auto"] = "auto"
+    #: GPUs that do not exist, to try nbjobs on a machine without one (``nbjobs demo``
+    #: there): GPU flavors, queueing and quotas work, jobs see CUDA_VISIBLE_DEVICES and
+    #: NBJOBS_SIMULATED_GPUS=1, and the dialog and every output say they were simulated;
+    #: nothing computes on a GPU. 0: none (use ``gpus``)
+    simulated_gpus: int = Field(default=0, ge=0, le=64)
     #: how many shared-flavor jobs may share one GPU
     slots_per_gpu: int = Field(default=2, ge=1)
     #: jobs with no GPU that may run at once
@@ -208,6 +213,15 @@ class LocalBackendConfig(_Model):
     #: variables copied by name from the job service's environment into every local job
     #: (e.g. PYTHONPATH, LD_LIBRARY_PATH, HTTPS_PROXY); the service's secrets are refused
     pass_env: list[str] = []
+
+    @model_validator(mode="after")
+    def _real_or_simulated(self) -> LocalBackendConfig:
+        if self.simulated_gpus and self.gpus != "auto":
+            raise ValueError(
+                "give either gpus (real ones) or simulated_gpus (for trying nbjobs without a "
+                "GPU), not both"
+            )
+        return self
 
     @field_validator("env")
     @classmethod

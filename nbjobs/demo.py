@@ -54,14 +54,25 @@ if os.geteuid() == 0:  # servers run as the hub's user: let jupyter-server run a
 """
 
 
+#: GPUs the demo simulates on a machine without one, so GPU flavors and queueing can be tried
+SIMULATED_GPUS = 2
+
+
 def demo_config(gpus: bool) -> dict:
-    flavors = [{"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "30m"}]
-    if gpus:
-        flavors.append({"name": "gpu", "display_name": "1 GPU", "gpus": 1, "time_limit": "1h"})
+    """The demo's nbjobs.yaml: its real GPUs, or (without one) simulated ones that say so."""
+    local: dict = {"gpus": "auto", "cpu_slots": 2}
+    label = "1 GPU"
+    if not gpus:
+        local = {"simulated_gpus": SIMULATED_GPUS, "cpu_slots": 2}
+        label = "1 GPU (simulated)"
+    flavors = [
+        {"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "30m"},
+        {"name": "gpu", "display_name": label, "gpus": 1, "time_limit": "1h"},
+    ]
     return {
         "storage": {"root": "home"},
         "database": {"url": "sqlite:///jobs.sqlite"},
-        "backend": {"kind": "local", "local": {"gpus": "auto", "cpu_slots": 2}},
+        "backend": {"kind": "local", "local": local},
         "flavors": flavors,
         "quotas": {"default": {"max_running_gpus": 1, "max_queued_jobs": 20, "gpu_hours": 10}},
         "classes": [
@@ -75,6 +86,17 @@ def demo_config(gpus: bool) -> dict:
         "teachers": {"users": TEACHERS},
         "admin": {"users": ADMINS},
     }
+
+
+def gpus_line(workdir: Path) -> str:
+    """What the demo's GPU flavor runs on, in words (simulated GPUs say so)."""
+    local = yaml.safe_load((workdir / "nbjobs.yaml").read_text())["backend"]["local"]
+    if local.get("simulated_gpus"):
+        return (
+            f"GPUs: {local['simulated_gpus']} SIMULATED (this machine has none): the 1 GPU "
+            "flavor queues and runs as on a GPU server, and nothing computes on a GPU"
+        )
+    return "GPUs: this machine's (the 1 GPU flavor gets one of them)"
 
 
 def prepare(
@@ -189,6 +211,7 @@ def _serve(hub: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path
         f"\nnbjobs demo is running at {url}\n\n"
         f"  log in as ada or bob (students), tess (teacher) or admin; password: {PASSWORD}\n"
         "  open hello.ipynb and submit it as a job; results appear next to it\n"
+        f"  {gpus_line(workdir)}\n"
         f"  files: {workdir}\n\nCtrl-C stops the demo.",
         flush=True,
     )

@@ -170,6 +170,9 @@ class FlavorInfo(BaseModel):
     placement: str | None = None
     #: drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance")
     maintenance: str | None = None
+    #: its GPUs are simulated (trying nbjobs on a machine without one): nothing computes
+    #: on a GPU
+    simulated: bool = False
 
 
 class UsageRow(BaseModel):

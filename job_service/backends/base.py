@@ -218,6 +218,9 @@ class Backend(LoggingConfigurable):
         ("1 of 3 A100 nodes in maintenance"); None when none does. Default: None."""
         return None
 
+    #: the GPUs are simulated (the demo on a machine without one): flavors say so
+    simulates_gpus: bool = False
+
     def inventory(self) -> list[NodeGpus]:
         """The GPUs this backend sees, per node and kind, with what its jobs hold of them
         now (GPU-equivalents: a 0.25 share counts 0.25), for the admins' overview.

@@ -107,6 +107,8 @@ def job_environment(
     # An empty value hides every GPU: a CPU flavor must not grab one by accident.
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     env["NBJOBS_JOB_ID"] = spec.job_id
+    if gpus and settings.simulated_gpus:
+        env["NBJOBS_SIMULATED_GPUS"] = "1"  # the runner says so in the log and the output
     return env
 
 
@@ -218,9 +220,18 @@ class LocalBackend(Backend):
                 ", ".join(missing),
             )
         # An admin's list wins (it may keep a GPU for the desktop); "auto" asks NVML.
-        self.gpus = (
-            [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
-        )
+        self.simulates_gpus = local.simulated_gpus > 0
+        if self.simulates_gpus:
+            self.gpus = [str(i) for i in range(local.simulated_gpus)]
+            self.log.warning(
+                "nbjobs: %d simulated GPU(s) (backend.local.simulated_gpus): GPU flavors work "
+                "for trying nbjobs out, and nothing computes on a GPU",
+                local.simulated_gpus,
+            )
+        else:
+            self.gpus = (
+                [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
+            )
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
@@ -325,6 +336,8 @@ class LocalBackend(Backend):
                 held += min(1.0, len(holders) / self.slots_per_gpu)
         kinds = {f.gpu_type for f in self.nbjobs.flavors if f.gpus and f.gpu_type}
         gpu_type = kinds.pop() if len(kinds) == 1 else "GPU"
+        if self.simulates_gpus:
+            gpu_type = f"simulated {gpu_type}"
         return [
             NodeGpus(
                 self.node,

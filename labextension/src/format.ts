@@ -126,7 +126,9 @@ export function progressLabel(job: IJob, trans: Translate = plain): string | nul
 export function flavorResources(flavor: IFlavor, trans: Translate = plain): string {
   const parts: string[] = [];
   if (flavor.gpus > 0) {
-    const type = flavor.gpu_type ? ` ${flavor.gpu_type}` : '';
+    // Simulated GPUs (trying nbjobs without one) say so wherever the GPU is named.
+    const type =
+      (flavor.simulated ? ` ${trans('simulated')}` : '') + (flavor.gpu_type ? ` ${flavor.gpu_type}` : '');
     const fraction = flavor.fraction;
     parts.push(
       typeof fraction === 'number'

@@ -49,6 +49,8 @@ export interface IFlavor {
   placement?: string | null;
   /** drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance") */
   maintenance?: string | null;
+  /** its GPUs are simulated (trying nbjobs on a machine without one) */
+  simulated?: boolean;
 }
 
 export interface IProgress {

@@ -212,6 +212,12 @@ describe('flavors', () => {
     expect(gpus({ unavailable: 'needs 8 GPU(s)' })).toBe('needs 8 GPU(s)');
   });
 
+  it('says when the GPUs are simulated', () => {
+    expect(flavorResources(flavor({ simulated: true, gpu_type: null, cpu: null, memory: null, time_limit: null }))).toBe(
+      '1 × simulated GPU'
+    );
+  });
+
   it('says how much of a flavor is in maintenance', () => {
     const drained = flavor({
       free_gpus: 2,

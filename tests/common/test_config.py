@@ -256,3 +256,14 @@ def test_an_approval_flavor_reads_its_groups_and_expiry_and_refuses_a_short_one(
         )
     assert "nbjobs.yaml, line 3" in str(info.value)
     assert "expires_after needs to be a minute or more, like 3d or 12h" in str(info.value)
+
+
+def test_simulated_gpus_are_for_machines_without_real_ones():
+    config = parse_config("backend: {kind: local, local: {simulated_gpus: 2}}\n")
+    assert config.backend.local.simulated_gpus == 2
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            "backend: {kind: local, local: {gpus: [0], simulated_gpus: 2}}\n",
+            source="nbjobs.yaml",
+        )
+    assert "give either gpus (real ones) or simulated_gpus" in str(info.value)

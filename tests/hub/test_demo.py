@@ -71,7 +71,7 @@ def xsrf(s: requests.Session, path: str) -> str:
 
 def start_server(url: str, s: requests.Session, user: str) -> None:
     r = s.post(f"{url}/hub/api/users/{user}/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
-    assert r.status_code in (201, 202), r.text
+    assert r.status_code in (201, 202) or "already running" in r.text, r.text
     deadline = time.monotonic() + 90
     while not s.get(f"{url}/hub/api/users/{user}").json()["servers"].get("", {}).get("ready"):
         assert time.monotonic() < deadline
@@ -197,6 +197,44 @@ def test_the_demo_class_has_two_students_and_a_teacher(demo):
     # the students' flavors are the class's
     ada = login(url, "ada")
     assert ada.get(f"{url}/hub/api/user").json()["name"] == "ada"
+
+
+def test_without_a_gpu_the_demo_simulates_some_and_says_so_everywhere(demo):
+    url, workdir, _, out = demo
+    assert "GPUs: 2 SIMULATED (this machine has none)" in out
+    s = login(url, "bob")
+    start_server(url, s, "bob")
+    api = f"{url}/user/bob/nbjobs/api/"
+    headers = {"X-XSRFToken": xsrf(s, "/user/bob/")}
+    gpu = next(f for f in s.get(api + "flavors").json() if f["name"] == "gpu")
+    assert (gpu["display_name"], gpu["simulated"], gpu["total_gpus"]) == (
+        "1 GPU (simulated)",
+        True,
+        2,
+    )
+    # bob may hold one GPU at a time: his second GPU job queues behind the first
+    body = {"path": "hello.ipynb", "flavor": "gpu", "parameters": {"steps": 40}}
+    first = s.post(api + "jobs", json=body, headers=headers).json()
+    second = s.post(api + "jobs", json=body, headers=headers).json()
+    deadline = time.monotonic() + 90
+    while not (waiting := s.get(api + f"jobs/{second['id']}").json())["waiting_reason"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert waiting["state"] == "queued"
+    assert "you may use 1 GPU(s) at once" in waiting["waiting_reason"]
+    while (done := s.get(api + f"jobs/{first['id']}").json())["state"] not in (
+        "succeeded",
+        "failed",
+    ):
+        assert time.monotonic() < deadline + 90
+        time.sleep(0.5)
+    assert done["state"] == "succeeded", done
+    output = nbformat.read(workdir / "home" / "bob" / done["output_path"], as_version=4)
+    assert output.metadata["nbjobs"]["gpus_simulated"] is True
+    assert "It ran on a simulated GPU" in output.cells[0].source
+    log = s.get(api + f"jobs/{first['id']}/logs").text
+    assert "are simulated" in log
+    s.post(api + f"jobs/{second['id']}/cancel", headers=headers)
 
 
 def test_ctrl_c_while_starting_stops_all_it_started(tmp_path):
