@@ -7,7 +7,11 @@ environment that points the server extension at the job service.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 from jupyterhub.spawner import SimpleLocalProcessSpawner
@@ -17,6 +21,9 @@ from nbjobs.config import load_config
 from nbjobs.storage import user_folder
 
 from .common import SERVER_TOKEN_SCOPES, cpu_only_env, service_url_for
+
+#: read by the bash of the server's terminals, so `nbjobs` is on their PATH
+TERMINAL_RC = Path(__file__).resolve().parent / "terminal_rc.sh"
 
 
 class LocalCPUSpawner(SimpleLocalProcessSpawner):
@@ -45,7 +52,19 @@ class LocalCPUSpawner(SimpleLocalProcessSpawner):
         url = service_url_for(self.nbjobs_service_url, env.get("JUPYTERHUB_BASE_URL", "/"))
         env.update(cpu_only_env(url or None, folder))
         env["HOME"] = folder
+        # the `nbjobs` command sits beside the Python that runs the hub and the servers
+        env["NBJOBS_BIN"] = str(Path(sys.executable).parent)
         return env
+
+    def get_args(self) -> list[str]:
+        """The server's arguments; its terminals run bash with nbjobs' start-up file (a
+        login shell would lose the `nbjobs` command from PATH)."""
+        args: list[str] = list(super().get_args())
+        bash = shutil.which("bash")
+        if bash and not any("terminado_settings" in a for a in args):
+            shell = {"shell_command": [bash, "--rcfile", str(TERMINAL_RC), "-i"]}
+            args.append(f"--ServerApp.terminado_settings={json.dumps(shell)}")
+        return args
 
     async def start(self) -> Any:
         folder = self.user_folder()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -15,6 +16,8 @@ import nbformat
 import psutil
 import pytest
 import requests
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
 
 
 def free_port() -> int:
@@ -160,6 +163,45 @@ def test_the_teacher_provisions_a_class_from_a_terminal_in_her_server(demo):
     # carl can log in to the demo at once and is in the class
     carl = login(url, "carl")
     assert carl.get(f"{url}/hub/api/user").json()["groups"] == ["extra"]
+
+
+def terminal_says(url: str, s: requests.Session, user: str, command: str) -> str:
+    """Run ``command`` in a new JupyterLab terminal of ``user``'s server, as typed there;
+    what the terminal printed."""
+    made = s.post(
+        f"{url}/user/{user}/api/terminals", headers={"X-XSRFToken": xsrf(s, f"/user/{user}/")}
+    )
+    assert made.status_code == 200, made.text
+    name = made.json()["name"]
+    ws_url = url.replace("http", "ws", 1) + f"/user/{user}/terminals/websocket/{name}"
+    cookie = "; ".join(f"{c.name}={c.value}" for c in s.cookies)
+
+    async def talk() -> str:
+        request = HTTPRequest(ws_url, headers={"Cookie": cookie})
+        ws = await websocket_connect(request)
+        ws.write_message(json.dumps(["stdin", f"{command}; echo END-OF-$((6*7))\r"]))
+        said = ""
+        deadline = time.monotonic() + 60
+        while "END-OF-42" not in said and time.monotonic() < deadline:
+            message = await asyncio.wait_for(ws.read_message(), 60)
+            if message is None:
+                break
+            kind, *rest = json.loads(message)
+            if kind == "stdout":
+                said += rest[0]
+        ws.close()
+        return said
+
+    return asyncio.run(talk())
+
+
+def test_the_nbjobs_command_works_in_a_lab_terminal_as_the_readme_says(demo):
+    url, _, _, _ = demo
+    s = login(url, "ada")
+    start_server(url, s, "ada")
+    said = terminal_says(url, s, "ada", "nbjobs list")
+    assert "command not found" not in said
+    assert "hello" in said  # her job from the submit test, listed by the CLI
 
 
 def test_the_demo_class_has_two_students_and_a_teacher(demo):
