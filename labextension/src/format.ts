@@ -227,3 +227,61 @@ export function formatBytes(bytes: number): string {
   const shown = unit === 0 || value >= 10 ? Math.round(value).toString() : value.toFixed(1);
   return `${shown.replace(/\.0$/, '')} ${units[unit]}`;
 }
+
+/** What one of a job's buttons may do now: enabled, or disabled with the reason. */
+export interface IActionState {
+  enabled: boolean;
+  /** the tooltip: what it does, or why it cannot */
+  why: string;
+}
+
+/** Every action of a job's row, each enabled or saying why not (`me`: who is looking,
+ * null where the Lab does not know, as in a plain `jupyter lab`). */
+export function jobActions(
+  job: IJob,
+  me: string | null,
+  trans: Translate = plain
+): Record<'cancel' | 'rerun' | 'output' | 'log' | 'remove', IActionState> {
+  const active = isActive(job.state);
+  const waiting = isWaiting(job.state);
+  const theirs = me !== null && job.user !== me;
+  const owner = trans('belongs to %1', job.user);
+  const ok = (why: string): IActionState => ({ enabled: true, why });
+  const no = (why: string): IActionState => ({ enabled: false, why });
+  const output = (): IActionState => {
+    if (theirs) {
+      return no(trans('%1: the output is in their folder', owner));
+    }
+    if (waiting) {
+      return no(trans('waiting: no output yet'));
+    }
+    if (active) {
+      return no(trans('running: see the log'));
+    }
+    if (!job.started_at) {
+      return no(trans('no output: the job never started'));
+    }
+    return ok(
+      job.state === 'failed' && job.error && job.error.cell_index !== null
+        ? trans('Open the output at the failing cell')
+        : trans('Open the output notebook')
+    );
+  };
+  return {
+    cancel: active
+      ? ok(theirs ? trans('Cancel %1\'s job', job.user) : trans('Cancel'))
+      : no(trans('ended: nothing to cancel')),
+    rerun: theirs
+      ? no(trans('%1: its owner re-runs it', owner))
+      : active
+        ? no(waiting ? trans('waiting: cancel it first') : trans('running: cancel it first'))
+        : ok(trans('Re-run')),
+    output: output(),
+    log: waiting ? no(trans('waiting: no log yet')) : ok(trans('View log')),
+    remove: theirs
+      ? no(owner)
+      : active
+        ? no(trans('still active: cancel it first'))
+        : ok(trans('Remove from list'))
+  };
+}

@@ -12,9 +12,11 @@ import {
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import {
+  Dialog,
   ICommandPalette,
   Notification,
   WidgetTracker,
+  showDialog,
   showErrorMessage
 } from '@jupyterlab/apputils';
 import type { MainAreaWidget } from '@jupyterlab/apputils';
@@ -67,6 +69,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const actions = {
       cancel: async (job: IJob) => {
+        // A queued job loses nothing; a running one stops where it is: ask first.
+        if (
+          (job.state === 'running' || job.state === 'starting') &&
+          !(await confirm(
+            trans('Cancel job "%1"?', job.name),
+            trans('It stops now; its output keeps the cells that ran.'),
+            trans('Cancel job'),
+            trans('Keep running')
+          ))
+        ) {
+          return;
+        }
         await report(api.cancel(job.id), trans);
         await model.refresh();
       },
@@ -78,6 +92,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await model.refresh();
       },
       remove: async (job: IJob) => {
+        if (
+          !(await confirm(
+            trans('Remove job "%1" from the list?', job.name),
+            trans('Its record and log go; its output notebook stays in your folder.'),
+            trans('Remove'),
+            trans('Keep it')
+          ))
+        ) {
+          return;
+        }
         await report(api.remove(job.id), trans);
         await model.refresh();
       },
@@ -99,7 +123,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       PageConfig.getOption('hubHost'),
       PageConfig.getOption('hubPrefix')
     );
-    const panel = new JobsPanel(model, actions, trans, dashboard);
+    // Who is looking (under a hub): another user's jobs (an admin's or teacher's list)
+    // say whose they are, and offer only what makes sense for them.
+    const me = PageConfig.getOption('hubUser') || null;
+    const panel = new JobsPanel(model, actions, trans, dashboard, me);
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, 'nbjobs-jobs-panel');
 
@@ -294,15 +321,16 @@ function notifyEnded(
       });
       break;
     case 'failed':
+      // A job that never started (a missing kernel, a bad image) has no output to open.
       Notification.error(
         trans('Job "%1" failed: %2', job.name, job.message ?? trans('see its log')),
-        { autoClose: false, actions: [open, log] }
+        { autoClose: false, actions: job.started_at ? [open, log] : [log] }
       );
       break;
     case 'timed_out':
       Notification.warning(
         trans('Job "%1" reached its time limit and was stopped.', job.name),
-        { autoClose: false, actions: [open, log] }
+        { autoClose: false, actions: job.started_at ? [open, log] : [log] }
       );
       break;
     case 'cancelled':
@@ -312,6 +340,16 @@ function notifyEnded(
       });
       break;
   }
+}
+
+/** Ask before an action that cannot be undone; true when the user goes ahead. */
+async function confirm(title: string, body: string, yes: string, no: string): Promise<boolean> {
+  const result = await showDialog({
+    title,
+    body,
+    buttons: [Dialog.cancelButton({ label: no }), Dialog.warnButton({ label: yes })]
+  });
+  return result.button.accept;
 }
 
 /** Await an API call; show its failure as a notification and resolve to null. */

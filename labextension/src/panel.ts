@@ -23,6 +23,7 @@ import {
   formatDuration,
   isActive,
   isWaiting,
+  jobActions,
   jobWarning,
   progressFraction,
   progressLabel,
@@ -48,7 +49,8 @@ export class JobsPanel extends Widget {
     private readonly model: JobsModel,
     private readonly actions: IJobActions,
     private readonly trans: Translate,
-    dashboard: string | null = null
+    dashboard: string | null = null,
+    readonly me: string | null = null
   ) {
     super();
     this.id = 'nbjobs-jobs-panel';
@@ -142,7 +144,7 @@ export class JobsPanel extends Widget {
       seen.add(job.id);
       let row = this._rows.get(job.id);
       if (!row) {
-        row = new JobRow(this.actions, this.model.api, trans);
+        row = new JobRow(this.actions, this.model.api, trans, this.me);
         this._rows.set(job.id, row);
       }
       row.update(job, this._visible);
@@ -188,7 +190,8 @@ class JobRow {
   constructor(
     actions: IJobActions,
     api: NbjobsAPI,
-    private readonly trans: Translate
+    private readonly trans: Translate,
+    private readonly _me: string | null = null
   ) {
     this.node = document.createElement('li');
     this.node.className = 'nbjobs-Job';
@@ -230,15 +233,17 @@ class JobRow {
     buttons.append(this._cancel, this._rerun, this._open, this._log, this._usage, this._remove);
 
     this._telemetry = new TelemetryView(api, trans);
+    // The buttons sit above everything that grows or shrinks as the job moves on
+    // (progress, message, warning): they never move under the pointer.
     this.node.append(
       top,
       meta,
+      buttons,
       this._progress,
       this._progressText,
       this._message,
       this._warning,
-      this._telemetry.node,
-      buttons
+      this._telemetry.node
     );
   }
 
@@ -273,16 +278,19 @@ class JobRow {
     this._warning.textContent = warning ?? '';
     this._warning.hidden = !warning;
 
-    const active = isActive(job.state);
-    this._cancel.hidden = !active;
-    this._rerun.hidden = active;
-    this._remove.hidden = active;
-    // The output notebook exists once the runner started writing it.
-    this._open.hidden = !(job.started_at || job.state === 'succeeded' || job.state === 'failed');
-    this._open.title =
-      job.state === 'failed' && job.error?.cell_index !== null && job.error
-        ? trans('Open the output at the failing cell')
-        : trans('Open the output notebook');
+    // Every button stays where it is; one that cannot act now is disabled and says why.
+    const can = jobActions(job, this._me, trans);
+    for (const [button, state] of [
+      [this._cancel, can.cancel],
+      [this._rerun, can.rerun],
+      [this._open, can.output],
+      [this._log, can.log],
+      [this._remove, can.remove]
+    ] as const) {
+      button.dataset.allowed = String(state.enabled);
+      button.disabled = !state.enabled || button.dataset.busy === '1';
+      button.title = state.why;
+    }
     this._updateUsage();
     this.tick();
   }
@@ -391,9 +399,12 @@ function iconButton(
     button.append(label);
   }
   button.addEventListener('click', () => {
+    // Busy while its action runs (no double submit); then as the job allows.
+    button.dataset.busy = '1';
     button.disabled = true;
     void onClick().finally(() => {
-      button.disabled = false;
+      delete button.dataset.busy;
+      button.disabled = button.dataset.allowed === 'false';
     });
   });
   return button;

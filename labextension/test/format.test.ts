@@ -8,6 +8,7 @@ import {
   formatBytes,
   formatDuration,
   formatLimit,
+  jobActions,
   jobWarning,
   joinFacts,
   progressFraction,
@@ -308,5 +309,38 @@ describe('jobWarning', () => {
     expect(jobWarning({ ...base, state: 'cancelled' } as unknown as IJob)).toBeNull();
     expect(jobWarning({ ...base, warning: null } as unknown as IJob)).toBeNull();
     expect(jobWarning({ state: 'running' } as unknown as IJob)).toBeNull();
+  });
+});
+
+describe('jobActions', () => {
+  const base = { name: 'train', started_at: '2026-11-25T10:00:00Z', user: 'ada' };
+
+  it('offers only what works, and says why not', () => {
+    const running = jobActions(job({ ...base, state: 'running' }), 'ada');
+    expect(running.cancel.enabled).toBe(true);
+    expect(running.rerun).toEqual({ enabled: false, why: 'running: cancel it first' });
+    expect(running.output).toEqual({ enabled: false, why: 'running: see the log' });
+    expect(running.remove.enabled).toBe(false);
+
+    const waiting = jobActions(job({ ...base, state: 'queued', started_at: null }), 'ada');
+    expect(waiting.log).toEqual({ enabled: false, why: 'waiting: no log yet' });
+    expect(waiting.rerun.why).toBe('waiting: cancel it first');
+
+    const never = jobActions(job({ ...base, state: 'failed', started_at: null }), 'ada');
+    expect(never.output).toEqual({ enabled: false, why: 'no output: the job never started' });
+    expect(never.cancel).toEqual({ enabled: false, why: 'ended: nothing to cancel' });
+    expect(never.rerun.enabled).toBe(true);
+
+    const done = jobActions(job({ ...base, state: 'succeeded' }), 'ada');
+    expect(done.output).toEqual({ enabled: true, why: 'Open the output notebook' });
+  });
+
+  it("says whose another user's job is", () => {
+    const hers = jobActions(job({ ...base, state: 'succeeded' }), 'admin');
+    expect(hers.rerun).toEqual({ enabled: false, why: 'belongs to ada: its owner re-runs it' });
+    expect(hers.output.why).toBe('belongs to ada: the output is in their folder');
+    expect(hers.remove).toEqual({ enabled: false, why: 'belongs to ada' });
+    const running = jobActions(job({ ...base, state: 'running' }), 'admin');
+    expect(running.cancel).toEqual({ enabled: true, why: "Cancel ada's job" });
   });
 });

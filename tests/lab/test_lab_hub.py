@@ -324,11 +324,32 @@ def test_cancel_a_running_job(lab: Page):
     row = job_row(lab, "slow to cancel")
     expect(row.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
 
+    # while it runs, the buttons that cannot act say why, and stay where they are
+    rerun = row.locator("button[aria-label='Re-run']")
+    expect(rerun).to_be_disabled()
+    expect(rerun).to_have_attribute("title", "running: cancel it first")
+    expect(row.locator("button[aria-label='Open output']")).to_have_attribute(
+        "title", "running: see the log"
+    )
+    box = rerun.bounding_box()
     row.locator("button[aria-label='Cancel']").click()
+    # a running job is not cancelled by a stray click: the user is asked
+    confirm = lab.locator(".jp-Dialog")
+    expect(confirm).to_contain_text('Cancel job "slow to cancel"?')
+    shot(lab, "09-confirm-cancel")
+    confirm.locator("button", has_text="Keep running").click()
+    expect(confirm).to_be_hidden()
+    expect(row.locator(".nbjobs-Job-state")).to_have_text("Running")
+    row.locator("button[aria-label='Cancel']").click()
+    confirm.locator("button", has_text="Cancel job").click()
 
     expect(row.locator(".nbjobs-Job-state")).to_have_text("Cancelled", timeout=JOB_TIMEOUT)
-    expect(row.locator("button[aria-label='Cancel']")).to_be_hidden()
-    expect(row.locator("button[aria-label='Re-run']")).to_be_visible()
+    expect(row.locator("button[aria-label='Cancel']")).to_be_disabled()
+    expect(row.locator("button[aria-label='Cancel']")).to_have_attribute(
+        "title", "ended: nothing to cancel"
+    )
+    expect(rerun).to_be_enabled()
+    assert rerun.bounding_box() == box  # nothing moved under the pointer
 
 
 def test_a_refusal_is_shown_in_the_dialog_as_the_services_sentence(lab: Page, hub: Hub):
@@ -358,6 +379,7 @@ def test_remove_a_finished_job_from_the_list(lab: Page):
     before = jobs_panel(lab).locator(".nbjobs-Job").count()
 
     row.locator("button[aria-label='Remove from list']").click()
+    lab.locator(".jp-Dialog button", has_text="Remove").click()
 
     expect(jobs_panel(lab).locator(".nbjobs-Job")).to_have_count(before - 1)
     expect(job_row(lab, "to remove")).to_have_count(0)
