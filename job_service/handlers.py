@@ -401,7 +401,11 @@ class RejectHandler(APIHandler):
 
 class RerunHandler(APIHandler):
     async def post(self, job_id: str) -> None:
-        job = await self._call(self.service.rerun(self.caller, job_id))
+        on_behalf = self.get_query_argument("as", "")
+        if on_behalf not in ("", "owner"):
+            raise web.HTTPError(400, "%s", f"as={on_behalf!r}: the only choice is as=owner")
+        rerun = self.service.rerun(self.caller, job_id, as_owner=on_behalf == "owner")
+        job = await self._call(rerun)
         self.send(job, status=HTTPStatus.CREATED)
 
 

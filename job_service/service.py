@@ -906,11 +906,25 @@ class JobService:
                 return self._to_model(db, record), None, record.job_dir
             return None, ref, record.job_dir
 
-    async def rerun(self, caller: Caller, job_id: str) -> Job:
-        """Queue the same notebook (its current version), flavor and parameters again."""
+    async def rerun(self, caller: Caller, job_id: str, *, as_owner: bool = False) -> Job:
+        """Queue the same notebook (its current version), flavor and parameters again.
+
+        Another user's job (an admin's re-run) is never re-run as its owner silently: the
+        new job would be theirs (their folder, quota and GPU-hours), so the admin says so
+        with ``as_owner``; without it the re-run is refused, saying how.
+        """
         request, owner = await self.in_db(self._rerun_request, caller, job_id)
-        # An admin re-running someone's job runs it as its owner, with the owner's limits.
-        as_ = caller if owner.name == caller.name else owner
+        as_ = caller
+        if owner.name != caller.name:
+            if not as_owner:
+                raise Conflict(
+                    f"job {job_id} is {owner.name}'s: a re-run would be {owner.name}'s too (their "
+                    "folder, quota and GPU-hours). To do that on their behalf, re-run it as its "
+                    f"owner (POST jobs/{job_id}/rerun?as=owner; `nbjobs rerun {job_id} "
+                    "--as-owner`); to run it yourself, copy the notebook to your folder"
+                )
+            as_ = owner
+            self.log.info("job %s: re-run by %s on behalf of %s", job_id, caller.name, owner.name)
         if not caller.may_submit:
             as_ = caller  # refused in submit, with the reason
         return await self.submit(as_, request, rerun_of=job_id)

@@ -629,9 +629,15 @@ def rerun(argv: Sequence[str]) -> int:
     parser = _parser("rerun", "Run a finished job's notebook again (same flavor, parameters).")
     parser.add_argument("job")
     parser.add_argument("--wait", action="store_true", help="wait for the new job; exit like it")
+    parser.add_argument(
+        "--as-owner",
+        action="store_true",
+        help="admins: re-run another user's job on their behalf (the new job is theirs)",
+    )
 
     def action(client: Client, args: argparse.Namespace) -> int:
-        job = client.call("POST", f"jobs/{args.job}/rerun")
+        query = "?as=owner" if args.as_owner else ""
+        job = client.call("POST", f"jobs/{args.job}/rerun{query}")
         return _after_submit(client, job, args)
 
     return _run(argv, parser, action)

@@ -245,3 +245,24 @@ async def test_a_flavor_the_machine_cannot_run_is_listed_with_the_reason(svc):
 
     assert flavors["gpu"]["unavailable"] is None
     assert "needs 4 GPU(s) and this machine has 2 GPUs" in flavors["gpu4"]["unavailable"]
+
+
+async def test_an_admins_rerun_of_someone_elses_job_is_never_silently_theirs(svc):
+    svc.write("ada", "r.ipynb", "1")
+    job = await svc.submit("ada", "r.ipynb")
+    await svc.wait("ada", job["id"])
+    async with svc.client("root") as c:
+        refused = await c.post(f"jobs/{job['id']}/rerun")
+        odd = await c.post(f"jobs/{job['id']}/rerun", params={"as": "me"})
+        done = await c.post(f"jobs/{job['id']}/rerun", params={"as": "owner"})
+    assert refused.status_code == 409
+    assert refused.json()["message"].startswith(
+        f"job {job['id']} is ada's: a re-run would be ada's too"
+    )
+    assert "--as-owner" in refused.json()["message"]
+    assert odd.status_code == 400
+    assert done.status_code == 201, done.text
+    assert (done.json()["user"], done.json()["rerun_of"]) == ("ada", job["id"])
+    # her own re-run needs nothing more
+    async with svc.client("ada") as c:
+        assert (await c.post(f"jobs/{job['id']}/rerun")).status_code == 201
