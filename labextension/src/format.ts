@@ -285,3 +285,35 @@ export function jobActions(
         : ok(trans('Remove from list'))
   };
 }
+
+/** Whether a job matches what was typed in the panel's search box and the state chosen:
+ * words (all must match) against its name, notebook path, id, flavor, owner and state. */
+export function jobMatches(job: IJob, search: string, show: 'all' | 'active' | 'ended' | 'failed'): boolean {
+  if (show === 'active' && !isActive(job.state)) {
+    return false;
+  }
+  if (show === 'ended' && isActive(job.state)) {
+    return false;
+  }
+  if (show === 'failed' && job.state !== 'failed' && job.state !== 'timed_out') {
+    return false;
+  }
+  const haystack = [job.name, job.path, job.id, job.flavor, job.user, job.state]
+    .join(' ')
+    .toLowerCase();
+  return search
+    .toLowerCase()
+    .split(/\s+/)
+    .filter(Boolean)
+    .every(word => haystack.includes(word));
+}
+
+/** When a job was submitted, short: `14:02` today, `Nov 24 14:02` before. */
+export function submittedAt(iso: string, now: Date = new Date()): string {
+  const when = new Date(iso);
+  const time = when.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  if (when.toDateString() === now.toDateString()) {
+    return time;
+  }
+  return `${when.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${time}`;
+}

@@ -24,6 +24,8 @@ import {
   isActive,
   isWaiting,
   jobActions,
+  jobMatches,
+  submittedAt,
   jobWarning,
   progressFraction,
   progressLabel,
@@ -85,11 +87,37 @@ export class JobsPanel extends Widget {
     this._notice.className = 'nbjobs-JobsPanel-notice';
     this._notice.setAttribute('role', 'status');
 
+    // Find a job among many: words against name, notebook, id, flavor, owner; a state.
+    const filters = document.createElement('div');
+    filters.className = 'nbjobs-JobsPanel-filters';
+    this._search = document.createElement('input');
+    this._search.type = 'search';
+    this._search.className = 'jp-mod-styled nbjobs-JobsPanel-search';
+    this._search.placeholder = trans('Search jobs');
+    this._search.setAttribute('aria-label', trans('Search jobs by name, notebook, id or flavor'));
+    this._show = document.createElement('select');
+    this._show.className = 'jp-mod-styled nbjobs-JobsPanel-show';
+    this._show.setAttribute('aria-label', trans('Show jobs'));
+    for (const [value, text] of [
+      ['all', trans('All')],
+      ['active', trans('Waiting or running')],
+      ['ended', trans('Ended')],
+      ['failed', trans('Failed')]
+    ]) {
+      const option = document.createElement('option');
+      option.value = value;
+      option.textContent = text;
+      this._show.append(option);
+    }
+    this._search.addEventListener('input', () => this._render());
+    this._show.addEventListener('change', () => this._render());
+    filters.append(this._search, this._show);
+
     this._list = document.createElement('ul');
     this._list.className = 'nbjobs-JobList';
     this._list.setAttribute('aria-label', trans('Your jobs, newest first'));
 
-    this.node.append(header, this._notice, this._list);
+    this.node.append(header, filters, this._notice, this._list);
     model.changed.connect(this._render, this);
   }
 
@@ -137,10 +165,15 @@ export class JobsPanel extends Widget {
     } else {
       this._setNotice('', 'none');
     }
+    const show = this._show.value as 'all' | 'active' | 'ended' | 'failed';
+    const shown = jobs.filter(job => jobMatches(job, this._search.value, show));
+    if (loaded && !error && jobs.length && !shown.length) {
+      this._setNotice(trans('No job matches; clear the search or pick All.'), 'info');
+    }
 
     const seen = new Set<string>();
     let previous: HTMLElement | null = null;
-    for (const job of jobs) {
+    for (const job of shown) {
       seen.add(job.id);
       let row = this._rows.get(job.id);
       if (!row) {
@@ -177,6 +210,8 @@ export class JobsPanel extends Widget {
   }
 
   private _rows = new Map<string, JobRow>();
+  private _search: HTMLInputElement;
+  private _show: HTMLSelectElement;
   private _visible = false;
   private _list: HTMLUListElement;
   private _notice: HTMLDivElement;
@@ -203,8 +238,9 @@ class JobRow {
 
     const meta = div('nbjobs-Job-meta');
     this._flavor = span('nbjobs-Job-flavor');
+    this._source = span('nbjobs-Job-source');
     this._elapsed = span('nbjobs-Job-elapsed');
-    meta.append(this._flavor, this._elapsed);
+    meta.append(this._flavor, this._source, this._elapsed);
 
     this._progress = document.createElement('div');
     this._progress.className = 'nbjobs-Job-progress';
@@ -258,6 +294,11 @@ class JobRow {
     this._state.textContent = stateLabel(job, trans);
     this._flavor.textContent = job.flavor;
     this._flavor.title = trans('Flavor');
+    // Tell jobs apart: the notebook they ran, when they were asked for, and whose.
+    const notebook = job.path.split('/').pop() ?? job.path;
+    const whose = this._me !== null && job.user !== this._me ? ` · ${job.user}` : '';
+    this._source.textContent = `${notebook} · ${submittedAt(job.submitted_at)}${whose}`;
+    this._source.title = trans('%1, submitted %2 by %3 (job %4)', job.path, job.submitted_at, job.user, job.id);
 
     const fraction = progressFraction(job);
     const showProgress = job.state === 'running' || job.state === 'starting';
@@ -354,6 +395,7 @@ class JobRow {
   private _name: HTMLDivElement;
   private _state: HTMLDivElement;
   private _flavor: HTMLSpanElement;
+  private _source: HTMLSpanElement;
   private _elapsed: HTMLSpanElement;
   private _progress: HTMLDivElement;
   private _progressBar: HTMLDivElement;

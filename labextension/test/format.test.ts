@@ -9,6 +9,7 @@ import {
   formatDuration,
   formatLimit,
   jobActions,
+  jobMatches,
   jobWarning,
   joinFacts,
   progressFraction,
@@ -342,5 +343,23 @@ describe('jobActions', () => {
     expect(hers.remove).toEqual({ enabled: false, why: 'belongs to ada' });
     const running = jobActions(job({ ...base, state: 'running' }), 'admin');
     expect(running.cancel).toEqual({ enabled: true, why: "Cancel ada's job" });
+  });
+});
+
+describe('jobMatches', () => {
+  const one = job({ name: 'clean data', path: 'work/clean.ipynb', id: 'f00d', state: 'failed', user: 'ada' });
+
+  it('matches every typed word against name, notebook, id, flavor and owner', () => {
+    expect(jobMatches(one, '', 'all')).toBe(true);
+    expect(jobMatches(one, 'CLEAN work/', 'all')).toBe(true);
+    expect(jobMatches(one, 'f00d ada', 'all')).toBe(true);
+    expect(jobMatches(one, 'clean bob', 'all')).toBe(false);
+  });
+
+  it('filters by what became of the job', () => {
+    expect(jobMatches(one, '', 'failed')).toBe(true);
+    expect(jobMatches(one, '', 'ended')).toBe(true);
+    expect(jobMatches(one, '', 'active')).toBe(false);
+    expect(jobMatches(job({ state: 'pending_approval' }), '', 'active')).toBe(true);
   });
 });

@@ -706,6 +706,31 @@ def test_the_panel_with_jobs_in_every_state(lab: Page):
         settle(lab)
 
 
+def test_search_and_filter_find_a_job_among_many(lab: Page):
+    panel = jobs_panel(lab)
+    rows = panel.locator(".nbjobs-Job")
+    everything = rows.count()
+    assert everything > 3
+    # each row tells its notebook and when it was asked for
+    expect(rows.first.locator(".nbjobs-Job-source")).to_contain_text(".ipynb · ")
+    search = panel.locator("input.nbjobs-JobsPanel-search")
+    search.fill("clean data")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator(".nbjobs-Job-name")).to_have_text("clean data")
+    search.fill("no such job anywhere")
+    expect(rows).to_have_count(0)
+    expect(panel.locator(".nbjobs-JobsPanel-notice")).to_have_text(
+        "No job matches; clear the search or pick All."
+    )
+    search.fill("")
+    panel.locator("select.nbjobs-JobsPanel-show").select_option("failed")
+    expect(rows.first).to_have_attribute("data-state", "failed")
+    assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.state)")) <= {"failed", "timed_out"}
+    shot(lab, "18-jobs-panel-filtered")
+    panel.locator("select.nbjobs-JobsPanel-show").select_option("all")
+    expect(rows).to_have_count(everything)
+
+
 def use_theme(page: Page, theme: str) -> None:
     page.keyboard.press("Control+Shift+C")
     palette = page.locator("#command-palette input")
