@@ -29,6 +29,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { NbjobsAPI, NbjobsError } from './api';
 import { formatDuration, elapsedSeconds } from './format';
 import { dashboardUrl } from './dashboard';
+import { type JobDetail, createDetailWidget } from './detail';
 import { submitIcon } from './icons';
 import { type LogView, createLogWidget } from './logview';
 import { JobsModel } from './model';
@@ -66,6 +67,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const api = new NbjobsAPI(trans, app.serviceManager.serverSettings);
     const model = new JobsModel(api);
     const logs = new WidgetTracker<MainAreaWidget<LogView>>({ namespace: 'nbjobs-logs' });
+    const details = new WidgetTracker<MainAreaWidget<JobDetail>>({ namespace: 'nbjobs-jobs' });
+    const me = PageConfig.getOption('hubUser') || null;
 
     const actions = {
       cancel: async (job: IJob) => {
@@ -106,6 +109,32 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await model.refresh();
       },
       openOutput: (job: IJob) => openOutput(app, job),
+      showDetails: async (job: IJob) => {
+        const existing = details.find(w => w.content.job.id === job.id);
+        if (existing) {
+          app.shell.activateById(existing.id);
+          return;
+        }
+        const widget = createDetailWidget(
+          job,
+          {
+            openPath: path => void app.commands.execute('docmanager:open', { path }),
+            openOutput: j => openOutput(app, j),
+            viewLog: j => actions.viewLog(j),
+            showJob: id => {
+              const other = model.jobs.find(j => j.id === id);
+              if (other) {
+                void actions.showDetails(other);
+              }
+            }
+          },
+          trans,
+          me
+        );
+        await details.add(widget);
+        app.shell.add(widget, 'main');
+        app.shell.activateById(widget.id);
+      },
       viewLog: async (job: IJob) => {
         const existing = logs.find(w => w.content.job.id === job.id);
         if (existing) {
@@ -125,8 +154,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     );
     // Who is looking (under a hub): another user's jobs (an admin's or teacher's list)
     // say whose they are, and offer only what makes sense for them.
-    const me = PageConfig.getOption('hubUser') || null;
     const panel = new JobsPanel(model, actions, trans, dashboard, me);
+    // Open detail tabs follow the poll.
+    model.changed.connect(() => {
+      details.forEach(widget => {
+        const now = model.jobs.find(j => j.id === widget.content.job.id);
+        if (now) {
+          widget.content.setJob(now);
+        }
+      });
+    });
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, 'nbjobs-jobs-panel');
 

@@ -44,6 +44,8 @@ export interface IJobActions {
   openOutput(job: IJob): Promise<void>;
   viewLog(job: IJob): Promise<void>;
   remove(job: IJob): Promise<void>;
+  /** the job's details, in a tab */
+  showDetails(job: IJob): Promise<void>;
 }
 
 export class JobsPanel extends Widget {
@@ -233,6 +235,17 @@ class JobRow {
 
     const top = div('nbjobs-Job-top');
     this._name = div('nbjobs-Job-name');
+    // The name opens the job's details (a button: reachable by keyboard too).
+    this._name.setAttribute('role', 'button');
+    this._name.tabIndex = 0;
+    const details = () => void actions.showDetails(this._job!);
+    this._name.addEventListener('click', details);
+    this._name.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        details();
+      }
+    });
     this._state = div('nbjobs-Job-state');
     top.append(this._name, this._state);
 

@@ -731,6 +731,33 @@ def test_search_and_filter_find_a_job_among_many(lab: Page):
     expect(rows).to_have_count(everything)
 
 
+def test_a_jobs_details_tell_it_apart_and_lead_to_what_it_ran_and_rerun(lab: Page):
+    first = finished_job(lab, "detailed")
+    status, again = api(lab, "POST", API + f"jobs/{first['id']}/rerun")
+    assert status == 201, again
+    assert isinstance(again, dict)
+    wait_for(lab, again["id"], "succeeded")
+    refresh_panel(lab)
+    row = jobs_panel(lab).locator(f".nbjobs-Job[data-job-id='{again['id']}']")
+    row.locator(".nbjobs-Job-name").click()
+    view = lab.locator(".nbjobs-JobDetail:visible")
+    expect(view.locator("h2")).to_have_text("detailed")
+    facts = view.locator(".nbjobs-JobDetail-facts")
+    expect(facts).to_contain_text("Succeeded")
+    expect(facts).to_contain_text("hello.ipynb")
+    expect(facts).to_contain_text('{"steps":5}')
+    expect(facts).to_contain_text(again["id"])
+    expect(facts).to_contain_text(again["output_path"])
+    shot(lab, "19-job-details")
+    # its lineage: the job it re-ran, one click away
+    view.locator("button.nbjobs-JobDetail-link", has_text=first["id"]).click()
+    original = lab.locator(".nbjobs-JobDetail:visible")
+    expect(original.locator(".nbjobs-JobDetail-facts")).to_contain_text(first["output_path"])
+    expect(lab.locator(f".lm-TabBar-tab[data-id='nbjobs-job-{first['id']}']")).to_have_class(
+        re.compile("lm-mod-current")
+    )
+
+
 def use_theme(page: Page, theme: str) -> None:
     page.keyboard.press("Control+Shift+C")
     palette = page.locator("#command-palette input")

@@ -1,0 +1,132 @@
+/**
+ * A job's details in a main-area tab: everything that tells it apart and says what
+ * became of it, with links to what it ran and made. It follows the Jobs panel's poll
+ * (the model), so it stays current while the job moves on.
+ */
+import { MainAreaWidget } from '@jupyterlab/apputils';
+import { infoIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { formatDuration, formatLimit, isWaiting, jobActions, stateLabel } from './format';
+import type { Translate } from './translate';
+import type { IJob } from './types';
+
+/** What the view's links and buttons do (the panel's actions, and opening files). */
+export interface IDetailActions {
+  openPath(path: string): void;
+  openOutput(job: IJob): Promise<void>;
+  viewLog(job: IJob): Promise<void>;
+  showJob(id: string): void;
+}
+
+export class JobDetail extends Widget {
+  constructor(
+    private _job: IJob,
+    private readonly actions: IDetailActions,
+    private readonly trans: Translate,
+    private readonly me: string | null
+  ) {
+    super();
+    this.addClass('nbjobs-JobDetail');
+    this.render();
+  }
+
+  get job(): IJob {
+    return this._job;
+  }
+
+  /** The job as the latest poll saw it. */
+  setJob(job: IJob): void {
+    this._job = job;
+    this.render();
+  }
+
+  private render(): void {
+    const job = this._job;
+    const trans = this.trans;
+    const can = jobActions(job, this.me, trans);
+    const rows: [string, Node | string][] = [
+      [trans('State'), stateLabel(job, trans)],
+      [trans('Why'), (isWaiting(job.state) ? job.waiting_reason : job.message) ?? '–'],
+      [trans('Owner'), job.user],
+      [trans('Notebook'), this.link(job.path, () => this.actions.openPath(job.path), job.user === this.me || this.me === null)],
+      [trans('Flavor'), job.flavor + (job.gpus.length ? ` (${trans('GPUs %1', job.gpus.join(', '))})` : '')],
+      [trans('Time limit'), job.time_limit ? formatLimit(job.time_limit, trans) : trans('none')],
+      [trans('Parameters'), Object.keys(job.parameters).length ? JSON.stringify(job.parameters) : trans('none')],
+      [trans('Submitted'), when(job.submitted_at)],
+      [trans('Started'), job.started_at ? when(job.started_at) : '–'],
+      [
+        trans('Ended'),
+        job.finished_at
+          ? `${when(job.finished_at)} (${trans('ran %1', formatDuration((Date.parse(job.finished_at) - Date.parse(job.started_at ?? job.submitted_at)) / 1000, trans))})`
+          : '–'
+      ],
+      [trans('Output'), can.output.enabled ? this.link(job.output_path, () => void this.actions.openOutput(job), true) : `${job.output_path} (${can.output.why})`],
+      [trans('Log'), can.log.enabled ? this.link(trans('View log'), () => void this.actions.viewLog(job), true) : can.log.why],
+      [trans('Re-run of'), job.rerun_of ? this.link(job.rerun_of, () => this.actions.showJob(job.rerun_of!), true) : '–'],
+      [trans('Job id'), this.copyable(job.id)]
+    ];
+    const table = document.createElement('dl');
+    table.className = 'nbjobs-JobDetail-facts';
+    for (const [term, value] of rows) {
+      const dt = document.createElement('dt');
+      dt.textContent = term;
+      const dd = document.createElement('dd');
+      dd.append(value);
+      table.append(dt, dd);
+    }
+    const title = document.createElement('h2');
+    title.textContent = job.name;
+    this.node.replaceChildren(title, table);
+  }
+
+  private link(text: string, go: () => void, enabled: boolean): Node {
+    if (!enabled) {
+      return document.createTextNode(text);
+    }
+    const a = document.createElement('button');
+    a.type = 'button';
+    a.className = 'nbjobs-JobDetail-link';
+    a.textContent = text;
+    a.addEventListener('click', go);
+    return a;
+  }
+
+  private copyable(id: string): Node {
+    const wrap = document.createElement('span');
+    const code = document.createElement('code');
+    code.textContent = id;
+    const copy = document.createElement('button');
+    copy.type = 'button';
+    copy.className = 'nbjobs-JobDetail-link';
+    copy.textContent = this.trans('Copy');
+    copy.setAttribute('aria-label', this.trans('Copy the job id'));
+    copy.addEventListener('click', () => {
+      void navigator.clipboard?.writeText(id).then(() => {
+        copy.textContent = this.trans('Copied');
+      });
+    });
+    wrap.append(code, ' ', copy);
+    return wrap;
+  }
+}
+
+function when(iso: string): string {
+  return new Date(iso).toLocaleString();
+}
+
+export function createDetailWidget(
+  job: IJob,
+  actions: IDetailActions,
+  trans: Translate,
+  me: string | null
+): MainAreaWidget<JobDetail> {
+  const content = new JobDetail(job, actions, trans, me);
+  const widget = new MainAreaWidget({ content });
+  widget.id = `nbjobs-job-${job.id}`;
+  widget.title.label = trans('Job: %1', job.name);
+  widget.title.caption = trans('Job %1 (%2)', job.name, job.id);
+  widget.title.icon = infoIcon;
+  widget.title.closable = true;
+  return widget;
+}
