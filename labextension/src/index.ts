@@ -242,6 +242,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/** Whether the open notebook's cells differ from its file's (true when unsure). */
+async function cellsDiffer(app: JupyterFrontEnd, path: string, open: unknown): Promise<boolean> {
+  const cells = (nb: unknown) =>
+    JSON.stringify(
+      (((nb as { cells?: unknown[] })?.cells ?? []) as { cell_type?: string; source?: unknown }[]).map(
+        c => [c.cell_type, Array.isArray(c.source) ? c.source.join('') : c.source]
+      )
+    );
+  try {
+    const saved = await app.serviceManager.contents.get(path, { content: true, type: 'notebook' });
+    return cells(saved.content) !== cells(open);
+  } catch {
+    return true;
+  }
+}
+
 /** The path of the notebook the command should submit, or null. */
 function notebookToSubmit(
   fromFileBrowser: boolean,
@@ -273,6 +289,9 @@ async function submitNotebook(
       return null;
     }
     if (open.context.model.dirty) {
+      // Lab marks a notebook changed when a kernel fills in its metadata: say "saved"
+      // only when the cells the job runs differ from the file's.
+      const edited = await cellsDiffer(app, path, open.context.model.toJSON());
       try {
         await open.context.save();
       } catch (error) {
@@ -289,7 +308,9 @@ async function submitNotebook(
         }
         return null;
       }
-      Notification.info(trans('Saved %1 before submitting it.', path), { autoClose: 4000 });
+      if (edited) {
+        Notification.info(trans('Saved %1 before submitting it.', path), { autoClose: 4000 });
+      }
     }
   }
   let notebook: unknown;

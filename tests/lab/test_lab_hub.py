@@ -166,6 +166,8 @@ def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell
 
     button.click()
     dialog = submit_dialog(lab)
+    # nothing was edited: no "saved" notice (a kernel filling in metadata is no edit)
+    expect(lab.locator(".Toastify__toast", has_text="before submitting")).to_have_count(0)
     cpu = dialog.locator(".nbjobs-Flavor[data-flavor='cpu']")
     t4 = dialog.locator(".nbjobs-Flavor[data-flavor='t4']")
     big = dialog.locator(".nbjobs-Flavor[data-flavor='a100x8']")
