@@ -891,8 +891,9 @@ def find_kernel_language(name: str) -> str:
     except NoSuchKernel:
         installed = ", ".join(sorted(manager.find_kernel_specs())) or "none"
         raise BadInput(
-            f"kernel {name!r} is not installed here (installed: {installed}); "
-            "pass --kernel NAME or install it in the job image"
+            f"the notebook's kernel {name!r} is not installed where jobs run (there: "
+            f"{installed}); switch the notebook to one of those (in JupyterLab: Kernel > Change "
+            "Kernel, then save) and submit again, or ask your admin to add it to the job image"
         ) from None
     return str(spec.language).lower()
 

@@ -193,3 +193,22 @@ def test_cells_are_counted_as_their_author_counts_them_not_the_injected_one(
     # the error still points at the failing cell of the output notebook, by its index
     nb = executed(tmp_path / "out.ipynb")
     assert nb.cells[final["error"]["cell_index"]].source.startswith("raise ValueError")
+
+
+def test_a_kernel_the_job_side_lacks_is_named_with_what_to_do(make_notebook, tmp_path):
+    source = make_notebook("print(1)")
+    nb = nbformat.read(source, as_version=4)
+    nb.metadata["kernelspec"] = {"name": "julia-1.10", "display_name": "Julia", "language": "julia"}
+    nbformat.write(nb, source)
+    status = tmp_path / "status.json"
+
+    proc = run_cli(source, tmp_path / "out.ipynb", "--status-file", status)
+
+    assert proc.returncode == ExitCode.BAD_INPUT
+    message = json.loads(status.read_text())["message"]
+    assert message.startswith(
+        "the notebook's kernel 'julia-1.10' is not installed where jobs run (there: "
+    )
+    assert "python3" in message
+    assert "Kernel > Change Kernel" in message
+    assert "--kernel" not in message  # a Lab user has no such option to pass
