@@ -24,6 +24,7 @@ from nbjobs.models import (
     BudgetGrant,
     CreateClass,
     RejectRequest,
+    RerunChanges,
     RosterChange,
     SubmitRequest,
     UpdateRequest,
@@ -404,7 +405,10 @@ class RerunHandler(APIHandler):
         on_behalf = self.get_query_argument("as", "")
         if on_behalf not in ("", "owner"):
             raise web.HTTPError(400, "%s", f"as={on_behalf!r}: the only choice is as=owner")
-        rerun = self.service.rerun(self.caller, job_id, as_owner=on_behalf == "owner")
+        changes = self.body(RerunChanges) if self._body_received else None
+        rerun = self.service.rerun(
+            self.caller, job_id, as_owner=on_behalf == "owner", changes=changes
+        )
         job = await self._call(rerun)
         self.send(job, status=HTTPStatus.CREATED)
 

@@ -37,6 +37,7 @@ from nbjobs.models import (
     JobList,
     JobState,
     Progress,
+    RerunChanges,
     SubmitRequest,
     UpdateRequest,
     Usage,
@@ -906,7 +907,14 @@ class JobService:
                 return self._to_model(db, record), None, record.job_dir
             return None, ref, record.job_dir
 
-    async def rerun(self, caller: Caller, job_id: str, *, as_owner: bool = False) -> Job:
+    async def rerun(
+        self,
+        caller: Caller,
+        job_id: str,
+        *,
+        as_owner: bool = False,
+        changes: RerunChanges | None = None,
+    ) -> Job:
         """Queue the same notebook (its current version), flavor and parameters again.
 
         Another user's job (an admin's re-run) is never re-run as its owner silently: the
@@ -914,6 +922,9 @@ class JobService:
         with ``as_owner``; without it the re-run is refused, saying how.
         """
         request, owner = await self.in_db(self._rerun_request, caller, job_id)
+        if changes is not None:
+            # checked like a new submission (the flavor the caller's, the parameters valid)
+            request = request.model_copy(update=changes.model_dump(exclude_none=True))
         as_ = caller
         if owner.name != caller.name:
             if not as_owner:

@@ -72,6 +72,20 @@ class SubmitRequest(_Body):
         return value
 
 
+class RerunChanges(_Body):
+    """``POST api/jobs/{id}/rerun``, optionally: what the re-run changes (left out: as the
+    job ran). ``parameters`` replaces the job's parameters whole."""
+
+    flavor: str | None = Field(default=None, min_length=1, max_length=64)
+    parameters: dict[str, Any] | None = None
+    name: str | None = Field(default=None, max_length=255)
+
+    @field_validator("parameters")
+    @classmethod
+    def _identifiers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else SubmitRequest._identifiers(value)
+
+
 class UpdateRequest(_Body):
     """``PATCH api/jobs/{id}``: admins change a queued job's priority."""
 

@@ -58,8 +58,12 @@ export class NbjobsAPI {
     return this.json<IJob>(`jobs/${encodeURIComponent(id)}/cancel`, { method: 'POST' });
   }
 
-  rerun(id: string): Promise<IJob> {
-    return this.json<IJob>(`jobs/${encodeURIComponent(id)}/rerun`, { method: 'POST' });
+  /** Run a finished job's notebook again; `changes` (flavor, parameters, name) as asked. */
+  rerun(id: string, changes?: { flavor?: string; parameters?: object; name?: string }): Promise<IJob> {
+    return this.json<IJob>(`jobs/${encodeURIComponent(id)}/rerun`, {
+      method: 'POST',
+      ...(changes ? { body: JSON.stringify(changes) } : {})
+    });
   }
 
   async remove(id: string): Promise<void> {

@@ -88,7 +88,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await model.refresh();
       },
       rerun: async (job: IJob) => {
-        const again = await report(api.rerun(job.id), trans);
+        // The Submit dialog, filled in as the job ran: change the flavor, a parameter or
+        // the name, or send it as it was.
+        const again = await rerunDialog(app, api, job, trans);
         if (again) {
           Notification.info(trans('Job "%1" queued again.', again.name), { autoClose: 4000 });
         }
@@ -340,6 +342,53 @@ async function submitNotebook(
   const localPath = app.serviceManager.contents.localPath(path);
   const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans);
   const dialog = new SubmitDialog(form, request => api.submit(request), trans);
+  await dialog.launch();
+  return dialog.job;
+}
+
+/** Re-run a job through the Submit dialog, pre-filled with what it ran with. */
+async function rerunDialog(
+  app: JupyterFrontEnd,
+  api: NbjobsAPI,
+  job: IJob,
+  trans: Translate
+): Promise<IJob | null> {
+  let notebook: unknown;
+  let flavors;
+  try {
+    [notebook, flavors] = await Promise.all([
+      app.serviceManager.contents
+        .get(job.path, { content: true, type: 'notebook' })
+        .then(m => m.content),
+      api.flavors()
+    ]);
+  } catch (error) {
+    await showErrorMessage(
+      trans('Re-run'),
+      error instanceof NbjobsError
+        ? error.message
+        : trans('%1 cannot be read any more (moved or deleted?); a re-run runs its current version.', job.path)
+    );
+    return null;
+  }
+  const source = parametersSource(notebook);
+  const form = new SubmitForm(job.path, flavors, source, trans, {
+    flavor: job.flavor,
+    parameters: job.parameters,
+    name: job.name
+  });
+  const dialog = new SubmitDialog(
+    form,
+    request =>
+      api.rerun(job.id, {
+        flavor: request.flavor,
+        // without a parameters cell the dialog shows none: the job's stay as they were
+        ...(source === null ? {} : { parameters: request.parameters ?? {} }),
+        name: request.name ?? job.name
+      }),
+    trans,
+    trans('Re-run')
+  );
   await dialog.launch();
   return dialog.job;
 }

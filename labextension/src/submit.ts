@@ -14,18 +14,27 @@ import {
   type IParameter,
   type JSONValue,
   checkValue,
-  parseParameterCell
+  parseParameterCell,
+  pythonRepr
 } from './params';
 import type { Translate } from './translate';
 import type { IFlavor, IJob, ISubmitRequest } from './types';
 
 /** The form inside the dialog. */
+/** What a re-run starts from: the job it repeats (its flavor, parameters and name). */
+export interface IPrefill {
+  flavor: string;
+  parameters: { [name: string]: JSONValue };
+  name: string;
+}
+
 export class SubmitForm extends Widget {
   constructor(
     readonly path: string,
     private readonly flavors: IFlavor[],
     parameterSource: string | null,
-    private readonly trans: Translate
+    private readonly trans: Translate,
+    private readonly prefill: IPrefill | null = null
   ) {
     super();
     this.addClass('nbjobs-SubmitForm');
@@ -56,6 +65,7 @@ export class SubmitForm extends Widget {
     this._name.className = 'jp-mod-styled';
     this._name.maxLength = 255;
     this._name.placeholder = path.replace(/^.*\//, '').replace(/\.ipynb$/, '');
+    this._name.value = prefill?.name ?? '';
     nameLabel.append(this._name);
     form.append(nameLabel);
 
@@ -126,7 +136,8 @@ export class SubmitForm extends Widget {
       fieldset.append(none);
       return fieldset;
     }
-    const preselected = defaultFlavor(this.flavors);
+    const again = this.flavors.find(f => f.name === this.prefill?.flavor && !f.unavailable);
+    const preselected = again ?? defaultFlavor(this.flavors);
     for (const flavor of this.flavors) {
       const label = document.createElement('label');
       label.className = 'nbjobs-Flavor';
@@ -197,7 +208,9 @@ export class SubmitForm extends Widget {
       input.type = 'text';
       input.className = 'jp-mod-styled';
       input.name = parameter.name;
-      input.value = parameter.text;
+      // A re-run starts from the values the job ran with.
+      const before = this.prefill?.parameters[parameter.name];
+      input.value = before === undefined ? parameter.text : pythonRepr(before);
       input.spellcheck = false;
       const kind = document.createElement('span');
       kind.className = 'nbjobs-Parameter-kind';
@@ -233,14 +246,15 @@ export class SubmitDialog extends Dialog<IJob | null> {
   constructor(
     private readonly form: SubmitForm,
     private readonly send: (request: ISubmitRequest) => Promise<IJob>,
-    trans: Translate
+    trans: Translate,
+    title?: string
   ) {
     const buttons = [
       Dialog.cancelButton({ label: trans('Cancel') }),
       Dialog.okButton({ label: trans('Submit'), ariaLabel: trans('Submit the job') })
     ];
     super({
-      title: trans('Submit Job'),
+      title: title ?? trans('Submit Job'),
       body: form,
       buttons,
       defaultButton: 1,

@@ -266,3 +266,30 @@ async def test_an_admins_rerun_of_someone_elses_job_is_never_silently_theirs(svc
     # her own re-run needs nothing more
     async with svc.client("ada") as c:
         assert (await c.post(f"jobs/{job['id']}/rerun")).status_code == 201
+
+
+async def test_a_rerun_may_change_flavor_parameters_and_name_and_records_what_it_reran(svc):
+    svc.write("ada", "p.ipynb", "print('ran')")
+    job = await svc.submit("ada", "p.ipynb", parameters={"lr": 0.1}, name="first")
+    await svc.wait("ada", job["id"])
+    async with svc.client("ada") as c:
+        changed = await c.post(
+            f"jobs/{job['id']}/rerun",
+            json={"flavor": "gpu", "parameters": {"lr": 0.5, "epochs": 2}, "name": "second"},
+        )
+        bad = await c.post(f"jobs/{job['id']}/rerun", json={"parameters": {"not a name": 1}})
+        theirs = await c.post(f"jobs/{job['id']}/rerun", json={"flavor": "staff-only"})
+        unknown = await c.post(f"jobs/{job['id']}/rerun", json={"kernel": "julia"})
+    assert changed.status_code == 201, changed.text
+    again = changed.json()
+    assert (again["flavor"], again["parameters"], again["name"], again["rerun_of"]) == (
+        "gpu",
+        {"lr": 0.5, "epochs": 2},
+        "second",
+        job["id"],
+    )
+    assert bad.status_code == 400
+    assert "parameter names must be Python identifiers: not a name" in bad.json()["message"]
+    assert theirs.status_code == 403  # a flavor she may not use, as at submit
+    assert unknown.status_code == 400
+    assert unknown.json()["message"] == "kernel: is not a field of this request"

@@ -50,6 +50,7 @@ REQUEST_MODELS = {
     "MoveRequest": dashboard_models.MoveRequest,
     "RejectRequest": models.RejectRequest,
     "BudgetGrant": models.BudgetGrant,
+    "RerunChanges": models.RerunChanges,
     "DrainRequest": dashboard_models.DrainRequest,
 }
 #: the response schemas and the models the handlers send

@@ -399,6 +399,16 @@ def test_rerun_queues_a_new_job_that_runs(lab: Page):
     expect(rows).to_have_count(1)
 
     rows.first.locator("button[aria-label='Re-run']").click()
+    # the Submit dialog, filled in as the job ran: its flavor, parameters and name
+    dialog = lab.locator(".nbjobs-SubmitDialog")
+    expect(dialog.locator(".jp-Dialog-header")).to_have_text("Re-run")
+    expect(dialog.locator(".nbjobs-Flavor[data-flavor='t4'] input")).to_be_checked()
+    steps = dialog.locator(".nbjobs-Parameter input[name='steps']")
+    expect(steps).to_have_value("5")
+    expect(dialog.locator(".nbjobs-SubmitForm-name input")).to_have_value("run twice")
+    steps.fill("7")
+    shot(lab, "10-rerun-dialog")
+    dialog.locator("button", has_text="Submit").click()
 
     expect(rows).to_have_count(2)
     expect(lab.locator(".Toastify__toast", has_text='Job "run twice" queued again')).to_be_visible()
@@ -409,7 +419,7 @@ def test_rerun_queues_a_new_job_that_runs(lab: Page):
     rerun = wait_for(lab, again.get_attribute("data-job-id") or "", "succeeded")
     assert rerun["rerun_of"] == old["id"]
     assert rerun["flavor"] == "t4"
-    assert rerun["parameters"] == {"steps": 5}
+    assert rerun["parameters"] == {"steps": 7}  # changed in the dialog
     assert rerun["output_path"] != old["output_path"]
 
 
