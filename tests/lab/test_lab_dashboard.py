@@ -272,6 +272,10 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     demo = teacher.locator("section[aria-label='Class demo-class']")
     expect(demo).to_contain_text("from nbjobs.yaml (read-only here)")
     expect(demo.locator("table")).to_contain_text("ada")
+    # a student's jobs, one click away
+    ada = demo.locator("table tbody tr").filter(has_text="ada").first
+    ada.locator("button[data-action='student-jobs']").click()
+    expect(ada.locator('table[aria-label="ada\'s latest jobs"]')).to_contain_text("dash-slow")
 
     form = teacher.locator("form[aria-label='Create a class']")
     form.locator("#nbjobs-class-name").fill("physics-101")

@@ -629,7 +629,7 @@ class Dashboard {
       });
       return [
         student,
-        String(line?.jobs ?? 0),
+        this.studentJobs(student, line?.jobs ?? 0, status),
         budget === null
           ? `${hours(line?.gpu_hours_allocated ?? 0)} (no budget)`
           : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`),
@@ -674,6 +674,41 @@ class Dashboard {
         : h('p', {}, 'No students yet.'),
       add
     );
+  }
+
+  /** A student's job count, a button that lists their latest jobs under it. */
+  private studentJobs(student: string, count: number, status: HTMLElement): HTMLElement {
+    const cell = h('span', { class: 'nbjobs-StudentJobs' });
+    const toggle = h('button', { type: 'button', 'data-action': 'student-jobs', 'aria-expanded': 'false' }, String(count));
+    toggle.setAttribute('aria-label', `${student}'s jobs`);
+    const list = h('div', { class: 'nbjobs-StudentJobs-list' });
+    list.hidden = true;
+    toggle.addEventListener('click', () => {
+      const open = list.hidden;
+      list.hidden = !open;
+      toggle.setAttribute('aria-expanded', String(open));
+      if (!open) {
+        return;
+      }
+      void (async () => {
+        try {
+          const page = await this.api.get<{ jobs: IJob[] }>('jobs', { user: student, limit: '20' });
+          list.replaceChildren(
+            page.jobs.length
+              ? table(
+                  ['Job', 'State', 'Flavor', 'Submitted'],
+                  page.jobs.map(j => [`${j.name} (${j.id})`, j.state.replace('_', ' '), j.flavor, when(j.submitted_at)]),
+                  `${student}'s latest jobs`
+                )
+              : h('p', { class: 'nbjobs-Hint' }, `${student} has no jobs.`)
+          );
+        } catch (error) {
+          this.failIn(status, error);
+        }
+      })();
+    });
+    cell.append(toggle, list);
+    return cell;
   }
 
   /** A roster: pasted names or a CSV file, previewed row by row, the service's refusals
