@@ -45,5 +45,5 @@ async def test_the_admins_output_limits_bound_the_notebook_and_the_log(tmp_path)
     # the log: 1 KiB of cell output, then one line saying so; the runner's own lines go on
     assert "[nbjobs] the log reached its limit (1,024 characters)" in log
     assert "line 199" not in log
-    assert log.count("[nbjobs] running input.ipynb") == 1  # one writer: no line twice
+    assert log.count("[nbjobs] running loud.ipynb") == 1  # one writer: no line twice
     assert "[nbjobs] done: succeeded" in log
