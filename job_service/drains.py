@@ -25,13 +25,16 @@ MAX_REASON = 500
 STARTED = (JobState.STARTING.value, JobState.RUNNING.value)
 
 
-def load(service: JobService) -> dict[str, DrainRecord]:
-    """The drains in the database, handed to the backend (at start, after each change)."""
+def drained_nodes(service: JobService) -> set[str]:
+    """The nodes drained in the database (a database thread's work)."""
     with service.sessions() as db:
-        drains = {d.node: d for d in db.scalars(select(DrainRecord)).all()}
-        db.expunge_all()
-    service.backend.set_drained(drains)
-    return drains
+        return set(db.scalars(select(DrainRecord.node)).all())
+
+
+async def apply(service: JobService) -> None:
+    """Hand the drains to the backend (at start, after each change): read on a database
+    thread, handed over on the event loop, where the backend's state lives."""
+    service.backend.set_drained(await service.in_db(drained_nodes, service))
 
 
 def known_nodes(service: JobService) -> list[str]:
@@ -57,7 +60,7 @@ def jobs_on(service: JobService, node: str, *, gpus_only: bool) -> list[str]:
 
 
 def drain(service: JobService, caller: Caller, node: str, reason: str) -> DrainRecord:
-    """Record the drain and hand it to the backend (admins)."""
+    """Record the drain (admins); :func:`apply` hands it to the backend."""
     _admin_only(caller)
     reason = reason.strip()
     if len(reason) > MAX_REASON:
@@ -77,12 +80,12 @@ def drain(service: JobService, caller: Caller, node: str, reason: str) -> DrainR
         db.refresh(record)
         db.expunge(record)
     service.log.info("node %s drained by %s (%s)", node, caller.name, reason or "no reason given")
-    load(service)
     return record
 
 
 def undrain(service: JobService, caller: Caller, node: str) -> None:
-    """Take the drain off (admins); queued jobs may start there again."""
+    """Take the drain off (admins); queued jobs may start there again (once :func:`apply`
+    hands the change to the backend)."""
     _admin_only(caller)
     with service.sessions() as db:
         record = db.get(DrainRecord, node)
@@ -91,8 +94,6 @@ def undrain(service: JobService, caller: Caller, node: str) -> None:
         db.delete(record)
         db.commit()
     service.log.info("node %s undrained by %s", node, caller.name)
-    load(service)
-    service.dispatcher.wake()
 
 
 def _admin_only(caller: Caller) -> None:

@@ -171,7 +171,7 @@ class JobService:
         await self.lease.take(wait=standby)
         self.lease.keep(self._lease_lost)
         self._seq = await self.in_db(self._last_seq)
-        await self.in_db(drains.load, self)  # before the first job is placed
+        await drains.apply(self)  # before the first job is placed
         await self.in_db(self.budgets.load)
         await self.dispatcher.recover()
         self.dispatcher.run()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from ..db import DrainRecord, JobRecord
-from ..drains import STARTED, drain, jobs_on, undrain
+from ..drains import STARTED, apply, drain, jobs_on, undrain
 from ..errors import Caller, Forbidden
 from .models import DrainInfo, NodeGpuRow, NodeJob, NodeView
 
@@ -64,6 +64,7 @@ async def drain_node(
 ) -> list[NodeView]:
     """Drain ``node``; with ``cancel_running``, cancel what runs there, saying why."""
     await service.in_db(drain, service, caller, node, reason)
+    await apply(service)
     if cancel_running:
         gpus_only = service.config.backend.kind == "local"  # its drain is of the GPUs
         why = f"node {node} was drained for maintenance" + (f" ({reason})" if reason else "")
@@ -74,4 +75,6 @@ async def drain_node(
 
 async def undrain_node(service: JobService, caller: Caller, node: str) -> list[NodeView]:
     await service.in_db(undrain, service, caller, node)
+    await apply(service)
+    service.dispatcher.wake()
     return await service.in_db(nodes_view, service, caller)
