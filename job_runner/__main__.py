@@ -81,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="one parameter (repeatable)",
     )
     parser.add_argument("--kernel", metavar="NAME", help="kernel to use instead of the notebook's")
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the executed notebook as HTML to FILE (needs nbconvert; a copy "
+        "that cannot be made is a warning, not a failure)",
+    )
+    parser.add_argument(
+        "--make-output-folder",
+        action="store_true",
+        help="make OUTPUT's folder when it is missing (its own folder must exist)",
+    )
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help="limit for the whole run")
     parser.add_argument("--cell-timeout", type=float, metavar="SECONDS", help="limit for each cell")
     parser.add_argument(
@@ -227,6 +238,8 @@ def _run(args: argparse.Namespace) -> int:
             ),
             telemetry_interval=args.telemetry_interval,
             source_name=args.source_name,
+            html_path=args.html,
+            make_output_folder=args.make_output_folder,
         )
     except (BadInput, ParameterError) as exc:
         print(f"nbjobs-runner: error: {exc}", file=sys.stderr)

@@ -109,6 +109,8 @@ def run_notebook(
     output_limits: OutputLimits | None = None,
     telemetry_interval: float = 0,
     source_name: str | None = None,
+    html_path: str | os.PathLike[str] | None = None,
+    make_output_folder: bool = False,
 ) -> RunResult:
     """Execute ``input_path`` and write the executed notebook to ``output_path``.
 
@@ -121,7 +123,10 @@ def run_notebook(
     the echo, and counted. With a ``telemetry_interval`` (seconds, at least 1; 0, the
     default here, is off; the command line's default is 10) the job's GPUs, CPU and
     memory are sampled that often into the status file, and the summary goes into the
-    output's ``metadata.nbjobs.telemetry`` (see :mod:`.telemetry`).
+    output's ``metadata.nbjobs.telemetry`` (see :mod:`.telemetry`). With ``html_path``
+    the executed notebook is also written there as HTML (nbconvert; a copy that cannot
+    be made is a warning, never a failure). ``make_output_folder`` makes the output's
+    folder when it is missing (its own folder must exist).
 
     Raises :class:`BadInput` (nothing run, nothing written) when the input is
     not a valid notebook, its kernel is not installed, the output would
@@ -140,7 +145,16 @@ def run_notebook(
         echo=echo,
         output_limits=output_limits,
         telemetry_interval=telemetry_interval,
+        make_output_folder=make_output_folder,
     )
+    job.html_path = Path(html_path).absolute() if html_path is not None else None
+    if job.html_path is not None and job.html_path in (job.input_path, job.output_path):
+        raise BadInput(f"--html {job.html_path} is INPUT or OUTPUT; choose another path")
+    if job.html_path is not None and same_file(job.input_path, job.html_path):
+        raise BadInput(
+            f"--html {job.html_path} is the INPUT notebook, which the runner never "
+            "overwrites; choose another path"
+        )
     job.source_name = source_name  # the user's name for it (the input may be a snapshot)
     job.simulated_gpus = os.environ.get("NBJOBS_SIMULATED_GPUS") == "1" and bool(
         os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -193,6 +207,8 @@ class NotebookJob:
     user_number: dict[int, int]
     #: the user's name for the notebook (``--source-name``), for the log
     source_name: str | None = None
+    #: where an HTML copy of the result goes (``--html``); None: no copy
+    html_path: Path | None = None
     #: the job's GPUs are simulated (NBJOBS_SIMULATED_GPUS=1, the demo without a GPU)
     simulated_gpus: bool = False
     status: RunStatus
@@ -241,6 +257,7 @@ class NotebookJob:
         echo: bool,
         output_limits: OutputLimits | None = None,
         telemetry_interval: float = 0,
+        make_output_folder: bool = False,
     ) -> NotebookJob:
         """Validate everything and load the notebook; raise :class:`BadInput` on any problem."""
         job = cls()
@@ -265,6 +282,8 @@ class NotebookJob:
                 f"OUTPUT {job.output_path} is the INPUT notebook; the runner never overwrites "
                 "its input, choose another OUTPUT path"
             )
+        if make_output_folder:
+            make_folder(job.output_path.parent, "OUTPUT")
         check_writable_folder(job.output_path, "OUTPUT")
         if job.status_path is not None:
             conflict = status_file_conflict(job.status_path, job.input_path, job.output_path)
@@ -636,6 +655,8 @@ class NotebookJob:
             },
             "error": None if error is None else _error_dict(error),
         }
+        if self.html_path is not None:
+            self._write_html(self.html_path)
         try:
             # fsync'ed: on NFS a rename can be acknowledged before the data is stable.
             atomic_write_text(self.output_path, nbformat.writes(self.nb), durable=True)
@@ -669,6 +690,29 @@ class NotebookJob:
             cells_total=self.status.cells_total,
             warnings=self.warnings,
         )
+
+    def _write_html(self, path: Path) -> None:
+        """Write the executed notebook as HTML to ``path``; a copy that cannot be made
+        is a warning in the log and the output, never the job's failure."""
+        try:
+            from nbconvert import HTMLExporter
+        except ImportError:
+            problem = "nbconvert is not installed where jobs run (ask your admin to add it)"
+        else:
+            try:
+                body, _ = HTMLExporter().from_notebook_node(self.nb)
+                atomic_write_text(path, body, durable=True)
+            except OSError as exc:
+                problem = could_not_write("the HTML copy", path, exc)
+            except Exception as exc:  # nbconvert's templates and filters raise anything
+                problem = f"nbconvert failed: {type(exc).__name__}: {exc}"
+            else:
+                self._log(f"HTML copy: {path}")
+                return
+        warning = f"no HTML copy: {problem}"
+        self.warnings.append(warning)
+        self.nb.metadata["nbjobs"]["warnings"].append(warning)  # a copy of self.warnings
+        self._log(warning)
 
     def _add_banner(
         self,
@@ -843,6 +887,16 @@ def read_notebook(path: Path) -> tuple[NotebookNode, list[str]]:
 
 def _shorten(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def make_folder(folder: Path, what: str) -> None:
+    """Make ``folder`` (one level: its own folder must exist) unless it is there."""
+    try:
+        folder.mkdir(mode=0o777, exist_ok=True)  # the umask decides, as for any new folder
+    except FileNotFoundError:
+        raise BadInput(f"{what} folder {folder.parent} does not exist") from None
+    except OSError as exc:
+        raise BadInput(f"cannot make {what} folder {folder}: {exc.strerror}") from None
 
 
 def check_writable_folder(target: Path, what: str) -> None:

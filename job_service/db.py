@@ -137,6 +137,10 @@ class JobRecord(Base):
     gpu_seconds_held: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: the idle-GPU warning its owner sees (job_service/reclaim.py), and since when
     warning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the kernel the owner chose at submit instead of the notebook's (None: its own)
+    kernel: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: 1: an HTML copy of the result is written beside it (``output_file`` as ``.html``)
+    html: Mapped[int | None] = mapped_column(Integer, nullable=True)
     idle_warned_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # What its GPUs did, from the runner's telemetry summary (job_service/telemetry.py):
     # updated while it runs, final when it ends; None where nothing was sampled.

@@ -341,6 +341,10 @@ class JobsHandler(APIHandler):
             flavor=self.get_query_argument("flavor", None),
             user=self.get_query_argument("user", None),
             class_name=self.get_query_argument("class", None),
+            # An empty value is no filter, as for state and flavor.
+            q=self.get_query_argument("q", None) or None,
+            scope=self.get_query_argument("scope", None) or None,
+            before=self.get_query_argument("before", None) or None,
             limit=self.int_arg("limit", 50),
             offset=self.int_arg("offset", 0, minimum=0),
         )

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from nbjobs.job_runner import BadInput, StatusFileError, parse_notebook
@@ -58,7 +58,7 @@ from nbjobs.storage import (
     user_folder,
 )
 
-from . import drains, metering
+from . import drains, joblist, metering
 from .approvals import ApprovalExpiry, needs_approval, waiting_for_approval
 from .backends import Backend
 from .budgets import Budgets
@@ -80,6 +80,7 @@ from .errors import (
     first_problem,
 )
 from .follow import Follower, read_status
+from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
 from .metrics import ServiceMetrics
 from .queue import QueuePositions, in_queue_order, queue_order
@@ -329,6 +330,7 @@ class JobService:
                     fraction=f.fraction,
                     maintenance=self.backend.maintenance(f),
                     simulated=bool(f.gpus) and self.backend.simulates_gpus,
+                    kernels=self.backend.kernels(f),
                     placement=self.backend.placement(
                         f, self.classes.queue_for(caller.name, f.name)
                     ),
@@ -364,6 +366,9 @@ class JobService:
                 f"({flavor.time_limit:g} s); ask for less or pick another flavor"
             )
 
+        kernels = self.backend.kernels(flavor)
+        check_chosen_kernel(request.kernel, kernels, flavor)
+
         # The cheap checks first: a refused submit costs no read of the notebook.
         await self.in_db(self._check_quota, caller, flavor)
         folder = self.folder_for(caller.name)
@@ -371,7 +376,13 @@ class JobService:
         jobdir = job_folder(folder, job_id)
         # Reading, checking and copying a notebook of up to limits.notebook takes a
         # while: off the event loop, so that other callers are answered meanwhile.
-        source = await asyncio.to_thread(self._snapshot, folder, request.path, jobdir)
+        source = await asyncio.to_thread(
+            self._snapshot,
+            folder,
+            request.path,
+            jobdir,
+            None if request.kernel else (kernels, flavor),
+        )
         try:
             job = await self.in_db(
                 self._record_submit,
@@ -394,9 +405,19 @@ class JobService:
         with self.sessions() as db:
             self._check_quota_at_submit(db, caller, flavor)
 
-    def _snapshot(self, folder: Path, path: str, jobdir: Path) -> Path:
+    def _snapshot(
+        self,
+        folder: Path,
+        path: str,
+        jobdir: Path,
+        kernel_check: tuple[list[str] | None, Flavor] | None = None,
+    ) -> Path:
         """Read the notebook ``path`` once, check those bytes and make the job's folder
         with exactly those bytes as its snapshot; return where the notebook really is.
+
+        With ``kernel_check`` (the kernels a flavor's jobs have, and the flavor), a
+        notebook whose own kernel is not among them is refused here, not by a job that
+        would fail on its first line.
 
         The read does not follow links out of the user's folder and checks the very
         descriptor it reads (see :func:`~nbjobs.storage.read_notebook`): a link
@@ -416,13 +437,15 @@ class JobService:
         try:
             # read as the runner reads it: what Jupyter's tools run (defects they
             # tolerate are repaired there, and said), only what cannot be read refused
-            parse_notebook(notebook.data.decode("utf-8"), "it")
+            nb, _ = parse_notebook(notebook.data.decode("utf-8"), "it")
         except (BadInput, UnicodeDecodeError) as exc:
             reason = str(exc) if isinstance(exc, BadInput) else "it is not UTF-8 text"
             raise Invalid(
                 f"{path!r} is not a valid notebook ({reason[:240]}); "
                 "open it in JupyterLab, fix it and save"
             ) from None
+        if kernel_check is not None:
+            check_notebook_kernel(nb, path, *kernel_check)
         try:
             make_job_dir(jobdir, {"input.ipynb": notebook.data})
         except FilesChanged as exc:
@@ -456,7 +479,9 @@ class JobService:
             self._check_quota_at_submit(db, caller, flavor)
             now = utcnow()
             snapshot = jobdir / "input.ipynb"
-            output = output_path_for(source, job_id, now)
+            outputs = self.config.outputs
+            in_folder = (request.outputs or outputs.location) == "folder"
+            output = output_path_for(source, job_id, now, outputs.folder if in_folder else None)
             with self._seq_lock:  # submits are recorded on several threads at once
                 self._seq += 1
                 seq = self._seq
@@ -483,6 +508,8 @@ class JobService:
                 gpus=[],
                 submitted_at=now,
                 rerun_of=rerun_of,
+                kernel=request.kernel,
+                html=int(outputs.html if request.html is None else request.html),
             )
             db.add(record)
             db.commit()
@@ -572,29 +599,19 @@ class JobService:
         flavor: str | None = None,
         user: str | None = None,
         class_name: str | None = None,
+        q: str | None = None,
+        scope: str | None = None,
+        before: str | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> JobList:
-        """The caller's jobs, newest first.
+        """The caller's jobs, newest first, one page.
 
-        An admin sees everyone's (or one user's); a teacher may ask for one of
-        their students (``user``) or a whole class of theirs (``class_name``).
+        Whose jobs (``scope``, ``user``, ``class_name``), what ``q`` matches and where
+        a page starts (``before``, a job id) are :mod:`.joblist`'s rules. ``total``
+        counts every job the filters match, whichever the page; ``more`` says
+        whether older ones follow this page.
         """
-        if (
-            user is not None
-            and user != caller.name
-            and not caller.admin
-            and not self.classes.teaches(caller.name, user)
-        ):
-            raise Forbidden("only admins and the user's teachers may list another user's jobs")
-        members: list[str] | None = None
-        if class_name is not None:
-            cls = self.classes.get(class_name)
-            if cls is None or not (caller.admin or caller.name in cls.teachers):
-                raise NotFound(
-                    f"no class {class_name!r} of yours; `nbjobs class list` shows your classes"
-                )
-            members = cls.students
         states = [s for s in (state or "").split(",") if s]
         unknown = [s for s in states if s not in {j.value for j in JobState}]
         if unknown:
@@ -606,12 +623,12 @@ class JobService:
         if offset < 0:
             raise Invalid("offset must be 0 or more")
         query = select(JobRecord)
-        who = user if user is not None else (None if caller.admin else caller.name)
-        if members is not None:
-            query = query.where(JobRecord.user.in_(members))
-            who = user
-        if who is not None:
-            query = query.where(JobRecord.user == who)
+        owners = joblist.owner_condition(
+            caller, self.classes, scope=scope, user=user, class_name=class_name
+        )
+        for condition in (owners, joblist.search_condition(q)):
+            if condition is not None:
+                query = query.where(condition)
         if flavor:
             query = query.where(JobRecord.flavor == flavor)
         with self.sessions() as db:
@@ -620,7 +637,12 @@ class JobService:
                     self._note_running(db)
                 query = query.where(self._state_filter(db, set(states)))
             total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
-            page = query.order_by(JobRecord.seq.desc()).limit(limit).offset(offset)
+            if before is not None:
+                query = query.where(joblist.before_condition(db, caller, self.classes, before))
+            newest_first = query.order_by(JobRecord.seq.desc())
+            beyond = newest_first.with_only_columns(JobRecord.id).offset(offset + limit).limit(1)
+            more = db.scalars(beyond).first() is not None
+            page = newest_first.limit(limit).offset(offset)
             records = self._readable_records(db, page, "a job list")
             # placing the queue costs a query: only when this page shows a queued job
             queued_here = any(r.state == JobState.QUEUED.value for r in records)
@@ -637,7 +659,7 @@ class JobService:
                 except DamagedRecord as exc:
                     self.log.warning("%s; left out of a job list", exc.message)
         # A damaged record still counts in ``total``: it is there, only not shown.
-        return JobList(jobs=jobs, total=total, limit=limit, offset=offset)
+        return JobList(jobs=jobs, total=total, limit=limit, offset=offset, more=more)
 
     def _readable_records(self, db: Session, query: Any, where: str) -> list[JobRecord]:
         """The records ``query`` selects, less any the database cannot give back (logged).
@@ -951,6 +973,13 @@ class JobService:
                 parameters=record.parameters,
                 priority=record.priority if caller.admin else None,
                 name=record.name,
+                kernel=record.kernel,
+                outputs=(
+                    "folder"
+                    if Path(record.output_file).parent != Path(record.source_file).parent
+                    else "beside"
+                ),
+                html=bool(record.html),
             )
             return request, Caller(record.user, frozenset(record.groups), admin=False)
 
@@ -1050,6 +1079,12 @@ class JobService:
                 time_limit=record.time_limit,
                 requeues=record.requeues or 0,
                 warning=record.warning if state in ACTIVE_STATES else None,
+                kernel=record.kernel,
+                html_path=(
+                    str(PurePosixPath(record.output_path).with_suffix(".html"))
+                    if record.html
+                    else None
+                ),
             )
         except (ValidationError, TypeError) as exc:
             raise DamagedRecord(record.id, first_problem(exc)) from None

@@ -271,6 +271,36 @@ Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | s
 MIN_OUTPUT_LIMIT = 1024
 
 
+class OutputsConfig(_Model):
+    """Where executed notebooks are written, and in what forms."""
+
+    #: ``beside``: next to the notebook (``train.2026-11-23T0930.1a2b3c4d.ipynb``);
+    #: ``folder``: in a folder next to it (``folder``, made when first needed). Users may
+    #: pick the other one per job in the Submit dialog or with ``nbjobs submit --outputs``
+    location: Literal["beside", "folder"] = "beside"
+    #: the folder's name when ``location`` is ``folder``: one name, made in the
+    #: notebook's own folder
+    folder: str = "nbjobs-outputs"
+    #: also write an HTML copy of each executed notebook (nbconvert, where jobs run)
+    #: unless the user says otherwise; users may ask for one per job either way
+    html: bool = False
+
+    @field_validator("folder")
+    @classmethod
+    def _one_name(cls, value: str) -> str:
+        if not value or "/" in value or "\\" in value or value in {".", ".."}:
+            raise ValueError(
+                "outputs.folder is one folder name made next to each notebook "
+                "(e.g. nbjobs-outputs), without '/'"
+            )
+        if value.startswith("."):
+            raise ValueError(
+                "outputs.folder may not start with '.': JupyterLab hides such folders, and "
+                "users could not find their outputs"
+            )
+        return value
+
+
 class LimitsConfig(_Model):
     """How much one request may send, and how much output a job keeps: what keeps one
     caller, or one notebook, from sinking the service."""
@@ -500,6 +530,11 @@ class Flavor(_Model):
     #: and fraction keys are refused: they come from ``queue`` and ``fraction``)
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
+    #: the kernels its image has (names as ``jupyter kernelspec list`` shows them): the
+    #: Submit dialog offers them and a notebook on another kernel is refused at submit.
+    #: Empty: on one machine the kernels installed there; on a cluster not known (a
+    #: missing kernel then fails the job, saying so)
+    kernels: list[str] = []
 
     @field_validator("name")
     @classmethod
@@ -800,6 +835,7 @@ class NbjobsConfig(_Model):
     teachers: TeachersConfig = TeachersConfig()
     admin: AdminConfig = AdminConfig()
     limits: LimitsConfig = LimitsConfig()
+    outputs: OutputsConfig = OutputsConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -62,6 +62,13 @@ class SubmitRequest(_Body):
     time_limit: float | None = Field(default=None, gt=0)
     #: what the Jobs list calls the job; the notebook's name when left out
     name: str | None = Field(default=None, max_length=255)
+    #: the kernel to run it on instead of the notebook's own (one the flavor has)
+    kernel: str | None = Field(default=None, min_length=1, max_length=255)
+    #: where the executed notebook goes: next to the notebook, or in the outputs folder
+    #: next to it (``outputs.folder``); left out: ``outputs.location`` in nbjobs.yaml
+    outputs: Literal["beside", "folder"] | None = None
+    #: also write an HTML copy of the result; left out: ``outputs.html`` in nbjobs.yaml
+    html: bool | None = None
 
     @field_validator("parameters")
     @classmethod
@@ -79,6 +86,9 @@ class RerunChanges(_Body):
     flavor: str | None = Field(default=None, min_length=1, max_length=64)
     parameters: dict[str, Any] | None = None
     name: str | None = Field(default=None, max_length=255)
+    kernel: str | None = Field(default=None, min_length=1, max_length=255)
+    outputs: Literal["beside", "folder"] | None = None
+    html: bool | None = None
 
     @field_validator("parameters")
     @classmethod
@@ -145,13 +155,31 @@ class Job(BaseModel):
     requeues: int = 0
     #: something its owner should act on while it runs (its GPUs have been idle)
     warning: str | None = None
+    #: the kernel chosen at submit instead of the notebook's own (None: the notebook's)
+    kernel: str | None = None
+    #: the HTML copy of the result, relative to the user's folder (None: none asked for)
+    html_path: str | None = None
+
+
+class OutputDefaults(BaseModel):
+    """Where results go unless a submission says otherwise (``outputs`` in nbjobs.yaml)."""
+
+    location: Literal["beside", "folder"]
+    #: the outputs folder's name, made next to the notebook
+    folder: str
+    html: bool
 
 
 class JobList(BaseModel):
+    """One page of a job list, newest first."""
+
     jobs: list[Job]
+    #: every job the list's filters match, on this page or not
     total: int
     limit: int
     offset: int
+    #: whether older jobs follow this page (ask for them with ``before`` = the last id)
+    more: bool = False
 
 
 class FlavorInfo(BaseModel):
@@ -187,6 +215,9 @@ class FlavorInfo(BaseModel):
     #: its GPUs are simulated (trying nbjobs on a machine without one): nothing computes
     #: on a GPU
     simulated: bool = False
+    #: the kernels its jobs can run (None: not known here, e.g. a cluster image that
+    #: nbjobs.yaml does not describe; the job then says if the notebook's is missing)
+    kernels: list[str] | None = None
 
 
 class UsageRow(BaseModel):

@@ -74,15 +74,17 @@ def job_folder(folder: Path, job_id: str) -> Path:
 _STEM = re.compile(r"[^\w.-]+")
 
 
-def output_path_for(source: Path, job_id: str, when: datetime) -> Path:
-    """A new, readable name next to the source: ``train.2026-11-23T0930.<id>.ipynb``.
+def output_path_for(source: Path, job_id: str, when: datetime, folder: str | None = None) -> Path:
+    """A new, readable name next to the source: ``train.2026-11-23T0930.<id>.ipynb``
+    (or in ``folder``, one name made in the source's folder: ``nbjobs-outputs/train...``).
 
     It sorts by time in a file browser, says which job wrote it, and never
     equals the source or another job's output.
     """
     stamp = when.strftime("%Y-%m-%dT%H%M")
     stem = _STEM.sub("_", source.stem)
-    return source.with_name(f"{stem}.{stamp}.{job_id[:8]}.ipynb")
+    name = f"{stem}.{stamp}.{job_id[:8]}.ipynb"
+    return source.parent / folder / name if folder else source.with_name(name)
 
 
 def relative_to_user(folder: Path, path: Path) -> str:

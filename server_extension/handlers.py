@@ -10,6 +10,7 @@ itself on loopback (see :mod:`.local`); the forwarding is the same.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Awaitable
 from importlib.metadata import PackageNotFoundError, version
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode
 
 from jupyter_server.base.handlers import APIHandler
-from jupyter_server.utils import url_path_join
+from jupyter_server.utils import ensure_async, url_path_join
 from tornado import httputil, web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
@@ -30,6 +31,9 @@ PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control", "X-Log-Offset")
 _QUERY_TOKEN = re.compile(r"((?:^|[?&;])(?:access_)?token=)[^&;#]*", re.IGNORECASE)
 #: the largest log passed on (no limit in practice: it is streamed, never held)
 MAX_LOG_BYTES = 2**53
+#: the job states after which a job's output is written (nbjobs.models.FINAL_STATES; not
+#: imported: the user's server needs none of the service's dependencies)
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 #: the most of an error's body kept to answer it (the job service's are a sentence)
 MAX_ERROR_BYTES = 64 * 1024
 
@@ -100,15 +104,12 @@ class HealthHandler(_NoTokenInLogs, APIHandler):
         )
 
 
-class ForwardHandler(_NoTokenInLogs, APIHandler):
-    """Every other ``nbjobs/api/…`` request, passed to the job service unchanged.
+class _ServiceHandler(_NoTokenInLogs, APIHandler):
+    """What the handlers that call the job service share: finding it, saying in words
+    when it is not answering, and errors in the job service's own shape."""
 
-    Unchanged but for the credentials: the job service gets this server's hub token,
-    never the browser's (a ``?token=`` for this server stays here). Bodies go as
-    they came; the job service checks them (its 400 or 413 comes back as it said it).
-    """
-
-    async def _forward(self, path: str) -> None:
+    def _upstream(self) -> Upstream:
+        """The job service, or a 503 saying why it is not known."""
         upstream: Upstream = self.settings["nbjobs_upstream"]
         if upstream.url is None or upstream.token is None:
             if upstream.mode == "hub":
@@ -118,7 +119,46 @@ class ForwardHandler(_NoTokenInLogs, APIHandler):
             raise web.HTTPError(
                 503, "the nbjobs job service is not running yet; try again in a few seconds"
             )
-        url = upstream.url + "api/" + path
+        return upstream
+
+    def _not_answering(self, upstream: Upstream, cause: object) -> NoReturn:
+        """Answer 502 with a sentence for the user; the technical cause goes to the log."""
+        self.log.warning("nbjobs: the job service at %s is not answering: %s", upstream.url, cause)
+        if upstream.mode == "hub":
+            sentence = (
+                "the nbjobs job service at %s is not answering; ask your admin to check that "
+                "it is running"
+            )
+        else:
+            sentence = (
+                "the job service this server hosts (at %s) is not answering; the server's log "
+                "says why, and restarting jupyter starts it again"
+            )
+        raise web.HTTPError(
+            502, sentence, upstream.url, reason="Job Service Not Answering"
+        ) from None
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        # The job service's shape for errors, so the Lab reads one format.
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = self._reason
+        if isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message % exc.args if exc.args else exc.log_message
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message}))
+
+
+class ForwardHandler(_ServiceHandler):
+    """Every other ``nbjobs/api/…`` request, passed to the job service unchanged.
+
+    Unchanged but for the credentials: the job service gets this server's hub token,
+    never the browser's (a ``?token=`` for this server stays here). Bodies go as
+    they came; the job service checks them (its 400 or 413 comes back as it said it).
+    """
+
+    async def _forward(self, path: str) -> None:
+        upstream = self._upstream()
+        url = f"{upstream.url}api/{path}"
         query = _without_token(self.request.query)
         if query:
             url += "?" + query
@@ -177,23 +217,6 @@ class ForwardHandler(_NoTokenInLogs, APIHandler):
                 self.set_header(name, response.headers[name])
         self.finish(answer or None)
 
-    def _not_answering(self, upstream: Upstream, cause: object) -> NoReturn:
-        """Answer 502 with a sentence for the user; the technical cause goes to the log."""
-        self.log.warning("nbjobs: the job service at %s is not answering: %s", upstream.url, cause)
-        if upstream.mode == "hub":
-            sentence = (
-                "the nbjobs job service at %s is not answering; ask your admin to check that "
-                "it is running"
-            )
-        else:
-            sentence = (
-                "the job service this server hosts (at %s) is not answering; the server's log "
-                "says why, and restarting jupyter starts it again"
-            )
-        raise web.HTTPError(
-            502, sentence, upstream.url, reason="Job Service Not Answering"
-        ) from None
-
     def _on_header(self, line: str) -> None:
         if line.startswith("HTTP/"):
             self._upstream_status = int(line.split()[1])
@@ -214,15 +237,6 @@ class ForwardHandler(_NoTokenInLogs, APIHandler):
         # browser: a slow reader slows the copy, rather than filling this server's memory.
         return self.flush()
 
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        # The job service's shape for errors, so the Lab reads one format.
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = self._reason
-        if isinstance(exc, web.HTTPError) and exc.log_message:
-            message = exc.log_message % exc.args if exc.args else exc.log_message
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message}))
-
     @web.authenticated
     async def get(self, path: str) -> None:
         await self._forward(path)
@@ -238,6 +252,61 @@ class ForwardHandler(_NoTokenInLogs, APIHandler):
     @web.authenticated
     async def delete(self, path: str) -> None:
         await self._forward(path)
+
+
+class TrustHandler(_ServiceHandler):
+    """``POST nbjobs/api/jobs/{id}/trust``: mark a finished job's output notebook
+    trusted in this server, so its HTML and JavaScript outputs show when it opens.
+
+    Its owner ran that code (the job ran as them, on their notebook), so the result
+    is as trustworthy as what their own kernel printed; this is what JupyterLab's
+    "Trust Notebook" does, without the question. Only the output the job service
+    names for one of the caller's own finished jobs is signed, in this server's
+    notebook-signature store; nothing else can be named.
+    """
+
+    @web.authenticated
+    async def post(self, path: str) -> None:
+        upstream = self._upstream()
+        job_id = path
+        request = HTTPRequest(
+            f"{upstream.url}api/jobs/{job_id}",
+            headers={"Authorization": f"token {upstream.token}"},
+            request_timeout=60,
+        )
+        try:
+            response = await AsyncHTTPClient().fetch(request, raise_error=False)
+        except (OSError, HTTPClientError) as exc:
+            self._not_answering(upstream, exc)
+        if response.code == 599:
+            self._not_answering(upstream, response.error)
+        if response.code != 200:
+            self.set_status(response.code)
+            self.set_header("Content-Type", "application/json")
+            self.finish(response.body)
+            return
+        job = json.loads(response.body)
+        # Under a hub an admin's token sees other users' jobs too: their outputs are
+        # in their folders, not this server's, and theirs to trust.
+        owner = os.environ.get("JUPYTERHUB_USER")
+        if owner is not None and job.get("user") != owner:
+            raise web.HTTPError(
+                403, "job %s is %s's: only its owner may trust its output", job_id, job.get("user")
+            )
+        if job.get("state") not in FINAL_STATES:
+            raise web.HTTPError(
+                409, "job %s is %s: its output is written when it ends", job_id, job.get("state")
+            )
+        output = str(job["output_path"])
+        try:
+            await ensure_async(self.contents_manager.trust_notebook(output))
+        except web.HTTPError as exc:
+            if exc.status_code == 404:
+                raise web.HTTPError(
+                    404, "%s is not there any more (moved or deleted?)", output
+                ) from None
+            raise
+        self.finish({"trusted": output})
 
 
 def _without_token(query: str) -> str:
@@ -264,6 +333,7 @@ def setup_handlers(web_app: Any, upstream: Upstream) -> None:
         ".*$",
         [
             (url_path_join(base, "health"), HealthHandler),
+            (url_path_join(base, "jobs/(?P<path>[0-9a-f]{1,32})/trust"), TrustHandler),
             (url_path_join(base, "(?P<path>(?!health$).+)"), ForwardHandler),
         ],
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +50,24 @@ class LaunchSpec:
     #: the notebook's file name as its user knows it (the runner's log says it, not the
     #: snapshot's); no folder, to keep the command line free of the user's paths
     source_name: str | None = None
+    #: the kernel the owner chose at submit instead of the notebook's own
+    kernel: str | None = None
+    #: also write the result as HTML here (None: no copy asked for)
+    html_file: Path | None = None
+    #: the output goes into the outputs folder (``outputs.folder``), made when missing
+    output_in_folder: bool = False
+
+    def choice_args(self, where: Callable[[Path], str]) -> list[str]:
+        """The runner's options for what the owner chose at submit (a kernel, an HTML
+        copy, the outputs folder), with paths as ``where`` says the job sees them."""
+        args: list[str] = []
+        if self.kernel:
+            args += ["--kernel", self.kernel]
+        if self.html_file is not None:
+            args += ["--html", where(self.html_file)]
+        if self.output_in_folder:
+            args.append("--make-output-folder")
+        return args
 
     @property
     def job_dir(self) -> Path:
@@ -220,6 +238,11 @@ class Backend(LoggingConfigurable):
 
     #: the GPUs are simulated (the demo on a machine without one): flavors say so
     simulates_gpus: bool = False
+
+    def kernels(self, flavor: Flavor) -> list[str] | None:
+        """The kernels the flavor's jobs can run, or None when not known here. Default:
+        what nbjobs.yaml says the flavor's image has (``flavors[].kernels``)."""
+        return sorted(flavor.kernels) if flavor.kernels else None
 
     def inventory(self) -> list[NodeGpus]:
         """The GPUs this backend sees, per node and kind, with what its jobs hold of them

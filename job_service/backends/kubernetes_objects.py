@@ -127,6 +127,7 @@ def runner_command(
     command += ["--log-file", where(spec.log_file), "--log-file-mode", f"{log_mode:03o}"]
     if spec.source_name:
         command += ["--source-name", spec.source_name]
+    command += spec.choice_args(where)
     if spec.parameters:
         # the file the backend writes into the job's folder, like the local backend:
         # the Job's spec holds no user data, and an API object's size is limited

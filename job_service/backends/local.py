@@ -38,6 +38,7 @@ from traitlets import Float, List, Unicode
 from nbjobs.config import ConfigError, Flavor, LocalBackendConfig, is_service_secret
 from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
+from ..kernels import InstalledKernels
 from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
 
 #: What a local job takes from the job service's environment, by name: where programs
@@ -205,6 +206,7 @@ class LocalBackend(Backend):
         super().__init__(config_file, **kwargs)
         local = self.nbjobs.backend.local
         self.settings = local
+        self._installed_kernels = InstalledKernels()
         if local.run_as == "user" and os.geteuid() != 0:
             raise ConfigError(
                 f"backend.local.run_as is 'user', but the job service runs as "
@@ -356,6 +358,13 @@ class LocalBackend(Backend):
 
     # -- lifecycle -------------------------------------------------------------
 
+    def kernels(self, flavor: Flavor) -> list[str] | None:
+        """nbjobs.yaml's list for the flavor, else the kernels installed for the Python
+        that runs jobs (known only when that is the service's own Python)."""
+        if flavor.kernels or self.python != sys.executable:
+            return super().kernels(flavor)
+        return self._installed_kernels.names()
+
     def command(self, spec: LaunchSpec) -> list[str]:
         """The runner's command line for this job."""
         command = [self.python, "-m", "nbjobs.job_runner", str(spec.snapshot_file)]
@@ -363,6 +372,7 @@ class LocalBackend(Backend):
         command += ["--cwd", str(spec.cwd)]
         if spec.source_name:
             command += ["--source-name", spec.source_name]
+        command += spec.choice_args(str)
         if spec.parameters:
             # a file, not JSON in argv: every local user reads argv with ps, and one
             # argument may not exceed 128 KiB

@@ -11,6 +11,7 @@ from typing import Any
 from tornado import web
 
 import nbjobs
+from nbjobs.models import OutputDefaults
 
 from ..approvals import pending_for
 from ..errors import ServiceError
@@ -141,6 +142,7 @@ class MeHandler(APIHandler):
                 teacher=caller.teacher,
                 groups=sorted(caller.groups),
                 classes=sorted(c.name for c in self.service.classes.visible_to(caller)),
+                outputs=OutputDefaults(**self.service.config.outputs.model_dump()),
             )
         )
 

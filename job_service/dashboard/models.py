@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nbjobs.models import OutputDefaults
+
 
 class Me(BaseModel):
     """Who the caller is to nbjobs, so the page offers what the API will let them see."""
@@ -18,6 +20,8 @@ class Me(BaseModel):
     groups: list[str]
     #: the classes whose usage they may see: every class for admins, taught ones else
     classes: list[str]
+    #: where results go unless a submission says otherwise (the Submit dialog's defaults)
+    outputs: OutputDefaults
 
 
 class GpuCount(BaseModel):

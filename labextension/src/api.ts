@@ -8,8 +8,9 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { DEFAULT_QUERY, type IJobQuery, PAGE_SIZE, listParams } from './joblist';
 import { type Translate, plain } from './translate';
-import type { IFlavor, IJob, IJobList, IJobMetrics, ISubmitRequest } from './types';
+import type { IFlavor, IJob, IJobList, IJobMetrics, IMe, ISubmitRequest } from './types';
 
 /** Why a call failed, for deciding how to show it. */
 export type FailureKind =
@@ -46,8 +47,21 @@ export class NbjobsAPI {
     return this.json<IFlavor[]>('flavors');
   }
 
-  jobs(limit = 100): Promise<IJobList> {
-    return this.json<IJobList>(`jobs?limit=${limit}`);
+  /**
+   * One page of the jobs `query` asks for, newest first: the newest page, or the
+   * one after job `page.before` (the last job of the page the caller holds).
+   */
+  jobs(
+    query: IJobQuery = DEFAULT_QUERY,
+    page: { limit?: number; before?: string | null } = {}
+  ): Promise<IJobList> {
+    const params = listParams(query, { limit: page.limit ?? PAGE_SIZE, before: page.before });
+    return this.json<IJobList>(`jobs?${params}`);
+  }
+
+  /** Who the user is to nbjobs (admin, teacher, the classes they teach). */
+  me(): Promise<IMe> {
+    return this.json<IMe>('me');
   }
 
   submit(request: ISubmitRequest): Promise<IJob> {
@@ -59,11 +73,25 @@ export class NbjobsAPI {
   }
 
   /** Run a finished job's notebook again; `changes` (flavor, parameters, name) as asked. */
-  rerun(id: string, changes?: { flavor?: string; parameters?: object; name?: string }): Promise<IJob> {
+  rerun(
+    id: string,
+    changes?: Omit<ISubmitRequest, 'path' | 'flavor' | 'parameters'> & {
+      flavor?: string;
+      parameters?: object;
+    }
+  ): Promise<IJob> {
     return this.json<IJob>(`jobs/${encodeURIComponent(id)}/rerun`, {
       method: 'POST',
       ...(changes ? { body: JSON.stringify(changes) } : {})
     });
+  }
+
+  /**
+   * Mark a finished job's output trusted in this server (its owner ran the code), so
+   * that its HTML and JavaScript outputs show; answered by the server extension.
+   */
+  async trust(id: string): Promise<void> {
+    await this.fetch(`jobs/${encodeURIComponent(id)}/trust`, { method: 'POST' });
   }
 
   async remove(id: string): Promise<void> {

@@ -7,9 +7,16 @@ import { MainAreaWidget } from '@jupyterlab/apputils';
 import { infoIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { formatDuration, formatLimit, isWaiting, jobActions, stateLabel } from './format';
+import {
+  flavorResources,
+  formatLimit,
+  isWaiting,
+  jobActions,
+  queueHistory,
+  stateLabel
+} from './format';
 import type { Translate } from './translate';
-import type { IJob } from './types';
+import type { IFlavor, IJob } from './types';
 
 /** What the view's links and buttons do (the panel's actions, and opening files). */
 export interface IDetailActions {
@@ -17,6 +24,10 @@ export interface IDetailActions {
   openOutput(job: IJob): Promise<void>;
   viewLog(job: IJob): Promise<void>;
   showJob(id: string): void;
+  /** save a file of the user's folder to their computer */
+  download(path: string): Promise<void>;
+  /** the flavor as the service describes it now (null: not offered to the user any more) */
+  flavor(name: string): IFlavor | null;
 }
 
 export class JobDetail extends Widget {
@@ -50,18 +61,15 @@ export class JobDetail extends Widget {
       [trans('Why'), (isWaiting(job.state) ? job.waiting_reason : job.message) ?? '–'],
       [trans('Owner'), job.user],
       [trans('Notebook'), this.link(job.path, () => this.actions.openPath(job.path), job.user === this.me || this.me === null)],
-      [trans('Flavor'), job.flavor + (job.gpus.length ? ` (${trans('GPUs %1', job.gpus.join(', '))})` : '')],
+      [trans('Flavor'), this.flavorText(job)],
+      [trans('Kernel'), job.kernel ?? trans("the notebook's own")],
       [trans('Time limit'), job.time_limit ? formatLimit(job.time_limit, trans) : trans('none')],
       [trans('Parameters'), Object.keys(job.parameters).length ? JSON.stringify(job.parameters) : trans('none')],
-      [trans('Submitted'), when(job.submitted_at)],
-      [trans('Started'), job.started_at ? when(job.started_at) : '–'],
-      [
-        trans('Ended'),
-        job.finished_at
-          ? `${when(job.finished_at)} (${trans('ran %1', formatDuration((Date.parse(job.finished_at) - Date.parse(job.started_at ?? job.submitted_at)) / 1000, trans))})`
-          : '–'
-      ],
-      [trans('Output'), can.output.enabled ? this.link(job.output_path, () => void this.actions.openOutput(job), true) : `${job.output_path} (${can.output.why})`],
+      [trans('Queue'), this.list(queueHistory(job, new Date(), trans))],
+      [trans('Output'), this.file(job.output_path, () => void this.actions.openOutput(job), can.output)],
+      ...(job.html_path
+        ? ([[trans('HTML copy'), this.file(job.html_path, () => this.actions.openPath(job.html_path!), can.output)]] as [string, Node][])
+        : []),
       [trans('Log'), can.log.enabled ? this.link(trans('View log'), () => void this.actions.viewLog(job), true) : can.log.why],
       [trans('Re-run of'), job.rerun_of ? this.link(job.rerun_of, () => this.actions.showJob(job.rerun_of!), true) : '–'],
       [trans('Job id'), this.copyable(job.id)]
@@ -92,6 +100,47 @@ export class JobDetail extends Widget {
     return a;
   }
 
+  /** The flavor, what it gives (when the service still offers it) and the GPUs it held. */
+  private flavorText(job: IJob): string {
+    const trans = this.trans;
+    const flavor = this.actions.flavor(job.flavor);
+    const parts = [
+      flavor && flavor.display_name && flavor.display_name !== flavor.name
+        ? trans('%1 (%2)', flavor.display_name, flavor.name)
+        : job.flavor
+    ];
+    if (flavor) {
+      parts.push(flavorResources(flavor, trans));
+    }
+    if (job.gpus.length) {
+      parts.push(trans('GPUs %1', job.gpus.join(', ')));
+    }
+    return parts.join(' · ');
+  }
+
+  /** A result file: open it and download it, or its path and why not yet. */
+  private file(path: string, open: () => void, can: { enabled: boolean; why: string }): Node {
+    if (!can.enabled) {
+      return document.createTextNode(`${path} (${can.why})`);
+    }
+    const wrap = document.createElement('span');
+    const download = this.link(this.trans('Download'), () => void this.actions.download(path), true);
+    (download as HTMLElement).setAttribute('aria-label', this.trans('Download %1', path));
+    wrap.append(this.link(path, open, true), ' · ', download);
+    return wrap;
+  }
+
+  private list(lines: string[]): Node {
+    const ul = document.createElement('ul');
+    ul.className = 'nbjobs-JobDetail-history';
+    for (const line of lines) {
+      const li = document.createElement('li');
+      li.textContent = line;
+      ul.append(li);
+    }
+    return ul;
+  }
+
   private copyable(id: string): Node {
     const wrap = document.createElement('span');
     const code = document.createElement('code');
@@ -109,10 +158,6 @@ export class JobDetail extends Widget {
     wrap.append(code, ' ', copy);
     return wrap;
   }
-}
-
-function when(iso: string): string {
-  return new Date(iso).toLocaleString();
 }
 
 export function createDetailWidget(

@@ -311,9 +311,80 @@ export function jobMatches(job: IJob, search: string, show: 'all' | 'active' | '
 /** When a job was submitted, short: `14:02` today, `Nov 24 14:02` before. */
 export function submittedAt(iso: string, now: Date = new Date()): string {
   const when = new Date(iso);
-  const time = when.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  // One formatter each, made once: `toLocale…String` makes one per call, which is
+  // most of what drawing a page of rows costs.
+  clockFormat ??= new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
+  dayFormat ??= new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric' });
+  const time = clockFormat.format(when);
   if (when.toDateString() === now.toDateString()) {
     return time;
   }
-  return `${when.toLocaleDateString(undefined, { month: 'short', day: 'numeric' })} ${time}`;
+  return `${dayFormat.format(when)} ${time}`;
+}
+
+let clockFormat: Intl.DateTimeFormat | undefined;
+let dayFormat: Intl.DateTimeFormat | undefined;
+
+/** Where a job's result went: next to its notebook, or in a folder next to it. */
+export function outputLocation(job: Pick<IJob, 'path' | 'output_path'>): 'beside' | 'folder' {
+  const folder = (path: string) => path.replace(/[^/]*$/, '');
+  return folder(job.output_path) === folder(job.path) ? 'beside' : 'folder';
+}
+
+/**
+ * The kernels the dialog offers for `flavor`, or null when the notebook's own runs
+ * there (or nbjobs cannot tell): only a kernel the flavor lacks needs a choice.
+ */
+export function kernelChoice(
+  flavor: IFlavor | undefined,
+  notebookKernel: string | null | undefined,
+  chosen?: string | null
+): string[] | null {
+  const kernels = flavor?.kernels;
+  if (!kernels) {
+    return null;
+  }
+  const has = (name: string) => kernels.some(k => k.toLowerCase() === name.toLowerCase());
+  if (!chosen && has(notebookKernel || 'python3')) {
+    return null;
+  }
+  return kernels;
+}
+
+function localTime(iso: string): string {
+  return new Date(iso).toLocaleString();
+}
+
+/**
+ * What happened to the job on its way through the queue, one line per step, from
+ * what the job records: submitted, how long it waited (and for what, while it
+ * waits), sent back by the cluster, started where, ended how and after how long.
+ */
+export function queueHistory(job: IJob, now: Date, trans: Translate): string[] {
+  const at = (iso: string) => Date.parse(iso);
+  const lines = [trans('submitted %1', localTime(job.submitted_at))];
+  if (job.started_at) {
+    lines.push(trans('waited %1 in the queue', formatLimit((at(job.started_at) - at(job.submitted_at)) / 1000, trans)));
+  } else if (!job.finished_at) {
+    const waited = formatLimit((now.getTime() - at(job.submitted_at)) / 1000, trans);
+    const place = job.queue_position ? trans(', #%1 in the queue', job.queue_position) : '';
+    lines.push(trans('waiting for %1 so far%2', waited, place));
+  }
+  if (job.requeues) {
+    lines.push(
+      job.requeues === 1
+        ? trans('sent back to the queue once by the cluster (evicted or preempted), then started again')
+        : trans('sent back to the queue %1 times by the cluster (evicted or preempted)', job.requeues)
+    );
+  }
+  if (job.started_at) {
+    lines.push(job.node ? trans('started %1 on %2', localTime(job.started_at), job.node) : trans('started %1', localTime(job.started_at)));
+  }
+  if (job.finished_at) {
+    const ran = job.started_at
+      ? trans(' after %1', formatLimit((at(job.finished_at) - at(job.started_at)) / 1000, trans))
+      : trans(' without starting');
+    lines.push(trans('%1 %2%3', stateLabel(job, trans), localTime(job.finished_at), ran));
+  }
+  return lines;
 }

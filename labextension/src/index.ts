@@ -27,17 +27,17 @@ import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { NbjobsAPI, NbjobsError } from './api';
-import { formatDuration, elapsedSeconds } from './format';
+import { elapsedSeconds, formatDuration, outputLocation } from './format';
 import { dashboardUrl } from './dashboard';
 import { type JobDetail, createDetailWidget } from './detail';
 import { submitIcon } from './icons';
 import { type LogView, createLogWidget } from './logview';
 import { JobsModel } from './model';
 import { JobsPanel } from './panel';
-import { parametersSource } from './notebookjson';
+import { kernelName, parametersSource } from './notebookjson';
 import { SubmitDialog, SubmitForm } from './submit';
 import { DOMAIN, type Translate } from './translate';
-import type { IJob } from './types';
+import type { IFlavor, IJob, IOutputDefaults } from './types';
 
 const PLUGIN_ID = 'nbjobs:plugin';
 
@@ -107,24 +107,37 @@ const plugin: JupyterFrontEndPlugin<void> = {
         ) {
           return;
         }
-        await report(api.remove(job.id), trans);
+        // Gone from older pages too, which the poll does not ask for again.
+        if ((await report(api.remove(job.id).then(() => true), trans)) !== null) {
+          model.forget(job.id);
+        }
         await model.refresh();
       },
-      openOutput: (job: IJob) => openOutput(app, job),
+      openOutput: (job: IJob) => openOutput(app, api, job),
       showDetails: async (job: IJob) => {
         const existing = details.find(w => w.content.job.id === job.id);
         if (existing) {
           app.shell.activateById(existing.id);
           return;
         }
+        // What each flavor gives, as the Submit dialog says it (none when unreachable).
+        const flavors = await api.flavors().catch(() => [] as IFlavor[]);
+        const opened = details.find(w => w.content.job.id === job.id);
+        if (opened) {
+          // opened by a second click while the flavors were on their way
+          app.shell.activateById(opened.id);
+          return;
+        }
         const widget = createDetailWidget(
           job,
           {
             openPath: path => void app.commands.execute('docmanager:open', { path }),
-            openOutput: j => openOutput(app, j),
+            openOutput: j => openOutput(app, api, j),
             viewLog: j => actions.viewLog(j),
+            download: path => download(app, path, trans),
+            flavor: name => flavors.find(f => f.name === name) ?? null,
             showJob: id => {
-              const other = model.jobs.find(j => j.id === id);
+              const other = model.find(id);
               if (other) {
                 void actions.showDetails(other);
               }
@@ -160,7 +173,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // Open detail tabs follow the poll.
     model.changed.connect(() => {
       details.forEach(widget => {
-        const now = model.jobs.find(j => j.id === widget.content.job.id);
+        const now = model.find(widget.content.job.id);
         if (now) {
           widget.content.setJob(now);
         }
@@ -234,7 +247,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     model.ended.connect((_, jobs) => {
       for (const job of jobs) {
-        notifyEnded(job, trans, () => void openOutput(app, job), () =>
+        notifyEnded(job, trans, () => void openOutput(app, api, job), () =>
           void actions.viewLog(job)
         );
       }
@@ -340,7 +353,10 @@ async function submitNotebook(
     return null;
   }
   const localPath = app.serviceManager.contents.localPath(path);
-  const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans);
+  const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans, null, {
+    notebookKernel: kernelName(notebook),
+    outputs: await outputDefaults(api)
+  });
   const dialog = new SubmitDialog(form, request => api.submit(request), trans);
   await dialog.launch();
   return dialog.job;
@@ -375,8 +391,11 @@ async function rerunDialog(
   const form = new SubmitForm(job.path, flavors, source, trans, {
     flavor: job.flavor,
     parameters: job.parameters,
-    name: job.name
-  });
+    name: job.name,
+    kernel: job.kernel,
+    outputs: outputLocation(job),
+    html: Boolean(job.html_path)
+  }, { notebookKernel: kernelName(notebook), outputs: await outputDefaults(api) });
   const dialog = new SubmitDialog(
     form,
     request =>
@@ -384,7 +403,9 @@ async function rerunDialog(
         flavor: request.flavor,
         // without a parameters cell the dialog shows none: the job's stay as they were
         ...(source === null ? {} : { parameters: request.parameters ?? {} }),
-        name: request.name ?? job.name
+        name: request.name ?? job.name,
+        ...(request.kernel ? { kernel: request.kernel } : {}),
+        ...(request.outputs ? { outputs: request.outputs, html: request.html } : {})
       }),
     trans,
     trans('Re-run')
@@ -393,8 +414,43 @@ async function rerunDialog(
   return dialog.job;
 }
 
-/** Open a job's executed notebook; a failed one at its failing cell. */
-async function openOutput(app: JupyterFrontEnd, job: IJob): Promise<void> {
+/** Where results go by default; null from a service too old to say (no choice offered). */
+async function outputDefaults(api: NbjobsAPI): Promise<IOutputDefaults | null> {
+  try {
+    return (await api.me()).outputs ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Save a file of the user's folder to their computer, as the file browser's Download does. */
+async function download(app: JupyterFrontEnd, path: string, trans: Translate): Promise<void> {
+  try {
+    const url = await app.serviceManager.contents.getDownloadUrl(path);
+    const link = document.createElement('a');
+    link.href = url;
+    link.download = path.replace(/^.*\//, '');
+    document.body.append(link);
+    link.click();
+    link.remove();
+  } catch {
+    Notification.error(trans('%1 cannot be downloaded (moved or deleted?).', path), {
+      autoClose: 6000
+    });
+  }
+}
+
+/**
+ * Open a job's executed notebook; a failed one at its failing cell. It is marked
+ * trusted first (its owner ran that code), so its HTML and JavaScript outputs show.
+ */
+async function openOutput(app: JupyterFrontEnd, api: NbjobsAPI, job: IJob): Promise<void> {
+  try {
+    await api.trust(job.id);
+  } catch (error) {
+    // Opened untrusted, as any notebook: its rich outputs wait for Trust Notebook.
+    console.warn(`nbjobs: could not mark ${job.output_path} trusted:`, error);
+  }
   const widget = await app.commands.execute('docmanager:open', { path: job.output_path });
   const index = job.error?.cell_index;
   if (!(widget instanceof NotebookPanel) || index === null || index === undefined) {

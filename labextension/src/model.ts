@@ -3,12 +3,28 @@
  *
  * The Jobs panel renders it, the notifications listen to it, and the Submit
  * command nudges it. How often it asks is decided by `planPoll`.
+ *
+ * Two lists: the user's newest jobs, which the notifications follow whatever the
+ * panel shows; and the panel's list for its query (search, state, whose jobs),
+ * newest page polled, older pages loaded on demand (`loadOlder`) and kept as
+ * loaded (see `joblist.ts`). While the query is the default they are one request.
  */
 import { Poll } from '@lumino/polling';
 import { type ISignal, Signal } from '@lumino/signaling';
 
 import { NbjobsAPI, NbjobsError } from './api';
 import { isActive } from './format';
+import {
+  DEFAULT_QUERY,
+  type IJobQuery,
+  PAGE_SIZE,
+  appendOlder,
+  isDefaultQuery,
+  matchesQuery,
+  mergeNewest,
+  pageHasMore,
+  sameQuery
+} from './joblist';
 import {
   IDLE_MAX,
   fingerprint,
@@ -17,7 +33,7 @@ import {
   nextQuietPolls,
   planPoll
 } from './pollpolicy';
-import type { IJob, JobState } from './types';
+import type { IJob, IJobList, JobState } from './types';
 
 export class JobsModel {
   constructor(readonly api: NbjobsAPI) {
@@ -31,9 +47,92 @@ export class JobsModel {
     });
   }
 
-  /** The jobs, newest first. */
+  /** The jobs the panel shows (its query's), newest first. */
   get jobs(): readonly IJob[] {
-    return this._jobs;
+    return this._view;
+  }
+
+  /** What the panel asks for. */
+  get query(): IJobQuery {
+    return this._query;
+  }
+
+  /** Whether the list is what was shown before the query changed, filtered here, until
+   * the service answers. */
+  get searching(): boolean {
+    return this._provisional;
+  }
+
+  /** Whether the service holds older jobs for the query than those loaded. */
+  get hasOlder(): boolean {
+    return this._hasOlder;
+  }
+
+  /** Whether an older page is on its way. */
+  get loadingOlder(): boolean {
+    return this._loadingOlder;
+  }
+
+  /** Why the last older page could not be loaded; null when it was. */
+  get olderError(): NbjobsError | null {
+    return this._olderError;
+  }
+
+  /** A job the model holds (shown or followed), by id. */
+  find(id: string): IJob | undefined {
+    return this._view.find(j => j.id === id) ?? this._jobs.find(j => j.id === id);
+  }
+
+  /**
+   * Ask for other jobs (the search, the state, whose). Until the service answers,
+   * the panel shows those it holds that match; then the service's newest page.
+   */
+  setQuery(query: IJobQuery): void {
+    if (sameQuery(query, this._query)) {
+      return;
+    }
+    this._query = { ...query };
+    this._generation++;
+    this._view = this._view.filter(job => matchesQuery(job, query));
+    this._provisional = true;
+    this._hasOlder = false;
+    this._olderError = null;
+    this._changed.emit();
+    void this.refresh();
+  }
+
+  /** Load the page of jobs after the last one shown ("Show older jobs"). */
+  async loadOlder(): Promise<void> {
+    const last = this._view[this._view.length - 1];
+    if (this._loadingOlder || !this._hasOlder || this._provisional || !last) {
+      return;
+    }
+    const generation = this._generation;
+    this._loadingOlder = true;
+    this._olderError = null;
+    this._changed.emit();
+    try {
+      const page = await this.api.jobs(this._query, { limit: PAGE_SIZE, before: last.id });
+      if (generation === this._generation) {
+        this._view = appendOlder(this._view, page.jobs);
+        this._hasOlder = pageHasMore(page);
+      }
+    } catch (error) {
+      if (generation === this._generation) {
+        this._olderError =
+          error instanceof NbjobsError ? error : new NbjobsError(String(error), 'refused', 0);
+      }
+    } finally {
+      this._loadingOlder = false;
+      this._changed.emit();
+    }
+  }
+
+  /** Drop a job the user removed, wherever it is in the list (older pages are not polled). */
+  forget(id: string): void {
+    this._view = this._view.filter(j => j.id !== id);
+    this._jobs = this._jobs.filter(j => j.id !== id);
+    this._changed.emit();
   }
 
   /** What went wrong on the last poll, for the panel to say; null when it worked. */
@@ -46,7 +145,7 @@ export class JobsModel {
     return this._loaded;
   }
 
-  /** Emitted after every poll. */
+  /** Emitted after every poll, and when the panel's list changes otherwise (a query, a page). */
   get changed(): ISignal<this, void> {
     return this._changed;
   }
@@ -94,9 +193,16 @@ export class JobsModel {
   }
 
   private async _fetch(): Promise<void> {
+    const query = this._query;
+    const generation = this._generation;
     let jobs: IJob[];
+    let page: IJobList;
     try {
-      jobs = (await this.api.jobs()).jobs;
+      // The user's newest jobs, for the notifications and the pace of polling; the
+      // panel's newest page too when it shows something else.
+      const own = this.api.jobs();
+      const shown = isDefaultQuery(query) ? own : this.api.jobs(query);
+      [jobs, page] = await Promise.all([own.then(list => list.jobs), shown]);
     } catch (error) {
       this._error =
         error instanceof NbjobsError
@@ -117,10 +223,17 @@ export class JobsModel {
     this._fingerprint = print;
     this._states = new Map<string, JobState>(jobs.map(j => [j.id, j.state]));
     this._jobs = jobs;
+    if (generation === this._generation) {
+      // An answer to an older query is dropped: the one for the new query follows.
+      const merged = mergeNewest(this._provisional ? [] : this._view, page.jobs, pageHasMore(page));
+      this._view = merged.jobs;
+      this._hasOlder = merged.keptOlder ? this._hasOlder : pageHasMore(page);
+      this._provisional = false;
+    }
     this._error = null;
     this._loaded = true;
-    const active = jobs.filter(j => isActive(j.state)).length;
-    this._quietPolls = nextQuietPolls(this._quietPolls, active, changed);
+    this._active = countActive(jobs, page.jobs);
+    this._quietPolls = nextQuietPolls(this._quietPolls, this._active, changed);
     this._plan();
     this._changed.emit();
     if (ended.length) {
@@ -134,7 +247,7 @@ export class JobsModel {
   private _plan(): void {
     const plan = planPoll({
       panelVisible: this._visible,
-      activeJobs: this._jobs.filter(j => isActive(j.state)).length,
+      activeJobs: this._active,
       quietPolls: this._quietPolls
     });
     if (!plan.run) {
@@ -148,7 +261,20 @@ export class JobsModel {
   }
 
   private _poll: Poll;
+  /** the user's newest jobs (the default query's newest page) */
   private _jobs: IJob[] = [];
+  /** what the panel shows: its query's newest page and the older pages loaded */
+  private _view: IJob[] = [];
+  private _query: IJobQuery = DEFAULT_QUERY;
+  /** counts query changes: an answer for an earlier query is dropped */
+  private _generation = 0;
+  /** the view is the old list filtered here, until the service answers the new query */
+  private _provisional = false;
+  /** jobs waiting or running in the last poll's answers (older pages are not asked again) */
+  private _active = 0;
+  private _hasOlder = false;
+  private _loadingOlder = false;
+  private _olderError: NbjobsError | null = null;
   private _states = new Map<string, JobState>();
   private _fingerprint = '';
   private _quietPolls = 0;
@@ -158,4 +284,17 @@ export class JobsModel {
   private _changed = new Signal<this, void>(this);
   private _ended = new Signal<this, IJob[]>(this);
   private _approved = new Signal<this, IJob[]>(this);
+}
+
+/** Jobs waiting or running among those a poll got, each once. */
+function countActive(...lists: IJob[][]): number {
+  const active = new Set<string>();
+  for (const list of lists) {
+    for (const job of list) {
+      if (isActive(job.state)) {
+        active.add(job.id);
+      }
+    }
+  }
+  return active.size;
 }

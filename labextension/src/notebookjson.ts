@@ -20,3 +20,10 @@ export function parametersSource(notebook: unknown): string | null {
   }
   return null;
 }
+
+/** The kernel a notebook's JSON names (`metadata.kernelspec.name`), or null. */
+export function kernelName(notebook: unknown): string | null {
+  const name = (notebook as { metadata?: { kernelspec?: { name?: unknown } } } | null)?.metadata
+    ?.kernelspec?.name;
+  return typeof name === 'string' && name ? name : null;
+}

@@ -3,7 +3,10 @@
  * what can be done with it.
  *
  * Rows are kept per job id and updated in place, so a poll never moves the
- * keyboard focus or the scroll position.
+ * keyboard focus or the scroll position, and a row whose job did not change is
+ * not touched: a list of thousands costs a poll only the rows of its newest page.
+ * The search, the state and whose jobs are asked of the job service, a page at a
+ * time ("Show older jobs" at the bottom).
  */
 import {
   type LabIcon,
@@ -15,6 +18,7 @@ import {
   stopIcon
 } from '@jupyterlab/ui-components';
 import type { Message } from '@lumino/messaging';
+import { Debouncer } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
 import type { NbjobsAPI } from './api';
@@ -22,9 +26,9 @@ import {
   elapsedSeconds,
   formatDuration,
   isActive,
+  isFinal,
   isWaiting,
   jobActions,
-  jobMatches,
   submittedAt,
   jobWarning,
   progressFraction,
@@ -32,10 +36,32 @@ import {
   stateLabel
 } from './format';
 import { jobsIcon, usageIcon } from './icons';
+import {
+  DEFAULT_QUERY,
+  MAX_SEARCH_CHARS,
+  type Scope,
+  type Show,
+  defaultScope,
+  isDefaultQuery,
+  scopeChoices
+} from './joblist';
 import type { JobsModel } from './model';
 import { TelemetryView } from './telemetryview';
 import type { Translate } from './translate';
-import type { IJob } from './types';
+import type { IJob, IMe } from './types';
+
+/** How long the search waits for the typing to pause before asking the service (ms). */
+export const SEARCH_DELAY = 250;
+
+/**
+ * Rows per group of the list. Rows and their groups both have `content-visibility:
+ * auto`: the browser skips whole groups off screen, so a scroll frame costs what is
+ * near the screen rather than every row (bench/panel_bench.py measures it).
+ */
+export const ROWS_PER_GROUP = 50;
+
+/** A row's usual height (px): what a group of rows not drawn yet stands for. */
+const ROW_HEIGHT = 100;
 
 /** What the panel's buttons do; the plugin supplies them. */
 export interface IJobActions {
@@ -89,13 +115,15 @@ export class JobsPanel extends Widget {
     this._notice.className = 'nbjobs-JobsPanel-notice';
     this._notice.setAttribute('role', 'status');
 
-    // Find a job among many: words against name, notebook, id, flavor, owner; a state.
+    // Find a job among many: words against name, notebook, id, flavor, owner; a state;
+    // whose (admins and teachers). The service searches, so older jobs are found too.
     const filters = document.createElement('div');
     filters.className = 'nbjobs-JobsPanel-filters';
     this._search = document.createElement('input');
     this._search.type = 'search';
     this._search.className = 'jp-mod-styled nbjobs-JobsPanel-search';
     this._search.placeholder = trans('Search jobs');
+    this._search.maxLength = MAX_SEARCH_CHARS;
     this._search.setAttribute('aria-label', trans('Search jobs by name, notebook, id or flavor'));
     this._show = document.createElement('select');
     this._show.className = 'jp-mod-styled nbjobs-JobsPanel-show';
@@ -111,13 +139,37 @@ export class JobsPanel extends Widget {
       option.textContent = text;
       this._show.append(option);
     }
-    this._search.addEventListener('input', () => this._render());
-    this._show.addEventListener('change', () => this._render());
-    filters.append(this._search, this._show);
+    // Whose jobs: offered once the service says the user is an admin or a teacher.
+    this._whose = document.createElement('select');
+    this._whose.className = 'jp-mod-styled nbjobs-JobsPanel-whose';
+    this._whose.setAttribute('aria-label', trans('Whose jobs'));
+    this._whose.hidden = true;
+    // Typing asks once it pauses; a choice in a select asks at once.
+    this._searchLater = new Debouncer(() => this._askService(), SEARCH_DELAY);
+    this._search.addEventListener('input', () => void this._searchLater.invoke());
+    this._show.addEventListener('change', () => this._askService());
+    this._whose.addEventListener('change', () => this._askService());
+    filters.append(this._search, this._show, this._whose);
 
-    this._list = document.createElement('ul');
+    // The scrolled area: the list (groups of rows, see ROWS_PER_GROUP), then the
+    // button for the next page, by the service's cursor.
+    this._list = document.createElement('div');
     this._list.className = 'nbjobs-JobList';
-    this._list.setAttribute('aria-label', trans('Your jobs, newest first'));
+    this._items = document.createElement('ul');
+    this._items.className = 'nbjobs-JobList-items';
+    this._items.setAttribute('aria-label', trans('Your jobs, newest first'));
+    this._more = document.createElement('div');
+    this._more.className = 'nbjobs-JobList-more';
+    this._older = document.createElement('button');
+    this._older.type = 'button';
+    this._older.className = 'jp-Button jp-mod-styled jp-mod-reject nbjobs-JobList-older';
+    this._older.textContent = trans('Show older jobs');
+    this._older.addEventListener('click', () => void this.model.loadOlder());
+    this._olderNote = document.createElement('div');
+    this._olderNote.className = 'nbjobs-JobList-olderNote';
+    this._olderNote.setAttribute('role', 'status');
+    this._more.append(this._older, this._olderNote);
+    this._list.append(this._items, this._more);
 
     this.node.append(header, filters, this._notice, this._list);
     model.changed.connect(this._render, this);
@@ -125,6 +177,7 @@ export class JobsPanel extends Widget {
 
   dispose(): void {
     this.model.changed.disconnect(this._render, this);
+    this._searchLater.dispose();
     window.clearInterval(this._clock);
     for (const row of this._rows.values()) {
       row.dispose();
@@ -139,6 +192,49 @@ export class JobsPanel extends Widget {
     this._render();
     // Elapsed times tick locally; only the poll talks to the server.
     this._clock = window.setInterval(() => this._tick(), 1000);
+    if (!this._askedWho) {
+      this._askedWho = true;
+      void this._learnWho();
+    }
+  }
+
+  /** Offer "whose jobs" to admins and teachers, as the service knows them. */
+  private async _learnWho(): Promise<void> {
+    let me: IMe;
+    try {
+      me = await this.model.api.me();
+    } catch {
+      return; // a service without api/me: no choice offered, the default list stays
+    }
+    const choices = scopeChoices(me);
+    if (this.isDisposed || choices.length === 0) {
+      return;
+    }
+    const labels: Record<Scope, string> = {
+      mine: this.trans('Mine'),
+      classes: this.trans('My classes'),
+      all: this.trans('Everyone')
+    };
+    for (const scope of choices) {
+      const option = document.createElement('option');
+      option.value = scope;
+      option.textContent = labels[scope];
+      this._whose.append(option);
+    }
+    this._defaultScope = defaultScope(me);
+    this._whose.value = this._defaultScope;
+    this._whose.hidden = false;
+  }
+
+  /** Ask the service for what the search box and the selects say. */
+  private _askService(): void {
+    const whose = this._whose.hidden ? null : (this._whose.value as Scope);
+    this.model.setQuery({
+      search: this._search.value,
+      show: this._show.value as Show,
+      // the service's own default is left unsaid: the query stays the plain list
+      scope: whose === this._defaultScope ? null : whose
+    });
   }
 
   protected onAfterHide(msg: Message): void {
@@ -153,12 +249,16 @@ export class JobsPanel extends Widget {
   }
 
   private _render(): void {
-    const { jobs, error, loaded } = this.model;
+    const { jobs, error, loaded, searching } = this.model;
     const trans = this.trans;
+    // A search or a state that finds nothing says so; whose jobs alone is a plain list.
+    const filtered = !isDefaultQuery({ ...this.model.query, scope: null });
     if (error) {
       this._setNotice(error.message, 'error');
-    } else if (!loaded) {
-      this._setNotice(trans('Loading your jobs…'), 'info');
+    } else if (!loaded || (searching && jobs.length === 0)) {
+      this._setNotice(filtered ? trans('Searching…') : trans('Loading your jobs…'), 'info');
+    } else if (jobs.length === 0 && filtered) {
+      this._setNotice(trans('No job matches; clear the search or pick All.'), 'info');
     } else if (jobs.length === 0) {
       this._setNotice(
         trans('No jobs yet. Open a notebook and press Submit Job in its toolbar.'),
@@ -167,15 +267,11 @@ export class JobsPanel extends Widget {
     } else {
       this._setNotice('', 'none');
     }
-    const show = this._show.value as 'all' | 'active' | 'ended' | 'failed';
-    const shown = jobs.filter(job => jobMatches(job, this._search.value, show));
-    if (loaded && !error && jobs.length && !shown.length) {
-      this._setNotice(trans('No job matches; clear the search or pick All.'), 'info');
-    }
+    this._renderMore();
 
     const seen = new Set<string>();
     let previous: HTMLElement | null = null;
-    for (const job of shown) {
+    jobs.forEach((job, index) => {
       seen.add(job.id);
       let row = this._rows.get(job.id);
       if (!row) {
@@ -183,13 +279,15 @@ export class JobsPanel extends Widget {
         this._rows.set(job.id, row);
       }
       row.update(job, this._visible);
-      // Keep DOM order = list order without re-inserting rows that are in place.
-      const expected: ChildNode | null = previous ? previous.nextSibling : this._list.firstChild;
+      // Keep DOM order = list order without re-inserting rows that are in place: a new
+      // job at the top moves one row from each group into the next, no more.
+      const group = this._group(Math.floor(index / ROWS_PER_GROUP));
+      const expected = index % ROWS_PER_GROUP ? previous!.nextSibling : group.firstChild;
       if (expected !== row.node) {
-        this._list.insertBefore(row.node, expected);
+        group.insertBefore(row.node, expected);
       }
       previous = row.node;
-    }
+    });
     for (const [id, row] of this._rows) {
       if (!seen.has(id)) {
         row.dispose();
@@ -197,6 +295,46 @@ export class JobsPanel extends Widget {
         this._rows.delete(id);
       }
     }
+    // Groups past the last row are empty now: every row shown was moved before them.
+    const used = Math.ceil(jobs.length / ROWS_PER_GROUP);
+    for (const gone of this._groups.splice(used)) {
+      gone.parentElement!.remove();
+    }
+    this._groups.forEach((group, index) => {
+      // The size a group stands for while the browser skips it: its rows at a usual height.
+      const rows = Math.min(ROWS_PER_GROUP, jobs.length - index * ROWS_PER_GROUP);
+      const size = `auto ${rows * ROW_HEIGHT}px`;
+      if (group.parentElement!.style.containIntrinsicSize !== size) {
+        group.parentElement!.style.containIntrinsicSize = size;
+      }
+    });
+  }
+
+  /** The `index`th group of rows (a `ul` in a presentational `li`), made when missing. */
+  private _group(index: number): HTMLUListElement {
+    while (this._groups.length <= index) {
+      const holder = document.createElement('li');
+      holder.className = 'nbjobs-JobList-group';
+      holder.setAttribute('role', 'none');
+      const group = document.createElement('ul');
+      group.setAttribute('role', 'none');
+      holder.append(group);
+      this._items.append(holder);
+      this._groups.push(group);
+    }
+    return this._groups[index];
+  }
+
+  /** The "Show older jobs" button: there while the service has older jobs. */
+  private _renderMore(): void {
+    const { hasOlder, loadingOlder, olderError, searching } = this.model;
+    this._more.hidden = !hasOlder || searching;
+    this._older.disabled = loadingOlder;
+    this._older.textContent = loadingOlder
+      ? this.trans('Loading older jobs…')
+      : this.trans('Show older jobs');
+    this._olderNote.textContent = olderError ? olderError.message : '';
+    this._olderNote.hidden = !olderError;
   }
 
   private _tick(): void {
@@ -213,9 +351,21 @@ export class JobsPanel extends Widget {
 
   private _rows = new Map<string, JobRow>();
   private _search: HTMLInputElement;
+  private _searchLater: Debouncer;
   private _show: HTMLSelectElement;
+  private _whose: HTMLSelectElement;
+  /** whose jobs the service lists when not told (known once it said who the user is) */
+  private _defaultScope: Scope | null = DEFAULT_QUERY.scope;
+  private _askedWho = false;
   private _visible = false;
-  private _list: HTMLUListElement;
+  /** the scrolled area */
+  private _list: HTMLDivElement;
+  /** the list of jobs: groups of rows */
+  private _items: HTMLUListElement;
+  private _groups: HTMLUListElement[] = [];
+  private _more: HTMLDivElement;
+  private _older: HTMLButtonElement;
+  private _olderNote: HTMLDivElement;
   private _notice: HTMLDivElement;
   private _clock = 0;
 }
@@ -232,6 +382,8 @@ class JobRow {
   ) {
     this.node = document.createElement('li');
     this.node.className = 'nbjobs-Job';
+    // Its list is the panel's: the groups between them are presentational.
+    this.node.setAttribute('role', 'listitem');
 
     const top = div('nbjobs-Job-top');
     this._name = div('nbjobs-Job-name');
@@ -297,6 +449,9 @@ class JobRow {
   }
 
   update(job: IJob, visible: boolean): void {
+    if (job === this._job && visible === this._visible) {
+      return; // an older page's job, as loaded: nothing to redraw
+    }
     const trans = this.trans;
     this._job = job;
     this._visible = visible;
@@ -390,16 +545,23 @@ class JobRow {
   }
 
   tick(): void {
-    if (this._job) {
-      const seconds = elapsedSeconds(this._job, new Date());
-      const took = formatDuration(seconds, this.trans);
-      this._elapsed.textContent =
-        isWaiting(this._job.state) ? this.trans('waiting %1', took) : took;
-      this._elapsed.title = this.trans('Elapsed time');
+    const job = this._job;
+    if (!job || (isFinal(job.state) && this._ticked === job)) {
+      return; // an ended job's time does not change: thousands of rows cost nothing a second
     }
+    this._ticked = job;
+    const seconds = elapsedSeconds(job, new Date());
+    const took = formatDuration(seconds, this.trans);
+    const text = isWaiting(job.state) ? this.trans('waiting %1', took) : took;
+    if (this._elapsed.textContent !== text) {
+      this._elapsed.textContent = text;
+    }
+    this._elapsed.title = this.trans('Elapsed time');
   }
 
   private _job: IJob | null = null;
+  /** the job whose elapsed time is shown */
+  private _ticked: IJob | null = null;
   private _visible = false;
   /** the readings are open; null: the user has not said (open while it runs) */
   private _usageOpen: boolean | null = null;

@@ -9,7 +9,7 @@ import { Dialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { NbjobsError } from './api';
-import { defaultFlavor, flavorAvailability, flavorResources } from './format';
+import { defaultFlavor, flavorAvailability, flavorResources, kernelChoice } from './format';
 import {
   type IParameter,
   type JSONValue,
@@ -18,14 +18,25 @@ import {
   pythonRepr
 } from './params';
 import type { Translate } from './translate';
-import type { IFlavor, IJob, ISubmitRequest } from './types';
+import type { IFlavor, IJob, IOutputDefaults, ISubmitRequest, OutputLocation } from './types';
 
-/** The form inside the dialog. */
 /** What a re-run starts from: the job it repeats (its flavor, parameters and name). */
 export interface IPrefill {
   flavor: string;
   parameters: { [name: string]: JSONValue };
   name: string;
+  /** the kernel it was given instead of the notebook's */
+  kernel?: string | null;
+  outputs?: OutputLocation;
+  html?: boolean;
+}
+
+/** What the dialog knows besides the flavors. */
+export interface ISubmitContext {
+  /** the kernel the notebook names (metadata.kernelspec.name); null: none named */
+  notebookKernel?: string | null;
+  /** where results go by default (null: an older service, which offers no choice) */
+  outputs?: IOutputDefaults | null;
 }
 
 export class SubmitForm extends Widget {
@@ -34,7 +45,8 @@ export class SubmitForm extends Widget {
     private readonly flavors: IFlavor[],
     parameterSource: string | null,
     private readonly trans: Translate,
-    private readonly prefill: IPrefill | null = null
+    private readonly prefill: IPrefill | null = null,
+    private readonly context: ISubmitContext = {}
   ) {
     super();
     this.addClass('nbjobs-SubmitForm');
@@ -68,6 +80,15 @@ export class SubmitForm extends Widget {
     this._name.value = prefill?.name ?? '';
     nameLabel.append(this._name);
     form.append(nameLabel);
+    form.append(this._kernelField());
+    if (context.outputs) {
+      form.append(this._outputFields(context.outputs));
+    }
+    // The kernel choice depends on the flavor: a flavor lacking the notebook's asks.
+    for (const input of this._flavorInputs) {
+      input.addEventListener('change', () => this._showKernels());
+    }
+    this._showKernels();
 
     this.node.append(form);
   }
@@ -104,6 +125,19 @@ export class SubmitForm extends Widget {
     const name = this._name.value.trim();
     if (name) {
       request.name = name;
+    }
+    if (!this._kernelRow.hidden) {
+      if (!this._kernel.value) {
+        this.showError(
+          this.trans('Flavor %1 has no kernel to run this notebook on; pick another flavor.', flavor)
+        );
+        return null;
+      }
+      request.kernel = this._kernel.value;
+    }
+    if (this._outputs && this._html) {
+      request.outputs = this._outputs.value as OutputLocation;
+      request.html = this._html.checked;
     }
     return request;
   }
@@ -178,6 +212,86 @@ export class SubmitForm extends Widget {
     return fieldset;
   }
 
+  private _kernelField(): HTMLElement {
+    const row = document.createElement('label');
+    row.className = 'nbjobs-SubmitForm-kernel';
+    this._kernelNote = document.createElement('span');
+    this._kernelNote.className = 'nbjobs-SubmitForm-kernelNote';
+    this._kernel = document.createElement('select');
+    this._kernel.className = 'jp-mod-styled';
+    this._kernel.name = 'nbjobs-kernel';
+    row.append(this._kernelNote, this._kernel);
+    row.hidden = true;
+    this._kernelRow = row;
+    return row;
+  }
+
+  /** Offer the selected flavor's kernels when it lacks the notebook's (or one was chosen). */
+  private _showKernels(): void {
+    const name = this._flavorInputs.find(input => input.checked)?.value;
+    const flavor = this.flavors.find(f => f.name === name);
+    const notebookKernel = this.context.notebookKernel || 'python3';
+    const chosen = this._kernel.value || this.prefill?.kernel;
+    const kernels = kernelChoice(flavor, notebookKernel, chosen);
+    this._kernelRow.hidden = kernels === null;
+    if (kernels === null || !flavor) {
+      return;
+    }
+    this._kernelNote.textContent = kernels.some(
+      k => k.toLowerCase() === notebookKernel.toLowerCase()
+    )
+      ? this.trans('Kernel')
+      : this.trans(
+          'This notebook\'s kernel “%1” is not available on %2. Run it on:',
+          notebookKernel,
+          flavor.display_name || flavor.name
+        );
+    this._kernel.replaceChildren(
+      ...kernels.map(kernel => {
+        const option = document.createElement('option');
+        option.value = option.textContent = kernel;
+        return option;
+      })
+    );
+    const keep = kernels.find(k => k.toLowerCase() === (chosen ?? '').toLowerCase());
+    const python = kernels.find(k => k.toLowerCase() === 'python3');
+    this._kernel.value = keep ?? python ?? kernels[0] ?? '';
+  }
+
+  private _outputFields(defaults: IOutputDefaults): HTMLElement {
+    const trans = this.trans;
+    const fieldset = document.createElement('fieldset');
+    fieldset.className = 'nbjobs-SubmitForm-outputs';
+    const legend = document.createElement('legend');
+    legend.textContent = trans('Result');
+    const where = document.createElement('label');
+    where.textContent = trans('Save the executed notebook');
+    this._outputs = document.createElement('select');
+    this._outputs.className = 'jp-mod-styled';
+    this._outputs.name = 'nbjobs-outputs';
+    const folder = this.path.includes('/') ? this.path.replace(/\/[^/]*$/, '/') : '';
+    for (const [value, label] of [
+      ['beside', trans('next to the notebook')],
+      ['folder', trans('in %1 next to it', `${folder}${defaults.folder}/`)]
+    ]) {
+      const option = document.createElement('option');
+      option.value = value;
+      option.textContent = label;
+      this._outputs.append(option);
+    }
+    this._outputs.value = this.prefill?.outputs ?? defaults.location;
+    where.append(this._outputs);
+    const html = document.createElement('label');
+    html.className = 'nbjobs-SubmitForm-html';
+    this._html = document.createElement('input');
+    this._html.type = 'checkbox';
+    this._html.name = 'nbjobs-html';
+    this._html.checked = this.prefill?.html ?? defaults.html;
+    html.append(this._html, document.createTextNode(trans('Also save an HTML copy')));
+    fieldset.append(legend, where, html);
+    return fieldset;
+  }
+
   private _parameterFields(): HTMLElement {
     const trans = this.trans;
     const fieldset = document.createElement('fieldset');
@@ -239,6 +353,11 @@ export class SubmitForm extends Widget {
   private _parameterInputs: [IParameter, HTMLInputElement, HTMLSpanElement][] = [];
   private _name: HTMLInputElement;
   private _error: HTMLDivElement;
+  private _kernelRow!: HTMLLabelElement;
+  private _kernelNote!: HTMLSpanElement;
+  private _kernel!: HTMLSelectElement;
+  private _outputs: HTMLSelectElement | null = null;
+  private _html: HTMLInputElement | null = null;
 }
 
 /** A dialog that sends the job before it closes, and stays open on a refusal. */

@@ -51,6 +51,8 @@ export interface IFlavor {
   maintenance?: string | null;
   /** its GPUs are simulated (trying nbjobs on a machine without one) */
   simulated?: boolean;
+  /** the kernels its jobs can run; null or absent: not known (a missing one fails the job) */
+  kernels?: string[] | null;
 }
 
 export interface IProgress {
@@ -90,13 +92,37 @@ export interface IJob {
   time_limit: number | null;
   /** Something its owner should act on while it runs (its GPUs have been idle). */
   warning?: string | null;
+  /** where it runs or ran (a Kubernetes node), when the backend knows */
+  node?: string | null;
+  /** times the cluster disrupted it (evicted, preempted) and it went back to the queue */
+  requeues?: number;
+  /** the kernel chosen at submit instead of the notebook's own */
+  kernel?: string | null;
+  /** the HTML copy of the result, when one was asked for */
+  html_path?: string | null;
 }
 
 export interface IJobList {
   jobs: IJob[];
+  /** every job the filters match, on this page or not */
   total: number;
   limit: number;
   offset: number;
+  /** older jobs follow this page (ask with `before` = its last job's id); absent from older services */
+  more?: boolean;
+}
+
+/** `GET nbjobs/api/me`: who the user is to nbjobs, so the panel offers what the API allows. */
+export interface IMe {
+  name: string;
+  admin: boolean;
+  /** may provision classes */
+  teacher: boolean;
+  groups: string[];
+  /** the classes they teach (every class, for admins) */
+  classes: string[];
+  /** the Submit dialog's defaults for results; absent from older services */
+  outputs?: IOutputDefaults;
 }
 
 /** `POST nbjobs/api/jobs` */
@@ -105,6 +131,22 @@ export interface ISubmitRequest {
   flavor: string;
   parameters?: { [name: string]: JSONValue };
   name?: string;
+  /** run on this kernel instead of the notebook's own */
+  kernel?: string;
+  /** the result next to the notebook, or in the outputs folder next to it */
+  outputs?: OutputLocation;
+  /** also write an HTML copy of the result */
+  html?: boolean;
+}
+
+export type OutputLocation = 'beside' | 'folder';
+
+/** Where results go unless a submission says otherwise (nbjobs.yaml's `outputs`). */
+export interface IOutputDefaults {
+  location: OutputLocation;
+  /** the outputs folder's name, made next to the notebook */
+  folder: string;
+  html: boolean;
 }
 
 /** One GPU in one telemetry sample (null: the runner could not read it). */

@@ -12,6 +12,9 @@ import {
   jobMatches,
   jobWarning,
   joinFacts,
+  kernelChoice,
+  outputLocation,
+  queueHistory,
   progressFraction,
   progressLabel,
   stateLabel
@@ -361,5 +364,66 @@ describe('jobMatches', () => {
     expect(jobMatches(one, '', 'ended')).toBe(true);
     expect(jobMatches(one, '', 'active')).toBe(false);
     expect(jobMatches(job({ state: 'pending_approval' }), '', 'active')).toBe(true);
+  });
+});
+
+describe('outputLocation', () => {
+  it('tells a result next to its notebook from one in an outputs folder', () => {
+    expect(outputLocation({ path: 'a/train.ipynb', output_path: 'a/train.2026.ipynb' })).toBe('beside');
+    expect(outputLocation({ path: 'train.ipynb', output_path: 'train.2026.ipynb' })).toBe('beside');
+    expect(outputLocation({ path: 'a/train.ipynb', output_path: 'a/nbjobs-outputs/t.ipynb' })).toBe('folder');
+    expect(outputLocation({ path: 'train.ipynb', output_path: 'out/t.ipynb' })).toBe('folder');
+  });
+});
+
+describe('kernelChoice', () => {
+  const gpu = flavor({ kernels: ['python3', 'ir'] });
+  it('asks nothing when the flavor has the notebook\'s kernel (compared as Jupyter does)', () => {
+    expect(kernelChoice(gpu, 'IR')).toBeNull();
+    expect(kernelChoice(gpu, null)).toBeNull(); // no kernel named: python3
+  });
+  it('offers the flavor\'s kernels when it lacks the notebook\'s, or one was chosen before', () => {
+    expect(kernelChoice(gpu, 'julia-1.10')).toEqual(['python3', 'ir']);
+    expect(kernelChoice(gpu, 'python3', 'ir')).toEqual(['python3', 'ir']);
+  });
+  it('asks nothing when nbjobs cannot tell what the flavor has', () => {
+    expect(kernelChoice(flavor({ kernels: null }), 'julia-1.10')).toBeNull();
+    expect(kernelChoice(undefined, 'julia-1.10')).toBeNull();
+  });
+});
+
+describe('queueHistory', () => {
+  const now = new Date('2024-05-01T10:30:00Z');
+  it('says how long a queued job has waited and where it stands', () => {
+    const lines = queueHistory(job({ queue_position: 2 }), now, plain);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^submitted /);
+    expect(lines[1]).toBe('waiting for 30 min so far, #2 in the queue');
+  });
+  it('tells a finished job\'s wait, disruptions, start and end', () => {
+    const lines = queueHistory(
+      job({
+        state: 'succeeded',
+        started_at: '2024-05-01T10:05:00Z',
+        finished_at: '2024-05-01T11:05:00Z',
+        node: 'gpu-node-3',
+        requeues: 2
+      }),
+      now,
+      plain
+    );
+    expect(lines[1]).toBe('waited 5 min in the queue');
+    expect(lines[2]).toBe('sent back to the queue 2 times by the cluster (evicted or preempted)');
+    expect(lines[3]).toMatch(/^started .* on gpu-node-3$/);
+    expect(lines[4]).toMatch(/^Succeeded .* after 1 h$/);
+  });
+  it('says a job that ended in the queue never started', () => {
+    const lines = queueHistory(
+      job({ state: 'cancelled', finished_at: '2024-05-01T10:10:00Z' }),
+      now,
+      plain
+    );
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toMatch(/^Cancelled .* without starting$/);
   });
 });

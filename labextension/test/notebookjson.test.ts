@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 // parametersSource is pure; importing it through submit.ts would pull in JupyterLab.
-import { parametersSource } from '../src/notebookjson';
+import { kernelName, parametersSource } from '../src/notebookjson';
 
 describe('parametersSource', () => {
   it('finds the code cell tagged parameters, with its source joined', () => {
@@ -18,5 +18,14 @@ describe('parametersSource', () => {
   it('is null without one', () => {
     expect(parametersSource({ cells: [{ cell_type: 'code', metadata: {}, source: '' }] })).toBeNull();
     expect(parametersSource(null)).toBeNull();
+  });
+});
+
+describe('kernelName', () => {
+  it('is the kernel the notebook names, or null', () => {
+    expect(kernelName({ metadata: { kernelspec: { name: 'ir', display_name: 'R' } } })).toBe('ir');
+    expect(kernelName({ metadata: {} })).toBeNull();
+    expect(kernelName({ metadata: { kernelspec: { name: 3 } } })).toBeNull();
+    expect(kernelName(null)).toBeNull();
   });
 });

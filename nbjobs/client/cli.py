@@ -263,6 +263,8 @@ def _details(job: dict[str, Any]) -> str:
         ("state", job["state"]),
         ("notebook", job["path"]),
         ("output", job["output_path"]),
+        *([("html copy", job["html_path"])] if job.get("html_path") else []),
+        *([("kernel", job["kernel"])] if job.get("kernel") else []),
         ("flavor", job["flavor"]),
         ("submitted", job["submitted_at"]),
         ("started", job.get("started_at") or "-"),
@@ -310,6 +312,19 @@ def submit(argv: Sequence[str]) -> int:
         "-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE")
     )
     parser.add_argument("--time-limit", type=float, help="seconds (at most the flavor's)")
+    parser.add_argument("--name", help="what the Jobs list calls it (default: the notebook's)")
+    parser.add_argument("--kernel", help="run on this kernel instead of the notebook's own")
+    parser.add_argument(
+        "--outputs",
+        choices=["beside", "folder"],
+        help="the result next to the notebook, or in the outputs folder next to it "
+        "(default: as nbjobs.yaml says)",
+    )
+    parser.add_argument(
+        "--html",
+        action=argparse.BooleanOptionalAction,
+        help="also write an HTML copy of the result (default: as nbjobs.yaml says)",
+    )
     parser.add_argument("--wait", action="store_true", help="wait for the job; exit like it")
 
     def action(client: Client, args: argparse.Namespace) -> int:
@@ -320,6 +335,9 @@ def submit(argv: Sequence[str]) -> int:
         }
         if args.time_limit:
             body["time_limit"] = args.time_limit
+        for key in ("name", "kernel", "outputs", "html"):
+            if getattr(args, key) is not None:
+                body[key] = getattr(args, key)
         job = client.call("POST", "jobs", body)
         return _after_submit(client, job, args)
 
@@ -351,6 +369,14 @@ def list_jobs(argv: Sequence[str]) -> int:
     parser.add_argument("--flavor", help="only jobs of this flavor")
     parser.add_argument("--user", help="another user's jobs (admins, the user's teachers)")
     parser.add_argument("--class", dest="class_name", help="a class's jobs (its teachers)")
+    parser.add_argument(
+        "--search", help="jobs whose name, notebook, flavor or owner contain these words"
+    )
+    parser.add_argument(
+        "--scope",
+        choices=["mine", "classes", "all"],
+        help="whose jobs: yours, with your classes' students', or everyone's (admins)",
+    )
     parser.add_argument("--limit", type=int, default=20, help="jobs per page (default 20)")
     parser.add_argument("--offset", type=int, default=0, help="jobs to skip (the next page)")
 
@@ -361,6 +387,8 @@ def list_jobs(argv: Sequence[str]) -> int:
             state=args.state,
             flavor=args.flavor,
             user=args.user,
+            q=args.search,
+            scope=args.scope,
             limit=args.limit,
             offset=args.offset or None,
             **{"class": args.class_name},
@@ -370,7 +398,8 @@ def list_jobs(argv: Sequence[str]) -> int:
         elif not page["jobs"]:
             print("no jobs" if not page["total"] else f"no jobs past {args.offset}")
         else:
-            print(_table(page["jobs"], with_user=bool(args.user or args.class_name)))
+            others = args.user or args.class_name or args.scope in ("classes", "all")
+            print(_table(page["jobs"], with_user=bool(others)))
             shown_to = args.offset + len(page["jobs"])
             if page["total"] > shown_to or args.offset:
                 more = f"; --offset {shown_to} for more" if page["total"] > shown_to else ""

@@ -121,6 +121,40 @@ def test_json_output_for_scripts_and_the_other_commands(service):
     assert json.loads(again.stdout)["rerun_of"] == job["id"]
 
 
+def test_submit_names_the_job_picks_a_kernel_and_where_the_result_goes(service):
+    write(service, "q.ipynb", "print('q')")
+
+    done = cli(
+        service,
+        *("submit", "q.ipynb", "-f", "cpu", "--name", "nightly"),
+        *("--kernel", "python3", "--outputs", "folder", "--html", "--wait"),
+    )
+    refused = cli(service, "submit", "q.ipynb", "-f", "cpu", "--kernel", "julia-1.10")
+
+    assert done.returncode == 0, done.stderr
+    shown = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+    assert shown["output"].strip().startswith("nbjobs-outputs/q.")
+    assert shown["html copy"].strip().endswith(".html")
+    assert (service[1] / shown["html copy"].strip()).is_file()
+    assert shown["kernel"].strip() == "python3"
+    assert refused.returncode == 5
+    assert "kernel 'julia-1.10' is not available on flavor 'cpu'" in refused.stderr
+
+
+def test_list_searches_by_words_and_refuses_everyone_to_a_student(service):
+    write(service, "needle-study.ipynb", "1")
+    job = json.loads(cli(service, "submit", "needle-study.ipynb", "-f", "cpu", "--json").stdout)
+
+    found = cli(service, "list", "--search", "NEEDLE study", "--json")
+    none = cli(service, "list", "--search", "haystack", "--json")
+    everyone = cli(service, "list", "--scope", "all")
+
+    assert [j["id"] for j in json.loads(found.stdout)["jobs"]] == [job["id"]]
+    assert json.loads(none.stdout)["jobs"] == []
+    assert everyone.returncode == 5
+    assert "only nbjobs admins may see" in everyone.stderr
+
+
 def test_logs_tail_prints_only_the_end_of_a_long_log(service):
     write(service, "chatty.ipynb", "for i in range(5000):\n    print(f'line {i:04d}')")
     job = json.loads(cli(service, "submit", "chatty.ipynb", "-f", "cpu", "--wait", "--json").stdout)

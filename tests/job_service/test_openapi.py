@@ -221,6 +221,11 @@ async def test_responses_match_the_spec(svc, spec):
     assert (await do("bob", "GET", f"jobs/{job['id']}")).status_code == 404
     assert (await do("ada", "GET", "jobs", params={"state": "succeeded"})).status_code == 200
     assert (await do("ada", "GET", "jobs", params={"state": "nope"})).status_code == 400
+    # a search, a scope and the page after a job the client has; an admin's scope refused
+    page = {"q": "a", "scope": "mine", "before": job["id"]}
+    assert (await do("ada", "GET", "jobs", params=page)).status_code == 200
+    assert (await do("ada", "GET", "jobs", params={"scope": "all"})).status_code == 403
+    assert (await do("ada", "GET", "jobs", params={"q": "x" * 201})).status_code == 400
     assert (await do("ada", "GET", f"jobs/{job['id']}/logs")).status_code == 200
     assert (await do("ada", "POST", f"jobs/{job['id']}/cancel")).status_code == 409
     rerun = await do("ada", "POST", f"jobs/{job['id']}/rerun")
@@ -263,7 +268,7 @@ async def test_responses_match_the_spec(svc, spec):
     assert (await do("ada", "POST", "jobs", data=too_big)).status_code == 413
     assert (await do("ada", "GET", "usage", data=too_big)).status_code == 413
     assert (await do("ada", "PATCH", f"jobs/{job['id']}", data=too_big)).status_code == 413
-    assert len(checked) == 36
+    assert len(checked) == 39
 
 
 async def test_errors_off_the_described_paths_are_the_described_error(svc, spec):

@@ -57,7 +57,7 @@ def spec(flavor: Flavor = A100, user: str = "ada", **extra) -> LaunchSpec:
         user=user,
         flavor=flavor,
         snapshot_file=jobdir / "input.ipynb",
-        output_file=home / "work/train.2026-01-01T0930.01234567.ipynb",
+        output_file=extra.pop("output_file", home / "work/train.2026-01-01T0930.01234567.ipynb"),
         status_file=jobdir / "status.json",
         log_file=jobdir / "log.txt",
         cwd=home / "work",
@@ -246,6 +246,30 @@ def test_the_admins_output_limits_and_log_mode_reach_the_runner():
     assert options["--max-log-output"] == "2000000"
     assert options["--log-file"] == "/home/jovyan/.nbjobs/jobs/0123456789ab/log.txt"
     assert options["--log-file-mode"] == "640"
+
+
+def test_the_users_kernel_html_copy_and_outputs_folder_reach_the_runner_in_pod_paths():
+    home = user_folder(STORAGE, "ada")
+    out = home / "work/nbjobs-outputs/train.2026-01-01T0930.01234567.ipynb"
+    chosen = spec(
+        output_file=out,
+        kernel="python3",
+        html_file=out.with_suffix(".html"),
+        output_in_folder=True,
+    )
+    command = valid(make_job(chosen, STORAGE, SETTINGS))["spec"]["template"]["spec"]["containers"][
+        0
+    ]["command"]
+    assert command[4] == "/home/jovyan/work/nbjobs-outputs/train.2026-01-01T0930.01234567.ipynb"
+    assert command[command.index("--kernel") + 1] == "python3"
+    assert command[command.index("--html") + 1] == (
+        "/home/jovyan/work/nbjobs-outputs/train.2026-01-01T0930.01234567.html"
+    )
+    assert "--make-output-folder" in command
+    plain = valid(make_job(spec(), STORAGE, SETTINGS))["spec"]["template"]["spec"]
+    assert not {"--kernel", "--html", "--make-output-folder"} & set(
+        plain["containers"][0]["command"]
+    )
 
 
 def test_the_admins_telemetry_interval_reaches_the_runner():

@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
 import requests
@@ -79,6 +80,23 @@ def test_the_browsers_token_stays_here_and_bodies_go_on(start_server, recorder):
     assert all(r["authorization"] == f"token {HUB_TOKEN}" for r in seen)
     assert json.loads(seen[1]["body"]) == roster
     assert server.token not in repr(seen)
+
+
+def test_the_jobs_panels_search_and_page_cursor_reach_the_job_service_as_sent(
+    start_server, recorder
+):
+    url, seen = recorder
+    server = start_server({"JUPYTERHUB_API_TOKEN": HUB_TOKEN, "NBJOBS_URL": url})
+    # what the Lab sends for a search, a state, whose jobs and the page after a job
+    query = {"q": "clean data 50%&x", "state": "failed,timed_out", "scope": "classes"}
+    query |= {"before": "0123abcd", "limit": "100"}
+
+    listed = server.get("nbjobs/api/jobs", params=query)
+
+    assert listed.status_code == 200, listed.text
+    path, _, sent = seen[0]["path"].partition("?")
+    assert path == "/services/nbjobs/api/jobs"
+    assert dict(parse_qsl(sent, keep_blank_values=True)) == query
 
 
 def test_the_servers_token_is_not_written_to_its_log(start_server):

@@ -1,0 +1,132 @@
+import { afterEach, describe, expect, it } from 'vitest';
+
+import type { NbjobsAPI } from '../src/api';
+import { DEFAULT_QUERY, type IJobQuery, matchesQuery } from '../src/joblist';
+import { JobsModel } from '../src/model';
+import type { IJob, IJobList } from '../src/types';
+
+/**
+ * The job service's list, as `GET jobs` answers it (newest first, `before`, `more`),
+ * over jobs held here: a fresh copy of each job per answer, as JSON would give.
+ */
+class ServiceStandIn {
+  jobs: IJob[] = [];
+  calls: string[] = [];
+
+  add(count: number, name = 'job'): void {
+    for (let i = 0; i < count; i++) {
+      const id = (this.jobs.length + 1).toString(16).padStart(8, '0');
+      this.jobs.unshift({
+        id,
+        name: `${name} ${id}`,
+        path: 'n.ipynb',
+        flavor: 'cpu',
+        user: 'ada',
+        state: 'succeeded',
+        progress: { cells_done: 1, cells_total: 1, current_cell: null },
+        submitted_at: '2026-01-01T00:00:00Z',
+        started_at: '2026-01-01T00:00:01Z',
+        finished_at: '2026-01-01T00:00:02Z'
+      } as IJob);
+    }
+  }
+
+  async list(
+    query: IJobQuery = DEFAULT_QUERY,
+    page: { limit?: number; before?: string | null } = {}
+  ): Promise<IJobList> {
+    this.calls.push(`${query.search}|${page.before ?? ''}`);
+    const limit = page.limit ?? 100;
+    const matching = this.jobs.filter(j => matchesQuery(j, query));
+    const start = page.before ? matching.findIndex(j => j.id === page.before) + 1 : 0;
+    const jobs = matching.slice(start, start + limit).map(j => ({ ...j }));
+    return {
+      jobs,
+      total: matching.length,
+      limit,
+      offset: 0,
+      more: start + limit < matching.length
+    };
+  }
+
+  api(): NbjobsAPI {
+    return { jobs: this.list.bind(this) } as unknown as NbjobsAPI;
+  }
+}
+
+const models: JobsModel[] = [];
+
+function modelOver(service: ServiceStandIn): JobsModel {
+  const model = new JobsModel(service.api());
+  models.push(model);
+  return model;
+}
+
+afterEach(() => {
+  models.splice(0).forEach(m => m.dispose());
+});
+
+const ids = (jobs: readonly IJob[]) => jobs.map(j => j.id);
+
+describe('JobsModel pages', () => {
+  it('shows the newest page, then older pages on demand, with nothing twice', async () => {
+    const service = new ServiceStandIn();
+    service.add(250);
+    const model = modelOver(service);
+    await model.refresh();
+    expect(model.jobs).toHaveLength(100);
+    expect(model.hasOlder).toBe(true);
+
+    await model.loadOlder();
+    service.add(7, 'new'); // arrive while the user reads
+    await model.refresh();
+    await model.loadOlder();
+
+    expect(model.hasOlder).toBe(false);
+    expect(ids(model.jobs)).toEqual(ids(service.jobs));
+  });
+
+  it('keeps older pages as loaded while the poll refreshes the newest', async () => {
+    const service = new ServiceStandIn();
+    service.add(150);
+    const model = modelOver(service);
+    await model.refresh();
+    await model.loadOlder();
+    const older = model.jobs[120];
+    await model.refresh();
+    expect(model.jobs[120]).toBe(older); // the same object: its row is left alone
+    expect(model.jobs[0]).not.toBe(service.jobs[0]);
+  });
+
+  it('asks the service for a search and shows what it finds beyond the newest page', async () => {
+    const service = new ServiceStandIn();
+    service.add(1, 'needle');
+    service.add(300, 'hay');
+    const model = modelOver(service);
+    await model.refresh();
+    expect(model.jobs.some(j => j.name.startsWith('needle'))).toBe(false);
+
+    model.setQuery({ ...DEFAULT_QUERY, search: 'needle' });
+    expect(model.searching).toBe(true);
+    expect(model.jobs).toHaveLength(0); // none of the held jobs match, until it answers
+    await model.refresh();
+
+    expect(model.searching).toBe(false);
+    expect(model.jobs.map(j => j.name)).toEqual(['needle 00000001']);
+    expect(model.hasOlder).toBe(false);
+    // the user's own newest jobs are still followed, for the notifications
+    expect(model.find(service.jobs[0].id)).toBeDefined();
+  });
+
+  it('drops a removed job from an older page at once', async () => {
+    const service = new ServiceStandIn();
+    service.add(150);
+    const model = modelOver(service);
+    await model.refresh();
+    await model.loadOlder();
+    const gone = model.jobs[140].id;
+    model.forget(gone);
+    expect(model.find(gone)).toBeUndefined();
+    expect(model.jobs).toHaveLength(149);
+  });
+});

@@ -1,0 +1,153 @@
+"""A newcomer's first session with `nbjobs demo` on a machine without a GPU, in a real
+browser: submit to a (simulated) GPU flavor, see the next job queue behind it, open
+its details, re-run it with a changed parameter, and find and open the result; every
+button in the Jobs panel either works or says why not.
+
+Everything is what a newcomer runs: the demo command (hub, proxy, job service, local
+spawner, runner, kernels), its example notebook and its users.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .conftest import Hub, api, shot
+from .test_lab_hub import API, JOB_TIMEOUT, job_row, jobs_panel, open_notebook, wait_for
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Iterator[Hub]:
+    """`nbjobs demo`, started as the README says (with free ports), stopped with Ctrl-C."""
+    workdir = tmp_path_factory.mktemp("newcomer")
+    port = _free_port()
+    command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
+    command += [f"--port={port}", f"--hub-port={_free_port()}"]
+    command += [f"--service-port={_free_port()}", f"--proxy-api-port={_free_port()}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    said = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        said.append(line)
+        if "Ctrl-C stops the demo" in line or proc.poll() is not None:
+            break
+    assert proc.poll() is None, "".join(said)
+    assert "SIMULATED" in "".join(said)  # the machine has no GPU, and the demo says so
+    yield Hub(f"http://127.0.0.1:{port}", workdir)
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
+def submit_hello(page: Page, name: str, steps: str) -> None:
+    """Submit hello.ipynb from its toolbar to the simulated GPU flavor."""
+    panel = open_notebook(page, "hello.ipynb")
+    panel.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit'] button").click()
+    dialog = page.locator(".nbjobs-SubmitDialog")
+    gpu = dialog.locator(".nbjobs-Flavor[data-flavor='gpu']")
+    expect(gpu).to_contain_text("simulated")
+    gpu.locator("input").check()
+    dialog.locator(".nbjobs-Parameter input[name='steps']").fill(steps)
+    dialog.locator(".nbjobs-SubmitForm-name input").fill(name)
+    if name == "first try":
+        shot(page, "28-newcomer-submit-simulated-gpu")
+    dialog.locator(".nbjobs-SubmitForm-name input").press("Enter")
+    expect(dialog).to_be_hidden()
+
+
+def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Page, hub: Hub):
+    submit_hello(lab, "first try", "300")  # about 15 s of "training"
+    submit_hello(lab, "second try", "20")
+
+    # One GPU at a time for a student: the second waits behind the first, and says so.
+    second = job_row(lab, "second try")
+    expect(second.locator(".nbjobs-Job-state")).to_contain_text("Queued", timeout=JOB_TIMEOUT)
+    expect(second).to_contain_text("1 GPU")
+    second.locator(".nbjobs-Job-name").click()
+    detail = lab.locator(".nbjobs-JobDetail:visible")
+    expect(detail.locator("h2")).to_have_text("second try")
+    facts = detail.locator(".nbjobs-JobDetail-facts")
+    expect(facts).to_contain_text("waiting for")
+    expect(facts).to_contain_text("1 GPU")
+    shot(lab, "29-newcomer-queued-details")
+
+    # Every button of every row works or says why not (a tooltip), in every state shown.
+    for button in jobs_panel(lab).locator(".nbjobs-Job button").all():
+        if not button.is_enabled():
+            why = button.get_attribute("title") or ""
+            assert why.strip(), button.get_attribute("aria-label")
+
+    first = job_row(lab, "first try")
+    first_id = first.get_attribute("data-job-id") or ""
+    ran = wait_for(lab, first_id, "succeeded", "failed")
+    assert ran["state"] == "succeeded", ran
+    assert ran["gpus"]  # it held one of the simulated GPUs
+
+    # Re-run the first with fewer steps: the dialog comes filled in as it ran.
+    first.locator("button[aria-label='Re-run']").click()
+    dialog = lab.locator(".nbjobs-SubmitDialog")
+    expect(dialog.locator(".nbjobs-Flavor[data-flavor='gpu'] input")).to_be_checked()
+    steps = dialog.locator(".nbjobs-Parameter input[name='steps']")
+    expect(steps).to_have_value("300")
+    steps.fill("40")
+    dialog.locator("button", has_text="Submit").click()
+    expect(dialog).to_be_hidden()
+    rows = (
+        jobs_panel(lab)
+        .locator(".nbjobs-Job")
+        .filter(has=lab.locator(".nbjobs-Job-name", has_text=re.compile(r"^first try$")))
+    )
+    expect(rows).to_have_count(2)
+    again_id = rows.first.get_attribute("data-job-id") or ""
+    again = wait_for(lab, again_id, "succeeded", "failed")
+    assert again["state"] == "succeeded", again
+    assert again["parameters"] == {"steps": 40}
+    assert again["rerun_of"] == first_id
+
+    # Its details lead to the result, which opens trusted, saying its GPU was simulated.
+    rows.first.locator(".nbjobs-Job-name").click()
+    detail = lab.locator(".nbjobs-JobDetail:visible")
+    facts = detail.locator(".nbjobs-JobDetail-facts")
+    expect(facts).to_contain_text("Succeeded")
+    expect(facts).to_contain_text(first_id)  # what it re-ran
+    expect(facts).to_contain_text("waited")
+    expect(detail.locator("button", has_text="Download")).to_be_visible()
+    shot(lab, "30-newcomer-rerun-details")
+    facts.locator("button.nbjobs-JobDetail-link", has_text=again["output_path"]).click()
+    opened = lab.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    expect(opened.locator(".jp-Notebook")).to_contain_text("simulated GPU", timeout=60_000)
+    expect(opened.locator(".jp-Notebook")).to_contain_text("final_loss")
+    expect(lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).to_contain_text(
+        again["output_path"].rsplit("/", 1)[-1]
+    )
+    status, model = api(lab, "GET", f"/user/ada/api/contents/{again['output_path']}")
+    assert status == 200, model
+    assert isinstance(model, dict)
+    code = [c for c in model["content"]["cells"] if c["cell_type"] == "code"]
+    assert all(c["metadata"].get("trusted") for c in code)  # she ran it: trusted for her
+    shot(lab, "31-newcomer-result-open")
+    # the queued second job ran meanwhile, once the GPU was hers again
+    second_id = second.get_attribute("data-job-id") or ""
+    assert wait_for(lab, second_id, "succeeded", "failed")["state"] == "succeeded"
+    status, _ = api(lab, "GET", API + "jobs")
+    assert status == 200
