@@ -81,7 +81,11 @@ class JobRecord(Base):
 
     __tablename__ = "nbjobs_jobs"
     # a user's page of jobs, newest first: the API's most common query
-    __table_args__ = (Index("ix_nbjobs_jobs_user_seq", "user", "seq"),)
+    __table_args__ = (
+        Index("ix_nbjobs_jobs_user_seq", "user", "seq"),
+        # one job per run of a definition, even if a crash interrupts its recording
+        Index("ix_nbjobs_jobs_definition_run", "definition_run", unique=True),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     #: submission order, for a stable queue order when times tie
@@ -141,6 +145,10 @@ class JobRecord(Base):
     kernel: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: 1: an HTML copy of the result is written beside it (``output_file`` as ``.html``)
     html: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: the job definition it ran for, and the run (None: submitted by hand)
+    definition_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    #: (unique: see ``ix_nbjobs_jobs_definition_run``)
+    definition_run: Mapped[str | None] = mapped_column(String(32), nullable=True)
     idle_warned_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # What its GPUs did, from the runner's telemetry summary (job_service/telemetry.py):
     # updated while it runs, final when it ends; None where nothing was sampled.
@@ -360,6 +368,9 @@ def upgrade_schema(engine: Engine) -> None:
                         text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
                     )
                     added.add((table.name, column.name))
+            # indexes of columns added later (a UNIQUE one cannot be added with a column)
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
         if ("nbjobs_jobs", "gpu_seconds_held") in added:
             _fill_gpu_seconds_held(conn)
         current = conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()

@@ -706,6 +706,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
     ``/`` standalone; ``/services/nbjobs/`` under a hub.
     """
     from .dashboard.handlers import api_routes as dashboard_api_routes  # it imports this
+    from .schedules.handlers import api_routes as definition_routes  # it imports this
 
     api = prefix.rstrip("/") + "/api"
     job = rf"/jobs/(?P<job_id>{JOB_ID})"
@@ -726,6 +727,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
         (api + r"/classes/(?P<name>[^/]+)/students/(?P<student>[^/]+)/budget", BudgetHandler),
         *dashboard_api_routes(api),
+        *definition_routes(api),
         # last: every other path under api/ is a JSON 404, never tornado's HTML page
         (api + r"(?:/.*)?", NotFoundHandler),
     ]

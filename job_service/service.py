@@ -85,6 +85,8 @@ from .lease import DispatcherLease
 from .metrics import ServiceMetrics
 from .queue import QueuePositions, in_queue_order, queue_order
 from .reclaim import IdleReclaimer, leave_stop_reason
+from .schedules.definitions import Definitions
+from .schedules.ticker import Ticker
 from .telemetry import TelemetryCollector, delete_samples
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
@@ -154,6 +156,8 @@ class JobService:
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
         self.reclaimer = IdleReclaimer(self)
         self.approvals = ApprovalExpiry(self)
+        self.definitions = Definitions(self)
+        self.ticker = Ticker(self)
         self.budgets = Budgets(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
@@ -179,6 +183,7 @@ class JobService:
         self.telemetry.run()
         self.reclaimer.run()
         self.approvals.run()
+        self.ticker.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -192,6 +197,7 @@ class JobService:
         the followers are dropped, and no database call is waited on for longer.
         """
         self.stopping = True
+        await self.ticker.stop()
         await self.reclaimer.stop()
         await self.approvals.stop()
         await self.telemetry.stop()
@@ -208,6 +214,7 @@ class JobService:
         self.telemetry.halt()
         self.reclaimer.halt()
         self.approvals.halt()
+        self.ticker.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
@@ -341,7 +348,12 @@ class JobService:
     # -- submit ------------------------------------------------------------------
 
     async def submit(
-        self, caller: Caller, request: SubmitRequest, rerun_of: str | None = None
+        self,
+        caller: Caller,
+        request: SubmitRequest,
+        rerun_of: str | None = None,
+        *,
+        definition: tuple[str, str] | None = None,
     ) -> Job:
         """Check, snapshot and queue a notebook; return the queued job."""
         if not caller.may_submit:
@@ -394,6 +406,7 @@ class JobService:
                 jobdir,
                 job_id,
                 rerun_of,
+                definition,
             )
         except BaseException:
             remove_job_dir(jobdir)  # no job folder without its job
@@ -471,6 +484,7 @@ class JobService:
         jobdir: Path,
         job_id: str,
         rerun_of: str | None,
+        definition: tuple[str, str] | None = None,
     ) -> Job:
         """Queue the job in the database: its quota checked again, now in the same
         transaction (other submits of the caller's may have been queued meanwhile)."""
@@ -508,6 +522,8 @@ class JobService:
                 gpus=[],
                 submitted_at=now,
                 rerun_of=rerun_of,
+                definition_id=definition[0] if definition else None,
+                definition_run=definition[1] if definition else None,
                 kernel=request.kernel,
                 html=int(outputs.html if request.html is None else request.html),
             )

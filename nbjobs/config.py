@@ -388,6 +388,21 @@ class TelemetryConfig(_Model):
         return ["--telemetry-interval", f"{self.interval:g}"]
 
 
+class SchedulesConfig(_Model):
+    """Job definitions that run on a schedule (``nbjobs schedule create``)."""
+
+    #: the shortest time a schedule may leave between two runs (a cron expression that
+    #: would run more often is refused when it is saved)
+    min_interval: Duration = 60.0
+    #: how often the service looks for definitions that are due (a run starts at most
+    #: this late after its time)
+    check_every: Duration = Field(default=15.0, ge=1, le=60)
+    #: the time zone of a schedule that names none
+    default_timezone: str = "UTC"
+    #: the most definitions one user may keep (paused ones count)
+    max_per_user: int = Field(default=100, ge=0)
+
+
 class KueueConfig(_Model):
     """Hand every job to Kueue: its LocalQueue orders, admits and fair-shares them."""
 
@@ -836,6 +851,7 @@ class NbjobsConfig(_Model):
     admin: AdminConfig = AdminConfig()
     limits: LimitsConfig = LimitsConfig()
     outputs: OutputsConfig = OutputsConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")

@@ -319,6 +319,30 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     expect(demo.locator("button[data-action='delete-class']")).to_have_count(0)
 
 
+def test_the_admins_jobs_panel_lists_everyone_or_only_theirs(lab: Page, admin: Page, hub: Hub):
+    theirs = submit_by_api(lab, "hello.ipynb", "t4", "seen by the admin", steps=1)
+    wait_for(lab, theirs["id"], "succeeded", "failed")
+    admin.goto(f"{hub.url}/user/admin/lab")
+    admin.wait_for_selector(".jp-LabShell", timeout=120_000)
+    panel = jobs_panel(admin)
+    whose = panel.locator("select.nbjobs-JobsPanel-whose")
+    expect(whose).to_be_visible()
+    expect(whose.locator("option")).to_have_text(["Mine", "My classes", "Everyone"])
+    expect(whose).to_have_value("all")
+    row = panel.locator(f".nbjobs-Job[data-job-id='{theirs['id']}']")
+    expect(row).to_contain_text("ada")  # whose it is, on another user's job
+    # acting on it says whose it is: its output is in ada's folder, not the admin's
+    output = row.locator("button[aria-label='Open output']")
+    expect(output).to_be_disabled()
+    expect(output).to_have_attribute("title", "belongs to ada: the output is in their folder")
+    panel.locator(".nbjobs-JobsPanel-search").fill("seen by the admin")
+    expect(panel.locator(".nbjobs-Job")).to_have_count(1)
+    admin.screenshot(path=str(ARTIFACTS / "32-admin-jobs-everyone.png"))
+    whose.select_option("mine")
+    expect(row).to_have_count(0)
+    expect(panel).to_contain_text("No job matches")
+
+
 def test_without_a_hub_the_page_asks_for_a_token_and_keeps_it_in_the_tab(
     playwright: Playwright, tmp_path
 ):
