@@ -12,6 +12,7 @@ import requests
 import yaml
 from nbjobs.job_service.dashboard import models as dashboard_models
 from nbjobs.job_service.handlers import NotFoundHandler, routes
+from nbjobs.job_service.schedules import models as definition_models
 from openapi_core import OpenAPI
 from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
 from tornado.web import RequestHandler
@@ -52,6 +53,9 @@ REQUEST_MODELS = {
     "BudgetGrant": models.BudgetGrant,
     "RerunChanges": models.RerunChanges,
     "DrainRequest": dashboard_models.DrainRequest,
+    "DefinitionRequest": definition_models.DefinitionRequest,
+    "DefinitionUpdate": definition_models.DefinitionUpdate,
+    "ScheduleSpec": definition_models.ScheduleSpec,
 }
 #: the response schemas and the models the handlers send
 RESPONSE_MODELS = {
@@ -69,6 +73,11 @@ RESPONSE_MODELS = {
     "Failure": dashboard_models.Failure,
     "QueuedJob": dashboard_models.QueuedJob,
     "NodeView": dashboard_models.NodeView,
+    "Definition": definition_models.Definition,
+    "DefinitionList": definition_models.DefinitionList,
+    "DefinitionRun": definition_models.DefinitionRun,
+    "RunList": definition_models.RunList,
+    "ScheduleInfo": definition_models.ScheduleInfo,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (
@@ -293,7 +302,15 @@ async def test_every_method_a_path_does_not_offer_is_a_405_naming_those_it_does(
     error = document["components"]["schemas"]["Error"]
     svc.write("ada", "a.ipynb", "1")
     job = await svc.submit("ada", "a.ipynb")
-    values = {"job_id": job["id"], "name": "ml101", "node": "gpu-0", "student": "ada"}
+    async with svc.client("ada") as c:
+        made = await c.post("definitions", json={"path": "a.ipynb", "flavor": "cpu"})
+    values = {
+        "job_id": job["id"],
+        "name": "ml101",
+        "node": "gpu-0",
+        "student": "ada",
+        "definition_id": made.json()["id"],
+    }
     answered = []
 
     async with svc.client("ada") as c:

@@ -1,0 +1,242 @@
+"""``nbjobs schedule``: job definitions from a terminal (create, list, pause, resume,
+delete, run now, and a definition's runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .cli import (
+    Client,
+    _clip,
+    _local_time,
+    _notebook_path,
+    _parameters,
+    _parser,
+    _run,
+)
+
+ACTIONS = {
+    "create": "save a notebook as a definition that runs on a schedule",
+    "list": "your definitions (admins: everyone's; teachers: also their students')",
+    "pause": "pause a definition's schedule",
+    "resume": "resume it from its next tick",
+    "delete": "delete it (its runs, jobs and outputs stay)",
+    "run": "run it now",
+    "runs": "its runs, newest first",
+}
+#: the simple schedules --every offers (the service's cron presets)
+EVERY = {
+    "hour": "{minute} * * * *",
+    "day": "{minute} {hour} * * *",
+    "weekday": "{minute} {hour} * * 1-5",
+    "monday": "{minute} {hour} * * 1",
+}
+
+
+def main(argv: Sequence[str]) -> int:
+    """``nbjobs schedule ACTION ...``"""
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in ACTIONS:
+        width = max(len(a) for a in ACTIONS)
+        lines = ["usage: nbjobs schedule ACTION [ARGS...]", "", "actions:"]
+        lines += [f"  {name.ljust(width)}  {text}" for name, text in ACTIONS.items()]
+        print("\n".join(lines), file=sys.stdout if argv else sys.stderr)
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"nbjobs schedule: unknown action {argv[0]!r}", file=sys.stderr)
+            return 2
+        return 0 if argv else 2
+    action, rest = argv[0], list(argv[1:])
+    if action == "create":
+        return _create(rest)
+    if action == "list":
+        return _list(rest)
+    if action == "runs":
+        return _runs(rest)
+    return _one(action, rest)
+
+
+def _cron(args: argparse.Namespace) -> str | None:
+    if args.cron and args.every:
+        raise SystemExit("nbjobs schedule create: give --cron or --every, not both")
+    if args.every:
+        hour, minute = 0, 0
+        if args.at:
+            try:
+                hour, minute = (int(part) for part in args.at.split(":"))
+            except ValueError:
+                raise SystemExit(
+                    f"nbjobs schedule create: --at {args.at!r} is not a time as HH:MM"
+                ) from None
+        return EVERY[args.every].format(minute=minute, hour=hour)
+    return str(args.cron) if args.cron else None
+
+
+def _create(argv: list[str]) -> int:
+    parser = _parser("schedule create", ACTIONS["create"])
+    parser.add_argument("notebook")
+    parser.add_argument("--flavor", "-f", required=True)
+    parser.add_argument("--cron", help="five cron fields, e.g. '0 2 * * *' (02:00 every day)")
+    parser.add_argument("--every", choices=list(EVERY), help="a simple schedule instead of --cron")
+    parser.add_argument("--at", help="with --every: the time, HH:MM (default 00:00)")
+    parser.add_argument("--timezone", help="an IANA time zone (default: the service's)")
+    parser.add_argument(
+        "-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE")
+    )
+    parser.add_argument("--name", help="what its jobs are called")
+    parser.add_argument("--kernel", help="run on this kernel instead of the notebook's")
+    parser.add_argument("--outputs", choices=["beside", "folder"])
+    parser.add_argument("--html", action=argparse.BooleanOptionalAction)
+    parser.add_argument(
+        "--catch-up",
+        choices=["once", "skip"],
+        default="once",
+        help="ticks missed while the service was away: run once when back, or skip",
+    )
+    parser.add_argument("--paused", action="store_true", help="save it paused")
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        body: dict[str, Any] = {
+            "path": _notebook_path(args.notebook),
+            "flavor": args.flavor,
+            "parameters": _parameters(args.parameter),
+            "paused": args.paused,
+        }
+        for key in ("name", "kernel", "outputs", "html"):
+            if getattr(args, key) is not None:
+                body[key] = getattr(args, key)
+        cron = _cron(args)
+        if cron:
+            body["schedule"] = {"cron": cron, "catch_up": args.catch_up}
+            if args.timezone:
+                body["schedule"]["timezone"] = args.timezone
+        made = client.call("POST", "definitions", body)
+        print(json.dumps(made) if args.json else _describe(made))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def _list(argv: list[str]) -> int:
+    parser = _parser("schedule list", ACTIONS["list"])
+    parser.add_argument("--user", help="one user's definitions (admins, their teachers)")
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        answer = client.call("GET", "definitions", user=args.user)
+        if args.json:
+            print(json.dumps(answer))
+            return 0
+        definitions = answer["definitions"]
+        if not definitions:
+            print("no job definitions; `nbjobs schedule create NOTEBOOK --flavor F --cron ...`")
+            return 0
+        rows: list[tuple[str, ...]] = [("ID", "NAME", "USER", "SCHEDULE", "NEXT RUN", "LAST RUN")]
+        for d in definitions:
+            schedule = d["schedule"]
+            when = "on demand" if schedule is None else f"{schedule['cron']} {schedule['timezone']}"
+            if d["paused"]:
+                when += " (paused)"
+            last = d.get("last_run") or {}
+            rows.append(
+                (
+                    d["id"],
+                    _clip(d["name"], 30),
+                    d["user"],
+                    when,
+                    _local_time(d["next_run_at"]) if d.get("next_run_at") else "-",
+                    _last(last) if last else "-",
+                )
+            )
+        print(_aligned(rows))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def _one(verb: str, argv: list[str]) -> int:
+    parser = _parser(f"schedule {verb}", ACTIONS[verb])
+    parser.add_argument("definition")
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        path = f"definitions/{args.definition}"
+        if verb == "delete":
+            client.call("DELETE", path)
+            print(json.dumps({"deleted": args.definition}) if args.json else "deleted")
+            return 0
+        answer = client.call("POST", f"{path}/{verb}")
+        if args.json:
+            print(json.dumps(answer))
+        elif verb == "run":
+            print(_last(answer))
+        else:
+            print(_describe(answer))
+        return 0 if verb != "run" or answer["state"] == "submitted" else 5
+
+    return _run(argv, parser, action)
+
+
+def _runs(argv: list[str]) -> int:
+    parser = _parser("schedule runs", ACTIONS["runs"])
+    parser.add_argument("definition")
+    parser.add_argument("--limit", type=int, default=20)
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        answer = client.call("GET", f"definitions/{args.definition}/runs", limit=args.limit)
+        if args.json:
+            print(json.dumps(answer))
+            return 0
+        rows: list[tuple[str, ...]] = [
+            ("WHEN", "KIND", "VERSION", "STATE", "JOB", "TOOK", "CHANGED / WHY")
+        ]
+        for run in answer["runs"]:
+            changed = ", ".join(
+                f"{name}: {json.dumps(a)} -> {json.dumps(b)}"
+                for name, (a, b) in run.get("parameters_changed", {}).items()
+            )
+            took = run.get("duration_seconds")
+            rows.append(
+                (
+                    _local_time(run["scheduled_for"]),
+                    run["kind"],
+                    f"v{run['version']}",
+                    run.get("job_state") or run["state"],
+                    run.get("job_id") or "-",
+                    f"{took:.0f} s" if took is not None else "-",
+                    _clip(run.get("reason") or changed, 60),
+                )
+            )
+        print(_aligned(rows))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def _describe(d: dict[str, Any]) -> str:
+    schedule = d.get("schedule")
+    when = "runs when asked (nbjobs schedule run ID)"
+    if schedule:
+        when = schedule["description"]
+        if d.get("next_run_at"):
+            when += f"; next {_local_time(d['next_run_at'])}"
+    state = "paused" if d["paused"] else "active"
+    return f"{d['id']}  {d['name']}  v{d['version']}  {state}: {when}"
+
+
+def _last(run: dict[str, Any]) -> str:
+    what = run.get("job_state") or run["state"]
+    line = f"{_local_time(run['scheduled_for'])} {what}"
+    if run.get("job_id"):
+        line += f" (job {run['job_id']})"
+    if run["state"] in ("refused", "skipped") and run.get("reason"):
+        line += f": {run['reason']}"
+    return line
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )

@@ -1,0 +1,66 @@
+"""``nbjobs schedule``: job definitions from a terminal, against a real service process."""
+
+from __future__ import annotations
+
+import json
+
+from . import test_cli
+
+#: test_cli's module fixture: a real ``nbjobs service`` process and ada's folder
+service = test_cli.service
+
+
+def test_create_list_run_pause_and_delete_a_definition(service):
+    test_cli.write(service, "daily.ipynb", "print(n)")
+
+    made = test_cli.cli(
+        service,
+        *("schedule", "create", "daily.ipynb", "-f", "cpu", "--every", "weekday"),
+        *("--at", "02:30", "--timezone", "Europe/Paris", "-p", "n", "3", "--json"),
+    )
+    assert made.returncode == 0, made.stderr
+    definition = json.loads(made.stdout)
+    assert definition["schedule"]["cron"] == "30 2 * * 1-5"
+    assert definition["schedule"]["description"] == (
+        "At 02:30 on Monday through Friday (Europe/Paris)"
+    )
+    assert definition["parameters"] == {"n": 3}
+
+    listed = test_cli.cli(service, "schedule", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert definition["id"] in listed.stdout
+    assert "30 2 * * 1-5 Europe/Paris" in listed.stdout
+
+    ran = test_cli.cli(service, "schedule", "run", definition["id"], "--json")
+    assert ran.returncode == 0, ran.stderr
+    run = json.loads(ran.stdout)
+    assert (run["kind"], run["state"]) == ("manual", "submitted")
+    waited = test_cli.cli(service, "status", run["job_id"], "--json")
+    assert json.loads(waited.stdout)["parameters"] == {"n": 3}
+
+    paused = test_cli.cli(service, "schedule", "pause", definition["id"])
+    assert "paused" in paused.stdout
+    runs = test_cli.cli(service, "schedule", "runs", definition["id"])
+    assert run["job_id"] in runs.stdout
+    assert "manual" in runs.stdout
+    assert test_cli.cli(service, "schedule", "delete", definition["id"]).returncode == 0
+    assert definition["id"] not in test_cli.cli(service, "schedule", "list").stdout
+
+
+def test_bad_schedules_and_unknown_actions_are_refused_in_words(service):
+    test_cli.write(service, "x.ipynb", "1")
+
+    bad = test_cli.cli(service, "schedule", "create", "x.ipynb", "-f", "cpu", "--cron", "0 2 * *")
+    zone = test_cli.cli(
+        service,
+        *("schedule", "create", "x.ipynb", "-f", "cpu", "--cron", "0 2 * * *"),
+        *("--timezone", "Mars/Olympus"),
+    )
+    unknown = test_cli.cli(service, "schedule", "explode")
+
+    assert bad.returncode == 5
+    assert "has 4 field(s); a schedule has five" in bad.stderr
+    assert zone.returncode == 5
+    assert "'Mars/Olympus' is not an IANA time zone" in zone.stderr
+    assert unknown.returncode == 2
+    assert "unknown action 'explode'" in unknown.stderr
