@@ -170,10 +170,10 @@ def runner_lifetime(
     return startups, lives
 
 
-async def dispatch(work: Path, rounds: int) -> None:
-    direct, _ = runner_lifetime(work, rounds)
+async def dispatch_latencies(bench: Bench, rounds: int) -> list[float]:
+    """Submit -> the stand-in runner running, one job at a time, ``rounds`` times."""
     latencies = []
-    async with Bench(work / "dispatch", gpus=1, users=["ada"]) as bench, bench.client("ada") as c:
+    async with bench.client("ada") as c:
         for _ in range(rounds):
             t0 = time.time()
             job = await bench.submit(c, "cpu", 0)
@@ -187,6 +187,13 @@ async def dispatch(work: Path, rounds: int) -> None:
                 await asyncio.sleep(0.001)
             latencies.append(float(started.read_text()) - t0)
             await bench.wait_all(c, [job["id"]])
+    return latencies
+
+
+async def dispatch(work: Path, rounds: int) -> None:
+    direct, _ = runner_lifetime(work, rounds)
+    async with Bench(work / "dispatch", gpus=1, users=["ada"]) as bench:
+        latencies = await dispatch_latencies(bench, rounds)
     base = statistics.median(direct)
     over = [x - base for x in latencies]
     print("== dispatch: submit -> runner running")

@@ -85,6 +85,8 @@ class JobRecord(Base):
         Index("ix_nbjobs_jobs_user_seq", "user", "seq"),
         # one job per run of a definition, even if a crash interrupts its recording
         Index("ix_nbjobs_jobs_definition_run", "definition_run", unique=True),
+        # the outbox's query: ended jobs not told yet
+        Index("ix_nbjobs_jobs_untold", "notified_end", "finished_at"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -147,6 +149,9 @@ class JobRecord(Base):
     html: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: the job definition it ran for, and the run (None: submitted by hand)
     definition_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    #: its end (1) and its long wait in the queue (1) went to the outbox of notifications
+    notified_end: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    notified_wait: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: (unique: see ``ix_nbjobs_jobs_definition_run``)
     definition_run: Mapped[str | None] = mapped_column(String(32), nullable=True)
     idle_warned_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -706,6 +706,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
     ``/`` standalone; ``/services/nbjobs/`` under a hub.
     """
     from .dashboard.handlers import api_routes as dashboard_api_routes  # it imports this
+    from .notifications.handlers import api_routes as notification_routes  # it imports this
     from .schedules.handlers import api_routes as definition_routes  # it imports this
 
     api = prefix.rstrip("/") + "/api"
@@ -728,6 +729,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + r"/classes/(?P<name>[^/]+)/students/(?P<student>[^/]+)/budget", BudgetHandler),
         *dashboard_api_routes(api),
         *definition_routes(api),
+        *notification_routes(api),
         # last: every other path under api/ is a JSON 404, never tornado's HTML page
         (api + r"(?:/.*)?", NotFoundHandler),
     ]

@@ -83,6 +83,8 @@ from .follow import Follower, read_status
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
 from .metrics import ServiceMetrics
+from .notifications.outbox import Outbox
+from .notifications.settings import NotifySettingsStore
 from .queue import QueuePositions, in_queue_order, queue_order
 from .reclaim import IdleReclaimer, leave_stop_reason
 from .schedules.definitions import Definitions
@@ -158,6 +160,8 @@ class JobService:
         self.approvals = ApprovalExpiry(self)
         self.definitions = Definitions(self)
         self.ticker = Ticker(self)
+        self.notify_settings = NotifySettingsStore(self)
+        self.outbox = Outbox(self)
         self.budgets = Budgets(self)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
@@ -184,6 +188,7 @@ class JobService:
         self.reclaimer.run()
         self.approvals.run()
         self.ticker.run()
+        self.outbox.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -198,6 +203,8 @@ class JobService:
         """
         self.stopping = True
         await self.ticker.stop()
+        await self.outbox.stop()
+        self.outbox.close()
         await self.reclaimer.stop()
         await self.approvals.stop()
         await self.telemetry.stop()
@@ -215,6 +222,7 @@ class JobService:
         self.reclaimer.halt()
         self.approvals.halt()
         self.ticker.halt()
+        self.outbox.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 

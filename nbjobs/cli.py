@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cancel": ("nbjobs.client.cli", "cancel", "cancel a job"),
     "rerun": ("nbjobs.client.cli", "rerun", "run a finished job again"),
     "schedule": ("nbjobs.client.schedule", "main", "job definitions that run on a schedule"),
+    "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
 }
 

@@ -403,6 +403,64 @@ class SchedulesConfig(_Model):
     max_per_user: int = Field(default=100, ge=0)
 
 
+class EmailConfig(_Model):
+    """Mail about jobs, through the organisation's SMTP server."""
+
+    smtp_host: str
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    #: the sender address
+    from_: str = Field(alias="from", min_length=3)
+    #: ``starttls`` (port 587), ``ssl`` (port 465) or ``none`` (a relay on localhost)
+    security: Literal["starttls", "ssl", "none"] = "starttls"
+    username: str | None = None
+    #: the password, read from a file (a mounted Secret) or an environment variable of the
+    #: job service; never written in nbjobs.yaml
+    password_file: Path | None = None
+    password_env: str | None = None
+    #: the domains users may send mail to (``example.org`` also allows its subdomains);
+    #: empty: any domain
+    allowed_domains: list[str] = []
+    timeout: Duration = 20.0
+
+    @field_validator("allowed_domains")
+    @classmethod
+    def _lower(cls, value: list[str]) -> list[str]:
+        return [d.strip().lower().lstrip("@").lstrip(".") for d in value if d.strip()]
+
+
+class WebhookConfig(_Model):
+    """JSON POSTs about jobs to the hosts admins allow (chat tools, automation)."""
+
+    #: ``host`` or ``host:port`` users may send to; a webhook to any other host is refused
+    #: when it is set, so the service cannot be made to call internal addresses
+    allowed_hosts: list[str] = []
+    #: ``http://`` to an allowed host too (a test or a relay inside the cluster); else
+    #: webhooks must be ``https://``
+    allow_http: bool = False
+    timeout: Duration = 10.0
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _lower(cls, value: list[str]) -> list[str]:
+        return [h.strip().lower() for h in value if h.strip()]
+
+
+class NotificationsConfig(_Model):
+    """Telling users when their jobs end (or wait long), by email and webhook; JupyterLab
+    always tells them while it is open."""
+
+    email: EmailConfig | None = None
+    webhook: WebhookConfig | None = None
+    #: where links in messages point: the hub's public address (``https://hub.example.org``);
+    #: None: messages name the output and the job instead of linking them
+    links_base: str | None = None
+    #: attempts per message before it is given up (each recorded)
+    attempts: int = Field(default=5, ge=1, le=20)
+    #: the wait after the first failed attempt; it doubles each time, up to ``max_delay``
+    first_delay: Duration = 30.0
+    max_delay: Duration = 3600.0
+
+
 class KueueConfig(_Model):
     """Hand every job to Kueue: its LocalQueue orders, admits and fair-shares them."""
 
@@ -852,6 +910,7 @@ class NbjobsConfig(_Model):
     limits: LimitsConfig = LimitsConfig()
     outputs: OutputsConfig = OutputsConfig()
     schedules: SchedulesConfig = SchedulesConfig()
+    notifications: NotificationsConfig = NotificationsConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")

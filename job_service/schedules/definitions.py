@@ -81,6 +81,8 @@ class Definitions:
                 f"you may not use flavor {settings['flavor']!r}; your flavors are: "
                 f"{names or 'none'}"
             )
+        if settings.get("priority") not in (None, 0) and not caller.admin:
+            raise Forbidden("only admins may set a job's priority; save it without one")
         limit = settings.get("time_limit")
         if limit and flavor.time_limit and limit > flavor.time_limit:
             raise Invalid(

@@ -29,26 +29,13 @@ class ScheduleSpec(_Body):
     catch_up: Literal["once", "skip"] = "once"
 
 
-class DefinitionRequest(_Body):
-    """``POST api/definitions``: save a submission, with or without a schedule."""
+class DefinitionRequest(SubmitRequest):
+    """``POST api/definitions``: a submission (as ``POST api/jobs`` takes it) saved, with
+    or without a schedule; each run submits it as its owner."""
 
-    path: str = Field(min_length=1, max_length=4096)
-    flavor: str = Field(min_length=1, max_length=64)
-    parameters: dict[str, Any] = {}
-    #: what its jobs are called; the notebook's name when left out
-    name: str | None = Field(default=None, max_length=255)
-    kernel: str | None = Field(default=None, min_length=1, max_length=255)
-    outputs: Literal["beside", "folder"] | None = None
-    html: bool | None = None
-    time_limit: float | None = Field(default=None, gt=0)
     schedule: ScheduleSpec | None = None
     #: saved paused (its schedule does not run until resumed)
     paused: bool = False
-
-    @field_validator("parameters")
-    @classmethod
-    def _identifiers(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return SubmitRequest._identifiers(value)
 
 
 class DefinitionUpdate(_Body):

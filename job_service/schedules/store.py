@@ -22,7 +22,17 @@ from sqlalchemy.orm import Mapped, mapped_column
 from ..db import Base, UTCDateTime
 
 #: what a definition keeps of a submission (``SubmitRequest``'s fields)
-SETTINGS = ("path", "flavor", "parameters", "name", "kernel", "outputs", "html", "time_limit")
+SETTINGS = (
+    "path",
+    "flavor",
+    "parameters",
+    "priority",
+    "name",
+    "kernel",
+    "outputs",
+    "html",
+    "time_limit",
+)
 
 
 class DefinitionRecord(Base):
@@ -102,3 +112,5 @@ class DefinitionRunRecord(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     #: who asked (a "run now"); None for ticks
     requested_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: a refusal went to the outbox of notifications (1)
+    notified: Mapped[int | None] = mapped_column(Integer, nullable=True)

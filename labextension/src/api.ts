@@ -10,7 +10,17 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { DEFAULT_QUERY, type IJobQuery, PAGE_SIZE, listParams } from './joblist';
 import { type Translate, plain } from './translate';
-import type { IFlavor, IJob, IJobList, IJobMetrics, IMe, ISubmitRequest } from './types';
+import type {
+  IDefinition,
+  IDefinitionRequest,
+  IDefinitionRun,
+  IFlavor,
+  IJob,
+  IJobList,
+  IJobMetrics,
+  IMe,
+  ISubmitRequest
+} from './types';
 
 /** Why a call failed, for deciding how to show it. */
 export type FailureKind =
@@ -59,6 +69,11 @@ export class NbjobsAPI {
     return this.json<IJobList>(`jobs?${params}`);
   }
 
+  /** One job (any of the caller's, however old). */
+  job(id: string): Promise<IJob> {
+    return this.json<IJob>(`jobs/${encodeURIComponent(id)}`);
+  }
+
   /** Who the user is to nbjobs (admin, teacher, the classes they teach). */
   me(): Promise<IMe> {
     return this.json<IMe>('me');
@@ -66,6 +81,50 @@ export class NbjobsAPI {
 
   submit(request: ISubmitRequest): Promise<IJob> {
     return this.json<IJob>('jobs', { method: 'POST', body: JSON.stringify(request) });
+  }
+
+  /** Save a submission as a definition (with a schedule, it runs by itself). */
+  createDefinition(request: IDefinitionRequest): Promise<IDefinition> {
+    return this.json<IDefinition>('definitions', {
+      method: 'POST',
+      body: JSON.stringify(request)
+    });
+  }
+
+  definitions(): Promise<IDefinition[]> {
+    return this.json<{ definitions: IDefinition[] }>('definitions').then(a => a.definitions);
+  }
+
+  /** A definition's runs, newest first. */
+  definitionRuns(id: string): Promise<IDefinitionRun[]> {
+    return this.json<{ runs: IDefinitionRun[] }>(
+      `definitions/${encodeURIComponent(id)}/runs`
+    ).then(a => a.runs);
+  }
+
+  /** Pause, resume or run a definition now. */
+  definitionAction(id: string, action: 'pause' | 'resume'): Promise<IDefinition>;
+  definitionAction(id: string, action: 'run'): Promise<IDefinitionRun>;
+  definitionAction(
+    id: string,
+    action: 'pause' | 'resume' | 'run'
+  ): Promise<IDefinition | IDefinitionRun> {
+    return this.json(`definitions/${encodeURIComponent(id)}/${action}`, { method: 'POST' });
+  }
+
+  /** Edit a definition (a new version); `schedule: null` removes its schedule. */
+  updateDefinition(
+    id: string,
+    change: Partial<Omit<IDefinitionRequest, 'path' | 'paused'>>
+  ): Promise<IDefinition> {
+    return this.json<IDefinition>(`definitions/${encodeURIComponent(id)}`, {
+      method: 'PATCH',
+      body: JSON.stringify(change)
+    });
+  }
+
+  async deleteDefinition(id: string): Promise<void> {
+    await this.fetch(`definitions/${encodeURIComponent(id)}`, { method: 'DELETE' });
   }
 
   cancel(id: string): Promise<IJob> {

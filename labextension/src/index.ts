@@ -37,7 +37,14 @@ import { JobsPanel } from './panel';
 import { kernelName, parametersSource } from './notebookjson';
 import { SubmitDialog, SubmitForm } from './submit';
 import { DOMAIN, type Translate } from './translate';
-import type { IFlavor, IJob, IOutputDefaults } from './types';
+import type {
+  IDefinition,
+  IFlavor,
+  IJob,
+  IOutputDefaults,
+  IScheduleSpec,
+  ISubmitRequest
+} from './types';
 
 const PLUGIN_ID = 'nbjobs:plugin';
 
@@ -114,6 +121,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await model.refresh();
       },
       openOutput: (job: IJob) => openOutput(app, api, job),
+      editDefinition: (definition: IDefinition) =>
+        editDefinitionDialog(app, api, definition, trans),
+      showJobById: async (id: string) => {
+        const known = model.find(id);
+        try {
+          await actions.showDetails(known ?? (await api.job(id)));
+        } catch (error) {
+          Notification.error(error instanceof NbjobsError ? error.message : String(error), {
+            autoClose: 6000
+          });
+        }
+      },
       showDetails: async (job: IJob) => {
         const existing = details.find(w => w.content.job.id === job.id);
         if (existing) {
@@ -204,10 +223,28 @@ const plugin: JupyterFrontEndPlugin<void> = {
           );
           return;
         }
-        const job = await submitNotebook(app, api, notebooks, path, trans);
-        if (job) {
+        const sent = await submitNotebook(app, api, notebooks, path, trans);
+        if (sent && 'schedule' in sent) {
           Notification.success(
-            trans('Job "%1" submitted to flavor %2.', job.name, job.flavor),
+            sent.schedule
+              ? trans('Saved "%1": %2.', sent.name, sent.schedule.description)
+              : trans('Saved "%1".', sent.name),
+            {
+              autoClose: 6000,
+              actions: [
+                {
+                  label: trans('Show Schedules'),
+                  callback: () => {
+                    app.shell.activateById(panel.id);
+                    panel.showSchedules();
+                  }
+                }
+              ]
+            }
+          );
+        } else if (sent) {
+          Notification.success(
+            trans('Job "%1" submitted to flavor %2.', sent.name, sent.flavor),
             {
               autoClose: 5000,
               actions: [{ label: trans('Show Jobs'), callback: showJobs }]
@@ -293,7 +330,7 @@ async function submitNotebook(
   notebooks: INotebookTracker,
   path: string,
   trans: Translate
-): Promise<IJob | null> {
+): Promise<IJob | IDefinition | null> {
   const open = notebooks.find(panel => panel.context.path === path);
   if (open) {
     if (!open.context.isReady || !open.context.contentsModel) {
@@ -355,11 +392,80 @@ async function submitNotebook(
   const localPath = app.serviceManager.contents.localPath(path);
   const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans, null, {
     notebookKernel: kernelName(notebook),
-    outputs: await outputDefaults(api)
+    outputs: await outputDefaults(api),
+    schedules: true
   });
-  const dialog = new SubmitDialog(form, request => api.submit(request), trans);
+  const dialog = new SubmitDialog(
+    form,
+    request => api.submit(request),
+    trans,
+    undefined,
+    (request, schedule) => api.createDefinition({ ...request, schedule })
+  );
   await dialog.launch();
-  return dialog.job;
+  return dialog.job ?? dialog.definition;
+}
+
+/** Edit a job definition in the Submit dialog, filled in as it is; saved as a new version. */
+async function editDefinitionDialog(
+  app: JupyterFrontEnd,
+  api: NbjobsAPI,
+  definition: IDefinition,
+  trans: Translate
+): Promise<IDefinition | null> {
+  let notebook: unknown = null;
+  let flavors;
+  try {
+    [notebook, flavors] = await Promise.all([
+      app.serviceManager.contents
+        .get(definition.path, { content: true, type: 'notebook' })
+        .then(m => m.content)
+        .catch(() => null), // moved or deleted: its parameters are edited as saved
+      api.flavors()
+    ]);
+  } catch (error) {
+    await showErrorMessage(
+      trans('Edit'),
+      error instanceof NbjobsError ? error.message : String(error)
+    );
+    return null;
+  }
+  const form = new SubmitForm(
+    definition.path,
+    flavors,
+    parametersSource(notebook),
+    trans,
+    {
+      flavor: definition.flavor,
+      parameters: definition.parameters,
+      name: definition.name,
+      schedule: definition.schedule
+        ? { cron: definition.schedule.cron, timezone: definition.schedule.timezone }
+        : null
+    },
+    { notebookKernel: kernelName(notebook), schedules: true }
+  );
+  const change = (request: ISubmitRequest, schedule: IScheduleSpec | null) =>
+    api.updateDefinition(definition.id, {
+      flavor: request.flavor,
+      parameters: { ...definition.parameters, ...(request.parameters ?? {}) },
+      name: request.name ?? definition.name,
+      ...(request.kernel ? { kernel: request.kernel } : {}),
+      schedule
+    });
+  let saved: IDefinition | null = null;
+  const dialog = new SubmitDialog(
+    form,
+    async request => {
+      saved = await change(request, null); // no schedule: it runs when asked
+      return null;
+    },
+    trans,
+    trans('Edit "%1"', definition.name),
+    async (request, schedule) => (saved = await change(request, schedule))
+  );
+  await dialog.launch();
+  return saved;
 }
 
 /** Re-run a job through the Submit dialog, pre-filled with what it ran with. */

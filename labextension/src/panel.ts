@@ -35,6 +35,7 @@ import {
   progressLabel,
   stateLabel
 } from './format';
+import { DefinitionsView } from './definitions';
 import { jobsIcon, usageIcon } from './icons';
 import {
   DEFAULT_QUERY,
@@ -48,7 +49,7 @@ import {
 import type { JobsModel } from './model';
 import { TelemetryView } from './telemetryview';
 import type { Translate } from './translate';
-import type { IJob, IMe } from './types';
+import type { IDefinition, IJob, IMe } from './types';
 
 /** How long the search waits for the typing to pause before asking the service (ms). */
 export const SEARCH_DELAY = 250;
@@ -72,6 +73,10 @@ export interface IJobActions {
   remove(job: IJob): Promise<void>;
   /** the job's details, in a tab */
   showDetails(job: IJob): Promise<void>;
+  /** a job by id (a definition's run), in its details tab */
+  showJobById?(id: string): Promise<void>;
+  /** edit a job definition in the Submit dialog */
+  editDefinition?(definition: IDefinition): Promise<IDefinition | null>;
 }
 
 export class JobsPanel extends Widget {
@@ -90,11 +95,24 @@ export class JobsPanel extends Widget {
 
     const header = document.createElement('div');
     header.className = 'nbjobs-JobsPanel-header';
-    const title = document.createElement('h2');
+    // Two views: the jobs, and the job definitions that run on a schedule.
+    const title = document.createElement('div');
     title.className = 'nbjobs-JobsPanel-title';
-    title.textContent = trans('Jobs');
+    title.setAttribute('role', 'tablist');
+    const tab = (label: string, view: 'jobs' | 'schedules') => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'nbjobs-JobsPanel-tab';
+      b.textContent = label;
+      b.dataset.view = view;
+      b.setAttribute('role', 'tab');
+      b.addEventListener('click', () => this._showView(view));
+      return b;
+    };
+    this._tabs = [tab(trans('Jobs'), 'jobs'), tab(trans('Schedules'), 'schedules')];
+    title.append(...this._tabs);
     const refresh = iconButton(refreshIcon, trans('Refresh the list'), () =>
-      this.model.refresh()
+      this._view === 'jobs' ? this.model.refresh() : this._definitions.refresh()
     );
     refresh.classList.add('nbjobs-JobsPanel-refresh');
     header.append(title);
@@ -171,8 +189,39 @@ export class JobsPanel extends Widget {
     this._more.append(this._older, this._olderNote);
     this._list.append(this._items, this._more);
 
-    this.node.append(header, filters, this._notice, this._list);
+    this._definitions = new DefinitionsView(model.api, trans, {
+      openJob: id => this.actions.showJobById?.(id) ?? Promise.resolve(),
+      edit: definition => this.actions.editDefinition?.(definition) ?? Promise.resolve(null)
+    });
+    this._jobsView = [filters, this._notice, this._list];
+    this.node.append(header, filters, this._notice, this._list, this._definitions.node);
+    this._showView('jobs');
     model.changed.connect(this._render, this);
+  }
+
+  /** Show the job definitions (Schedules) instead of the jobs. */
+  showSchedules(): void {
+    this._showView('schedules');
+  }
+
+  private _showView(view: 'jobs' | 'schedules'): void {
+    this._view = view;
+    for (const b of this._tabs) {
+      const current = b.dataset.view === view;
+      b.setAttribute('aria-selected', String(current));
+      b.classList.toggle('jp-mod-current', current);
+    }
+    for (const node of this._jobsView) {
+      node.classList.toggle('nbjobs-mod-away', view !== 'jobs');
+    }
+    this._definitions.node.hidden = view !== 'schedules';
+    if (view === 'schedules') {
+      void this._definitions.refresh();
+    } else if (this._viewShown) {
+      // back from Schedules: its runs may have queued jobs since the last poll
+      void this.model.refresh();
+    }
+    this._viewShown = true;
   }
 
   dispose(): void {
@@ -351,6 +400,12 @@ export class JobsPanel extends Widget {
 
   private _rows = new Map<string, JobRow>();
   private _search: HTMLInputElement;
+  private _tabs: HTMLButtonElement[];
+  private _view: 'jobs' | 'schedules' = 'jobs';
+  /** a view was shown already (the first is the panel being built) */
+  private _viewShown = false;
+  private _definitions: DefinitionsView;
+  private _jobsView: HTMLElement[];
   private _searchLater: Debouncer;
   private _show: HTMLSelectElement;
   private _whose: HTMLSelectElement;

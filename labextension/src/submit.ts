@@ -18,7 +18,16 @@ import {
   pythonRepr
 } from './params';
 import type { Translate } from './translate';
-import type { IFlavor, IJob, IOutputDefaults, ISubmitRequest, OutputLocation } from './types';
+import { type Every, browserTimezone, cronFor, everyChoices } from './schedule';
+import type {
+  IDefinition,
+  IFlavor,
+  IJob,
+  IOutputDefaults,
+  IScheduleSpec,
+  ISubmitRequest,
+  OutputLocation
+} from './types';
 
 /** What a re-run starts from: the job it repeats (its flavor, parameters and name). */
 export interface IPrefill {
@@ -29,6 +38,8 @@ export interface IPrefill {
   kernel?: string | null;
   outputs?: OutputLocation;
   html?: boolean;
+  /** a definition being edited: its schedule (null: it runs when asked) */
+  schedule?: { cron: string; timezone: string } | null;
 }
 
 /** What the dialog knows besides the flavors. */
@@ -37,6 +48,8 @@ export interface ISubmitContext {
   notebookKernel?: string | null;
   /** where results go by default (null: an older service, which offers no choice) */
   outputs?: IOutputDefaults | null;
+  /** offer "On a schedule" beside "Run now" (a new submission; not a re-run) */
+  schedules?: boolean;
 }
 
 export class SubmitForm extends Widget {
@@ -81,6 +94,9 @@ export class SubmitForm extends Widget {
     nameLabel.append(this._name);
     form.append(nameLabel);
     form.append(this._kernelField());
+    if (context.schedules) {
+      form.append(this._whenFields());
+    }
     if (context.outputs) {
       form.append(this._outputFields(context.outputs));
     }
@@ -140,6 +156,22 @@ export class SubmitForm extends Widget {
       request.html = this._html.checked;
     }
     return request;
+  }
+
+  /**
+   * The schedule asked for, or null for "Run now"; undefined after marking what must
+   * be fixed (call after `request()`).
+   */
+  schedule(): IScheduleSpec | null | undefined {
+    if (!this._scheduled?.checked || !this._every || !this._time || !this._cron || !this._zone) {
+      return null;
+    }
+    const found = cronFor(this._every.value as Every, this._time.value, this._cron.value, this.trans);
+    if ('error' in found) {
+      this.showError(found.error);
+      return undefined;
+    }
+    return { cron: found.cron, timezone: this._zone.value.trim() || null };
   }
 
   /** Show the server's sentence (or clear it). */
@@ -258,6 +290,88 @@ export class SubmitForm extends Widget {
     this._kernel.value = keep ?? python ?? kernels[0] ?? '';
   }
 
+  /** "Run now" or "On a schedule": every day at, on weekdays at, ..., or cron. */
+  private _whenFields(): HTMLElement {
+    const trans = this.trans;
+    const fieldset = document.createElement('fieldset');
+    fieldset.className = 'nbjobs-SubmitForm-when';
+    const legend = document.createElement('legend');
+    legend.textContent = trans('When');
+    const choice = (label: string, checked: boolean) => {
+      const wrap = document.createElement('label');
+      const input = document.createElement('input');
+      input.type = 'radio';
+      input.name = 'nbjobs-when';
+      input.checked = checked;
+      wrap.append(input, document.createTextNode(label));
+      return [wrap, input] as const;
+    };
+    const editing = this.prefill?.schedule;
+    const [nowLabel, now] = choice(
+      editing === undefined ? trans('Run now') : trans('When asked (Run now)'),
+      !editing
+    );
+    const [laterLabel, later] = choice(trans('On a schedule'), Boolean(editing));
+    now.value = 'now';
+    later.value = 'schedule';
+    this._scheduled = later;
+    const row = document.createElement('div');
+    row.className = 'nbjobs-SubmitForm-schedule';
+    this._every = document.createElement('select');
+    this._every.className = 'jp-mod-styled';
+    this._every.name = 'nbjobs-every';
+    for (const [value, label] of everyChoices(trans)) {
+      const option = document.createElement('option');
+      option.value = value;
+      option.textContent = label;
+      this._every.append(option);
+    }
+    this._time = document.createElement('input');
+    this._time.type = 'text';
+    this._time.className = 'jp-mod-styled';
+    this._time.name = 'nbjobs-time';
+    this._time.value = '02:00';
+    this._time.size = 5;
+    this._time.setAttribute('aria-label', trans('Time (HH:MM)'));
+    this._cron = document.createElement('input');
+    this._cron.type = 'text';
+    this._cron.className = 'jp-mod-styled';
+    this._cron.name = 'nbjobs-cron';
+    this._cron.placeholder = '0 2 * * *';
+    this._cron.setAttribute('aria-label', trans('Cron expression'));
+    this._zone = document.createElement('input');
+    this._zone.type = 'text';
+    this._zone.className = 'jp-mod-styled';
+    this._zone.name = 'nbjobs-timezone';
+    this._zone.value = editing?.timezone ?? browserTimezone();
+    if (editing) {
+      this._every.value = 'cron';
+      this._cron.value = editing.cron;
+    }
+    this._zone.setAttribute('aria-label', trans('Time zone'));
+    const zoneLabel = document.createElement('span');
+    zoneLabel.textContent = trans('time zone');
+    row.append(this._every, this._time, this._cron, zoneLabel, this._zone);
+    const show = () => {
+      row.hidden = !later.checked;
+      const cron = this._every!.value === 'cron';
+      this._cron!.hidden = !cron;
+      this._time!.hidden = cron;
+    };
+    for (const input of [now, later]) {
+      input.addEventListener('change', show);
+    }
+    this._every.addEventListener('change', show);
+    show();
+    const note = document.createElement('p');
+    note.className = 'nbjobs-Parameters-note';
+    note.textContent = trans(
+      'A schedule saves this submission as a job definition: it runs by itself, and you find it under Schedules in the Jobs panel.'
+    );
+    fieldset.append(legend, nowLabel, laterLabel, row, note);
+    return fieldset;
+  }
+
   private _outputFields(defaults: IOutputDefaults): HTMLElement {
     const trans = this.trans;
     const fieldset = document.createElement('fieldset');
@@ -358,15 +472,23 @@ export class SubmitForm extends Widget {
   private _kernel!: HTMLSelectElement;
   private _outputs: HTMLSelectElement | null = null;
   private _html: HTMLInputElement | null = null;
+  private _scheduled: HTMLInputElement | null = null;
+  private _every: HTMLSelectElement | null = null;
+  private _time: HTMLInputElement | null = null;
+  private _cron: HTMLInputElement | null = null;
+  private _zone: HTMLInputElement | null = null;
 }
 
 /** A dialog that sends the job before it closes, and stays open on a refusal. */
 export class SubmitDialog extends Dialog<IJob | null> {
   constructor(
     private readonly form: SubmitForm,
-    private readonly send: (request: ISubmitRequest) => Promise<IJob>,
+    /** sends the request; null when what it saved is no job (an edited definition) */
+    private readonly send: (request: ISubmitRequest) => Promise<IJob | null>,
     trans: Translate,
-    title?: string
+    title?: string,
+    /** how a submission with a schedule is saved (as a job definition) */
+    private readonly save?: (request: ISubmitRequest, schedule: IScheduleSpec) => Promise<IDefinition>
   ) {
     const buttons = [
       Dialog.cancelButton({ label: trans('Cancel') }),
@@ -388,6 +510,11 @@ export class SubmitDialog extends Dialog<IJob | null> {
     return this._job;
   }
 
+  /** The definition saved instead, when the user chose "On a schedule". */
+  get definition(): IDefinition | null {
+    return this._definition;
+  }
+
   resolve(index?: number): void {
     const button = this._buttonList[index ?? 1];
     if (!button?.accept) {
@@ -401,11 +528,22 @@ export class SubmitDialog extends Dialog<IJob | null> {
     if (request === null) {
       return;
     }
+    const schedule = this.form.schedule();
+    if (schedule === undefined) {
+      return;
+    }
     this._sending = true;
     this.form.setBusy(true);
-    this.send(request)
-      .then(job => {
-        this._job = job;
+    const sent: Promise<void> =
+      schedule && this.save
+        ? this.save(request, schedule).then(definition => {
+            this._definition = definition;
+          })
+        : this.send(request).then(job => {
+            this._job = job;
+          });
+    sent
+      .then(() => {
         super.resolve(index ?? 1);
       })
       .catch(error => {
@@ -419,5 +557,6 @@ export class SubmitDialog extends Dialog<IJob | null> {
 
   private _buttonList: Dialog.IButton[];
   private _job: IJob | null = null;
+  private _definition: IDefinition | null = null;
   private _sending = false;
 }

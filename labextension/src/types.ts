@@ -223,3 +223,56 @@ export interface IJobMetrics {
   /** a plain sentence when the job used its GPUs little */
   hint: string | null;
 }
+
+/** When a definition runs by itself (`POST nbjobs/api/definitions`'s `schedule`). */
+export interface IScheduleSpec {
+  /** five cron fields on the clock of `timezone` */
+  cron: string;
+  timezone?: string | null;
+  catch_up?: 'once' | 'skip';
+}
+
+/** `POST nbjobs/api/definitions`: a submission saved, with or without a schedule. */
+export interface IDefinitionRequest extends ISubmitRequest {
+  schedule?: IScheduleSpec | null;
+  paused?: boolean;
+}
+
+/** One run of a definition, with what its job became. */
+export interface IDefinitionRun {
+  id: string;
+  definition_id: string;
+  version: number;
+  scheduled_for: string;
+  kind: 'tick' | 'catch_up' | 'manual';
+  state: 'starting' | 'submitted' | 'refused' | 'skipped';
+  reason?: string | null;
+  missed?: number;
+  job_id?: string | null;
+  job_state?: JobState | null;
+  output_path?: string | null;
+  duration_seconds?: number | null;
+  parameters?: { [name: string]: JSONValue };
+  parameters_changed?: { [name: string]: [JSONValue, JSONValue] };
+}
+
+/** A job definition as its latest version says. */
+export interface IDefinition {
+  id: string;
+  user: string;
+  name: string;
+  version: number;
+  path: string;
+  flavor: string;
+  parameters: { [name: string]: JSONValue };
+  schedule: {
+    cron: string;
+    timezone: string;
+    catch_up: 'once' | 'skip';
+    /** the schedule in words */
+    description: string;
+  } | null;
+  paused: boolean;
+  next_run_at: string | null;
+  last_run: IDefinitionRun | null;
+}

@@ -304,10 +304,9 @@ def _wait(client: Client, job: dict[str, Any], quiet: bool) -> dict[str, Any]:
 # -- the commands ---------------------------------------------------------------
 
 
-def submit(argv: Sequence[str]) -> int:
-    parser = _parser("submit", "Run a notebook as a job.")
-    parser.add_argument("notebook")
-    parser.add_argument("--flavor", "-f", required=True, help="what to run on (nbjobs flavors)")
+def add_submission_options(parser: argparse.ArgumentParser) -> None:
+    """What a submission may say besides the notebook and flavor (``nbjobs submit`` and
+    ``nbjobs schedule create`` alike)."""
     parser.add_argument(
         "-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE")
     )
@@ -325,19 +324,32 @@ def submit(argv: Sequence[str]) -> int:
         action=argparse.BooleanOptionalAction,
         help="also write an HTML copy of the result (default: as nbjobs.yaml says)",
     )
+
+
+def submission_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The request body for the options :func:`add_submission_options` added."""
+    body: dict[str, Any] = {
+        "path": _notebook_path(args.notebook),
+        "flavor": args.flavor,
+        "parameters": _parameters(args.parameter),
+    }
+    if args.time_limit:
+        body["time_limit"] = args.time_limit
+    for key in ("name", "kernel", "outputs", "html"):
+        if getattr(args, key) is not None:
+            body[key] = getattr(args, key)
+    return body
+
+
+def submit(argv: Sequence[str]) -> int:
+    parser = _parser("submit", "Run a notebook as a job.")
+    parser.add_argument("notebook")
+    parser.add_argument("--flavor", "-f", required=True, help="what to run on (nbjobs flavors)")
+    add_submission_options(parser)
     parser.add_argument("--wait", action="store_true", help="wait for the job; exit like it")
 
     def action(client: Client, args: argparse.Namespace) -> int:
-        body: dict[str, Any] = {
-            "path": _notebook_path(args.notebook),
-            "flavor": args.flavor,
-            "parameters": _parameters(args.parameter),
-        }
-        if args.time_limit:
-            body["time_limit"] = args.time_limit
-        for key in ("name", "kernel", "outputs", "html"):
-            if getattr(args, key) is not None:
-                body[key] = getattr(args, key)
+        body = submission_body(args)
         job = client.call("POST", "jobs", body)
         return _after_submit(client, job, args)
 

@@ -13,10 +13,10 @@ from .cli import (
     Client,
     _clip,
     _local_time,
-    _notebook_path,
-    _parameters,
     _parser,
     _run,
+    add_submission_options,
+    submission_body,
 )
 
 ACTIONS = {
@@ -82,13 +82,7 @@ def _create(argv: list[str]) -> int:
     parser.add_argument("--every", choices=list(EVERY), help="a simple schedule instead of --cron")
     parser.add_argument("--at", help="with --every: the time, HH:MM (default 00:00)")
     parser.add_argument("--timezone", help="an IANA time zone (default: the service's)")
-    parser.add_argument(
-        "-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE")
-    )
-    parser.add_argument("--name", help="what its jobs are called")
-    parser.add_argument("--kernel", help="run on this kernel instead of the notebook's")
-    parser.add_argument("--outputs", choices=["beside", "folder"])
-    parser.add_argument("--html", action=argparse.BooleanOptionalAction)
+    add_submission_options(parser)
     parser.add_argument(
         "--catch-up",
         choices=["once", "skip"],
@@ -98,15 +92,8 @@ def _create(argv: list[str]) -> int:
     parser.add_argument("--paused", action="store_true", help="save it paused")
 
     def action(client: Client, args: argparse.Namespace) -> int:
-        body: dict[str, Any] = {
-            "path": _notebook_path(args.notebook),
-            "flavor": args.flavor,
-            "parameters": _parameters(args.parameter),
-            "paused": args.paused,
-        }
-        for key in ("name", "kernel", "outputs", "html"):
-            if getattr(args, key) is not None:
-                body[key] = getattr(args, key)
+        body = submission_body(args)
+        body["paused"] = args.paused
         cron = _cron(args)
         if cron:
             body["schedule"] = {"cron": cron, "catch_up": args.catch_up}

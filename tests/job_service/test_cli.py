@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -52,10 +53,16 @@ def service(tmp_path_factory):
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 30
     while True:
+        # The port first, with a socket closed here and now: a refused or reset HTTP
+        # request leaves its socket to the garbage collector, whose ResourceWarning
+        # then surfaces in whichever test runs next.
         try:
-            requests.get(url + "api/health", timeout=1)
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                pass
+            with requests.Session() as session:
+                session.get(url + "api/health", timeout=5)  # any answer: it is up
             break
-        except requests.ConnectionError:
+        except (OSError, requests.RequestException):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError((root / "service.log").read_text()) from None
             time.sleep(0.1)

@@ -12,6 +12,7 @@ import requests
 import yaml
 from nbjobs.job_service.dashboard import models as dashboard_models
 from nbjobs.job_service.handlers import NotFoundHandler, routes
+from nbjobs.job_service.notifications import models as notification_models
 from nbjobs.job_service.schedules import models as definition_models
 from openapi_core import OpenAPI
 from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
@@ -56,6 +57,7 @@ REQUEST_MODELS = {
     "DefinitionRequest": definition_models.DefinitionRequest,
     "DefinitionUpdate": definition_models.DefinitionUpdate,
     "ScheduleSpec": definition_models.ScheduleSpec,
+    "NotifySettings": notification_models.NotifySettings,
 }
 #: the response schemas and the models the handlers send
 RESPONSE_MODELS = {
@@ -78,6 +80,11 @@ RESPONSE_MODELS = {
     "DefinitionRun": definition_models.DefinitionRun,
     "RunList": definition_models.RunList,
     "ScheduleInfo": definition_models.ScheduleInfo,
+    "NotifySettingsInfo": notification_models.NotifySettingsInfo,
+    "NotifySettingsList": notification_models.NotifySettingsList,
+    "Notification": notification_models.Notification,
+    "NotificationList": notification_models.NotificationList,
+    "Attempt": notification_models.Attempt,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (

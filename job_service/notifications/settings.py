@@ -1,0 +1,154 @@
+"""What each user wants told, and where: checked when it is set.
+
+An address must be in a domain the admin allows (``notifications.email.allowed_domains``);
+a webhook must be ``https://`` (``http://`` only where the admin allows it) to a host
+the admin lists (``notifications.webhook.allowed_hosts``), with no user name or
+password in it. So a user cannot make the service send mail anywhere, or call an
+address inside the cluster; the sender checks again before each attempt (the admin
+may have changed the lists) and follows no redirect.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from sqlalchemy import select
+
+from nbjobs.config import NotificationsConfig
+
+from ..db import JobRecord, utcnow
+from ..errors import Caller, Conflict, Invalid, NotFound
+from ..schedules.store import DefinitionRecord
+from .models import NotifySettings, NotifySettingsInfo, NotifySettingsList
+from .store import NotifySettingRecord
+
+if TYPE_CHECKING:
+    from ..service import JobService
+
+_ADDRESS = re.compile(r"^[^@\s<>\"',;]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)$")
+
+
+def email_problem(config: NotificationsConfig, address: str) -> str | None:
+    """Why mail may not go to ``address`` (None: it may)."""
+    if config.email is None:
+        return "this service sends no mail (notifications.email is not set in nbjobs.yaml)"
+    found = _ADDRESS.match(address.strip())
+    if found is None:
+        return f"{address!r} is not an email address"
+    domain = found.group(1).lower()
+    allowed = config.email.allowed_domains
+    if allowed and not any(domain == d or domain.endswith("." + d) for d in allowed):
+        return (
+            f"mail goes only to addresses in {', '.join(allowed)} "
+            "(notifications.email.allowed_domains in nbjobs.yaml)"
+        )
+    return None
+
+
+def webhook_problem(config: NotificationsConfig, url: str) -> str | None:
+    """Why a webhook may not be sent to ``url`` (None: it may)."""
+    hooks = config.webhook
+    if hooks is None:
+        return "this service calls no webhooks (notifications.webhook is not set in nbjobs.yaml)"
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return f"{url!r} is not a URL"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return f"{url!r} is not an https:// URL"
+    if parts.scheme == "http" and not hooks.allow_http:
+        return "webhooks must be https:// (notifications.webhook.allow_http is off)"
+    if parts.username or parts.password:
+        return "a webhook URL may not carry a user name or password"
+    host = parts.hostname.lower()
+    with_port = f"{host}:{port}" if port else host
+    if host not in hooks.allowed_hosts and with_port not in hooks.allowed_hosts:
+        allowed = ", ".join(hooks.allowed_hosts) or "none"
+        return (
+            f"webhooks go only to the hosts your admin allows ({allowed}; "
+            f"notifications.webhook.allowed_hosts in nbjobs.yaml), not to {with_port}"
+        )
+    return None
+
+
+def scope_of(settings: NotifySettings) -> str:
+    if settings.job_id and settings.definition_id:
+        raise Invalid("give job_id or definition_id, not both")
+    if settings.job_id:
+        return f"job:{settings.job_id}"
+    if settings.definition_id:
+        return f"definition:{settings.definition_id}"
+    return "user"
+
+
+class NotifySettingsStore:
+    """Reading and saving users' notification settings."""
+
+    def __init__(self, service: JobService) -> None:
+        self.service = service
+
+    def put(self, caller: Caller, settings: NotifySettings) -> NotifySettingsInfo:
+        config = self.service.config.notifications
+        for problem in (
+            settings.email and email_problem(config, settings.email),
+            settings.webhook and webhook_problem(config, settings.webhook),
+        ):
+            if problem:
+                raise Invalid(problem)
+        scope = scope_of(settings)
+        with self.service.sessions() as db:
+            if settings.job_id:
+                job = db.get(JobRecord, settings.job_id)
+                if job is None or job.user != caller.name:
+                    raise NotFound(f"no job {settings.job_id!r} of yours")
+                if job.notified_end:
+                    raise Conflict(f"job {settings.job_id} has ended and its end was told")
+            if settings.definition_id:
+                definition = db.get(DefinitionRecord, settings.definition_id)
+                if definition is None or definition.user != caller.name:
+                    raise NotFound(f"no job definition {settings.definition_id!r} of yours")
+            record = db.scalars(
+                select(NotifySettingRecord).where(
+                    NotifySettingRecord.user == caller.name, NotifySettingRecord.scope == scope
+                )
+            ).first()
+            if record is None:
+                record = NotifySettingRecord(
+                    id=uuid.uuid4().hex[:12], user=caller.name, scope=scope
+                )
+                db.add(record)
+            record.email = settings.email.strip() if settings.email else None
+            record.webhook = settings.webhook.strip() if settings.webhook else None
+            record.webhook_format = settings.webhook_format
+            record.events = list(dict.fromkeys(settings.on))
+            record.queue_minutes = settings.queue_minutes
+            record.updated_at = utcnow()
+            db.commit()
+            return info(record)
+
+    def list(self, caller: Caller) -> NotifySettingsList:
+        with self.service.sessions() as db:
+            records = db.scalars(
+                select(NotifySettingRecord)
+                .where(NotifySettingRecord.user == caller.name)
+                .order_by(NotifySettingRecord.scope)
+            ).all()
+            return NotifySettingsList(settings=[info(r) for r in records])
+
+
+def info(record: NotifySettingRecord) -> NotifySettingsInfo:
+    kind, _, ident = record.scope.partition(":")
+    return NotifySettingsInfo(
+        email=record.email,
+        webhook=record.webhook,
+        webhook_format=record.webhook_format,  # type: ignore[arg-type]
+        on=record.events,  # type: ignore[arg-type]
+        queue_minutes=record.queue_minutes,
+        job_id=ident if kind == "job" else None,
+        definition_id=ident if kind == "definition" else None,
+        updated_at=record.updated_at,
+    )

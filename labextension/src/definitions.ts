@@ -1,0 +1,265 @@
+/**
+ * The Jobs panel's Schedules view: the user's job definitions (what runs by itself,
+ * when it runs next, how its last run went), with Run now, Pause / Resume, History
+ * and Delete. The history lists each run: when, which version, what its job became,
+ * how long it took, and what changed in its parameters (or why it did not run).
+ */
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+
+import { NbjobsError, type NbjobsAPI } from './api';
+import { formatLimit } from './format';
+import type { Translate } from './translate';
+import type { IDefinition, IDefinitionRun } from './types';
+
+export interface IDefinitionActions {
+  /** open a run's job (its details tab) */
+  openJob(id: string): Promise<void>;
+  /** edit it in the Submit dialog; the edited definition, or null when cancelled */
+  edit(definition: IDefinition): Promise<IDefinition | null>;
+}
+
+export class DefinitionsView {
+  readonly node: HTMLDivElement;
+
+  constructor(
+    private readonly api: NbjobsAPI,
+    private readonly trans: Translate,
+    private readonly actions: IDefinitionActions
+  ) {
+    this.node = document.createElement('div');
+    this.node.className = 'nbjobs-Definitions';
+    this._status = document.createElement('div');
+    this._status.className = 'nbjobs-JobsPanel-notice';
+    this._status.setAttribute('role', 'status');
+    this._list = document.createElement('ul');
+    this._list.className = 'nbjobs-Definitions-list';
+    this._list.setAttribute('aria-label', trans('Your job definitions'));
+    this.node.append(this._status, this._list);
+  }
+
+  /** Ask the service again and draw what it says. */
+  async refresh(): Promise<void> {
+    let definitions: IDefinition[];
+    try {
+      definitions = await this.api.definitions();
+    } catch (error) {
+      this._say(error instanceof NbjobsError ? error.message : String(error));
+      return;
+    }
+    this._say(
+      definitions.length
+        ? null
+        : this.trans(
+            'No schedules yet. In the Submit Job dialog choose "On a schedule", or run `nbjobs schedule create NOTEBOOK --flavor F --every day --at 02:00` in a terminal.'
+          )
+    );
+    const open = new Set(
+      Array.from(this._list.querySelectorAll<HTMLElement>('.nbjobs-Definition[data-open="1"]')).map(
+        n => n.dataset.definitionId
+      )
+    );
+    this._list.replaceChildren(...definitions.map(d => this._row(d, open.has(d.id))));
+  }
+
+  private _say(message: string | null): void {
+    this._status.textContent = message ?? '';
+    this._status.hidden = !message;
+  }
+
+  private _row(definition: IDefinition, historyOpen: boolean): HTMLLIElement {
+    const trans = this.trans;
+    const row = document.createElement('li');
+    row.className = 'nbjobs-Definition';
+    row.dataset.definitionId = definition.id;
+    const name = document.createElement('div');
+    name.className = 'nbjobs-Definition-name';
+    name.textContent = definition.name;
+    if (definition.paused) {
+      const badge = document.createElement('span');
+      badge.className = 'nbjobs-Definition-paused';
+      badge.textContent = trans('paused');
+      name.append(' ', badge);
+    }
+    const when = document.createElement('div');
+    when.className = 'nbjobs-Definition-when';
+    when.textContent = definition.schedule
+      ? definition.schedule.description
+      : trans('runs when you ask (Run now)');
+    const facts = document.createElement('div');
+    facts.className = 'nbjobs-Definition-facts';
+    const parts = [`${definition.flavor} · ${definition.path}`];
+    if (definition.next_run_at) {
+      parts.push(trans('next %1', localTime(definition.next_run_at)));
+    }
+    if (definition.last_run) {
+      parts.push(trans('last: %1', runState(definition.last_run, trans)));
+    }
+    facts.textContent = parts.join(' · ');
+    const buttons = document.createElement('div');
+    buttons.className = 'nbjobs-Definition-actions';
+    const button = (label: string, act: () => Promise<void>, confirm?: string) => {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'jp-Button jp-mod-minimal nbjobs-Button';
+      b.textContent = label;
+      b.addEventListener('click', async () => {
+        if (confirm) {
+          const answer = await showDialog({
+            title: label,
+            body: confirm,
+            buttons: [Dialog.cancelButton(), Dialog.warnButton({ label })]
+          });
+          if (!answer.button.accept) {
+            return;
+          }
+        }
+        b.disabled = true;
+        try {
+          await act();
+        } catch (error) {
+          this._say(error instanceof NbjobsError ? error.message : String(error));
+        } finally {
+          b.disabled = false;
+        }
+      });
+      return b;
+    };
+    const history = document.createElement('div');
+    history.className = 'nbjobs-Definition-history';
+    history.hidden = true;
+    const showHistory = async () => {
+      const runs = await this.api.definitionRuns(definition.id);
+      history.replaceChildren(this._history(runs));
+      history.hidden = false;
+      row.dataset.open = '1';
+    };
+    buttons.append(
+      button(trans('Run now'), async () => {
+        const run = await this.api.definitionAction(definition.id, 'run');
+        await this.refresh();
+        if (run.state !== 'submitted') {
+          this._say(trans('The run did not start: %1', run.reason ?? run.state));
+        }
+      }),
+      definition.paused
+        ? button(trans('Resume'), async () => {
+            await this.api.definitionAction(definition.id, 'resume');
+            await this.refresh();
+          })
+        : button(trans('Pause'), async () => {
+            await this.api.definitionAction(definition.id, 'pause');
+            await this.refresh();
+          }),
+      button(trans('Edit'), async () => {
+        if (await this.actions.edit(definition)) {
+          await this.refresh();
+        }
+      }),
+      button(trans('History'), async () => {
+        if (!history.hidden) {
+          history.hidden = true;
+          delete row.dataset.open;
+          return;
+        }
+        await showHistory();
+      }),
+      button(
+        trans('Delete'),
+        async () => {
+          await this.api.deleteDefinition(definition.id);
+          await this.refresh();
+        },
+        trans(
+          'Delete "%1"? It will not run again; its past runs, their jobs and outputs stay.',
+          definition.name
+        )
+      )
+    );
+    row.append(name, when, facts, buttons, history);
+    if (historyOpen) {
+      void showHistory();
+    }
+    return row;
+  }
+
+  /** The runs, newest first, one line each (the panel is narrow for a table). */
+  private _history(runs: IDefinitionRun[]): HTMLElement {
+    const trans = this.trans;
+    if (!runs.length) {
+      const none = document.createElement('p');
+      none.textContent = trans('No runs yet.');
+      return none;
+    }
+    const list = document.createElement('ol');
+    list.className = 'nbjobs-Definition-runs';
+    list.setAttribute('aria-label', trans('Runs, newest first'));
+    for (const run of runs) {
+      const item = document.createElement('li');
+      item.dataset.runId = run.id;
+      const when = document.createElement('span');
+      when.className = 'nbjobs-Definition-runWhen';
+      when.textContent = localTime(run.scheduled_for);
+      const what = [
+        run.kind === 'manual' ? trans('run now') : run.kind === 'catch_up' ? trans('caught up') : '',
+        `v${run.version}`
+      ].filter(Boolean);
+      item.append(when, ` · ${what.join(' · ')} · `);
+      if (run.job_id) {
+        const link = document.createElement('button');
+        link.type = 'button';
+        link.className = 'nbjobs-JobDetail-link';
+        link.textContent = runState(run, trans);
+        link.title = trans('Job %1', run.job_id);
+        const id = run.job_id;
+        link.addEventListener('click', () => void this.actions.openJob(id));
+        item.append(link);
+      } else {
+        item.append(runState(run, trans));
+      }
+      if (typeof run.duration_seconds === 'number') {
+        item.append(` · ${formatLimit(run.duration_seconds, trans)}`);
+      }
+      const changed = Object.entries(run.parameters_changed ?? {}).map(
+        ([name, [before, after]]) => `${name}: ${JSON.stringify(before)} → ${JSON.stringify(after)}`
+      );
+      const why = run.reason ?? changed.join(', ');
+      if (why) {
+        const note = document.createElement('div');
+        note.className = 'nbjobs-Definition-runWhy';
+        note.textContent = why;
+        item.append(note);
+      }
+      list.append(item);
+    }
+    return list;
+  }
+
+  private _status: HTMLDivElement;
+  private _list: HTMLUListElement;
+}
+
+/** A run's state as the user reads it: its job's state once it has one. */
+export function runState(run: IDefinitionRun, trans: Translate): string {
+  if (run.job_state) {
+    return run.job_state.replace('_', ' ');
+  }
+  switch (run.state) {
+    case 'refused':
+      return trans('refused');
+    case 'skipped':
+      return trans('skipped');
+    case 'starting':
+      return trans('starting');
+    default:
+      return trans('submitted');
+  }
+}
+
+function localTime(iso: string): string {
+  return new Date(iso).toLocaleString(undefined, {
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit'
+  });
+}

@@ -1,0 +1,83 @@
+"""``nbjobs notify``: where and when you are told about your jobs (email, webhook)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .cli import Client, _local_time, _parser, _run
+
+EVENTS = ("succeeded", "failed", "timed_out", "cancelled", "queued_long", "run_refused")
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = _parser(
+        "notify",
+        "Be told when jobs end (or wait long, or a scheduled run is refused), by email and "
+        "webhook. Without options: what you have set, and the latest messages.",
+    )
+    parser.add_argument("--email", help="send mail to this address ('' to stop)")
+    parser.add_argument("--webhook", help="POST JSON to this URL ('' to stop)")
+    parser.add_argument("--format", choices=["json", "slack", "teams"], default="json")
+    parser.add_argument(
+        "--on",
+        help=f"comma-separated events (default failed,timed_out,run_refused): {','.join(EVENTS)}",
+    )
+    parser.add_argument("--queue-minutes", type=int, help="queued_long: after this many minutes")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--job", help="for this job only")
+    which.add_argument("--definition", help="for this job definition's runs only")
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        if args.email is None and args.webhook is None and args.on is None:
+            return _show(client, args)
+        body: dict[str, Any] = {
+            "email": args.email or None,
+            "webhook": args.webhook or None,
+            "webhook_format": args.format,
+        }
+        if args.on:
+            body["on"] = [e.strip() for e in args.on.split(",") if e.strip()]
+        if args.queue_minutes:
+            body["queue_minutes"] = args.queue_minutes
+        if args.job:
+            body["job_id"] = args.job
+        if args.definition:
+            body["definition_id"] = args.definition
+        saved = client.call("PUT", "notifications/settings", body)
+        print(json.dumps(saved) if args.json else _setting(saved))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def _show(client: Client, args: argparse.Namespace) -> int:
+    settings = client.call("GET", "notifications/settings")["settings"]
+    sent = client.call("GET", "notifications", limit=10)["notifications"]
+    if args.json:
+        print(json.dumps({"settings": settings, "notifications": sent}))
+        return 0
+    if not settings:
+        print("nothing set: `nbjobs notify --email you@example.org` tells you when jobs fail")
+    for setting in settings:
+        print(_setting(setting))
+    for note in sent:
+        last = note["attempts"][-1] if note["attempts"] else None
+        how = note["state"] + (f" ({last['error']})" if last and last.get("error") else "")
+        print(f"{_local_time(note['created_at'])}  {note['channel']:<7}  {how}: {note['subject']}")
+    return 0
+
+
+def _setting(s: dict[str, Any]) -> str:
+    scope = (
+        f"job {s['job_id']}"
+        if s.get("job_id")
+        else f"definition {s['definition_id']}"
+        if s.get("definition_id")
+        else "all your jobs"
+    )
+    where = [x for x in (s.get("email"), s.get("webhook")) if x] or ["nowhere"]
+    extra = f" (after {s['queue_minutes']} min)" if s.get("queue_minutes") else ""
+    return f"{scope}: {', '.join(s['on'])}{extra} -> {', '.join(where)}"

@@ -1,0 +1,112 @@
+"""Schedules in a real browser through a real hub: save a notebook "On a schedule" from
+the Submit dialog, find it under Schedules in the Jobs panel, run it now, read its
+history, open its run's job, pause, resume and delete it."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from .conftest import Hub, shot
+from .test_lab_hub import JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
+
+
+def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page, hub: Hub):
+    panel = open_notebook(lab, "hello.ipynb")
+    panel.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit'] button").click()
+    dialog = lab.locator(".nbjobs-SubmitDialog")
+    dialog.locator(".nbjobs-Flavor[data-flavor='t4'] input").check()
+    when = dialog.locator(".nbjobs-SubmitForm-when")
+    schedule = when.locator(".nbjobs-SubmitForm-schedule")
+    expect(schedule).to_be_hidden()  # "Run now" is the default
+    when.locator("input[value='schedule']").check()
+    expect(schedule).to_be_visible()
+    schedule.locator("select[name='nbjobs-every']").select_option("weekday")
+    schedule.locator("input[name='nbjobs-time']").fill("02:30")
+    schedule.locator("input[name='nbjobs-timezone']").fill("Europe/Paris")
+    dialog.locator(".nbjobs-Parameter input[name='steps']").fill("3")
+    dialog.locator(".nbjobs-SubmitForm-name input").fill("weekday hello")
+    shot(lab, "33-submit-on-a-schedule")
+    # a time that is not one is caught before anything is sent
+    schedule.locator("input[name='nbjobs-time']").fill("25:00")
+    dialog.locator("button", has_text="Submit").click()
+    expect(dialog.locator(".nbjobs-SubmitForm-error")).to_have_text(
+        "Give the time as HH:MM, e.g. 02:00."
+    )
+    schedule.locator("input[name='nbjobs-time']").fill("02:30")
+    dialog.locator("button", has_text="Submit").click()
+    expect(dialog).to_be_hidden()
+    toast = lab.locator(".Toastify__toast", has_text='Saved "weekday hello"')
+    expect(toast).to_contain_text("At 02:30 on Monday through Friday (Europe/Paris)")
+    toast.locator("button", has_text="Show Schedules").click()
+
+    jobs = jobs_panel(lab)
+    expect(jobs.locator(".nbjobs-JobsPanel-tab[data-view='schedules']")).to_have_attribute(
+        "aria-selected", "true"
+    )
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    expect(row.locator(".nbjobs-Definition-when")).to_have_text(
+        "At 02:30 on Monday through Friday (Europe/Paris)"
+    )
+    expect(row.locator(".nbjobs-Definition-facts")).to_contain_text("next ")
+    row.locator("button", has_text="Run now").click()
+    expect(row.locator(".nbjobs-Definition-facts")).to_contain_text("last: ", timeout=JOB_TIMEOUT)
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    row.locator("button", has_text="History").click()
+    runs = row.locator(".nbjobs-Definition-runs li")
+    expect(runs).to_have_count(1)
+    expect(runs.first).to_contain_text("run now")
+    expect(runs.first).to_contain_text("v1")
+    job_link = runs.first.locator("button.nbjobs-JobDetail-link")
+    job_id = re.sub(r"^Job ", "", job_link.get_attribute("title") or "")
+    done = wait_for(lab, job_id, "succeeded", "failed")
+    assert done["state"] == "succeeded", done
+    assert done["parameters"] == {"steps": 3}
+    jobs.locator(".nbjobs-JobsPanel-refresh").click()
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    runs = row.locator(".nbjobs-Definition-runs li")
+    expect(runs.first).to_contain_text("succeeded")
+    shot(lab, "34-schedules-history")
+    runs.first.locator("button.nbjobs-JobDetail-link").click()
+    expect(lab.locator(".nbjobs-JobDetail:visible h2")).to_have_text("weekday hello")
+
+    # Edit: the dialog comes filled in as the definition is; saving makes version 2
+    row.locator("button", has_text="Edit").click()
+    edit = lab.locator(".nbjobs-SubmitDialog")
+    expect(edit.locator(".jp-Dialog-header")).to_have_text('Edit "weekday hello"')
+    expect(edit.locator(".nbjobs-SubmitForm-when input[value='schedule']")).to_be_checked()
+    expect(edit.locator("input[name='nbjobs-cron']")).to_have_value("30 2 * * 1-5")
+    expect(edit.locator("input[name='nbjobs-timezone']")).to_have_value("Europe/Paris")
+    expect(edit.locator(".nbjobs-Parameter input[name='steps']")).to_have_value("3")
+    edit.locator(".nbjobs-Parameter input[name='steps']").fill("4")
+    edit.locator("select[name='nbjobs-every']").select_option("day")
+    edit.locator("input[name='nbjobs-time']").fill("03:00")
+    edit.locator("button", has_text="Submit").click()
+    expect(edit).to_be_hidden()
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    expect(row.locator(".nbjobs-Definition-when")).to_have_text("At 03:00 every day (Europe/Paris)")
+    row.locator("button", has_text="Run now").click()
+    runs = row.locator(".nbjobs-Definition-runs li")
+    expect(runs).to_have_count(2, timeout=JOB_TIMEOUT)
+    expect(runs.first).to_contain_text("v2")
+    expect(runs.first).to_contain_text("steps: 3 → 4")
+
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    row.locator("button", has_text="Pause").click()
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    expect(row.locator(".nbjobs-Definition-paused")).to_have_text("paused")
+    expect(row.locator(".nbjobs-Definition-facts")).not_to_contain_text("next ")
+    row.locator("button", has_text="Resume").click()
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    expect(row.locator(".nbjobs-Definition-paused")).to_have_count(0)
+    row.locator("button", has_text="Delete").click()
+    confirm = lab.locator(".jp-Dialog", has_text="its past runs, their jobs and outputs stay")
+    confirm.locator("button", has_text="Delete").click()
+    expect(jobs.locator(".nbjobs-Definition", has_text="weekday hello")).to_have_count(0)
+    expect(jobs.locator(".nbjobs-Definitions .nbjobs-JobsPanel-notice")).to_contain_text(
+        "No schedules yet"
+    )
+    # the job it ran stays in the Jobs view
+    jobs.locator(".nbjobs-JobsPanel-tab[data-view='jobs']").click()
+    expect(jobs.locator(f".nbjobs-Job[data-job-id='{job_id}']")).to_be_visible()
