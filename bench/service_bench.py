@@ -99,8 +99,7 @@ class Bench:
         backend.stand_in = self.runner
         self.service = JobService(self.config, backend, connect(self.config.database.url))
         await self.service.start()
-        auth = StaticTokenAuth()
-        auth.tokens = self.tokens
+        auth = StaticTokenAuth(tokens=self.tokens)  # read when it is made
         app_ = __import__("tornado.web", fromlist=["Application"]).Application(
             routes("/"), nbjobs_service=self.service, nbjobs_auth=auth
         )
