@@ -17,10 +17,11 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 from .errors import BadInput, ExitCode  # noqa: E402
-from .execute import run_notebook, same_file, status_file_conflict  # noqa: E402
+from .execute import make_folder, run_notebook, same_file, status_file_conflict  # noqa: E402
 from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
+from .script import run_script  # noqa: E402
 from .status import RunStatus, utc_now, write_status  # noqa: E402
 from .telemetry import DEFAULT_INTERVAL, interval_problem  # noqa: E402
 
@@ -86,6 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write the executed notebook as HTML to FILE (needs nbconvert; a copy "
         "that cannot be made is a warning, not a failure)",
+    )
+    parser.add_argument(
+        "--script",
+        action="store_true",
+        help="INPUT is a script (.py, .sh), not a notebook: run it; OUTPUT gets its output",
+    )
+    parser.add_argument(
+        "--command",
+        metavar="CMD",
+        help="run this shell command (bash -c) instead of INPUT (give - as INPUT); OUTPUT "
+        "gets its output",
     )
     parser.add_argument(
         "--make-output-folder",
@@ -223,6 +235,20 @@ def _run(args: argparse.Namespace) -> int:
             parameters.update(parse_parameters_arg(args.parameters))
         for name, value in args.parameter:
             parameters[name] = parse_parameter_value(value)
+        if args.script or args.command is not None:
+            if args.make_output_folder:
+                make_folder(Path(args.output).absolute().parent, "OUTPUT")
+            return run_script(
+                None if args.command is not None else args.input,
+                args.output,
+                command=args.command,
+                parameters=parameters,
+                timeout=args.timeout,
+                status_file=args.status_file,
+                cwd=args.cwd,
+                source_name=args.source_name,
+                max_output=args.max_output,
+            )
         result = run_notebook(
             args.input,
             args.output,

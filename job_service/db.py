@@ -143,6 +143,9 @@ class JobRecord(Base):
     gpu_seconds_held: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: the idle-GPU warning its owner sees (job_service/reclaim.py), and since when
     warning: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: ``script`` or ``command`` (None: a notebook); a command's text
+    kind: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    command: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: the kernel the owner chose at submit instead of the notebook's (None: its own)
     kernel: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: 1: an HTML copy of the result is written beside it (``output_file`` as ``.html``)

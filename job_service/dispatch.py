@@ -318,10 +318,13 @@ class Dispatcher:
             time_limit=record.time_limit,
             attempt=record.requeues or 0,
             queue=service.classes.queue_for(record.user, flavor.name),
-            source_name=Path(record.source_file).name,
+            source_name="the command"
+            if record.kind == "command"
+            else Path(record.source_file).name,
             kernel=record.kernel,
             html_file=Path(record.output_file).with_suffix(".html") if record.html else None,
             output_in_folder=Path(record.output_file).parent != Path(record.source_file).parent,
+            script=bool(record.kind),
         )
 
     async def _launch(self, spec: LaunchSpec, token: str) -> None:

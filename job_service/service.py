@@ -89,6 +89,7 @@ from .queue import QueuePositions, in_queue_order, queue_order
 from .reclaim import IdleReclaimer, leave_stop_reason
 from .schedules.definitions import Definitions
 from .schedules.ticker import Ticker
+from .scripts import COMMAND_FILE, job_kind, read_script
 from .telemetry import TelemetryCollector, delete_samples
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
@@ -386,7 +387,8 @@ class JobService:
                 f"({flavor.time_limit:g} s); ask for less or pick another flavor"
             )
 
-        kernels = self.backend.kernels(flavor)
+        kind = job_kind(request)
+        kernels = self.backend.kernels(flavor) if kind == "notebook" else None
         check_chosen_kernel(request.kernel, kernels, flavor)
 
         # The cheap checks first: a refused submit costs no read of the notebook.
@@ -402,6 +404,7 @@ class JobService:
             request.path,
             jobdir,
             None if request.kernel else (kernels, flavor),
+            request if kind != "notebook" else None,
         )
         try:
             job = await self.in_db(
@@ -432,9 +435,12 @@ class JobService:
         path: str,
         jobdir: Path,
         kernel_check: tuple[list[str] | None, Flavor] | None = None,
+        script: SubmitRequest | None = None,
     ) -> Path:
         """Read the notebook ``path`` once, check those bytes and make the job's folder
         with exactly those bytes as its snapshot; return where the notebook really is.
+        With ``script`` (a submission of a script or a command), that instead
+        (:mod:`.scripts`).
 
         With ``kernel_check`` (the kernels a flavor's jobs have, and the flavor), a
         notebook whose own kernel is not among them is refused here, not by a job that
@@ -445,6 +451,10 @@ class JobService:
         swapped meanwhile cannot make the snapshot someone else's notebook.
         """
         limit = self.config.limits.notebook
+        if script is not None:
+            source, files = read_script(folder, script, limit)
+            self._make_job_dir(folder, path, jobdir, files)
+            return source
         try:
             notebook = read_notebook(folder, path, limit=limit)
         except NotebookTooLarge as exc:
@@ -467,8 +477,13 @@ class JobService:
             ) from None
         if kernel_check is not None:
             check_notebook_kernel(nb, path, *kernel_check)
+        self._make_job_dir(folder, path, jobdir, {"input.ipynb": notebook.data})
+        return notebook.path
+
+    def _make_job_dir(self, folder: Path, path: str, jobdir: Path, files: dict[str, bytes]) -> None:
+        """The job's folder with ``files`` in it, or a refusal that says what to do."""
         try:
-            make_job_dir(jobdir, {"input.ipynb": notebook.data})
+            make_job_dir(jobdir, files)
         except FilesChanged as exc:
             raise Conflict(
                 f"{exc.filename} in your folder is {exc.strerror}; nbjobs keeps its job files "
@@ -480,7 +495,6 @@ class JobService:
         except OSError as exc:
             self.log.warning("the snapshot of %s in %s failed: %s", path, folder, exc)
             raise snapshot_failed(exc, path) from None
-        return notebook.path
 
     def _record_submit(
         self,
@@ -500,10 +514,23 @@ class JobService:
         with self.sessions() as db:
             self._check_quota_at_submit(db, caller, flavor)
             now = utcnow()
-            snapshot = jobdir / "input.ipynb"
+            kind = job_kind(request)
+            snapshot = jobdir / (
+                "input.ipynb"
+                if kind == "notebook"
+                else COMMAND_FILE
+                if kind == "command"
+                else f"input{source.suffix}"
+            )
             outputs = self.config.outputs
             in_folder = (request.outputs or outputs.location) == "folder"
-            output = output_path_for(source, job_id, now, outputs.folder if in_folder else None)
+            output = output_path_for(
+                source,
+                job_id,
+                now,
+                outputs.folder if in_folder else None,
+                suffix=".ipynb" if kind == "notebook" else ".log",
+            )
             with self._seq_lock:  # submits are recorded on several threads at once
                 self._seq += 1
                 seq = self._seq
@@ -512,12 +539,14 @@ class JobService:
                 seq=seq,
                 user=caller.name,
                 groups=sorted(caller.groups),
-                name=(request.name or "").strip() or source.stem,
+                name=(request.name or "").strip()
+                or (_first_words(request.command) if request.command else source.stem),
                 flavor=flavor.name,
                 state=(JobState.PENDING_APPROVAL if pending else JobState.QUEUED).value,
                 waiting_reason=waiting_for_approval(self, caller, flavor) if pending else None,
                 priority=request.priority or 0,
-                path=relative_to_user(folder, source),
+                # a command's path is the folder it runs in, as the user gave it
+                path=relative_to_user(folder, source.parent if request.command else source),
                 output_path=relative_to_user(folder, output),
                 source_file=str(source),
                 snapshot_file=str(snapshot),
@@ -533,7 +562,11 @@ class JobService:
                 definition_id=definition[0] if definition else None,
                 definition_run=definition[1] if definition else None,
                 kernel=request.kernel,
-                html=int(outputs.html if request.html is None else request.html),
+                html=int(outputs.html if request.html is None else request.html)
+                if kind == "notebook"
+                else 0,
+                kind=None if kind == "notebook" else kind,
+                command=request.command,
             )
             db.add(record)
             db.commit()
@@ -998,6 +1031,7 @@ class JobService:
                 priority=record.priority if caller.admin else None,
                 name=record.name,
                 kernel=record.kernel,
+                command=record.command,
                 outputs=(
                     "folder"
                     if Path(record.output_file).parent != Path(record.source_file).parent
@@ -1109,9 +1143,17 @@ class JobService:
                     if record.html
                     else None
                 ),
+                kind=record.kind or "notebook",  # type: ignore[arg-type]
+                command=record.command,
             )
         except (ValidationError, TypeError) as exc:
             raise DamagedRecord(record.id, first_problem(exc)) from None
+
+
+def _first_words(command: str, width: int = 40) -> str:
+    """A command's name in the Jobs list: its first line, shortened."""
+    line = command.strip().splitlines()[0] if command.strip() else "command"
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def snapshot_failed(exc: OSError, path: str) -> ServiceError:

@@ -69,6 +69,9 @@ class SubmitRequest(_Body):
     outputs: Literal["beside", "folder"] | None = None
     #: also write an HTML copy of the result; left out: ``outputs.html`` in nbjobs.yaml
     html: bool | None = None
+    #: run this shell command (bash) instead of a notebook or script; ``path`` is then
+    #: the folder it runs in (``.``: the user's folder)
+    command: str | None = Field(default=None, min_length=1, max_length=8192)
 
     @field_validator("parameters")
     @classmethod
@@ -159,6 +162,10 @@ class Job(BaseModel):
     kernel: str | None = None
     #: the HTML copy of the result, relative to the user's folder (None: none asked for)
     html_path: str | None = None
+    #: what it runs: a notebook, a script (``.py``, ``.sh``; its output is its log) or a
+    #: shell command (``command``, run in the folder ``path``)
+    kind: Literal["notebook", "script", "command"] = "notebook"
+    command: str | None = None
 
 
 class OutputDefaults(BaseModel):

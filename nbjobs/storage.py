@@ -74,7 +74,9 @@ def job_folder(folder: Path, job_id: str) -> Path:
 _STEM = re.compile(r"[^\w.-]+")
 
 
-def output_path_for(source: Path, job_id: str, when: datetime, folder: str | None = None) -> Path:
+def output_path_for(
+    source: Path, job_id: str, when: datetime, folder: str | None = None, suffix: str = ".ipynb"
+) -> Path:
     """A new, readable name next to the source: ``train.2026-11-23T0930.<id>.ipynb``
     (or in ``folder``, one name made in the source's folder: ``nbjobs-outputs/train...``).
 
@@ -83,7 +85,7 @@ def output_path_for(source: Path, job_id: str, when: datetime, folder: str | Non
     """
     stamp = when.strftime("%Y-%m-%dT%H%M")
     stem = _STEM.sub("_", source.stem)
-    name = f"{stem}.{stamp}.{job_id[:8]}.ipynb"
+    name = f"{stem}.{stamp}.{job_id[:8]}{suffix}"
     return source.parent / folder / name if folder else source.with_name(name)
 
 
@@ -139,7 +141,13 @@ class NotebookFile:
     data: bytes
 
 
-def read_notebook(folder: Path, path: str, *, limit: int) -> NotebookFile:
+#: what runs as a job: notebooks, and scripts (Python, shell)
+JOB_SUFFIXES = (".ipynb", ".py", ".sh")
+
+
+def read_notebook(
+    folder: Path, path: str, *, limit: int, suffixes: tuple[str, ...] = (".ipynb",)
+) -> NotebookFile:
     """Read the notebook ``path`` (relative to the user's ``folder``) once, safely.
 
     The path is walked one name at a time from a descriptor of ``folder``, each name
@@ -153,6 +161,7 @@ def read_notebook(folder: Path, path: str, *, limit: int) -> NotebookFile:
     from the same descriptor, at most ``limit`` bytes (:class:`NotebookTooLarge`
     beyond them). Notebooks under ``.nbjobs/`` (nbjobs' own copies) are refused.
     Hard links are not links: a hard link to a file the user can open is theirs.
+    ``suffixes`` are the kinds of file it may be (a script as well: :data:`JOB_SUFFIXES`).
     """
     if not path or "\x00" in path:
         raise PathRefused("give the notebook's path, relative to your home folder")
@@ -161,8 +170,13 @@ def read_notebook(folder: Path, path: str, *, limit: int) -> NotebookFile:
         raise PathRefused(
             f"{path!r} leaves your folder ('..' is not allowed); give a path inside it"
         )
-    if relative.suffix != ".ipynb":
-        raise PathRefused(f"{path!r} is not a notebook (.ipynb)")
+    if relative.suffix not in suffixes:
+        if suffixes == (".ipynb",):
+            raise PathRefused(f"{path!r} is not a notebook (.ipynb)")
+        raise PathRefused(
+            f"{path!r} is not a notebook (.ipynb) or a script (.py, .sh); to run anything "
+            "else, give a command (nbjobs submit --command '...')"
+        )
     try:
         root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:  # a new user's folder, not made yet
@@ -184,6 +198,30 @@ def read_notebook(folder: Path, path: str, *, limit: int) -> NotebookFile:
             if len(data) > limit:  # it grew since fstat
                 raise NotebookTooLarge(path, len(data), limit)
     return NotebookFile(folder.joinpath(*names), data)
+
+
+def resolve_folder(folder: Path, path: str) -> Path:
+    """The folder ``path`` names in the user's ``folder`` (``.`` is the folder itself),
+    walked as :func:`read_notebook` walks: links only while they stay inside."""
+    relative = PurePosixPath((path or ".").lstrip("/"))
+    if "\x00" in path or ".." in relative.parts:
+        raise PathRefused(f"{path!r} leaves your folder ('..' is not allowed)")
+    parts = [p for p in relative.parts if p not in ("", ".")]
+    if not parts:
+        return folder
+    try:
+        root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise PathRefused(f"{path!r} does not exist in your folder") from None
+    with _opened(root):
+        roots = (os.path.realpath(folder), os.path.abspath(folder))
+        fd, names = _walk_beneath(root, roots, path, parts)
+        with _opened(fd):
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise PathRefused(f"{path!r} is not a folder; a command runs in a folder")
+            if names[:1] == [".nbjobs"]:
+                raise PathRefused("commands do not run inside .nbjobs/ (nbjobs' own files)")
+    return folder.joinpath(*names)
 
 
 def make_job_dir(job_dir: Path, files: Mapping[str, bytes]) -> None:

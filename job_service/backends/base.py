@@ -56,6 +56,8 @@ class LaunchSpec:
     html_file: Path | None = None
     #: the output goes into the outputs folder (``outputs.folder``), made when missing
     output_in_folder: bool = False
+    #: the snapshot is a script (or a command's ``command.sh``), not a notebook
+    script: bool = False
 
     def choice_args(self, where: Callable[[Path], str]) -> list[str]:
         """The runner's options for what the owner chose at submit (a kernel, an HTML
@@ -67,6 +69,8 @@ class LaunchSpec:
             args += ["--html", where(self.html_file)]
         if self.output_in_folder:
             args.append("--make-output-folder")
+        if self.script:
+            args.append("--script")
         return args
 
     @property

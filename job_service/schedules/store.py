@@ -32,6 +32,7 @@ SETTINGS = (
     "outputs",
     "html",
     "time_limit",
+    "command",
 )
 
 

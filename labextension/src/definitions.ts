@@ -29,7 +29,7 @@ export class DefinitionsView {
     this.node = document.createElement('div');
     this.node.className = 'nbjobs-Definitions';
     this._status = document.createElement('div');
-    this._status.className = 'nbjobs-JobsPanel-notice';
+    this._status.className = 'nbjobs-Definitions-notice';
     this._status.setAttribute('role', 'status');
     this._list = document.createElement('ul');
     this._list.className = 'nbjobs-Definitions-list';

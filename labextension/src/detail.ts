@@ -60,7 +60,12 @@ export class JobDetail extends Widget {
       [trans('State'), stateLabel(job, trans)],
       [trans('Why'), (isWaiting(job.state) ? job.waiting_reason : job.message) ?? '–'],
       [trans('Owner'), job.user],
-      [trans('Notebook'), this.link(job.path, () => this.actions.openPath(job.path), job.user === this.me || this.me === null)],
+      job.kind === 'command'
+        ? [trans('Command'), `${job.command ?? ''} (${trans('in %1', job.path)})`]
+        : [
+            job.kind === 'script' ? trans('Script') : trans('Notebook'),
+            this.link(job.path, () => this.actions.openPath(job.path), job.user === this.me || this.me === null)
+          ],
       [trans('Flavor'), this.flavorText(job)],
       [trans('Kernel'), job.kernel ?? trans("the notebook's own")],
       [trans('Time limit'), job.time_limit ? formatLimit(job.time_limit, trans) : trans('none')],

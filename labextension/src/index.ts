@@ -552,7 +552,9 @@ async function download(app: JupyterFrontEnd, path: string, trans: Translate): P
  */
 async function openOutput(app: JupyterFrontEnd, api: NbjobsAPI, job: IJob): Promise<void> {
   try {
-    await api.trust(job.id);
+    if (job.output_path.endsWith('.ipynb')) {
+      await api.trust(job.id); // a script's output is its log: nothing to trust
+    }
   } catch (error) {
     // Opened untrusted, as any notebook: its rich outputs wait for Trust Notebook.
     console.warn(`nbjobs: could not mark ${job.output_path} trusted:`, error);

@@ -100,6 +100,9 @@ export interface IJob {
   kernel?: string | null;
   /** the HTML copy of the result, when one was asked for */
   html_path?: string | null;
+  /** a notebook, a script (its output is its log) or a shell command run in `path` */
+  kind?: 'notebook' | 'script' | 'command';
+  command?: string | null;
 }
 
 export interface IJobList {

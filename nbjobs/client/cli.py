@@ -324,26 +324,38 @@ def add_submission_options(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="also write an HTML copy of the result (default: as nbjobs.yaml says)",
     )
+    parser.add_argument(
+        "--command",
+        help="run this shell command instead (its output is its log); NOTEBOOK is then the "
+        "folder it runs in (default: this one)",
+    )
 
 
 def submission_body(args: argparse.Namespace) -> dict[str, Any]:
     """The request body for the options :func:`add_submission_options` added."""
+    if args.notebook is None and args.command is None:
+        raise Refused("give a notebook or script to run, or --command")
     body: dict[str, Any] = {
-        "path": _notebook_path(args.notebook),
+        "path": _notebook_path(args.notebook or "."),
         "flavor": args.flavor,
         "parameters": _parameters(args.parameter),
     }
     if args.time_limit:
         body["time_limit"] = args.time_limit
-    for key in ("name", "kernel", "outputs", "html"):
+    for key in ("name", "kernel", "outputs", "html", "command"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     return body
 
 
 def submit(argv: Sequence[str]) -> int:
-    parser = _parser("submit", "Run a notebook as a job.")
-    parser.add_argument("notebook")
+    parser = _parser(
+        "submit",
+        "Run a notebook, a script (.py, .sh) or a shell command (--command) as a job.",
+    )
+    parser.add_argument(
+        "notebook", nargs="?", help="the notebook or script; with --command, its folder"
+    )
     parser.add_argument("--flavor", "-f", required=True, help="what to run on (nbjobs flavors)")
     add_submission_options(parser)
     parser.add_argument("--wait", action="store_true", help="wait for the job; exit like it")

@@ -76,7 +76,9 @@ def _cron(args: argparse.Namespace) -> str | None:
 
 def _create(argv: list[str]) -> int:
     parser = _parser("schedule create", ACTIONS["create"])
-    parser.add_argument("notebook")
+    parser.add_argument(
+        "notebook", nargs="?", help="the notebook or script; with --command, its folder"
+    )
     parser.add_argument("--flavor", "-f", required=True)
     parser.add_argument("--cron", help="five cron fields, e.g. '0 2 * * *' (02:00 every day)")
     parser.add_argument("--every", choices=list(EVERY), help="a simple schedule instead of --cron")

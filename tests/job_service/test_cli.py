@@ -162,6 +162,26 @@ def test_list_searches_by_words_and_refuses_everyone_to_a_student(service):
     assert "only nbjobs admins may see" in everyone.stderr
 
 
+def test_submit_runs_a_script_or_a_command_and_exits_like_it(service):
+    home = service[1]
+    (home / "prep.sh").write_text("echo preparing $NBJOBS_PARAM_SIZE\n")
+
+    script = cli(service, "submit", "prep.sh", "-f", "cpu", "-p", "size", "9", "--wait")
+    command = cli(service, "submit", "--command", "echo nope; exit 4", "-f", "cpu", "--wait")
+    nothing = cli(service, "submit", "-f", "cpu")
+
+    assert script.returncode == 0, script.stderr
+    output = next(
+        line.split()[-1] for line in script.stdout.splitlines() if line.startswith("output:")
+    )
+    assert output.endswith(".log")
+    assert (home / output).read_text() == "preparing 9\n"
+    assert command.returncode == 1
+    assert "the command exited with code 4: nope" in command.stdout
+    assert nothing.returncode == 5
+    assert "give a notebook or script to run, or --command" in nothing.stderr
+
+
 def test_logs_tail_prints_only_the_end_of_a_long_log(service):
     write(service, "chatty.ipynb", "for i in range(5000):\n    print(f'line {i:04d}')")
     job = json.loads(cli(service, "submit", "chatty.ipynb", "-f", "cpu", "--wait", "--json").stdout)

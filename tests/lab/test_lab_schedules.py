@@ -104,9 +104,7 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     confirm = lab.locator(".jp-Dialog", has_text="its past runs, their jobs and outputs stay")
     confirm.locator("button", has_text="Delete").click()
     expect(jobs.locator(".nbjobs-Definition", has_text="weekday hello")).to_have_count(0)
-    expect(jobs.locator(".nbjobs-Definitions .nbjobs-JobsPanel-notice")).to_contain_text(
-        "No schedules yet"
-    )
+    expect(jobs.locator(".nbjobs-Definitions-notice")).to_contain_text("No schedules yet")
     # the job it ran stays in the Jobs view
     jobs.locator(".nbjobs-JobsPanel-tab[data-view='jobs']").click()
     expect(jobs.locator(f".nbjobs-Job[data-job-id='{job_id}']")).to_be_visible()
