@@ -92,6 +92,10 @@ def _create(argv: list[str]) -> int:
         help="ticks missed while the service was away: run once when back, or skip",
     )
     parser.add_argument("--paused", action="store_true", help="save it paused")
+    parser.add_argument(
+        "--start", help="no run before this time (ISO 8601, e.g. 2026-12-01T08:00Z)"
+    )
+    parser.add_argument("--end", help="no run after this time (ISO 8601)")
 
     def action(client: Client, args: argparse.Namespace) -> int:
         body = submission_body(args)
@@ -101,6 +105,9 @@ def _create(argv: list[str]) -> int:
             body["schedule"] = {"cron": cron, "catch_up": args.catch_up}
             if args.timezone:
                 body["schedule"]["timezone"] = args.timezone
+            for key in ("start", "end"):
+                if getattr(args, key):
+                    body["schedule"][f"{key}_at"] = getattr(args, key)
         made = client.call("POST", "definitions", body)
         print(json.dumps(made) if args.json else _describe(made))
         return 0

@@ -64,3 +64,25 @@ def test_bad_schedules_and_unknown_actions_are_refused_in_words(service):
     assert "'Mars/Olympus' is not an IANA time zone" in zone.stderr
     assert unknown.returncode == 2
     assert "unknown action 'explode'" in unknown.stderr
+
+
+def test_a_schedule_starts_and_ends_when_asked(service):
+    test_cli.write(service, "later.ipynb", "1")
+
+    made = test_cli.cli(
+        service,
+        *("schedule", "create", "later.ipynb", "-f", "cpu", "--every", "day", "--at", "06:00"),
+        *("--timezone", "UTC", "--start", "2031-01-10T00:00Z", "--end", "2031-02-01T00:00Z"),
+        "--json",
+    )
+    ended = test_cli.cli(
+        service,
+        *("schedule", "create", "later.ipynb", "-f", "cpu", "--every", "day"),
+        *("--end", "2020-01-01T00:00Z", "--json"),
+    )
+
+    assert made.returncode == 0, made.stderr
+    definition = json.loads(made.stdout)
+    assert definition["next_run_at"].startswith("2031-01-10T06:00:00")
+    assert definition["schedule"]["end_at"].startswith("2031-02-01T00:00:00")
+    assert json.loads(ended.stdout)["next_run_at"] is None  # over before it began

@@ -19,7 +19,7 @@ from nbjobs.job_service.schedules.store import DefinitionRecord, DefinitionRunRe
 from nbjobs.job_service.schedules.ticker import STALE_START, Ticker
 from sqlalchemy import func, select
 
-from .conftest import start_service, stop_all
+from .conftest import BASE_CONFIG, start_service, stop_all
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -380,3 +380,28 @@ async def test_a_real_one_minute_tick(tmp_path):
         assert (await svc.wait("ada", run["job_id"]))["state"] == "succeeded"
     finally:
         await stop_all(svc)
+
+
+async def test_a_run_whose_notebook_is_gone_or_whose_flavor_was_removed_is_refused(tmp_path, start):
+    extra = {"name": "extra", "gpus": 0}
+    config = {"flavors": [*BASE_CONFIG["flavors"], extra]}
+    svc = await start_service(tmp_path, config)
+    try:
+        svc.write("ada", "gone.ipynb", "1")
+        svc.write("ada", "kept.ipynb", "1")
+        gone = await create(svc, path="gone.ipynb", flavor="cpu")
+        removed = await create(svc, path="kept.ipynb", flavor="extra")
+        (svc.home("ada") / "gone.ipynb").unlink()
+    finally:
+        await stop_all(svc)
+    again = await start()  # nbjobs.yaml without the flavor "extra" now
+    try:
+        async with again.client("ada") as c:
+            first = (await c.post(f"definitions/{gone['id']}/run")).json()
+            second = (await c.post(f"definitions/{removed['id']}/run")).json()
+    finally:
+        await stop_all(again)
+    assert first["state"] == "refused"
+    assert first["reason"] == "'gone.ipynb' does not exist in your folder; save it first"
+    assert second["state"] == "refused"
+    assert second["reason"].startswith("you may not use flavor 'extra'; your flavors are: cpu")
