@@ -50,6 +50,7 @@ class DefinitionUpdate(_Body):
     outputs: Literal["beside", "folder"] | None = None
     html: bool | None = None
     time_limit: float | None = Field(default=None, gt=0)
+    command: str | None = Field(default=None, min_length=1, max_length=8192)
     schedule: ScheduleSpec | None = None
 
     @field_validator("parameters")

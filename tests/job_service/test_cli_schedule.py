@@ -86,3 +86,13 @@ def test_a_schedule_starts_and_ends_when_asked(service):
     assert definition["next_run_at"].startswith("2031-01-10T06:00:00")
     assert definition["schedule"]["end_at"].startswith("2031-02-01T00:00:00")
     assert json.loads(ended.stdout)["next_run_at"] is None  # over before it began
+
+
+def test_notify_says_what_is_set_and_refuses_mail_the_service_cannot_send(service):
+    shown = test_cli.cli(service, "notify")
+    refused = test_cli.cli(service, "notify", "--email", "ada@uni.example")
+
+    assert shown.returncode == 0, shown.stderr
+    assert "nothing set: `nbjobs notify --email you@example.org`" in shown.stdout
+    assert refused.returncode == 5
+    assert "this service sends no mail (notifications.email is not set" in refused.stderr

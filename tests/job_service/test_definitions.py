@@ -405,3 +405,27 @@ async def test_a_run_whose_notebook_is_gone_or_whose_flavor_was_removed_is_refus
     assert first["reason"] == "'gone.ipynb' does not exist in your folder; save it first"
     assert second["state"] == "refused"
     assert second["reason"].startswith("you may not use flavor 'extra'; your flavors are: cpu")
+
+
+async def test_a_teacher_sees_her_students_definitions_but_does_not_change_them(tmp_path):
+    classes = [{"name": "ml-101", "teachers": ["eve"], "students": ["ada"], "flavors": ["cpu"]}]
+    svc = await start_service(tmp_path, {"classes": classes})
+    try:
+        svc.write("ada", "p.ipynb", "1")
+        svc.write("bob", "p.ipynb", "1")
+        adas = await create(svc, "ada", path="p.ipynb", flavor="cpu")
+        await create(svc, "bob", path="p.ipynb", flavor="cpu")
+        async with svc.client("eve") as c:
+            seen = (await c.get("definitions")).json()["definitions"]
+            one = await c.get(f"definitions/{adas['id']}")
+            history = await c.get(f"definitions/{adas['id']}/runs")
+            paused = await c.post(f"definitions/{adas['id']}/pause")
+            bobs = await c.get("definitions", params={"user": "bob"})
+    finally:
+        await stop_all(svc)
+    assert [d["user"] for d in seen] == ["ada"]  # her student's, not bob's
+    assert one.status_code == 200
+    assert history.status_code == 200
+    assert paused.status_code == 403
+    assert "only their owner or an admin changes them" in paused.json()["message"]
+    assert bobs.status_code == 403

@@ -143,8 +143,15 @@ async def test_a_definition_can_run_a_command(tmp_path):
             )
             assert made.status_code == 201, made.text
             run = (await c.post(f"definitions/{made.json()['id']}/run")).json()
-        done = await svc.wait("ada", run["job_id"])
+            done = await svc.wait("ada", run["job_id"])
+            edited = await c.patch(
+                f"definitions/{made.json()['id']}", json={"command": "echo weekly"}
+            )
+            again = (await c.post(f"definitions/{made.json()['id']}/run")).json()
         assert done["state"] == "succeeded"
         assert "nightly" in (svc.home("ada") / done["output_path"]).read_text()
+        assert edited.json()["version"] == 2
+        later = await svc.wait("ada", again["job_id"])
+        assert "weekly" in (svc.home("ada") / later["output_path"]).read_text()
     finally:
         await stop_all(svc)
