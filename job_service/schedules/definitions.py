@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from nbjobs.models import JobState, SubmitRequest
 
-from ..db import JobRecord, utcnow
+from ..db import JobRecord
 from ..errors import Caller, Conflict, Forbidden, Invalid, NotFound
 from ..kernels import check_chosen_kernel
 from .cron import Schedule, ScheduleError, parse_schedule
@@ -68,6 +68,11 @@ class Definitions:
 
     def __init__(self, service: JobService) -> None:
         self.service = service
+
+    def now(self) -> datetime:
+        """The time by the ticker's clock (a test's own, where it injects one), so that
+        a schedule's next tick is worked out on the clock that will start it."""
+        return self.service.ticker.clock()
 
     # -- checks ----------------------------------------------------------------------
 
@@ -118,7 +123,7 @@ class Definitions:
             )
         settings = request.model_dump(include=set(SETTINGS))
         self._check_submission(caller, settings)
-        now = utcnow()
+        now = self.now()
         schedule = self._schedule(request.schedule, now) if request.schedule else None
         with self.service.sessions() as db:
             kept = db.scalar(
@@ -182,7 +187,7 @@ class Definitions:
             return DefinitionList(definitions=[self._to_model(db, r) for r in records])
 
     def update(self, caller: Caller, definition_id: str, change: DefinitionUpdate) -> Definition:
-        now = utcnow()
+        now = self.now()
         with self.service.sessions() as db:
             record = self.visible(caller, db, definition_id, act=True)
             given = change.model_fields_set
@@ -213,7 +218,7 @@ class Definitions:
             return self._to_model(db, record)
 
     def set_paused(self, caller: Caller, definition_id: str, paused: bool) -> Definition:
-        now = utcnow()
+        now = self.now()
         with self.service.sessions() as db:
             record = self.visible(caller, db, definition_id, act=True)
             record.paused = int(paused)
@@ -227,7 +232,7 @@ class Definitions:
         """Delete a definition: no more runs; its runs' jobs and outputs stay."""
         with self.service.sessions() as db:
             record = self.visible(caller, db, definition_id, act=True)
-            record.deleted_at = utcnow()
+            record.deleted_at = self.now()
             record.next_run_at = None
             db.commit()
 

@@ -86,10 +86,14 @@ def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
         assert listed.status_code == 200, listed.text
         assert [item["name"] for item in listed.json()["content"]] == ["mine.txt"]
 
+        # the server itself (a helper it starts for a moment inherits its environment
+        # too, and may be seen on its way out)
         processes = [
             p
-            for p in psutil.process_iter(["environ", "cwd"])
+            for p in psutil.process_iter(["environ", "cwd", "cmdline", "status"])
             if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == name
+            and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
+            and p.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
         ]
         assert len(processes) == 1
         env = processes[0].info["environ"]
