@@ -26,8 +26,14 @@ from nbjobs.storage import (
 from .errors import Invalid, TooLarge
 
 Kind = Literal["notebook", "script", "command"]
-#: the snapshot's name in the job's folder, by kind
+#: a command's snapshot in the job's folder
 COMMAND_FILE = "command.sh"
+
+
+def snapshot_name(kind: Kind, source: Path) -> str:
+    """The snapshot's name in the job's folder: ``input.ipynb``, ``input.py``,
+    ``input.sh`` (after the source), or :data:`COMMAND_FILE`."""
+    return COMMAND_FILE if kind == "command" else f"input{source.suffix}"
 
 
 def job_kind(request: SubmitRequest) -> Kind:
@@ -45,7 +51,7 @@ def read_script(folder: Path, request: SubmitRequest, limit: int) -> tuple[Path,
             where = resolve_folder(folder, request.path)
             text = f"# the command submitted with nbjobs\n{request.command}\n"
             # the "source" a command's log is named after: <folder>/command.<when>.<id>.log
-            return where / "command", {COMMAND_FILE: text.encode("utf-8")}
+            return where / "command", {snapshot_name("command", where): text.encode("utf-8")}
         script = read_notebook(folder, request.path, limit=limit, suffixes=JOB_SUFFIXES)
     except NotebookTooLarge as exc:
         raise TooLarge(
@@ -54,4 +60,4 @@ def read_script(folder: Path, request: SubmitRequest, limit: int) -> tuple[Path,
         ) from None
     except PathRefused as exc:
         raise Invalid(str(exc)) from None
-    return script.path, {f"input{script.path.suffix}": script.data}
+    return script.path, {snapshot_name("script", script.path): script.data}

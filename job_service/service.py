@@ -89,7 +89,7 @@ from .queue import QueuePositions, in_queue_order, queue_order
 from .reclaim import IdleReclaimer, leave_stop_reason
 from .schedules.definitions import Definitions
 from .schedules.ticker import Ticker
-from .scripts import COMMAND_FILE, job_kind, read_script
+from .scripts import job_kind, read_script, snapshot_name
 from .telemetry import TelemetryCollector, delete_samples
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
@@ -370,26 +370,8 @@ class JobService:
                 "you may not submit jobs here (your hub account lacks the custom:nbjobs:submit "
                 "scope); ask your admin"
             )
-        flavor = self.config.flavor(request.flavor)
-        if flavor is None or not self.may_use(caller, flavor):
-            names = ", ".join(f.name for f in self.config.flavors if self.may_use(caller, f))
-            raise Forbidden(
-                f"you may not use flavor {request.flavor!r}; your flavors are: {names or 'none'}"
-            )
-        why_not = self.backend.can_ever_fit(flavor) or self.backend.cannot_run_for(caller.name)
-        if why_not:
-            raise Conflict(why_not)
-        if request.priority not in (None, 0) and not caller.admin:
-            raise Forbidden("only admins may set a job's priority; submit without it")
-        if request.time_limit and flavor.time_limit and request.time_limit > flavor.time_limit:
-            raise Invalid(
-                f"time_limit {request.time_limit:g} s is longer than flavor {flavor.name!r} allows "
-                f"({flavor.time_limit:g} s); ask for less or pick another flavor"
-            )
-
+        flavor, kernels = self.check_request(caller, request, placeable=True)
         kind = job_kind(request)
-        kernels = self.backend.kernels(flavor) if kind == "notebook" else None
-        check_chosen_kernel(request.kernel, kernels, flavor)
 
         # The cheap checks first: a refused submit costs no read of the notebook.
         await self.in_db(self._check_quota, caller, flavor)
@@ -424,6 +406,35 @@ class JobService:
             raise
         self.dispatcher.wake()
         return job
+
+    def check_request(
+        self, caller: Caller, request: SubmitRequest, *, placeable: bool
+    ) -> tuple[Flavor, list[str] | None]:
+        """What a submission is refused for before anything is read: a flavor not the
+        caller's (or, with ``placeable``, one that can never run here for them), a
+        priority from a non-admin, a time limit over the flavor's, a kernel the flavor
+        lacks. Returns the flavor and its kernels (None: not known, or no notebook).
+        A submit checks this; so does saving a job definition."""
+        flavor = self.config.flavor(request.flavor)
+        if flavor is None or not self.may_use(caller, flavor):
+            names = ", ".join(f.name for f in self.config.flavors if self.may_use(caller, f))
+            raise Forbidden(
+                f"you may not use flavor {request.flavor!r}; your flavors are: {names or 'none'}"
+            )
+        if placeable:
+            why_not = self.backend.can_ever_fit(flavor) or self.backend.cannot_run_for(caller.name)
+            if why_not:
+                raise Conflict(why_not)
+        if request.priority not in (None, 0) and not caller.admin:
+            raise Forbidden("only admins may set a job's priority; submit without it")
+        if request.time_limit and flavor.time_limit and request.time_limit > flavor.time_limit:
+            raise Invalid(
+                f"time_limit {request.time_limit:g} s is longer than flavor {flavor.name!r} allows "
+                f"({flavor.time_limit:g} s); ask for less or pick another flavor"
+            )
+        kernels = self.backend.kernels(flavor) if job_kind(request) == "notebook" else None
+        check_chosen_kernel(request.kernel, kernels, flavor)
+        return flavor, kernels
 
     def _check_quota(self, caller: Caller, flavor: Flavor) -> None:
         with self.sessions() as db:
@@ -477,7 +488,9 @@ class JobService:
             ) from None
         if kernel_check is not None:
             check_notebook_kernel(nb, path, *kernel_check)
-        self._make_job_dir(folder, path, jobdir, {"input.ipynb": notebook.data})
+        self._make_job_dir(
+            folder, path, jobdir, {snapshot_name("notebook", notebook.path): notebook.data}
+        )
         return notebook.path
 
     def _make_job_dir(self, folder: Path, path: str, jobdir: Path, files: dict[str, bytes]) -> None:
@@ -515,13 +528,7 @@ class JobService:
             self._check_quota_at_submit(db, caller, flavor)
             now = utcnow()
             kind = job_kind(request)
-            snapshot = jobdir / (
-                "input.ipynb"
-                if kind == "notebook"
-                else COMMAND_FILE
-                if kind == "command"
-                else f"input{source.suffix}"
-            )
+            snapshot = jobdir / snapshot_name(kind, source)
             outputs = self.config.outputs
             in_folder = (request.outputs or outputs.location) == "folder"
             output = output_path_for(

@@ -122,11 +122,19 @@ class Outbox:
             for job in ended:
                 queued += self._queue_for_job(db, job, job.state, now)
                 job.notified_end = 1
+            # Only the jobs of users who asked to hear of long waits: the others' queued
+            # jobs are never told, and would be looked at again every round.
+            waiters = db.scalars(
+                select(NotifySettingRecord.user)
+                .where(NotifySettingRecord.queue_minutes.is_not(None))
+                .distinct()
+            ).all()
             waiting = db.scalars(
                 select(JobRecord).where(
                     JobRecord.state == "queued",
                     JobRecord.notified_wait.is_(None),
                     JobRecord.submitted_at <= now - timedelta(minutes=1),
+                    JobRecord.user.in_(waiters),
                 )
             ).all()
             for job in waiting:
@@ -272,7 +280,6 @@ class Outbox:
                     "subject": r.subject,
                     "text": r.text,
                     "payload": r.payload,
-                    "tried": len(r.attempts or []),
                     "claim": claim,
                 }
                 for r in rows

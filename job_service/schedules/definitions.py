@@ -15,14 +15,14 @@ from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from nbjobs.models import JobState, SubmitRequest
 
 from ..db import JobRecord
-from ..errors import Caller, Conflict, Forbidden, Invalid, NotFound
-from ..kernels import check_chosen_kernel
+from ..errors import Caller, Conflict, Forbidden, Invalid, NotFound, first_problem
 from .cron import Schedule, ScheduleError, parse_schedule
 from .models import (
     Definition,
@@ -77,26 +77,15 @@ class Definitions:
     # -- checks ----------------------------------------------------------------------
 
     def _check_submission(self, caller: Caller, settings: dict[str, Any]) -> None:
-        """What a submit would refuse at once (flavor, kernel, limits), said now."""
-        service = self.service
-        flavor = service.config.flavor(settings["flavor"])
-        if flavor is None or not service.may_use(caller, flavor):
-            names = ", ".join(f.name for f in service.config.flavors if service.may_use(caller, f))
-            raise Forbidden(
-                f"you may not use flavor {settings['flavor']!r}; your flavors are: "
-                f"{names or 'none'}"
+        """What a submit would refuse at once (flavor, kernel, limits), said now; the
+        notebook itself is read at each run, as it is then."""
+        try:
+            request = SubmitRequest(
+                **{k: v for k, v in settings.items() if k in SubmitRequest.model_fields}
             )
-        if settings.get("priority") not in (None, 0) and not caller.admin:
-            raise Forbidden("only admins may set a job's priority; save it without one")
-        limit = settings.get("time_limit")
-        if limit and flavor.time_limit and limit > flavor.time_limit:
-            raise Invalid(
-                f"time_limit {limit:g} s is longer than flavor {flavor.name!r} allows "
-                f"({flavor.time_limit:g} s); ask for less or pick another flavor"
-            )
-        check_chosen_kernel(settings.get("kernel"), service.backend.kernels(flavor), flavor)
-        # the notebook must be a path the owner may use (read now, as a submit would)
-        SubmitRequest(**{k: v for k, v in settings.items() if k in SubmitRequest.model_fields})
+        except ValidationError as exc:  # an edit that set path or flavor to null
+            raise Invalid(first_problem(exc)) from None
+        self.service.check_request(caller, request, placeable=False)
 
     def _schedule(self, spec: ScheduleSpec, now: datetime) -> Schedule:
         config = self.service.config.schedules
@@ -144,15 +133,11 @@ class Definitions:
                 name=(request.name or "").strip() or _stem(request.path),
                 version=1,
                 settings=settings,
-                cron=schedule.cron if schedule else None,
-                timezone=schedule.timezone if schedule else "UTC",
-                start_at=request.schedule.start_at if request.schedule else None,
-                end_at=request.schedule.end_at if request.schedule else None,
-                catch_up=request.schedule.catch_up if request.schedule else "once",
                 paused=int(request.paused),
                 created_at=now,
                 updated_at=now,
             )
+            _set_schedule(record, request.schedule, schedule)
             record.next_run_at = next_run(record, now)
             db.add(record)
             db.add(_version_of(record, caller.name, now))
@@ -201,12 +186,7 @@ class Definitions:
             self._check_submission(owner, settings)
             if "schedule" in given:
                 spec = change.schedule
-                schedule = self._schedule(spec, now) if spec else None
-                record.cron = schedule.cron if schedule else None
-                record.timezone = schedule.timezone if schedule else "UTC"
-                record.start_at = spec.start_at if spec else None
-                record.end_at = spec.end_at if spec else None
-                record.catch_up = spec.catch_up if spec else "once"
+                _set_schedule(record, spec, self._schedule(spec, now) if spec else None)
             if "name" in given:
                 record.name = (change.name or "").strip() or _stem(settings["path"])
             record.settings = settings
@@ -396,6 +376,17 @@ class Definitions:
             duration_seconds=duration,
             parameters=settings.get("parameters") or {},
         )
+
+
+def _set_schedule(
+    record: DefinitionRecord, spec: ScheduleSpec | None, schedule: Schedule | None
+) -> None:
+    """Give ``record`` the schedule ``spec`` asked for (checked: ``schedule``), or none."""
+    record.cron = schedule.cron if schedule else None
+    record.timezone = schedule.timezone if schedule else "UTC"
+    record.start_at = spec.start_at if spec else None
+    record.end_at = spec.end_at if spec else None
+    record.catch_up = spec.catch_up if spec else "once"
 
 
 def _version_of(record: DefinitionRecord, by: str, now: datetime) -> DefinitionVersionRecord:

@@ -104,8 +104,8 @@ class Ticker:
     def record_due(self) -> list[Due]:
         now = self.clock()
         with self.service.sessions() as db:
-            records = db.scalars(
-                select(DefinitionRecord)
+            plans = db.execute(
+                select(DefinitionRecord.id, DefinitionRecord.next_run_at)
                 .where(
                     DefinitionRecord.next_run_at.is_not(None),
                     DefinitionRecord.next_run_at <= now,
@@ -115,7 +115,6 @@ class Ticker:
                 .order_by(DefinitionRecord.next_run_at)
                 .limit(BATCH)
             ).all()
-            plans = [(r.id, r.next_run_at) for r in records]
         due = []
         for definition_id, tick in plans:
             item = self._record_one(definition_id, tick, now)

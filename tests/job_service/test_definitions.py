@@ -431,3 +431,17 @@ async def test_a_teacher_sees_her_students_definitions_but_does_not_change_them(
     assert paused.status_code == 403
     assert "only their owner or an admin changes them" in paused.json()["message"]
     assert bobs.status_code == 403
+
+
+async def test_an_edit_that_removes_the_notebook_or_flavor_is_refused_in_words(svc):
+    svc.write("ada", "p.ipynb", "1")
+    made = await create(svc, path="p.ipynb", flavor="cpu")
+    async with svc.client("ada") as c:
+        no_flavor = await c.patch(f"definitions/{made['id']}", json={"flavor": None})
+        no_path = await c.patch(f"definitions/{made['id']}", json={"path": None})
+        kept = (await c.get(f"definitions/{made['id']}")).json()
+    assert no_flavor.status_code == 400
+    assert "flavor" in no_flavor.json()["message"]
+    assert no_path.status_code == 400
+    assert "path" in no_path.json()["message"]
+    assert (kept["version"], kept["flavor"]) == (1, "cpu")  # nothing saved
