@@ -124,7 +124,12 @@ class StorageConfig(_Model):
     mount_path: str = "/home/jovyan"
     #: the Kubernetes volume holding root (e.g. ``{"nfs": {"server": ..., "path": ...}}``)
     volume: dict[str, Any] | None = None
+    #: the user ID notebook pods and job pods run as on Kubernetes (``runAsUser``); it must be
+    #: able to write users' folders. Job pods refuse 0 (root). None: the image's user. Unused on
+    #: one machine
     uid: int | None = 1000
+    #: the group ID of those pods (``runAsGroup`` and ``fsGroup``); None: the image's group. Unused
+    #: on one machine
     gid: int | None = 100
 
     @field_validator("user_dir")
@@ -140,6 +145,9 @@ class StorageConfig(_Model):
 class DatabaseConfig(_Model):
     """Job records: any SQLAlchemy URL; SQLite by default, PostgreSQL for production."""
 
+    #: the job records' database as an SQLAlchemy URL: SQLite (``sqlite:///nbjobs.sqlite``, a
+    #: relative path taken from nbjobs.yaml's folder, the file made when missing) or PostgreSQL
+    #: (``postgresql+psycopg2://nbjobs:...@db/nbjobs``, with the ``nbjobs[postgresql]`` extra)
     url: str = "sqlite:///nbjobs.sqlite"
 
 
@@ -406,20 +414,27 @@ class SchedulesConfig(_Model):
 class EmailConfig(_Model):
     """Mail about jobs, through the organisation's SMTP server."""
 
+    #: the SMTP server's host name (``smtp.example.org``); required
     smtp_host: str
+    #: the SMTP server's port: 587 with ``starttls``, 465 with ``ssl``, often 25 for a relay
     smtp_port: int = Field(default=587, ge=1, le=65535)
     #: the sender address
     from_: str = Field(alias="from", min_length=3)
     #: ``starttls`` (port 587), ``ssl`` (port 465) or ``none`` (a relay on localhost)
     security: Literal["starttls", "ssl", "none"] = "starttls"
+    #: the account to log in to the server with; None: mail is sent without logging in
     username: str | None = None
-    #: the password, read from a file (a mounted Secret) or an environment variable of the
-    #: job service; never written in nbjobs.yaml
+    #: a file holding the password (a mounted Secret), read at each login; never write the
+    #: password itself in nbjobs.yaml
     password_file: Path | None = None
+    #: the job service's environment variable holding the password (``SMTP_PASSWORD``); used when
+    #: ``password_file`` is not set (the file wins when both are)
     password_env: str | None = None
     #: the domains users may send mail to (``example.org`` also allows its subdomains);
     #: empty: any domain
     allowed_domains: list[str] = []
+    #: how long the server may take to connect, or to answer a command, before the attempt fails
+    #: (``20``, ``1m``)
     timeout: Duration = 20.0
 
     @field_validator("allowed_domains")
@@ -437,6 +452,8 @@ class WebhookConfig(_Model):
     #: ``http://`` to an allowed host too (a test or a relay inside the cluster); else
     #: webhooks must be ``https://``
     allow_http: bool = False
+    #: how long a webhook may take to connect, and to answer in full, before the attempt fails
+    #: (``10``, ``30s``)
     timeout: Duration = 10.0
 
     @field_validator("allowed_hosts")
@@ -449,7 +466,9 @@ class NotificationsConfig(_Model):
     """Telling users when their jobs end (or wait long), by email and webhook; JupyterLab
     always tells them while it is open."""
 
+    #: mail through an SMTP server; None: no mail is sent, and users cannot ask for it
     email: EmailConfig | None = None
+    #: webhooks to the hosts admins allow; None: none are sent, and users cannot set one
     webhook: WebhookConfig | None = None
     #: where links in messages point: the hub's public address (``https://hub.example.org``);
     #: None: messages name the output and the job instead of linking them
@@ -458,6 +477,7 @@ class NotificationsConfig(_Model):
     attempts: int = Field(default=5, ge=1, le=20)
     #: the wait after the first failed attempt; it doubles each time, up to ``max_delay``
     first_delay: Duration = 30.0
+    #: the longest wait between two attempts (the doubling of ``first_delay`` stops there)
     max_delay: Duration = 3600.0
 
 
@@ -499,8 +519,12 @@ class KubernetesBackendConfig(_Model):
 
 
 class BackendConfig(_Model):
+    #: where jobs run: ``local`` (processes on this machine; notebook servers from nbjobs'
+    #: LocalCPUSpawner) or ``kubernetes`` (``batch/v1`` Jobs; notebook pods from KubeSpawner)
     kind: Literal["local", "kubernetes"] = "local"
+    #: the settings of ``kind: local``; ignored with ``kubernetes``
     local: LocalBackendConfig = LocalBackendConfig()
+    #: the settings of ``kind: kubernetes``; ignored with ``local``
     kubernetes: KubernetesBackendConfig = KubernetesBackendConfig()
 
 
@@ -513,7 +537,11 @@ class ApprovalPolicy(_Model):
     recorded); unanswered after ``expires_after`` it is cancelled, saying so.
     """
 
+    #: JupyterHub groups whose members' jobs wait for approval; empty: everyone's (admins' jobs
+    #: never wait)
     groups: list[str] = []
+    #: how long a request waits for an answer, from its submit, before the job is cancelled
+    #: (``3d``, ``12h``; at least a minute)
     expires_after: Duration = 3 * 24 * 3600.0
 
     @field_validator("expires_after")
@@ -535,10 +563,19 @@ class IdleGpuPolicy(_Model):
     cancelled. Needs telemetry (``telemetry.interval`` not 0).
     """
 
+    #: the GPU utilisation, in percent (the mean over the job's GPUs), below which a telemetry
+    #: sample counts as idle
     below_percent: float = Field(default=5.0, gt=0, le=100)
+    #: how long every sample must be idle before the owner is warned (``30m``; at least a minute)
     after: Duration = 30 * 60.0
+    #: ``warn``: only warn (taken back once the GPUs work again); ``cancel``: also cancel a job
+    #: still idle ``grace`` after the warning
     action: Literal["warn", "cancel"] = "warn"
+    #: with ``action: cancel``, how long a warned job may stay idle before it is cancelled
+    #: (``5m``; at least a minute)
     grace: Duration = 5 * 60.0
+    #: JupyterHub groups whose members' jobs are never warned or cancelled (the groups the owner
+    #: was in at submit)
     exempt_groups: list[str] = []
 
     @field_validator("after", "grace")
@@ -552,25 +589,53 @@ class IdleGpuPolicy(_Model):
 class Flavor(_Model):
     """What a job runs on: GPUs, CPU, memory, image, time limit; and who may use it."""
 
+    #: what users pick (``nbjobs submit -f``) and job records keep: lowercase letters, digits and
+    #: '-', at most 40 (``a100-1``); classes and teachers name flavors by it
     name: str
+    #: the name people see (``A100 (80 GB)``), in the Submit dialog beside ``name``; None: ``name``
     display_name: str | None = None
+    #: a sentence the Submit dialog shows under the flavor (``For training; 80 GB of memory``)
     description: str = ""
+    #: whole GPUs each job gets: on one machine of ``backend.local.gpus`` (its
+    #: CUDA_VISIBLE_DEVICES), on Kubernetes that many ``gpu_resource``; 0: none, the job sees no
+    #: GPU. ``shared`` and ``fraction`` need 1
     gpus: int = Field(default=0, ge=0)
     #: the extended resource to ask for (a MIG slice: ``nvidia.com/mig-1g.10gb``)
     gpu_resource: str = "nvidia.com/gpu"
+    #: the GPU's name people see with the flavor (``A100``); only a label: it selects no node
+    #: (on Kubernetes ``node_selector`` does, e.g. ``nvidia.com/gpu.product``)
     gpu_type: str | None = None
     #: a fractional GPU: the job gets a slot of a GPU shared with other such jobs
     shared: bool = False
+    #: CPUs per job on Kubernetes, requested and limited alike (``4``, ``500m``); None: not asked
+    #: for. On one machine it is only shown
     cpu: Quantity = None
+    #: memory per job on Kubernetes, requested and limited alike (``16Gi``); None: not asked for.
+    #: On one machine it is only shown
     memory: Quantity = None
+    #: the job pods' image on Kubernetes, with nbjobs installed; None:
+    #: ``backend.kubernetes.default_image`` (with neither, the flavor cannot run). Unused on one
+    #: machine
     image: str | None = None
+    #: the longest a job may run (``4h``, ``90m``, seconds); users may ask for less, not more. The
+    #: runner stops the notebook there and keeps its output; None: no limit
     time_limit: Duration = 4 * 3600.0
+    #: node labels a job pod must have on Kubernetes (``{nvidia.com/gpu.product: Tesla-T4}``);
+    #: nbjobs counts free capacity on those nodes only
     node_selector: dict[str, str] = {}
+    #: the job pods' tolerations on Kubernetes, as a pod spec writes them
+    #: (``[{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]``)
     tolerations: list[dict[str, Any]] = []
+    #: the job pods' ``affinity`` on Kubernetes, as a pod spec writes it; nbjobs adds its rule
+    #: keeping jobs off drained nodes to each required node term
     affinity: dict[str, Any] | None = None
+    #: the job pods' Kubernetes PriorityClass (``priorityClassName``; it must exist in the
+    #: cluster), for the cluster's scheduler; nbjobs' own queue order does not use it
     priority_class: str | None = None
     #: JupyterHub groups allowed to use it; empty means everyone
     groups: list[str] = []
+    #: environment variables every job of this flavor gets (``{HF_HOME: /data/hf}``); on one
+    #: machine they go over ``backend.local.env``
     env: dict[str, str] = {}
     #: how many times a job the cluster stops for reasons of its own (evicted, preempted
     #: by a higher priority, its node lost) goes back to the queue to run again from the
@@ -599,9 +664,10 @@ class Flavor(_Model):
     #: more requests (and equal limits) for the job's container, beside the GPU resource:
     #: e.g. HAMi's ``{nvidia.com/gpumem: 10000}`` (MiB)
     resources: dict[str, Quantity] = {}
-    #: labels and annotations for the Job and its pod (nbjobs' own and the engines' queue
-    #: and fraction keys are refused: they come from ``queue`` and ``fraction``)
+    #: labels for the Job and its pod (nbjobs' own and the engines' queue and fraction keys are
+    #: refused: they come from ``queue`` and ``fraction``)
     labels: dict[str, str] = {}
+    #: annotations for the Job and its pod (the same keys are refused as for ``labels``)
     annotations: dict[str, str] = {}
     #: the kernels its image has (names as ``jupyter kernelspec list`` shows them): the
     #: Submit dialog offers them and a notebook on another kernel is refused at submit.
@@ -751,15 +817,26 @@ class ProfileOverride(_Model):
     give the pod a GPU, a device, credentials or extra containers is refused.
     """
 
+    #: the notebook server's image (KubeSpawner's ``image``); the profile's ``image``, long form
     image: str | None = None
+    #: ``Always``, ``IfNotPresent`` or ``Never``; None: Kubernetes' default for the tag
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    #: the most CPU the server may use, in cores (``0.5``, ``2``); the profile's ``cpu``, long form
     cpu_limit: float | None = Field(default=None, gt=0)
+    #: the CPU the pod requests (reserved for it), in cores; None: not set
     cpu_guarantee: float | None = Field(default=None, gt=0)
+    #: the most memory the server may use (``4Gi``, ``512M``); the profile's ``memory``, long form
     mem_limit: Quantity = None
+    #: the memory the pod requests (reserved for it), like ``2Gi``; None: not set
     mem_guarantee: Quantity = None
+    #: variables the notebook server gets (``NVIDIA_*`` and ``CUDA_*`` names are refused)
     environment: dict[str, str] = {}
+    #: the page the server opens at (JupyterHub's ``default_url``, e.g. ``/lab``); None: the
+    #: spawner's own
     default_url: str | None = None
+    #: node labels the notebook pod must have (``{node-pool: cpu}``)
     node_selector: dict[str, str] = {}
+    #: the notebook pod's tolerations, as a pod spec writes them
     tolerations: list[dict[str, Any]] = []
 
     @model_validator(mode="before")
@@ -796,14 +873,24 @@ class Profile(_Model):
 
     #: what users choose (KubeSpawner's ``slug``)
     name: str = ""
+    #: ``name`` in KubeSpawner's ``profile_list`` form; give either (or both, alike)
     slug: str | None = None
+    #: what the spawn page shows (``Small (1 CPU, 2 GiB)``); None: ``name``
     display_name: str | None = None
+    #: a sentence the spawn page shows under it
     description: str = ""
+    #: the notebook server's CPU limit (KubeSpawner's ``cpu_limit``): ``1``, ``500m``
     cpu: Quantity = "1"
+    #: the notebook server's memory limit (KubeSpawner's ``mem_limit``): ``2Gi``, ``512Mi``
     memory: Quantity = "2Gi"
+    #: the notebook server's image; None: KubeSpawner's ``image`` (the hub's setting)
     image: str | None = None
+    #: JupyterHub groups it is offered to; empty: everyone. JupyterHub admins are offered all
     groups: list[str] = []
+    #: preselected on the spawn page (KubeSpawner's ``default``)
     default: bool = False
+    #: KubeSpawner settings for it (only those of :class:`ProfileOverride`); they replace what
+    #: ``cpu``, ``memory`` and ``image`` give, and may not repeat a key set there
     kubespawner_override: ProfileOverride | None = None
 
     @model_validator(mode="before")
@@ -847,25 +934,47 @@ class Quota(_Model):
     #: GPUs a user's running jobs may hold at once; fractions count as what they are
     #: (four 0.25 jobs hold 1)
     max_running_gpus: float | None = Field(default=None, ge=0)
+    #: jobs a user may have waiting at once (queued or pending approval); a submit beyond it is
+    #: refused
     max_queued_jobs: int | None = Field(default=None, ge=0)
+    #: GPU-hours a user's jobs may hold in ``period`` (GPUs, fractions as they are, times how long
+    #: they ran); once used up, GPU jobs are refused and queued ones wait; CPU jobs go on
     gpu_hours: float | None = Field(default=None, ge=0)
+    #: what ``gpu_hours`` counts over: the last ``day``, ``week`` or ``month`` (30 days) up to now,
+    #: a rolling window rather than the calendar's
     period: Literal["day", "week", "month"] = "week"
 
 
 class QuotaConfig(_Model):
+    #: the quota of a user with no entry in ``users`` and in no group of ``groups``. A limit left
+    #: out of it is no limit (not the built-in 2 running GPUs and 20 queued jobs)
     default: Quota = Quota(max_running_gpus=2, max_queued_jobs=20)
+    #: quotas by JupyterHub group; a member of several gets each limit at its most generous (the
+    #: GPU-hour budget whole, from one group)
     groups: dict[str, Quota] = {}
+    #: quotas by user name: a user's entry is their whole quota (their groups, the default and a
+    #: class's GPU-hours no longer count)
     users: dict[str, Quota] = {}
 
 
 class ClassConfig(_Model):
     """A teacher's class: a roster, its flavors and its GPU-hours."""
 
+    #: the class's name (``ml101``), also the JupyterHub group the hub config makes of its
+    #: students and teachers
     name: str
+    #: user names of its teachers: they see and cancel its students' jobs, decide their approval
+    #: requests, grant them more GPU-hours and may use its flavors
     teachers: list[str] = []
+    #: user names of its students: the class's flavors, GPU-hours and queue apply to their jobs
     students: list[str] = []
+    #: the flavors its students may use, and no other open flavor (those their groups grant stay);
+    #: empty: the flavors they would have anyway
     flavors: list[str] = []
+    #: GPU-hours per student per ``period``, in place of their quota's (a ``quotas.users`` entry
+    #: still wins; a teacher may grant a student more); None: their quota's
     gpu_hours: float | None = Field(default=None, ge=0)
+    #: what ``gpu_hours`` counts over: the last ``day``, ``week`` or ``month`` (30 days) up to now
     period: Literal["day", "week", "month"] = "week"
     #: the queue its students' jobs go to (a Kueue LocalQueue, a KAI or Volcano queue),
     #: instead of their flavor's
@@ -880,7 +989,9 @@ class ClassConfig(_Model):
 class TeachersConfig(_Model):
     """Who may provision classes (``nbjobs class create``) without an admin."""
 
+    #: user names who may provision classes (the hub gives them ``custom:nbjobs:teach``)
     users: list[str] = []
+    #: JupyterHub groups whose members may provision classes
     groups: list[str] = []
     #: the most GPU-hours per student per period a teacher may give a class (None: no cap)
     max_gpu_hours: float | None = Field(default=None, ge=0)
@@ -891,26 +1002,43 @@ class TeachersConfig(_Model):
 class AdminConfig(_Model):
     """Who administers nbjobs (besides JupyterHub admins)."""
 
+    #: user names who administer nbjobs: see and manage everyone's jobs (``custom:nbjobs:admin``)
     users: list[str] = []
+    #: JupyterHub groups whose members administer nbjobs
     groups: list[str] = []
 
 
 class NbjobsConfig(_Model):
     """The whole of ``nbjobs.yaml``."""
 
+    #: users' folders: where they are, and how pods mount them
     storage: StorageConfig = StorageConfig()
+    #: where the job service keeps its job records
     database: DatabaseConfig = DatabaseConfig()
+    #: where jobs run: on this machine, or as Kubernetes Jobs
     backend: BackendConfig = BackendConfig()
+    #: what jobs run on; a list here replaces the built-in one, a CPU-only flavor ``cpu``
     flavors: list[Flavor] = [Flavor(name="cpu", display_name="CPU only", gpus=0)]
+    #: notebook server sizes offered at spawn on Kubernetes (KubeSpawner's ``profile_list``); a
+    #: list here replaces the built-in ``default`` (1 CPU, 2Gi)
     profiles: list[Profile] = [Profile(name="default", display_name="Default", default=True)]
+    #: limits per user: by default, by group and for named users
     quotas: QuotaConfig = QuotaConfig()
+    #: classes admins declare (teachers cannot change them; teachers' own classes live in the hub)
     classes: list[ClassConfig] = []
+    #: who may provision classes, and what they may give them
     teachers: TeachersConfig = TeachersConfig()
+    #: who administers nbjobs besides JupyterHub admins
     admin: AdminConfig = AdminConfig()
+    #: how big a request, a notebook and its parameters may be, and the output a job keeps
     limits: LimitsConfig = LimitsConfig()
+    #: where executed notebooks are written, and in which forms
     outputs: OutputsConfig = OutputsConfig()
+    #: limits of job definitions that run on a schedule
     schedules: SchedulesConfig = SchedulesConfig()
+    #: mail and webhooks when jobs end or wait long
     notifications: NotificationsConfig = NotificationsConfig()
+    #: what each job's runner samples (GPUs, CPU, memory) and how often
     telemetry: TelemetryConfig = TelemetryConfig()
 
     @model_validator(mode="after")
