@@ -30,6 +30,8 @@ root_doc = "index"
 exclude_patterns = ["_build", "README.md"]
 myst_enable_extensions = ["colon_fence", "deflist", "fieldlist", "attrs_inline"]
 myst_heading_anchors = 3
+# "--flavor" stays two hyphens (options are typed, not typeset)
+smartquotes = False
 
 # Offline: nothing on any page may come from a CDN. The PyData theme ships its own
 # fonts and icons; MathJax (the one CDN script Sphinx adds) is never needed here.
@@ -52,5 +54,4 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 # The spawners and the service are documented for their configurable traits; their
 # methods are the code's business.
-autodoc_default_options = {"members": False, "show-inheritance": False}
 suppress_warnings = ["myst.header"]

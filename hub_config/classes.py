@@ -157,8 +157,8 @@ def change_roster(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: Sequence[str]) -> int:
-    """``nbjobs class COMMAND ...``."""
+def class_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``nbjobs class``."""
     parser = argparse.ArgumentParser(
         prog="nbjobs class",
         description="Provision classes: a roster, the flavors its students may use, and "
@@ -194,7 +194,12 @@ def main(argv: Sequence[str]) -> int:
         "delete", parents=[common], help="delete a class (students and their jobs stay)"
     )
     p.add_argument("name")
+    return parser
 
+
+def main(argv: Sequence[str]) -> int:
+    """``nbjobs class COMMAND ...``."""
+    parser = class_parser()
     args = parser.parse_args(list(argv))
     try:
         client = _client(args)

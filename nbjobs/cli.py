@@ -8,6 +8,7 @@ arguments; this module only dispatches, importing the part lazily so that
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from collections.abc import Sequence
@@ -34,6 +35,37 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
 }
+
+#: every command line's argument parser, for the CLI reference the docs generate:
+#: "nbjobs NAME" -> (module, function, arguments); the function returns the parser.
+#: ``nbjobs service`` is a traitlets application: its options are its configurable traits.
+PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "demo": ("nbjobs.demo", "demo_parser", ()),
+    "submit": ("nbjobs.client.cli", "submit_parser", ()),
+    "list": ("nbjobs.client.cli", "list_parser", ()),
+    "status": ("nbjobs.client.cli", "status_parser", ()),
+    "logs": ("nbjobs.client.cli", "logs_parser", ()),
+    "metrics": ("nbjobs.client.cli", "metrics_parser", ()),
+    "usage": ("nbjobs.client.cli", "usage_parser", ()),
+    "cancel": ("nbjobs.client.cli", "cancel_parser", ()),
+    "rerun": ("nbjobs.client.cli", "rerun_parser", ()),
+    "schedule create": ("nbjobs.client.schedule", "create_parser", ()),
+    "schedule list": ("nbjobs.client.schedule", "list_parser", ()),
+    **{
+        f"schedule {verb}": ("nbjobs.client.schedule", "action_parser", (verb,))
+        for verb in ("pause", "resume", "delete", "run")
+    },
+    "schedule runs": ("nbjobs.client.schedule", "runs_parser", ()),
+    "notify": ("nbjobs.client.notify", "notify_parser", ()),
+    "class": ("nbjobs.hub_config.classes", "class_parser", ()),
+}
+
+
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The argument parser of ``nbjobs NAME`` (a key of :data:`PARSERS`)."""
+    module, function, args = PARSERS[name]
+    parser: argparse.ArgumentParser = getattr(importlib.import_module(module), function)(*args)
+    return parser
 
 
 def package_version() -> str:

@@ -136,8 +136,8 @@ def prepare(
     return hub_config
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Start the demo hub and wait for Ctrl-C."""
+def demo_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``nbjobs demo``."""
     parser = argparse.ArgumentParser(prog="nbjobs demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=".nbjobs-demo", help="where the demo keeps its files")
     parser.add_argument("--ip", default="127.0.0.1")
@@ -145,6 +145,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hub-port", type=int, default=8081)
     parser.add_argument("--service-port", type=int, default=8787)
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start the demo hub and wait for Ctrl-C."""
+    parser = demo_parser()
     args = parser.parse_args(argv)
 
     workdir = Path(args.workdir).absolute()

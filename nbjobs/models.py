@@ -44,6 +44,50 @@ FINAL_STATES = frozenset(
 )
 ACTIVE_STATES = frozenset({JobState.STARTING, JobState.RUNNING})
 
+#: Every move a job makes between states, and what makes it: (from, to, why); ``None`` as
+#: from is the submission. The documentation's job-state reference is drawn from it.
+TRANSITIONS: tuple[tuple[JobState | None, JobState, str], ...] = (
+    (None, JobState.QUEUED, "submitted (by a person, a re-run or a schedule)"),
+    (None, JobState.PENDING_APPROVAL, "submitted on a flavor with an approval policy"),
+    (JobState.PENDING_APPROVAL, JobState.QUEUED, "an admin or the owner's teacher approved it"),
+    (
+        JobState.PENDING_APPROVAL,
+        JobState.CANCELLED,
+        "rejected (the reason is its message), unanswered past expires_after, or cancelled",
+    ),
+    (JobState.QUEUED, JobState.STARTING, "the dispatcher found room and quota: it is launched"),
+    (JobState.QUEUED, JobState.CANCELLED, "cancelled while it waited"),
+    (JobState.STARTING, JobState.RUNNING, "its process or pod runs the notebook"),
+    (JobState.STARTING, JobState.FAILED, "the backend could not start it (the message says why)"),
+    (JobState.STARTING, JobState.CANCELLED, "cancelled while it started"),
+    (
+        JobState.STARTING,
+        JobState.QUEUED,
+        "its flavor left nbjobs.yaml as it was claimed, or the service restarted before "
+        "recording the launch",
+    ),
+    (
+        JobState.STARTING,
+        JobState.SUCCEEDED,
+        "it ended before the service saw it run (a short job)",
+    ),
+    (JobState.STARTING, JobState.TIMED_OUT, "it ran out of time before it was seen running"),
+    (JobState.RUNNING, JobState.SUCCEEDED, "every cell ran (the runner exited 0)"),
+    (
+        JobState.RUNNING,
+        JobState.FAILED,
+        "a cell raised, the kernel died, the input was unusable, or the cluster stopped it",
+    ),
+    (JobState.RUNNING, JobState.TIMED_OUT, "the flavor's or the job's time limit was reached"),
+    (JobState.RUNNING, JobState.CANCELLED, "cancelled by its owner, a teacher or an admin"),
+    (
+        JobState.RUNNING,
+        JobState.QUEUED,
+        "the cluster evicted or preempted it and the flavor's requeue_on_eviction allows "
+        "another try",
+    ),
+)
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")

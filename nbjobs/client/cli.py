@@ -348,7 +348,7 @@ def submission_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def submit(argv: Sequence[str]) -> int:
+def submit_parser() -> _Parser:
     parser = _parser(
         "submit",
         "Run a notebook, a script (.py, .sh) or a shell command (--command) as a job.",
@@ -359,6 +359,11 @@ def submit(argv: Sequence[str]) -> int:
     parser.add_argument("--flavor", "-f", required=True, help="what to run on (nbjobs flavors)")
     add_submission_options(parser)
     parser.add_argument("--wait", action="store_true", help="wait for the job; exit like it")
+    return parser
+
+
+def submit(argv: Sequence[str]) -> int:
+    parser = submit_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         body = submission_body(args)
@@ -387,7 +392,7 @@ def _after_submit(client: Client, job: dict[str, Any], args: argparse.Namespace)
     return EXIT_FOR_STATE.get(job["state"], 1)
 
 
-def list_jobs(argv: Sequence[str]) -> int:
+def list_parser() -> _Parser:
     parser = _parser("list", "Your jobs, newest first, one page at a time.")
     parser.add_argument("--state", help="only these states (comma-separated: queued,running)")
     parser.add_argument("--flavor", help="only jobs of this flavor")
@@ -403,6 +408,11 @@ def list_jobs(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--limit", type=int, default=20, help="jobs per page (default 20)")
     parser.add_argument("--offset", type=int, default=0, help="jobs to skip (the next page)")
+    return parser
+
+
+def list_jobs(argv: Sequence[str]) -> int:
+    parser = list_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         page = client.call(
@@ -471,9 +481,14 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def status(argv: Sequence[str]) -> int:
+def status_parser() -> _Parser:
     parser = _parser("status", "One job in detail.")
     parser.add_argument("job")
+    return parser
+
+
+def status(argv: Sequence[str]) -> int:
+    parser = status_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         job = client.call("GET", f"jobs/{args.job}")
@@ -483,7 +498,7 @@ def status(argv: Sequence[str]) -> int:
     return _run(argv, parser, action)
 
 
-def logs(argv: Sequence[str]) -> int:
+def logs_parser() -> _Parser:
     parser = _parser("logs", "A job's log: cell output and progress.")
     parser.add_argument("job")
     parser.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
@@ -493,6 +508,11 @@ def logs(argv: Sequence[str]) -> int:
         metavar="SIZE",
         help="only the log's last SIZE bytes (like 64K, 1M), then, with -f, what follows",
     )
+    return parser
+
+
+def logs(argv: Sequence[str]) -> int:
+    parser = logs_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         client.timeout = 24 * 3600 if args.follow else client.timeout
@@ -506,7 +526,7 @@ def logs(argv: Sequence[str]) -> int:
     return _run(argv, parser, action)
 
 
-def usage_report(argv: Sequence[str]) -> int:
+def usage_parser() -> _Parser:
     parser = _parser(
         "usage",
         "GPU-hours allocated and busy over a range of days, by user, group, class, flavor or "
@@ -518,6 +538,11 @@ def usage_report(argv: Sequence[str]) -> int:
     parser.add_argument("--since", help="first day, YYYY-MM-DD (default: the quota period)")
     parser.add_argument("--until", help="last day, included (default: today)")
     parser.add_argument("--csv", action="store_true", help="one row per key and day, as CSV")
+    return parser
+
+
+def usage_report(argv: Sequence[str]) -> int:
+    parser = usage_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         body = client.call("GET", "usage", by=args.by, since=args.since, until=args.until)
@@ -577,11 +602,16 @@ def usage_csv(body: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-def metrics(argv: Sequence[str]) -> int:
+def metrics_parser() -> _Parser:
     parser = _parser(
         "metrics", "What a job's GPUs, CPU and memory did: its summary, latest sample, a hint."
     )
     parser.add_argument("job")
+    return parser
+
+
+def metrics(argv: Sequence[str]) -> int:
+    parser = metrics_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         body = client.call("GET", f"jobs/{args.job}/metrics")
@@ -666,9 +696,14 @@ def _byte_count(text: str) -> int:
     return value
 
 
-def cancel(argv: Sequence[str]) -> int:
+def cancel_parser() -> _Parser:
     parser = _parser("cancel", "Cancel a job (a running one keeps its partial output).")
     parser.add_argument("job")
+    return parser
+
+
+def cancel(argv: Sequence[str]) -> int:
+    parser = cancel_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         job = client.call("POST", f"jobs/{args.job}/cancel")
@@ -678,7 +713,7 @@ def cancel(argv: Sequence[str]) -> int:
     return _run(argv, parser, action)
 
 
-def rerun(argv: Sequence[str]) -> int:
+def rerun_parser() -> _Parser:
     parser = _parser("rerun", "Run a finished job's notebook again (same flavor, parameters).")
     parser.add_argument("job")
     parser.add_argument("--wait", action="store_true", help="wait for the new job; exit like it")
@@ -687,6 +722,11 @@ def rerun(argv: Sequence[str]) -> int:
         action="store_true",
         help="admins: re-run another user's job on their behalf (the new job is theirs)",
     )
+    return parser
+
+
+def rerun(argv: Sequence[str]) -> int:
+    parser = rerun_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         query = "?as=owner" if args.as_owner else ""

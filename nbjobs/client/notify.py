@@ -7,12 +7,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .cli import Client, _local_time, _parser, _run
+from .cli import Client, _local_time, _Parser, _parser, _run
 
 EVENTS = ("succeeded", "failed", "timed_out", "cancelled", "queued_long", "run_refused")
 
 
-def main(argv: Sequence[str]) -> int:
+def notify_parser() -> _Parser:
     parser = _parser(
         "notify",
         "Be told when jobs end (or wait long, or a scheduled run is refused), by email and "
@@ -29,6 +29,11 @@ def main(argv: Sequence[str]) -> int:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--job", help="for this job only")
     which.add_argument("--definition", help="for this job definition's runs only")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = notify_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         if args.email is None and args.webhook is None and args.on is None:

@@ -13,6 +13,7 @@ from .cli import (
     Client,
     _clip,
     _local_time,
+    _Parser,
     _parser,
     _run,
     add_submission_options,
@@ -74,7 +75,7 @@ def _cron(args: argparse.Namespace) -> str | None:
     return str(args.cron) if args.cron else None
 
 
-def _create(argv: list[str]) -> int:
+def create_parser() -> _Parser:
     parser = _parser("schedule create", ACTIONS["create"])
     parser.add_argument(
         "notebook", nargs="?", help="the notebook or script; with --command, its folder"
@@ -96,6 +97,11 @@ def _create(argv: list[str]) -> int:
         "--start", help="no run before this time (ISO 8601, e.g. 2026-12-01T08:00Z)"
     )
     parser.add_argument("--end", help="no run after this time (ISO 8601)")
+    return parser
+
+
+def _create(argv: list[str]) -> int:
+    parser = create_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         body = submission_body(args)
@@ -115,9 +121,14 @@ def _create(argv: list[str]) -> int:
     return _run(argv, parser, action)
 
 
-def _list(argv: list[str]) -> int:
+def list_parser() -> _Parser:
     parser = _parser("schedule list", ACTIONS["list"])
     parser.add_argument("--user", help="one user's definitions (admins, their teachers)")
+    return parser
+
+
+def _list(argv: list[str]) -> int:
+    parser = list_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         answer = client.call("GET", "definitions", user=args.user)
@@ -151,9 +162,14 @@ def _list(argv: list[str]) -> int:
     return _run(argv, parser, action)
 
 
-def _one(verb: str, argv: list[str]) -> int:
+def action_parser(verb: str) -> _Parser:
     parser = _parser(f"schedule {verb}", ACTIONS[verb])
     parser.add_argument("definition")
+    return parser
+
+
+def _one(verb: str, argv: list[str]) -> int:
+    parser = action_parser(verb)
 
     def action(client: Client, args: argparse.Namespace) -> int:
         path = f"definitions/{args.definition}"
@@ -173,10 +189,15 @@ def _one(verb: str, argv: list[str]) -> int:
     return _run(argv, parser, action)
 
 
-def _runs(argv: list[str]) -> int:
+def runs_parser() -> _Parser:
     parser = _parser("schedule runs", ACTIONS["runs"])
     parser.add_argument("definition")
     parser.add_argument("--limit", type=int, default=20)
+    return parser
+
+
+def _runs(argv: list[str]) -> int:
+    parser = runs_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
         answer = client.call("GET", f"definitions/{args.definition}/runs", limit=args.limit)
