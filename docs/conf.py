@@ -12,7 +12,7 @@ from nbjobs.cli import package_version  # noqa: E402
 
 project = "nbjobs"
 author = "the nbjobs team"
-copyright = "2026, the nbjobs team"  # noqa: A001 (Sphinx's name for it)
+copyright = "2026, the nbjobs team"
 release = package_version()
 version = release
 
