@@ -168,7 +168,9 @@ def class_parser() -> argparse.ArgumentParser:
     common.add_argument("--url", help="the job service (default: $NBJOBS_URL)")
     common.add_argument("--token", help="your JupyterHub API token (default: $NBJOBS_TOKEN)")
     common.add_argument("--json", action="store_true", help="print JSON, for scripts")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do"
+    )
 
     p = commands.add_parser("create", parents=[common], help="create a class from a roster")
     p.add_argument("name", help="the class (a JupyterHub group), like ml101")
@@ -176,24 +178,29 @@ def class_parser() -> argparse.ArgumentParser:
     p.add_argument("students", nargs="*", help="students (besides the roster's)")
     p.add_argument("--flavors", help="comma-separated flavors the students may use")
     p.add_argument("--gpu-hours", type=float, help="GPU-hours per student per period")
-    p.add_argument("--period", choices=["day", "week", "month"], default="week")
+    p.add_argument(
+        "--period",
+        choices=["day", "week", "month"],
+        default="week",
+        help="the window --gpu-hours counts in: the last 1, 7 or 30 days (default week)",
+    )
     p.add_argument("--teacher", action="append", help="a co-teacher (repeat for more)")
 
     for name, verb in (("add", "add students to"), ("remove", "remove students from")):
         p = commands.add_parser(name, parents=[common], help=f"{verb} a class")
-        p.add_argument("name")
-        p.add_argument("students", nargs="*")
+        p.add_argument("name", help="the class")
+        p.add_argument("students", nargs="*", help="user names")
         p.add_argument("--roster", help="CSV file, one student a line")
 
     p = commands.add_parser(
         "list", parents=[common], help="your classes; with a NAME, that class's roster"
     )
-    p.add_argument("name", nargs="?")
+    p.add_argument("name", nargs="?", help="the class whose roster to show")
 
     p = commands.add_parser(
         "delete", parents=[common], help="delete a class (students and their jobs stay)"
     )
-    p.add_argument("name")
+    p.add_argument("name", help="the class")
     return parser
 
 

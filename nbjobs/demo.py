@@ -140,10 +140,14 @@ def demo_parser() -> argparse.ArgumentParser:
     """The argument parser of ``nbjobs demo``."""
     parser = argparse.ArgumentParser(prog="nbjobs demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=".nbjobs-demo", help="where the demo keeps its files")
-    parser.add_argument("--ip", default="127.0.0.1")
+    parser.add_argument("--ip", default="127.0.0.1", help="the address the hub listens on")
     parser.add_argument("--port", type=int, default=8000, help="the hub's public port")
-    parser.add_argument("--hub-port", type=int, default=8081)
-    parser.add_argument("--service-port", type=int, default=8787)
+    parser.add_argument(
+        "--hub-port", type=int, default=8081, help="the hub's internal port (its API)"
+    )
+    parser.add_argument(
+        "--service-port", type=int, default=8787, help="the job service's port (on localhost)"
+    )
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port")
     return parser
 

@@ -308,7 +308,14 @@ def add_submission_options(parser: argparse.ArgumentParser) -> None:
     """What a submission may say besides the notebook and flavor (``nbjobs submit`` and
     ``nbjobs schedule create`` alike)."""
     parser.add_argument(
-        "-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE")
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="set a parameter of the notebook's parameters cell (repeatable); VALUE is read "
+        "as JSON when it parses (5, true, [1,2]), else as text",
     )
     parser.add_argument("--time-limit", type=float, help="seconds (at most the flavor's)")
     parser.add_argument("--name", help="what the Jobs list calls it (default: the notebook's)")
@@ -483,7 +490,7 @@ def _clip(text: str, width: int) -> str:
 
 def status_parser() -> _Parser:
     parser = _parser("status", "One job in detail.")
-    parser.add_argument("job")
+    parser.add_argument("job", help="the job's id (the first column of nbjobs list)")
     return parser
 
 
@@ -500,7 +507,7 @@ def status(argv: Sequence[str]) -> int:
 
 def logs_parser() -> _Parser:
     parser = _parser("logs", "A job's log: cell output and progress.")
-    parser.add_argument("job")
+    parser.add_argument("job", help="the job's id (the first column of nbjobs list)")
     parser.add_argument("-f", "--follow", action="store_true", help="stream until the job ends")
     parser.add_argument(
         "--tail",
@@ -533,7 +540,10 @@ def usage_parser() -> _Parser:
         "node (yours; a teacher's classes; an admin's everyone).",
     )
     parser.add_argument(
-        "--by", choices=["user", "group", "class", "flavor", "node"], default="user"
+        "--by",
+        choices=["user", "group", "class", "flavor", "node"],
+        default="user",
+        help="one line per user, group, class, flavor or node (default: user)",
     )
     parser.add_argument("--since", help="first day, YYYY-MM-DD (default: the quota period)")
     parser.add_argument("--until", help="last day, included (default: today)")
@@ -606,7 +616,7 @@ def metrics_parser() -> _Parser:
     parser = _parser(
         "metrics", "What a job's GPUs, CPU and memory did: its summary, latest sample, a hint."
     )
-    parser.add_argument("job")
+    parser.add_argument("job", help="the job's id (the first column of nbjobs list)")
     return parser
 
 
@@ -698,7 +708,7 @@ def _byte_count(text: str) -> int:
 
 def cancel_parser() -> _Parser:
     parser = _parser("cancel", "Cancel a job (a running one keeps its partial output).")
-    parser.add_argument("job")
+    parser.add_argument("job", help="the job's id (the first column of nbjobs list)")
     return parser
 
 
@@ -715,7 +725,7 @@ def cancel(argv: Sequence[str]) -> int:
 
 def rerun_parser() -> _Parser:
     parser = _parser("rerun", "Run a finished job's notebook again (same flavor, parameters).")
-    parser.add_argument("job")
+    parser.add_argument("job", help="the job's id (the first column of nbjobs list)")
     parser.add_argument("--wait", action="store_true", help="wait for the new job; exit like it")
     parser.add_argument(
         "--as-owner",

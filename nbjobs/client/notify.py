@@ -20,7 +20,12 @@ def notify_parser() -> _Parser:
     )
     parser.add_argument("--email", help="send mail to this address ('' to stop)")
     parser.add_argument("--webhook", help="POST JSON to this URL ('' to stop)")
-    parser.add_argument("--format", choices=["json", "slack", "teams"], default="json")
+    parser.add_argument(
+        "--format",
+        choices=["json", "slack", "teams"],
+        default="json",
+        help="the webhook's body: nbjobs' JSON, a Slack or a Microsoft Teams message",
+    )
     parser.add_argument(
         "--on",
         help=f"comma-separated events (default failed,timed_out,run_refused): {','.join(EVENTS)}",

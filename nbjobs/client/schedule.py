@@ -80,7 +80,7 @@ def create_parser() -> _Parser:
     parser.add_argument(
         "notebook", nargs="?", help="the notebook or script; with --command, its folder"
     )
-    parser.add_argument("--flavor", "-f", required=True)
+    parser.add_argument("--flavor", "-f", required=True, help="what to run on (nbjobs flavors)")
     parser.add_argument("--cron", help="five cron fields, e.g. '0 2 * * *' (02:00 every day)")
     parser.add_argument("--every", choices=list(EVERY), help="a simple schedule instead of --cron")
     parser.add_argument("--at", help="with --every: the time, HH:MM (default 00:00)")
@@ -164,7 +164,7 @@ def _list(argv: list[str]) -> int:
 
 def action_parser(verb: str) -> _Parser:
     parser = _parser(f"schedule {verb}", ACTIONS[verb])
-    parser.add_argument("definition")
+    parser.add_argument("definition", help="the definition's id (nbjobs schedule list)")
     return parser
 
 
@@ -191,8 +191,8 @@ def _one(verb: str, argv: list[str]) -> int:
 
 def runs_parser() -> _Parser:
     parser = _parser("schedule runs", ACTIONS["runs"])
-    parser.add_argument("definition")
-    parser.add_argument("--limit", type=int, default=20)
+    parser.add_argument("definition", help="the definition's id (nbjobs schedule list)")
+    parser.add_argument("--limit", type=int, default=20, help="the newest runs to show")
     return parser
 
 
