@@ -1,0 +1,189 @@
+"""The shell commands the guides show run, as shown, against a real hub.
+
+Every ```bash (sh, shell) block of a guide page either runs here or says, on the line
+above it, why it cannot (``% not-run: needs a Kubernetes cluster``). The hub is the one
+``nbjobs demo`` starts (its nbjobs.yaml, its users and their hello.ipynb), with a test
+service that hands out the users' API tokens; docs/README.md says what a block may
+assume and how ``% run-as:`` and ``% run-in:`` change who runs it and where.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+from nbjobs.demo import prepare
+from nbjobs.storage import escape_username
+
+from ..hub.hubproc import free_port, running_hub
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SHELLS = {"bash", "sh", "shell"}
+FENCE = re.compile(r"^(`{3,}|~{3,})\s*\{?([\w-]*)\}?\s*$")
+MARKER = re.compile(r"^%\s*(not-run|run-as|run-in):\s*(.*?)\s*$")
+USERS = ("ada", "bob", "tess", "admin")
+
+ADMIN_SERVICE = """
+c.JupyterHub.services.append({{"name": "docs-test", "api_token": {token!r}}})
+c.JupyterHub.load_roles.append(
+    {{"name": "docs-test-tokens", "services": ["docs-test"], "scopes": ["tokens", "admin:users"]}}
+)
+"""
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int
+    code: str
+    markers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def guide_pages() -> list[Path]:
+    return sorted(
+        p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p.name != "README.md"
+    )
+
+
+def shell_blocks(page: Path) -> list[Block]:
+    """The page's shell blocks with the markers on the lines just above each."""
+    lines = page.read_text().splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence, lang = opening.groups()
+        end = i + 1
+        while end < len(lines) and not lines[end].startswith(fence):
+            end += 1
+        if lang in SHELLS:
+            markers = {}
+            above = i - 1
+            while above >= 0 and MARKER.match(lines[above]):
+                name, value = MARKER.match(lines[above]).groups()  # type: ignore[union-attr]
+                markers[name] = value
+                above -= 1
+            blocks.append(Block(page, i + 1, "\n".join(lines[i + 1 : end]), markers))
+        i = end + 1
+    return blocks
+
+
+def all_blocks() -> list[Block]:
+    return [b for page in guide_pages() for b in shell_blocks(page)]
+
+
+def test_the_guides_have_shell_blocks_and_each_runs_or_says_why():
+    blocks = all_blocks()
+    assert len(blocks) > 20
+    unexplained = [str(b) for b in blocks if "not-run" in b.markers and not b.markers["not-run"]]
+    assert unexplained == []
+    unknown = [
+        str(b)
+        for b in blocks
+        if b.markers.get("run-as", "ada") not in USERS
+        or b.markers.get("run-in", "home") not in ("home", "service")
+    ]
+    assert unknown == []
+    runnable = [b for b in blocks if "not-run" not in b.markers]
+    assert len(runnable) > 10
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("docs-hub")
+    port, hub_port, service_port, proxy_port = (free_port() for _ in range(4))
+    config = prepare(folder, "127.0.0.1", port, hub_port, service_port, proxy_port)
+    token = os.urandom(16).hex()
+    text = config.read_text() + ADMIN_SERVICE.format(token=token)
+    with running_hub(folder, text, port) as url:
+        tokens = {}
+        for user in USERS:
+            answer = requests.post(
+                f"{url}/hub/api/users/{user}/tokens",
+                headers={"Authorization": f"token {token}"},
+                json={"note": "docs test"},
+                timeout=30,
+            )
+            answer.raise_for_status()
+            tokens[user] = answer.json()["token"]
+        service = f"{url}/services/nbjobs/"
+        job = finished_job(service, tokens["ada"])
+        yield Hub(folder, service, tokens, job)
+
+
+def finished_job(service: str, token: str) -> str:
+    """A job of ada's that has succeeded: the guides' ``$JOB``."""
+    headers = {"Authorization": f"token {token}"}
+    body = {"path": "hello.ipynb", "flavor": "cpu"}
+    job = requests.post(service + "api/jobs", json=body, headers=headers, timeout=60).json()
+    deadline = time.monotonic() + 180
+    while job["state"] != "succeeded":
+        assert job["state"] in ("queued", "starting", "running"), job
+        assert time.monotonic() < deadline, job
+        time.sleep(1)
+        job = requests.get(service + f"api/jobs/{job['id']}", headers=headers, timeout=30).json()
+    return str(job["id"])
+
+
+@dataclass
+class Hub:
+    folder: Path
+    service: str
+    tokens: dict[str, str]
+    job: str
+
+    def run(self, block: Block) -> subprocess.CompletedProcess[str]:
+        user = block.markers.get("run-as", "ada")
+        home = self.folder / "home" / escape_username(user)
+        cwd = self.folder if block.markers.get("run-in") == "service" else home
+        env = {
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "NBJOBS_URL": self.service,
+            "NBJOBS_TOKEN": self.tokens[user],
+            "NBJOBS_ROOT": str(home),
+            "JOB": self.job,
+        }
+        return subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block.code],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+
+
+RUNNABLE_PAGES = [
+    page for page in guide_pages() if any("not-run" not in b.markers for b in shell_blocks(page))
+]
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_a_guide_page_s_commands_run_as_shown(hub, page):
+    for block in shell_blocks(page):
+        if "not-run" in block.markers:
+            continue
+        done = hub.run(block)
+        assert done.returncode == 0, (
+            f"{block} ran as {block.markers.get('run-as', 'ada')} and exited "
+            f"{done.returncode}:\n{block.code}\n"
+            f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        )
