@@ -121,7 +121,7 @@ def _show(cls: dict[str, Any]) -> str:
     ]
     if cls.get("source") == "nbjobs.yaml":
         rows.append(("defined in", "nbjobs.yaml (an admin changes it there)"))
-    return "\n".join(f"{k + ':':<11}{v}" for k, v in rows)
+    return "\n".join(f"{k + ':':<12}{v}" for k, v in rows)
 
 
 # -- the commands ---------------------------------------------------------------
@@ -207,7 +207,15 @@ def class_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     """``nbjobs class COMMAND ...``."""
     parser = class_parser()
-    args = parser.parse_args(list(argv))
+    # Names after an option (``create ml101 --teacher cora gus``) are students too:
+    # argparse alone takes the students only before the first option.
+    args, extra = parser.parse_known_args(list(argv))
+    if extra and (
+        args.command not in ("create", "add", "remove") or any(x.startswith("-") for x in extra)
+    ):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.students = [*args.students, *extra]
     try:
         client = _client(args)
         if args.command in ("create", "add", "remove"):

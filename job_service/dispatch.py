@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Text, cast, select, update
 
-from nbjobs.config import Flavor, Quota
+from nbjobs.config import PERIOD_WORDS, Flavor, Quota
 from nbjobs.models import JobState
 
 from .backends import Launched, LaunchSpec
@@ -269,8 +269,8 @@ class Dispatcher:
             used = hours.get((user, quota.period), 0.0)
             if used >= quota.gpu_hours:
                 return (
-                    f"your {quota.gpu_hours:g} GPU-hours for this {quota.period} are used up; "
-                    "it starts when the period rolls over, or cancel it"
+                    f"your {quota.gpu_hours:g} GPU-hours in {PERIOD_WORDS[quota.period]} are "
+                    "used up; it starts as your older GPU time leaves that window, or cancel it"
                 )
         backend = service.backend
         if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:

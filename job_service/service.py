@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from nbjobs.config import Flavor, NbjobsConfig, Quota
+from nbjobs.config import PERIOD_WORDS, Flavor, NbjobsConfig, Quota
 from nbjobs.models import (
     ACTIVE_STATES,
     ClassInfo,
@@ -610,8 +610,9 @@ class JobService:
             used = self.gpu_hours(db, caller.name, quota.period)
             if used >= quota.gpu_hours:
                 raise OverQuota(
-                    f"you have used {used:.1f} of your {quota.gpu_hours:g} GPU-hours this "
-                    f"{quota.period}; use a CPU flavor or ask your admin for more"
+                    f"you have used {used:.1f} of your {quota.gpu_hours:g} GPU-hours in "
+                    f"{PERIOD_WORDS[quota.period]}; use a CPU flavor, wait until older GPU "
+                    "time leaves that window, or ask your teacher or admin for more"
                 )
 
     def gpu_hours(self, db: Session, user: str, period: str) -> float:
@@ -645,6 +646,11 @@ class JobService:
             or caller.admin
             or (not own and self.classes.teaches(caller.name, record.user))
         )
+        teacher = record is not None and self.classes.teaches(caller.name, record.user)
+        if record is not None and not allowed and own and teacher:
+            raise Forbidden(
+                f"job {job_id} belongs to {record.user}: only its owner (or an admin) does that"
+            )
         if record is None or not allowed:
             raise NotFound(f"no job {job_id!r} of yours; `nbjobs list` shows your jobs")
         return record

@@ -928,6 +928,11 @@ class Profile(_Model):
         return self
 
 
+#: a quota period as people read it: GPU-hours count over a window that slides with the
+#: clock (the last 7 days for ``week``), not a calendar week that starts again on Monday
+PERIOD_WORDS = {"day": "the last 24 hours", "week": "the last 7 days", "month": "the last 30 days"}
+
+
 class Quota(_Model):
     """Limits for a user (or each member of a group). None means no limit."""
 

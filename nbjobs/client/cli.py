@@ -261,7 +261,11 @@ def _details(job: dict[str, Any]) -> str:
     rows = [
         ("job", job["id"]),
         ("state", job["state"]),
-        ("notebook", job["path"]),
+        (
+            {"script": "script", "command": "folder"}.get(job.get("kind") or "", "notebook"),
+            job["path"],
+        ),
+        *([("command", job["command"])] if job.get("command") else []),
         ("output", job["output_path"]),
         *([("html copy", job["html_path"])] if job.get("html_path") else []),
         *([("kernel", job["kernel"])] if job.get("kernel") else []),
@@ -341,7 +345,7 @@ def add_submission_options(parser: argparse.ArgumentParser) -> None:
 def submission_body(args: argparse.Namespace) -> dict[str, Any]:
     """The request body for the options :func:`add_submission_options` added."""
     if args.notebook is None and args.command is None:
-        raise Refused("give a notebook or script to run, or --command")
+        raise UsageError("give a notebook or script to run, or --command")
     body: dict[str, Any] = {
         "path": _notebook_path(args.notebook or "."),
         "flavor": args.flavor,

@@ -11,6 +11,7 @@ from typing import Any
 
 from .cli import (
     Client,
+    UsageError,
     _clip,
     _local_time,
     _Parser,
@@ -61,16 +62,14 @@ def main(argv: Sequence[str]) -> int:
 
 def _cron(args: argparse.Namespace) -> str | None:
     if args.cron and args.every:
-        raise SystemExit("nbjobs schedule create: give --cron or --every, not both")
+        raise UsageError("give --cron or --every, not both")
     if args.every:
         hour, minute = 0, 0
         if args.at:
             try:
                 hour, minute = (int(part) for part in args.at.split(":"))
             except ValueError:
-                raise SystemExit(
-                    f"nbjobs schedule create: --at {args.at!r} is not a time as HH:MM"
-                ) from None
+                raise UsageError(f"--at {args.at!r} is not a time as HH:MM") from None
         return EVERY[args.every].format(minute=minute, hour=hour)
     return str(args.cron) if args.cron else None
 

@@ -192,7 +192,8 @@ def test_teachers_may_not_exceed_what_the_admin_allows(hub):
 def test_add_remove_and_delete_keep_students_and_their_work(hub):
     assert hub.nbjobs("tess", "class", "create", "cv", "gus").returncode == 0
 
-    added = hub.nbjobs("tess", "class", "add", "cv", "hal", "ivy")
+    # students named after an option count as well as before it
+    added = hub.nbjobs("tess", "class", "add", "cv", "hal", "--json", "ivy")
     again = hub.nbjobs("tess", "class", "add", "cv", "hal", "hal")
     removed = hub.nbjobs("tess", "class", "remove", "cv", "gus")
     not_there = hub.nbjobs("tess", "class", "remove", "cv", "nobody")
@@ -237,7 +238,11 @@ def test_a_teacher_sees_the_class_jobs_and_cancels_but_does_not_rerun(hub):
     assert [j["id"] for j in json.loads(listed.stdout)["jobs"]] == [job_id]
     assert seen_by_tom.status_code == 404
     assert tom_lists.status_code == 404
-    assert rerun.status_code == 404
+    # the teacher sees the job, so is told why not rather than that it does not exist
+    assert rerun.status_code == 403
+    assert rerun.json()["message"] == (
+        f"job {job_id} belongs to ada: only its owner (or an admin) does that"
+    )
     assert cancelled.status_code == 200
     assert cancelled.json()["state"] == "cancelled"
 

@@ -32,7 +32,7 @@ async def test_a_student_gets_the_class_flavors_and_budget(start):
         # The class names its flavors; the open "gpu" flavor is not among them.
         assert flavors == ["cpu", "slice"]
         assert over.status_code == 429
-        assert "of your 0 GPU-hours this week" in over.json()["message"]
+        assert "of your 0 GPU-hours in the last 7 days" in over.json()["message"]
         assert other.status_code == 403
         assert "your flavors are: cpu, slice" in other.json()["message"]
         # bob is in no class: the open flavors, and the usual budget

@@ -178,7 +178,7 @@ def test_submit_runs_a_script_or_a_command_and_exits_like_it(service):
     assert (home / output).read_text() == "preparing 9\n"
     assert command.returncode == 1
     assert "the command exited with code 4: nope" in command.stdout
-    assert nothing.returncode == 5
+    assert nothing.returncode == 2  # a usage error: nothing was sent
     assert "give a notebook or script to run, or --command" in nothing.stderr
 
 

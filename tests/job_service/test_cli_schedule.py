@@ -57,6 +57,15 @@ def test_bad_schedules_and_unknown_actions_are_refused_in_words(service):
         *("--timezone", "Mars/Olympus"),
     )
     unknown = test_cli.cli(service, "schedule", "explode")
+    both = test_cli.cli(
+        service,
+        *("schedule", "create", "x.ipynb", "-f", "cpu", "--cron", "0 2 * * *"),
+        "--json",
+        *("--every", "day"),
+    )
+    at = test_cli.cli(
+        service, "schedule", "create", "x.ipynb", "-f", "cpu", "--every", "day", "--at", "noon"
+    )
 
     assert bad.returncode == 5
     assert "has 4 field(s); a schedule has five" in bad.stderr
@@ -64,6 +73,11 @@ def test_bad_schedules_and_unknown_actions_are_refused_in_words(service):
     assert "'Mars/Olympus' is not an IANA time zone" in zone.stderr
     assert unknown.returncode == 2
     assert "unknown action 'explode'" in unknown.stderr
+    # usage errors: exit 2 like every other nbjobs command, JSON when --json asked for it
+    assert both.returncode == 2
+    assert json.loads(both.stderr)["error"] == "give --cron or --every, not both"
+    assert at.returncode == 2
+    assert "--at 'noon' is not a time as HH:MM" in at.stderr
 
 
 def test_a_schedule_starts_and_ends_when_asked(service):

@@ -8,7 +8,7 @@ import pytest
 from nbjobs.job_service.db import JobRecord
 from nbjobs.job_service.service import Caller
 
-from nbjobs.config import Quota, QuotaConfig
+from nbjobs.config import PERIOD_WORDS, Quota, QuotaConfig
 
 from .conftest import record_gpu_time, stop_all
 
@@ -50,8 +50,9 @@ async def test_gpu_hours_count_the_gpu_time_inside_the_period_only(start, period
 
         assert over.status_code == 429
         assert over.json()["message"] == (
-            f"you have used {used:.1f} of your {used - 0.5:g} GPU-hours this {period}; "
-            "use a CPU flavor or ask your admin for more"
+            f"you have used {used:.1f} of your {used - 0.5:g} GPU-hours in "
+            f"{PERIOD_WORDS[period]}; use a CPU flavor, wait until older GPU time leaves that "
+            "window, or ask your teacher or admin for more"
         )
         assert cpu.status_code == 201  # a CPU flavor spends no GPU-hours
         assert under.status_code == 201  # time before the period did not count
@@ -78,11 +79,11 @@ async def test_a_queued_job_waits_with_the_reason_while_the_gpu_hours_are_used_u
         )
         assert waiting["state"] == "queued"
         assert waiting["waiting_reason"] == (
-            "your 1 GPU-hours for this day are used up; "
-            "it starts when the period rolls over, or cancel it"
+            "your 1 GPU-hours in the last 24 hours are used up; "
+            "it starts as your older GPU time leaves that window, or cancel it"
         )
 
-        # The day rolls over: that work now lies before the period, and the job starts.
+        # A day on, that work lies before the window, and the job starts.
         with svc.service.sessions() as db:
             record = db.get(JobRecord, earlier)
             assert record is not None
@@ -125,7 +126,7 @@ async def test_group_quotas_apply_to_their_members(start):
         assert "your quota (max_running_gpus) allows 1" in ada_too_big.json()["message"]
         assert eve_big.status_code == 201
         assert ada_over_hours.status_code == 429
-        assert "of your 10 GPU-hours this month" in ada_over_hours.json()["message"]
+        assert "of your 10 GPU-hours in the last 30 days" in ada_over_hours.json()["message"]
     finally:
         await stop_all(svc)
 
@@ -149,8 +150,8 @@ async def test_a_member_of_several_groups_gets_each_limits_most_generous_and_one
         assert two_gpus.status_code == 201
         assert over.status_code == 429
         assert over.json()["message"] == (
-            "you have used 2.0 of your 1 GPU-hours this day; "
-            "use a CPU flavor or ask your admin for more"
+            "you have used 2.0 of your 1 GPU-hours in the last 24 hours; use a CPU flavor, "
+            "wait until older GPU time leaves that window, or ask your teacher or admin for more"
         )
     finally:
         await stop_all(svc)
