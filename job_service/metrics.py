@@ -7,7 +7,7 @@ queue waits, dispatch latency, failed starts), in Prometheus' text format.
 
 Names follow Prometheus' conventions: the ``nbjobs_`` prefix, base units
 (``_seconds``, ``_bytes``, ratios 0-1), ``_total`` for counters. What the metrics
-are is :data:`METRICS` (name: help), the one list the README and the Grafana
+are is :data:`METRICS` (name: help), the one list the monitoring guide and the Grafana
 dashboard (``hub_config/examples/grafana-nbjobs.json``) are checked against.
 
 Per-job series (GPU utilisation and memory of each running job, labelled job, user,
@@ -79,8 +79,8 @@ METRICS: dict[str, str] = {
     "nbjobs_jobs_unlisted": "Running jobs with samples beyond metrics_max_jobs, not listed "
     "one by one",
     "nbjobs_backend_start_failures": "Jobs the backend could not start, by flavor",
-    "nbjobs_notification_errors": "Notifications that could not be sent (none are sent "
-    "yet: stays 0)",
+    "nbjobs_notification_errors": "Attempts to send a notification (mail, webhook) that "
+    "failed; each retry counts",
     "nbjobs_gpu_allocated_seconds": "GPU-seconds held by jobs that ended (GPUs x their run), "
     "by user, flavor and node; counted when a job ends",
     "nbjobs_gpu_busy_seconds": "GPU-seconds busy of jobs that ended (their telemetry: seconds "
@@ -142,7 +142,7 @@ class ServiceMetrics:
         self.start_failures.labels(flavor).inc()
 
     def notification_failed(self) -> None:
-        """A notification could not be sent (for the notifications to call)."""
+        """An attempt to send a notification failed."""
         self.notification_errors.inc()
 
 

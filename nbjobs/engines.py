@@ -4,7 +4,7 @@ An admin writes the intent in a flavor (``scheduler``, ``queue``, ``fraction``,
 ``gpu_sharing``, ``resources``); :func:`engine_fields` turns it into the fields each
 engine reads, so that nobody has to remember that KAI Scheduler wants a
 ``gpu-fraction`` annotation and no ``nvidia.com/gpu`` request while HAMi wants
-``nvidia.com/gpu: 1`` beside a memory percentage. The table (also in the README):
+``nvidia.com/gpu: 1`` beside a memory percentage. The table (also in the admin guide's GPU page):
 
 ==============  ==========================================  ==================================
 engine          fields nbjobs writes                        what nbjobs reads back

@@ -374,6 +374,7 @@ class Outbox:
                 )
             db.commit()
         if error is not None:
+            self.service.metrics.notification_failed()
             self.service.log.warning(
                 "notification %s (%s to %s): attempt %d failed: %s",
                 item["id"],

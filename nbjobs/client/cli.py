@@ -39,7 +39,7 @@ EXIT_UNAVAILABLE = 6
 EXIT_FOR_STATE = {"succeeded": 0, "failed": 1, "timed_out": 3, "cancelled": 4}
 FINAL = set(EXIT_FOR_STATE)
 
-#: every exit code, for ``--help`` and the README
+#: every exit code, for ``--help`` and the CLI reference
 EXIT_CODES = {
     0: "done (with --wait: the job succeeded)",
     1: "with --wait: the job failed (a cell raised, the kernel died)",

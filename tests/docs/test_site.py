@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docutils.nodes import make_id
 from nbjobs.job_runner.__main__ import build_parser
 from nbjobs.job_runner.errors import ExitCode
 
@@ -58,7 +59,8 @@ def test_every_nbjobs_yaml_key_has_its_entry(site):
     words, anchors = text_of(page), anchors_of(page)
     keys = [path for path, *_ in nbjobs_docs.config_keys()]
     assert len(keys) > 150  # the walk reached nested sections, list items and mappings
-    missing = [k for k in keys if k not in words or nbjobs_docs.label_of(k) not in anchors]
+    # the HTML id of a label is docutils' make_id of it (underscores become hyphens)
+    missing = [k for k in keys if k not in words or make_id(nbjobs_docs.label_of(k)) not in anchors]
     assert missing == []
     # a key with a default shows it; one from an example file shows that example
     start = words.index("flavors[].time_limit")
@@ -94,9 +96,9 @@ def test_every_command_and_option_is_in_the_cli_reference(site):
     words, anchors = text_of(page), anchors_of(page)
     for name in COMMANDS:
         assert f"nbjobs {name}" in words
-        assert f"cli-{name}" in anchors
+        assert make_id(f"cli-{name}") in anchors
     for name in PARSERS:
-        assert f"cli-{name.replace(' ', '-')}" in anchors, name
+        assert make_id(f"cli-{name.replace(' ', '-')}") in anchors, name
         for action in command_parser(name)._actions:
             for flag in action.option_strings:
                 assert flag in words, f"nbjobs {name} {flag}"
@@ -136,31 +138,28 @@ def test_the_configurables_listed_are_all_there_are():
     """A new configurable class of nbjobs must be added to the options reference."""
     import importlib
     import inspect
-    import pkgutil
 
     from traitlets.config import Configurable
 
-    import nbjobs
-
     listed = {path for _, _, classes in nbjobs_docs.CONFIGURABLES for path in classes}
     found = set()
-    for info in pkgutil.walk_packages(nbjobs.__path__, "nbjobs."):
-        if any(part in info.name for part in ("labextension", "dashboard_static", "tests")):
-            continue
-        try:
-            module = importlib.import_module(info.name)
-        except ImportError:
-            continue
-        for name, cls in inspect.getmembers(module, inspect.isclass):
-            if (
-                issubclass(cls, Configurable)
-                and cls.__module__ == info.name
-                and not inspect.isabstract(cls)
-                and nbjobs_docs.own_traits(f"{info.name}.{name}")
-                and not name.startswith("_")
-            ):
-                found.add(f"{info.name}.{name}")
-    # Bases that are never configured themselves (their traits show on their subclasses)
+    for part in ("job_service", "spawner", "server_extension", "hub_config", "nbjobs"):
+        for source in (ROOT / part).rglob("*.py"):
+            if "config=True" not in source.read_text() or source.name == "jupyterhub_config.py":
+                continue
+            relative = source.relative_to(ROOT).with_suffix("")
+            name = ".".join(relative.parts if part == "nbjobs" else ("nbjobs", *relative.parts))
+            module = importlib.import_module(name)
+            for cls_name, cls in inspect.getmembers(module, inspect.isclass):
+                path = f"{name}.{cls_name}"
+                if (
+                    issubclass(cls, Configurable)
+                    and cls.__module__ == name
+                    and nbjobs_docs.own_traits(path)
+                ):
+                    found.add(path)
+    assert found  # the scan reached the configurables
+    # Bases never configured themselves (their traits show on their subclasses)
     bases = {"nbjobs.job_service.auth.Authenticator", "nbjobs.job_service.backends.base.Backend"}
     assert found - bases - listed == set()
 
@@ -174,7 +173,7 @@ def test_every_endpoint_and_body_is_in_the_rest_reference(site):
             if method in ("get", "post", "put", "patch", "delete"):
                 assert f"{method.upper()} {path}" in words.replace("\n", " "), (method, path)
     for name, schema in spec["components"]["schemas"].items():
-        assert f"api-schema-{name.lower()}" in anchors
+        assert make_id(f"api-schema-{name.lower()}") in anchors
         for prop in schema.get("properties", {}):
             assert prop in words, f"{name}.{prop}"
 
@@ -182,6 +181,8 @@ def test_every_endpoint_and_body_is_in_the_rest_reference(site):
 def test_runner_options_exit_codes_and_job_states(site):
     runner = text_of(site / "reference" / "runner.html")
     for action in build_parser()._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue  # sphinx-argparse leaves --help out
         for flag in action.option_strings:
             assert flag in runner
     for code in ExitCode:
@@ -229,3 +230,12 @@ def test_the_readme_is_a_short_front_door():
     assert "./scripts/test.sh" in first
     assert "scripts/docs.sh" in readme
     assert len(readme.splitlines()) < 120
+
+
+def test_the_monitoring_guide_lists_every_metric():
+    from nbjobs.job_service.metrics import METRICS
+
+    guide = (ROOT / "docs" / "admin" / "monitoring.md").read_text()
+    # counters are exposed (and listed) with their _total suffix
+    missing = [m for m in METRICS if m not in guide]
+    assert missing == []

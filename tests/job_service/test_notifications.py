@@ -221,6 +221,8 @@ async def test_an_unreachable_mail_server_is_retried_with_backoff_then_given_up(
     finally:
         await stop_all(svc)
     assert delays == [60, 120]
+    errors = svc.service.metrics.registry.get_sample_value("nbjobs_notification_errors_total")
+    assert errors == 3  # every failed attempt, for the admins' alerts
     assert note["state"] == "failed"
     assert len(note["attempts"]) == 3
     assert all(not a["ok"] and "Connection" in a["error"] for a in note["attempts"])

@@ -1,13 +1,15 @@
-"""The README's recipe for Prometheus under a real JupyterHub: a hub service holding the
-``custom:nbjobs:metrics`` scope scrapes ``/services/nbjobs/metrics``; a plain user may not.
+"""The monitoring guide's recipe for Prometheus under a real JupyterHub: a hub service
+holding the ``custom:nbjobs:metrics`` scope scrapes ``/services/nbjobs/metrics``; a plain
+user may not.
 
 The hub is configured by hub_config's ``configure()``, as the demo runs it, and then by
-the lines the README gives admins.
+the lines docs/admin/monitoring.md gives admins.
 """
 
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,7 +24,7 @@ c.JupyterHub.services.append({{"name": "tester", "api_token": {tester!r}}})
 c.JupyterHub.load_roles.append(
     {{"name": "tester", "services": ["tester"], "scopes": ["tokens", "admin:users"]}}
 )
-# the README's lines
+# the monitoring guide's lines (docs/admin/monitoring.md)
 c.JupyterHub.custom_scopes["custom:nbjobs:metrics"] = {{"description": "Read nbjobs' metrics."}}
 c.JupyterHub.services.append({{"name": "prometheus", "api_token": {scraper!r}}})
 c.JupyterHub.load_roles.append(
@@ -61,3 +63,11 @@ def test_a_hub_service_granted_the_metrics_scope_scrapes_and_a_user_may_not(tmp_
     assert {"nbjobs_jobs", "nbjobs_queue_length", "nbjobs_gpus_busy"} <= families
     assert plain.status_code == 403
     assert nobody.status_code == 401
+
+
+def test_the_monitoring_guide_gives_these_lines():
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "admin" / "monitoring.md").read_text()
+    recipe = HUB_CONFIG.split("(docs/admin/monitoring.md)\n", 1)[1].replace("{{", "{")
+    for line in recipe.replace("}}", "}").splitlines():
+        if "api_token" not in line:  # the guide's token is its own
+            assert line.strip() in guide
