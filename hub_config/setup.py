@@ -85,13 +85,18 @@ def configure(
     ]
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
     roles = list(c.JupyterHub.get("load_roles", []))
-    # every user may open the dashboard (it shows each what the API lets them see)
-    roles.append(
-        {
-            "name": "user",
-            "scopes": ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"],
-        }
-    )
+    # every user may submit and open the dashboard (it shows each what the API lets them
+    # see); a "user" role the admin already defined (z2jh's hub.loadRoles) gains these
+    # scopes rather than meeting a second definition, which JupyterHub refuses
+    ours = ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"]
+    defined = [i for i, role in enumerate(roles) if role.get("name") == "user"]
+    if defined:
+        theirs = dict(roles[defined[0]])
+        scopes = list(theirs.get("scopes", ["self"]))
+        theirs["scopes"] = scopes + [scope for scope in ours if scope not in scopes]
+        roles[defined[0]] = theirs
+    else:
+        roles.append({"name": "user", "scopes": ours})
     roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})
     teachers = set(config.teachers.users) | {t for cls in config.classes for t in cls.teachers}
     if teachers or config.teachers.groups:

@@ -47,6 +47,25 @@ def test_the_kubernetes_example_makes_a_hub_of_cpu_only_pods_and_the_job_service
     assert not {"admin:servers", "servers", "tokens", "admin-ui"} & service_scopes
 
 
+def test_a_user_role_the_admin_defined_gains_the_nbjobs_scopes(monkeypatch):
+    """z2jh's hub.loadRoles may define "user" before configure() runs: JupyterHub refuses a
+    role defined twice, so nbjobs adds its scopes to the admin's role."""
+    monkeypatch.delenv("NBJOBS_SERVICE_URL_EXTERNAL", raising=False)
+    c = Config()
+    c.JupyterHub.load_roles = [{"name": "user", "scopes": ["self", "read:groups"]}]
+
+    configure(c, str(EXAMPLES / "kubernetes.yaml"))
+
+    users = [r for r in c.JupyterHub.load_roles if r["name"] == "user"]
+    assert len(users) == 1
+    assert users[0]["scopes"] == [
+        "self",
+        "read:groups",
+        "custom:nbjobs:submit",
+        "access:services!service=nbjobs",
+    ]
+
+
 def test_the_service_may_run_outside_the_hub_with_its_own_token(monkeypatch):
     monkeypatch.setenv("NBJOBS_SERVICE_URL_EXTERNAL", "http://nbjobs-job-service:8787")
     monkeypatch.setenv("NBJOBS_SERVICE_API_TOKEN", "s3cret")
@@ -127,6 +146,9 @@ def test_the_job_service_manifests_are_valid_kubernetes():
     assert pod["securityContext"]["runAsNonRoot"] is True
     env = {e["name"] for e in pod["containers"][0]["env"]}
     assert {"JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_SERVICE_PREFIX"} <= env
+    # z2jh's hub NetworkPolicy admits only pods labelled so: without it no token checks out
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["hub.jupyter.org/network-access-hub"] == "true"
 
 
 def _kubectl_lines(*files: Path) -> list[str]:
