@@ -685,6 +685,15 @@ class Flavor(_Model):
             )
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # as for backend.local.env: no secret of the service's, nothing nbjobs sets per job
+        # (a flavor's CUDA_VISIBLE_DEVICES would override the GPUs the job was given)
+        for name in value:
+            _job_env_name(name)
+        return value
+
     @field_validator("scheduler")
     @classmethod
     def _scheduler_name(cls, value: str | None) -> str | None:
@@ -1065,6 +1074,12 @@ class NbjobsConfig(_Model):
                     f"class {cls.name!r} lists unknown flavor(s) {', '.join(unknown)}; "
                     f"flavors are: {', '.join(names)}"
                 )
+        email = self.notifications.email
+        if email is not None and email.password_env in self.backend.local.pass_env:
+            raise ValueError(
+                f"backend.local.pass_env lists {email.password_env}, the mail password "
+                "(notifications.email.password_env): every job would get it; remove it"
+            )
         if self.backend.kind == "kubernetes" and self.backend.kubernetes.kueue is None:
             self._check_queues_have_an_engine()
         return self

@@ -257,6 +257,39 @@ def test_nbjobs_yaml_may_not_set_what_nbjobs_sets_per_job_or_a_bad_name():
     assert ok.backend.local.pass_env == ["PYTHONPATH"]
 
 
+def test_a_flavor_may_not_set_what_nbjobs_sets_per_job_or_the_services_secrets():
+    """A flavor's env reaches its jobs like backend.local.env: a CUDA_VISIBLE_DEVICES there
+    would hand the job GPUs it was not given."""
+    flavor = '{"flavors": [{"name": "g", "gpus": 1, "env": {"%s": "0,1"}}]}'
+    with pytest.raises(ConfigError) as per_job:
+        parse_config(flavor % "CUDA_VISIBLE_DEVICES")
+    with pytest.raises(ConfigError, match="JUPYTERHUB_API_TOKEN belongs to the job service"):
+        parse_config(flavor % "JUPYTERHUB_API_TOKEN")
+
+    assert str(per_job.value) == (
+        "nbjobs.yaml, line 1: flavors.0.env: nbjobs sets CUDA_VISIBLE_DEVICES for each job "
+        "itself; remove it"
+    )
+    assert parse_config(flavor % "OMP_NUM_THREADS").flavors[0].env == {"OMP_NUM_THREADS": "0,1"}
+
+
+def test_the_mail_password_is_not_handed_to_jobs():
+    text = json.dumps(
+        {
+            "backend": {"local": {"pass_env": ["SMTP_PASSWORD"]}},
+            "notifications": {
+                "email": {
+                    "smtp_host": "mail",
+                    "from": "jobs@uni.example",
+                    "password_env": "SMTP_PASSWORD",
+                }
+            },
+        }
+    )
+    with pytest.raises(ConfigError, match=r"pass_env lists SMTP_PASSWORD, the mail"):
+        parse_config(text)
+
+
 def test_a_job_pod_holds_nothing_of_the_services_environment(monkeypatch):
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
