@@ -23,8 +23,7 @@ def notify_parser() -> _Parser:
     parser.add_argument(
         "--format",
         choices=["json", "slack", "teams"],
-        default="json",
-        help="the webhook's body: nbjobs' JSON, a Slack or a Microsoft Teams message",
+        help="the webhook's body: nbjobs' JSON (the default), a Slack or a Microsoft Teams message",
     )
     parser.add_argument(
         "--on",
@@ -43,24 +42,43 @@ def main(argv: Sequence[str]) -> int:
     def action(client: Client, args: argparse.Namespace) -> int:
         if args.email is None and args.webhook is None and args.on is None:
             return _show(client, args)
-        body: dict[str, Any] = {
-            "email": args.email or None,
-            "webhook": args.webhook or None,
-            "webhook_format": args.format,
-        }
-        if args.on:
-            body["on"] = [e.strip() for e in args.on.split(",") if e.strip()]
-        if args.queue_minutes:
-            body["queue_minutes"] = args.queue_minutes
-        if args.job:
-            body["job_id"] = args.job
-        if args.definition:
-            body["definition_id"] = args.definition
-        saved = client.call("PUT", "notifications/settings", body)
+        saved = client.call("PUT", "notifications/settings", _changed(client, args))
         print(json.dumps(saved) if args.json else _setting(saved))
         return 0
 
     return _run(argv, parser, action)
+
+
+#: what a setting holds besides its scope (job_id, definition_id)
+FIELDS = ("email", "webhook", "webhook_format", "on", "queue_minutes")
+
+
+def _changed(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    """The setting for the scope asked for, as it is now with what the command line
+    changes: ``--webhook URL`` alone keeps the address mail goes to (the service replaces
+    a setting as a whole)."""
+    scope = {"job_id": args.job or None, "definition_id": args.definition or None}
+    current = next(
+        (
+            s
+            for s in client.call("GET", "notifications/settings")["settings"]
+            if (s.get("job_id"), s.get("definition_id"))
+            == (scope["job_id"], scope["definition_id"])
+        ),
+        {},
+    )
+    body: dict[str, Any] = {k: current[k] for k in FIELDS if current.get(k) is not None}
+    if args.email is not None:
+        body["email"] = args.email or None  # '' stops mail
+    if args.webhook is not None:
+        body["webhook"] = args.webhook or None
+    if args.format:
+        body["webhook_format"] = args.format
+    if args.on:
+        body["on"] = [e.strip() for e in args.on.split(",") if e.strip()]
+    if args.queue_minutes:
+        body["queue_minutes"] = args.queue_minutes
+    return {**body, **{k: v for k, v in scope.items() if v}}
 
 
 def _show(client: Client, args: argparse.Namespace) -> int:
