@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -198,6 +199,18 @@ def _job_env_name(name: str) -> str:
     return name
 
 
+def _job_env(value: dict[str, str]) -> dict[str, str]:
+    for name in value:
+        _job_env_name(name)
+    return value
+
+
+#: variables nbjobs.yaml gives jobs (``backend.local.env``, a flavor's ``env``): none of
+#: the service's secrets, nothing nbjobs sets per job (a CUDA_VISIBLE_DEVICES there would
+#: override the GPUs a job was given)
+JobEnv = Annotated[dict[str, str], AfterValidator(_job_env)]
+
+
 class LocalBackendConfig(_Model):
     """Jobs as processes on this machine."""
 
@@ -217,7 +230,7 @@ class LocalBackendConfig(_Model):
     #: LocalProcessSpawner does; the job service must then run as root)
     run_as: Literal["service", "user"] = "service"
     #: variables every local job gets, on top of the few nbjobs passes (PATH, LANG, ...)
-    env: dict[str, str] = {}
+    env: JobEnv = {}
     #: variables copied by name from the job service's environment into every local job
     #: (e.g. PYTHONPATH, LD_LIBRARY_PATH, HTTPS_PROXY); the service's secrets are refused
     pass_env: list[str] = []
@@ -230,13 +243,6 @@ class LocalBackendConfig(_Model):
                 "GPU), not both"
             )
         return self
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            _job_env_name(name)
-        return value
 
     @field_validator("pass_env")
     @classmethod
@@ -636,7 +642,7 @@ class Flavor(_Model):
     groups: list[str] = []
     #: environment variables every job of this flavor gets (``{HF_HOME: /data/hf}``); on one
     #: machine they go over ``backend.local.env``
-    env: dict[str, str] = {}
+    env: JobEnv = {}
     #: how many times a job the cluster stops for reasons of its own (evicted, preempted
     #: by a higher priority, its node lost) goes back to the queue to run again from the
     #: top; 0: it fails with the reason. A notebook's own failure is never re-queued.
@@ -683,15 +689,6 @@ class Flavor(_Model):
                 f"flavor name {value!r} must be lowercase letters, digits and '-' "
                 "(at most 40), like 'a100-1'"
             )
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        # as for backend.local.env: no secret of the service's, nothing nbjobs sets per job
-        # (a flavor's CUDA_VISIBLE_DEVICES would override the GPUs the job was given)
-        for name in value:
-            _job_env_name(name)
         return value
 
     @field_validator("scheduler")
