@@ -710,6 +710,70 @@ def _byte_count(text: str) -> int:
     return value
 
 
+def flavors_parser() -> _Parser:
+    return _parser(
+        "flavors",
+        "The flavors you may use: what each gives, how many GPUs are free and how many "
+        "jobs wait for it now.",
+    )
+
+
+def flavors(argv: Sequence[str]) -> int:
+    parser = flavors_parser()
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        offered = client.call("GET", "flavors")
+        if args.json:
+            print(json.dumps(offered))
+        elif not offered:
+            print("no flavors you may use; ask your admin")
+        else:
+            print(flavors_text(offered))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def _span(seconds: float) -> str:
+    """A time limit as people say it: 45 s, 30 min, 4 h."""
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def flavors_text(offered: list[dict[str, Any]]) -> str:
+    """The flavors as a table, with the reason under one that cannot run here."""
+    rows: list[tuple[str, ...]] = [("NAME", "GIVES", "FREE NOW", "QUEUED", "TIME LIMIT")]
+    notes = []
+    for f in offered:
+        gpus = f"{f['fraction']:g} GPU" if f.get("fraction") else f"{f['gpus']} GPU"
+        gives = [gpus if f["gpus"] else "no GPU"]
+        gives += [f"{f['gpu_type']}"] if f.get("gpu_type") else []
+        gives += [f"{f['cpu']} CPU"] if f.get("cpu") else []
+        gives += [f"{f['memory']} memory"] if f.get("memory") else []
+        if f.get("simulated"):
+            gives.append("simulated")
+        if f.get("free_gpus") is not None and f.get("total_gpus") is not None:
+            free = f"{f['free_gpus']} of {f['total_gpus']}"
+        elif f.get("placement"):
+            free = "engine decides"
+        else:
+            free = str(f["available"])
+        limit = _span(f["time_limit"]) if f.get("time_limit") else "-"
+        rows.append((f["name"], ", ".join(gives), free, str(f["queued"]), limit))
+        for why in (f.get("unavailable"), f.get("maintenance"), f.get("placement")):
+            if why:
+                notes.append(f"{f['name']}: {why}")
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return "\n".join(table + notes)
+
+
 def cancel_parser() -> _Parser:
     parser = _parser("cancel", "Cancel a job (a running one keeps its partial output).")
     parser.add_argument("job", help="the job's id (the first column of nbjobs list)")

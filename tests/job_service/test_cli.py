@@ -479,3 +479,21 @@ def test_status_shows_a_jobs_warning():
         "warning:   its GPUs have been idle (below 5 %) for 30 min; if it does not need them, "
         "cancel it"
     )
+
+
+def test_flavors_lists_what_a_user_may_use_and_why_one_cannot_run(service):
+    shown = cli(service, "flavors")
+    as_json = cli(service, "flavors", "--json")
+
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "GIVES", "FREE", "NOW", "QUEUED", "TIME", "LIMIT"]
+    cpu = next(line for line in lines if line.startswith("cpu "))
+    assert "no GPU" in cpu
+    assert "4 h" in cpu  # the default time limit
+    short = next(line for line in lines if line.startswith("short "))
+    assert "2 s" in short
+    # this service has no GPU: the gpu flavor says why no job of it could start
+    gpu_note = next(line for line in lines if line.startswith("gpu: "))
+    assert "GPU" in gpu_note
+    assert {f["name"] for f in json.loads(as_json.stdout)} == {"cpu", "gpu", "short", "listing"}
