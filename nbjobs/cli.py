@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedule": ("nbjobs.client.schedule", "main", "job definitions that run on a schedule"),
     "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
+    "check-config": ("nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)"),
 }
 
 #: every command line's argument parser, for the CLI reference the docs generate:
@@ -60,6 +61,7 @@ PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "schedule runs": ("nbjobs.client.schedule", "runs_parser", ()),
     "notify": ("nbjobs.client.notify", "notify_parser", ()),
     "class": ("nbjobs.hub_config.classes", "class_parser", ()),
+    "check-config": ("nbjobs.check", "check_parser", ()),
 }
 
 

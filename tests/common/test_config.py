@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -267,3 +268,33 @@ def test_simulated_gpus_are_for_machines_without_real_ones():
             source="nbjobs.yaml",
         )
     assert "give either gpus (real ones) or simulated_gpus" in str(info.value)
+
+
+def test_check_config_says_valid_or_names_the_line(tmp_path):
+    """`nbjobs check-config` reads a file as the hub and the service do, before a restart."""
+    import subprocess
+    import sys
+
+    good = tmp_path / "nbjobs.yaml"
+    good.write_text("flavors:\n  - name: cpu\n    gpus: 0\n")
+    bad = tmp_path / "draft.yaml"
+    bad.write_text("flavors:\n  - name: gpu\n    gpus: 1\n    time_limt: 2h\n")
+
+    def check(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "nbjobs.cli", "check-config", *args]
+        environment = {k: v for k, v in os.environ.items() if k != "NBJOBS_CONFIG"} | env
+        return subprocess.run(
+            command, cwd=tmp_path, capture_output=True, text=True, env=environment, timeout=60
+        )
+
+    in_folder, named, by_env = check(), check(str(bad)), check(NBJOBS_CONFIG=str(bad))
+
+    assert in_folder.returncode == 0
+    assert in_folder.stdout.splitlines()[:2] == ["nbjobs.yaml: valid", "backend:  local"]
+    assert "flavors:  cpu" in in_folder.stdout
+    for refused in (named, by_env):
+        assert refused.returncode == 2
+        assert refused.stderr.strip() == (
+            f"nbjobs check-config: {bad}, line 4: flavors.0.time_limt: unknown setting "
+            "(check its spelling and indentation)"
+        )
