@@ -58,7 +58,7 @@ def _changed(client: Client, args: argparse.Namespace) -> dict[str, Any]:
     changes: ``--webhook URL`` alone keeps the address mail goes to (the service replaces
     a setting as a whole)."""
     scope = {"job_id": args.job or None, "definition_id": args.definition or None}
-    current = next(
+    current: dict[str, Any] = next(
         (
             s
             for s in client.call("GET", "notifications/settings")["settings"]
