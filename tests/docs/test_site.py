@@ -239,3 +239,13 @@ def test_the_monitoring_guide_lists_every_metric():
     # counters are exposed (and listed) with their _total suffix
     missing = [m for m in METRICS if m not in guide]
     assert missing == []
+
+
+def test_the_chart_values_in_the_guide_are_the_example_file():
+    """The z2jh values the Kubernetes guide shows are hub_config's example, key for key."""
+    guide = (ROOT / "docs" / "admin" / "kubernetes.md").read_text()
+    step = guide[guide.index("## Step 7") :]
+    block = step[step.index("```yaml\n") + len("```yaml\n") :]
+    shown = yaml.safe_load(block[: block.index("```")])
+    example = ROOT / "hub_config" / "examples" / "kubernetes" / "values.yaml"
+    assert shown == yaml.safe_load(example.read_text())
