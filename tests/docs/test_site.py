@@ -249,3 +249,20 @@ def test_the_chart_values_in_the_guide_are_the_example_file():
     shown = yaml.safe_load(block[: block.index("```")])
     example = ROOT / "hub_config" / "examples" / "kubernetes" / "values.yaml"
     assert shown == yaml.safe_load(example.read_text())
+
+
+def test_the_manifests_in_the_guides_are_the_example_files():
+    """Every object of the example rbac.yaml and job-service.yaml is in the guides as it
+    is in the file (an admin copying from the page applies what the tests validate)."""
+    pages = (ROOT / "docs" / "admin" / name for name in ("kubernetes.md", "rbac.md"))
+    shown = [
+        doc
+        for page in pages
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S)
+        for doc in yaml.safe_load_all(block)
+        if isinstance(doc, dict) and "kind" in doc
+    ]
+    for name in ("rbac.yaml", "job-service.yaml"):
+        text = (ROOT / "hub_config" / "examples" / "kubernetes" / name).read_text()
+        for doc in filter(None, yaml.safe_load_all(text)):
+            assert doc in shown, f"{name}: {doc['kind']} {doc['metadata']['name']}"
