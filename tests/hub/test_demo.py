@@ -159,7 +159,7 @@ def test_the_teacher_provisions_a_class_from_a_terminal_in_her_server(demo):
     )
 
     assert made.returncode == 0, made.stderr
-    assert "students:  2: carl, dee" in made.stdout
+    assert "students:   2: carl, dee" in made.stdout
     # carl can log in to the demo at once and is in the class
     carl = login(url, "carl")
     assert carl.get(f"{url}/hub/api/user").json()["groups"] == ["extra"]
