@@ -475,6 +475,22 @@ async function rerunDialog(
   job: IJob,
   trans: Translate
 ): Promise<IJob | null> {
+  if (job.kind === 'script' || job.kind === 'command') {
+    // No notebook to read and no parameters cell to offer: the same script or command
+    // again, on the same flavor and with the same parameters (nbjobs rerun does likewise).
+    const what = job.kind === 'command' ? trans('the command "%1"', job.command ?? '') : job.path;
+    if (
+      !(await confirm(
+        trans('Re-run %1?', what),
+        trans('It runs again on %1 with the same parameters; its log goes next to it.', job.flavor),
+        trans('Re-run'),
+        trans('Cancel')
+      ))
+    ) {
+      return null;
+    }
+    return report(api.rerun(job.id), trans);
+  }
   let notebook: unknown;
   let flavors;
   try {

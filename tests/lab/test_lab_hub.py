@@ -122,6 +122,16 @@ def finished_job(page: Page, name: str) -> dict:
     return wait_for(page, job["id"], "succeeded")
 
 
+def rows_named(page: Page, name: str) -> Locator:
+    """The panel's rows of the jobs called exactly ``name`` (a re-run adds one)."""
+    exactly = re.compile(rf"^{re.escape(name)}$")
+    return (
+        jobs_panel(page)
+        .locator(".nbjobs-Job")
+        .filter(has=page.locator(".nbjobs-Job-name", has_text=exactly))
+    )
+
+
 def refresh_panel(page: Page) -> None:
     jobs_panel(page).locator(".nbjobs-JobsPanel-refresh").click()
 
@@ -391,11 +401,7 @@ def test_remove_a_finished_job_from_the_list(lab: Page):
 def test_rerun_queues_a_new_job_that_runs(lab: Page):
     old = finished_job(lab, "run twice")
     refresh_panel(lab)
-    rows = (
-        jobs_panel(lab)
-        .locator(".nbjobs-Job")
-        .filter(has=lab.locator(".nbjobs-Job-name", has_text=re.compile(r"^run twice$")))
-    )
+    rows = rows_named(lab, "run twice")
     expect(rows).to_have_count(1)
 
     rows.first.locator("button[aria-label='Re-run']").click()
@@ -421,6 +427,31 @@ def test_rerun_queues_a_new_job_that_runs(lab: Page):
     assert rerun["flavor"] == "t4"
     assert rerun["parameters"] == {"steps": 7}  # changed in the dialog
     assert rerun["output_path"] != old["output_path"]
+
+
+def test_a_command_job_reruns_from_the_panel_without_a_notebook(lab: Page):
+    """A script's or command's job has no notebook for the Submit dialog to read: Re-run
+    asks, then sends it again as it ran."""
+    request = {"path": ".", "flavor": "t4", "name": "say hi", "command": "echo hi"}
+    status, job = api(lab, "POST", API + "jobs", request)
+    assert status == 201, job
+    assert isinstance(job, dict)
+    old = wait_for(lab, job["id"], "succeeded")
+    refresh_panel(lab)
+    rows = rows_named(lab, "say hi")
+    expect(rows).to_have_count(1)
+
+    rows.first.locator("button[aria-label='Re-run']").click()
+    question = lab.locator(".jp-Dialog")
+    expect(question.locator(".jp-Dialog-header")).to_have_text('Re-run the command "echo hi"?')
+    question.locator("button", has_text="Re-run").click()
+
+    expect(rows).to_have_count(2)
+    again = rows.first.get_attribute("data-job-id") or ""
+    rerun = wait_for(lab, again, "succeeded")
+    assert rerun["rerun_of"] == old["id"]
+    assert rerun["command"] == "echo hi"
+    assert rerun["kind"] == "command"
 
 
 def test_submit_job_from_the_command_palette(lab: Page):
