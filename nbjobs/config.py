@@ -133,6 +133,16 @@ class StorageConfig(_Model):
     #: on one machine
     gid: int | None = 100
 
+    @field_validator("uid")
+    @classmethod
+    def _not_root(cls, value: int | None) -> int | None:
+        if value == 0:
+            raise ValueError(
+                "0 is root: notebook servers and jobs would run as root; give the uid that "
+                "owns users' folders on the shared storage (1000, jovyan's, by default)"
+            )
+        return value
+
     @field_validator("user_dir")
     @classmethod
     def _has_username(cls, value: str) -> str:

@@ -108,6 +108,10 @@ def test_the_published_schema_is_generated_from_the_loader():
             "flavors:\n  - name: c\n    idle_gpu: {}\n",
             "idle_gpu is for flavors with GPUs; this one has none",
         ),
+        (
+            "storage:\n  uid: 0\n",
+            "line 2: storage.uid: 0 is root: notebook servers and jobs would run as root",
+        ),
     ],
 )
 def test_bad_files_name_the_line_and_the_reason(text, expected):
