@@ -144,6 +144,20 @@ class JobServiceApp(Application):
     nbjobs_config = Instance(NbjobsConfig, allow_none=True)
     service = Instance(JobService, allow_none=True)
 
+    @default("log_level")
+    def _default_log_level(self) -> int:
+        # what it does (starts, adoptions, stops) at INFO; requests that succeed at DEBUG
+        return logging.INFO
+
+    @default("log_format")
+    def _default_log_format(self) -> str:
+        # when and how bad, like JupyterHub's own lines beside it in the hub's output
+        return "[%(levelname)1.1s %(asctime)s.%(msecs).03d %(name)s] %(message)s"
+
+    @default("log_datefmt")
+    def _default_log_datefmt(self) -> str:
+        return "%Y-%m-%d %H:%M:%S"
+
     @default("prefix")
     def _prefix(self) -> str:
         return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/")
@@ -220,7 +234,8 @@ class JobServiceApp(Application):
 
     def _log_request(self, handler: web.RequestHandler) -> None:
         status = handler.get_status()
-        level = logging.INFO if status < 400 else logging.WARNING
+        # the Lab polls every few seconds: answered requests are DEBUG, refusals WARNING
+        level = logging.DEBUG if status < 400 else logging.WARNING
         if status >= 500:
             level = logging.ERROR
         self.log.log(
