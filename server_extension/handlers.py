@@ -250,6 +250,11 @@ class ForwardHandler(_ServiceHandler):
         await self._forward(path)
 
     @web.authenticated
+    async def put(self, path: str) -> None:
+        # notifications/settings: where a user is told about their jobs
+        await self._forward(path)
+
+    @web.authenticated
     async def delete(self, path: str) -> None:
         await self._forward(path)
 

@@ -19,6 +19,8 @@ import type {
   IJobList,
   IJobMetrics,
   IMe,
+  INotification,
+  INotifySettings,
   ISubmitRequest
 } from './types';
 
@@ -125,6 +127,27 @@ export class NbjobsAPI {
 
   async deleteDefinition(id: string): Promise<void> {
     await this.fetch(`definitions/${encodeURIComponent(id)}`, { method: 'DELETE' });
+  }
+
+  /** The user's notification settings (all jobs, and per job or definition). */
+  notifySettings(): Promise<INotifySettings[]> {
+    return this.json<{ settings: INotifySettings[] }>('notifications/settings').then(
+      a => a.settings
+    );
+  }
+
+  saveNotifySettings(settings: INotifySettings): Promise<INotifySettings> {
+    return this.json<INotifySettings>('notifications/settings', {
+      method: 'PUT',
+      body: JSON.stringify(settings)
+    });
+  }
+
+  /** The user's latest messages, newest first. */
+  notifications(limit = 10): Promise<INotification[]> {
+    return this.json<{ notifications: INotification[] }>(`notifications?limit=${limit}`).then(
+      a => a.notifications
+    );
   }
 
   cancel(id: string): Promise<IJob> {

@@ -35,6 +35,7 @@ import { type LogView, createLogWidget } from './logview';
 import { JobsModel } from './model';
 import { JobsPanel } from './panel';
 import { kernelName, parametersSource } from './notebookjson';
+import { notificationsDialog } from './notify';
 import { SubmitDialog, SubmitForm } from './submit';
 import { DOMAIN, type Translate } from './translate';
 import type {
@@ -93,6 +94,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
         await report(api.cancel(job.id), trans);
         await model.refresh();
+      },
+      notifications: async () => {
+        if (await notificationsDialog(api, trans)) {
+          Notification.success(trans('Notification settings saved.'), { autoClose: 4000 });
+        }
       },
       rerun: async (job: IJob) => {
         // The Submit dialog, filled in as the job ran: change the flavor, a parameter or

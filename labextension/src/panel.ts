@@ -10,6 +10,7 @@
  */
 import {
   type LabIcon,
+  bellIcon,
   deleteIcon,
   launchIcon,
   listIcon,
@@ -77,6 +78,8 @@ export interface IJobActions {
   showJobById?(id: string): Promise<void>;
   /** edit a job definition in the Submit dialog */
   editDefinition?(definition: IDefinition): Promise<IDefinition | null>;
+  /** where and when the user is told about their jobs (email, webhook) */
+  notifications?(): Promise<void>;
 }
 
 export class JobsPanel extends Widget {
@@ -126,6 +129,13 @@ export class JobsPanel extends Widget {
       link.textContent = trans('Dashboard');
       link.title = trans('GPUs, queues and usage, in a new browser tab');
       header.append(link);
+    }
+    if (actions.notifications) {
+      const bell = iconButton(bellIcon, trans('Notifications: be told by email or webhook when jobs end'), () =>
+        actions.notifications!()
+      );
+      bell.classList.add('nbjobs-JobsPanel-notifications');
+      header.append(bell);
     }
     header.append(refresh);
 

@@ -279,3 +279,38 @@ export interface IDefinition {
   next_run_at: string | null;
   last_run: IDefinitionRun | null;
 }
+
+/** What a notification may be about (`nbjobs notify --on`). */
+export type NotifyEvent =
+  | 'succeeded'
+  | 'failed'
+  | 'timed_out'
+  | 'cancelled'
+  | 'queued_long'
+  | 'run_refused';
+
+/** `GET/PUT api/notifications/settings`: where and when a user is told about jobs. */
+export interface INotifySettings {
+  email: string | null;
+  webhook: string | null;
+  webhook_format: 'json' | 'slack' | 'teams';
+  on: NotifyEvent[];
+  queue_minutes?: number | null;
+  job_id?: string | null;
+  definition_id?: string | null;
+  updated_at?: string;
+}
+
+/** One message of `GET api/notifications`, with its attempts. */
+export interface INotification {
+  id: string;
+  user: string;
+  job_id: string | null;
+  event: string;
+  channel: 'email' | 'webhook';
+  target: string;
+  subject: string;
+  state: 'pending' | 'sending' | 'sent' | 'failed';
+  attempts: { at: string; ok: boolean; error?: string | null }[];
+  created_at: string;
+}

@@ -45,7 +45,7 @@ def recorder() -> Iterator[tuple[str, list[dict[str, Any]]]]:
             self.end_headers()
             self.wfile.write(body)
 
-        do_GET = do_POST = do_DELETE = do_PATCH = _answer
+        do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _answer
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -70,15 +70,20 @@ def test_the_browsers_token_stays_here_and_bodies_go_on(start_server, recorder):
         timeout=30,
     )
     removed = server.request("DELETE", "nbjobs/api/classes/ml101/students", json=roster)
+    settings = {"email": "ada@uni.example", "on": ["failed"]}
+    told = server.request("PUT", "nbjobs/api/notifications/settings", json=settings)
 
     assert listed.status_code == 200, listed.text
     assert removed.status_code == 200, removed.text
+    assert told.status_code == 200, told.text
     assert [(r["method"], r["path"]) for r in seen] == [
         ("GET", "/services/nbjobs/api/jobs?state=queued"),
         ("DELETE", "/services/nbjobs/api/classes/ml101/students"),
+        ("PUT", "/services/nbjobs/api/notifications/settings"),
     ]
     assert all(r["authorization"] == f"token {HUB_TOKEN}" for r in seen)
     assert json.loads(seen[1]["body"]) == roster
+    assert json.loads(seen[2]["body"]) == settings
     assert server.token not in repr(seen)
 
 

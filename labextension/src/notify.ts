@@ -1,0 +1,188 @@
+/**
+ * Notifications in JupyterLab: where a user is told about their jobs (an email address,
+ * a webhook) and on which events, with the latest messages and what became of them.
+ * The same setting as `nbjobs notify` (all of the user's jobs); the service checks the
+ * address and the host against what its admins allow and says why when it refuses.
+ */
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Widget } from '@lumino/widgets';
+
+import { type NbjobsAPI, NbjobsError } from './api';
+import type { Translate } from './translate';
+import { DEFAULT_EVENTS, eventChoices, messageLine, settingsBody } from './notifysettings';
+import type { INotification, INotifySettings, NotifyEvent } from './types';
+
+/** The form: the user's setting, editable, and the latest messages below it. */
+export class NotifyForm extends Widget {
+  constructor(
+    settings: INotifySettings | null,
+    latest: INotification[],
+    trans: Translate,
+    error: string | null = null
+  ) {
+    super();
+    this.addClass('nbjobs-NotifyForm');
+    const field = (label: string, input: HTMLElement) => {
+      const row = document.createElement('label');
+      row.className = 'nbjobs-NotifyForm-field';
+      const text = document.createElement('span');
+      text.textContent = label;
+      row.append(text, input);
+      return row;
+    };
+    this._email = document.createElement('input');
+    this._email.type = 'email';
+    this._email.name = 'email';
+    this._email.placeholder = trans('you@example.org');
+    this._email.value = settings?.email ?? '';
+    this._webhook = document.createElement('input');
+    this._webhook.type = 'url';
+    this._webhook.name = 'webhook';
+    this._webhook.placeholder = 'https://';
+    this._webhook.value = settings?.webhook ?? '';
+    this._format = document.createElement('select');
+    this._format.name = 'webhook_format';
+    for (const [value, label] of [
+      ['json', 'JSON'],
+      ['slack', 'Slack'],
+      ['teams', 'Microsoft Teams']
+    ]) {
+      this._format.append(new Option(label, value, false, settings?.webhook_format === value));
+    }
+
+    const events = document.createElement('fieldset');
+    events.className = 'nbjobs-NotifyForm-events';
+    const legend = document.createElement('legend');
+    legend.textContent = trans('Tell me when a job of mine');
+    events.append(legend);
+    const chosen = settings?.on ?? DEFAULT_EVENTS;
+    for (const [event, label] of eventChoices(trans)) {
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.name = event;
+      box.checked = chosen.includes(event);
+      this._events.set(event, box);
+      const row = document.createElement('label');
+      row.className = 'nbjobs-NotifyForm-event';
+      row.append(box, ` ${label}`);
+      if (event === 'queued_long') {
+        this._minutes = document.createElement('input');
+        this._minutes.type = 'number';
+        this._minutes.name = 'queue_minutes';
+        this._minutes.min = '1';
+        this._minutes.value = String(settings?.queue_minutes ?? 30);
+        row.append(' ', this._minutes, ` ${trans('minutes')}`);
+      }
+      events.append(row);
+    }
+
+    this._error = document.createElement('div');
+    this._error.className = 'nbjobs-NotifyForm-error';
+    this._error.setAttribute('role', 'alert');
+    this._error.textContent = error ?? '';
+    this._error.hidden = !error;
+    // the reason was about what was typed then: it goes once the user changes it
+    this.node.addEventListener('input', () => {
+      this._error.hidden = true;
+    });
+
+    const recent = document.createElement('div');
+    recent.className = 'nbjobs-NotifyForm-latest';
+    const heading = document.createElement('h3');
+    heading.textContent = trans('Latest messages');
+    recent.append(heading);
+    if (!latest.length) {
+      const none = document.createElement('p');
+      none.textContent = trans('None yet.');
+      recent.append(none);
+    } else {
+      const list = document.createElement('ul');
+      for (const message of latest) {
+        const item = document.createElement('li');
+        item.dataset.state = message.state;
+        item.textContent = messageLine(message, trans);
+        list.append(item);
+      }
+      recent.append(list);
+    }
+
+    const hint = document.createElement('p');
+    hint.className = 'nbjobs-NotifyForm-hint';
+    hint.textContent = trans(
+      'For all your jobs. Leave a field empty to stop that channel; your admins decide which addresses and hosts are allowed.'
+    );
+    this.node.append(
+      hint,
+      field(trans('Email me at'), this._email),
+      field(trans('Webhook'), this._webhook),
+      field(trans('Webhook format'), this._format),
+      events,
+      this._error,
+      recent
+    );
+  }
+
+  /** What the form holds, as the service's request body. */
+  getValue(): INotifySettings {
+    const on = [...this._events].filter(([, box]) => box.checked).map(([event]) => event);
+    const minutes = Number(this._minutes?.value);
+    return settingsBody(
+      this._email.value,
+      this._webhook.value,
+      this._format.value as INotifySettings['webhook_format'],
+      on,
+      Number.isFinite(minutes) && minutes > 0 ? Math.round(minutes) : null
+    );
+  }
+
+  private _email: HTMLInputElement;
+  private _webhook: HTMLInputElement;
+  private _format: HTMLSelectElement;
+  private _minutes: HTMLInputElement | null = null;
+  private _events = new Map<NotifyEvent, HTMLInputElement>();
+  private _error: HTMLDivElement;
+}
+
+/**
+ * Show the user's notification setting; save it when asked. A refusal (an address or
+ * host the admins do not allow, no mail set up) shows the service's sentence in the
+ * dialog, with what was typed kept. Resolves to the saved setting, or null.
+ */
+export async function notificationsDialog(
+  api: NbjobsAPI,
+  trans: Translate
+): Promise<INotifySettings | null> {
+  let settings: INotifySettings | null;
+  let latest: INotification[];
+  try {
+    const [all, messages] = await Promise.all([api.notifySettings(), api.notifications(5)]);
+    settings = all.find(s => !s.job_id && !s.definition_id) ?? null;
+    latest = messages;
+  } catch (error) {
+    await showDialog({
+      title: trans('Notifications'),
+      body: error instanceof NbjobsError ? error.message : String(error),
+      buttons: [Dialog.okButton({ label: trans('Close') })]
+    });
+    return null;
+  }
+  let error: string | null = null;
+  for (;;) {
+    const form = new NotifyForm(settings, latest, trans, error);
+    const result = await showDialog({
+      title: trans('Notifications'),
+      body: form,
+      buttons: [Dialog.cancelButton({ label: trans('Cancel') }), Dialog.okButton({ label: trans('Save') })]
+    });
+    if (!result.button.accept || result.value === null) {
+      return null;
+    }
+    try {
+      return await api.saveNotifySettings(result.value);
+    } catch (failure) {
+      // again, with what was typed and the reason
+      settings = { ...result.value };
+      error = failure instanceof NbjobsError ? failure.message : String(failure);
+    }
+  }
+}

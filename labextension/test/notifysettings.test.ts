@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+
+import { DEFAULT_EVENTS, eventChoices, messageLine, settingsBody } from '../src/notifysettings';
+import { plain } from '../src/translate';
+import type { INotification } from '../src/types';
+
+describe('settingsBody', () => {
+  it('stops a channel left empty and trims what was typed', () => {
+    expect(settingsBody('  ada@uni.example ', '', 'json', ['failed'], null)).toEqual({
+      email: 'ada@uni.example',
+      webhook: null,
+      webhook_format: 'json',
+      on: ['failed']
+    });
+  });
+
+  it('sends the minutes only with the long-wait event', () => {
+    expect(settingsBody('', 'https://h/x', 'slack', ['queued_long'], 45).queue_minutes).toBe(45);
+    expect(settingsBody('', 'https://h/x', 'slack', ['failed'], 45)).not.toHaveProperty(
+      'queue_minutes'
+    );
+  });
+});
+
+describe('eventChoices', () => {
+  it('offers every event the service knows, the defaults among them', () => {
+    const events = eventChoices(plain).map(([event]) => event);
+    expect(events).toHaveLength(6);
+    for (const event of DEFAULT_EVENTS) {
+      expect(events).toContain(event);
+    }
+  });
+});
+
+describe('messageLine', () => {
+  const message: INotification = {
+    id: '1',
+    user: 'ada',
+    job_id: 'ab12',
+    event: 'failed',
+    channel: 'email',
+    target: 'ada@uni.example',
+    subject: 'nbjobs: train.ipynb failed',
+    state: 'failed',
+    attempts: [
+      { at: '2026-11-25T10:00:00Z', ok: false, error: 'connection refused' },
+      { at: '2026-11-25T10:01:00Z', ok: false, error: 'the mail server refused ada@uni.example' }
+    ],
+    created_at: '2026-11-25T10:00:00Z'
+  };
+
+  it('says why a message was not sent: its last attempt', () => {
+    const line = messageLine(message, plain);
+    expect(line).toContain('nbjobs: train.ipynb failed');
+    expect(line).toContain('email to ada@uni.example');
+    expect(line).toContain('not sent: the mail server refused ada@uni.example');
+  });
+
+  it('counts the attempt a pending message waits for', () => {
+    const pending = { ...message, state: 'pending' as const, attempts: message.attempts.slice(0, 1) };
+    expect(messageLine(pending, plain)).toContain('waiting to be sent (attempt 2)');
+  });
+});

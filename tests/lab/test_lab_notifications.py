@@ -1,0 +1,120 @@
+"""Notifications in a real browser through a real hub: the bell in the Jobs panel opens
+where Ada is told about her jobs; an address her admins do not allow is refused in the
+dialog with what she typed kept; a webhook she saves receives the end of her next job."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .conftest import HUB_JOBS_CONFIG, Hub, api, free_port, run_hub, shot
+from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, submit_by_api, wait_for
+
+HOOK_PORT = free_port()
+
+
+class Hook(http.server.BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        Hook.received.append(json.loads(self.rfile.read(length)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def hook() -> Iterator[list[dict]]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", HOOK_PORT), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield Hook.received
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory, hook) -> Iterator[Hub]:
+    """The Lab tests' hub, with mail to uni.example and webhooks to the test's receiver."""
+    config = dict(HUB_JOBS_CONFIG)
+    config["notifications"] = {
+        # nothing listens there: saving an address is what this test needs of mail
+        "email": {
+            "smtp_host": "127.0.0.1",
+            "smtp_port": free_port(),
+            "from": "jobs@uni.example",
+            "security": "none",
+            "allowed_domains": ["uni.example"],
+        },
+        "webhook": {"allowed_hosts": [f"127.0.0.1:{HOOK_PORT}"], "allow_http": True},
+        "first_delay": "1s",
+    }
+    yield from run_hub(tmp_path_factory.mktemp("hub"), config)
+
+
+def open_dialog(lab: Page):
+    jobs_panel(lab).locator(".nbjobs-JobsPanel-notifications").click()
+    dialog = lab.locator(".jp-Dialog")
+    expect(dialog.locator(".jp-Dialog-header")).to_have_text("Notifications")
+    return dialog
+
+
+def test_a_user_chooses_where_to_be_told_and_a_job_s_end_arrives(lab: Page, hook: list[dict]):
+    dialog = open_dialog(lab)
+    form = dialog.locator(".nbjobs-NotifyForm")
+    # nothing set yet: the service's default events are ticked
+    for event, checked in [("failed", True), ("timed_out", True), ("succeeded", False)]:
+        box = form.locator(f"input[name='{event}']")
+        expect(box).to_be_checked() if checked else expect(box).not_to_be_checked()
+    expect(form.locator(".nbjobs-NotifyForm-latest")).to_contain_text("None yet.")
+
+    form.locator("input[name='email']").fill("ada@gmail.example")
+    dialog.locator("button", has_text="Save").click()
+    # refused: the dialog comes back with the service's reason and what was typed
+    form = lab.locator(".jp-Dialog .nbjobs-NotifyForm")
+    expect(form.locator(".nbjobs-NotifyForm-error")).to_contain_text("uni.example")
+    expect(form.locator("input[name='email']")).to_have_value("ada@gmail.example")
+
+    form.locator("input[name='email']").fill("ada@uni.example")
+    expect(form.locator(".nbjobs-NotifyForm-error")).to_be_hidden()  # it was about the old one
+    form.locator("input[name='webhook']").fill(f"http://127.0.0.1:{HOOK_PORT}/hook")
+    form.locator("select[name='webhook_format']").select_option("slack")
+    form.locator("input[name='succeeded']").check()
+    shot(lab, "35-notifications-dialog")
+    lab.locator(".jp-Dialog button", has_text="Save").click()
+    expect(lab.locator(".Toastify__toast", has_text="Notification settings saved")).to_be_visible()
+
+    status, saved = api(lab, "GET", API + "notifications/settings")
+    assert status == 200, saved
+    assert isinstance(saved, dict)
+    [mine] = saved["settings"]
+    assert mine["email"] == "ada@uni.example"
+    assert mine["webhook"] == f"http://127.0.0.1:{HOOK_PORT}/hook"
+    assert mine["webhook_format"] == "slack"
+    assert set(mine["on"]) == {"failed", "timed_out", "run_refused", "succeeded"}
+
+    job = submit_by_api(lab, "hello.ipynb", "t4", "tell me", steps=1)
+    wait_for(lab, job["id"], "succeeded")
+    deadline = time.monotonic() + JOB_TIMEOUT / 1000
+    while not hook:
+        assert time.monotonic() < deadline, "the webhook never arrived"
+        time.sleep(0.5)
+    assert "tell me" in json.dumps(hook[0])  # a Slack message naming the job
+
+    # the dialog's latest messages say what became of each: the webhook sent, the mail
+    # (to a server that is not there) waiting for another attempt or given up
+    dialog = open_dialog(lab)
+    latest = dialog.locator(".nbjobs-NotifyForm-latest li")
+    expect(latest.filter(has_text="webhook to")).to_contain_text(", sent (", timeout=JOB_TIMEOUT)
+    expect(latest.filter(has_text="email to ada@uni.example")).to_have_count(1)
+    shot(lab, "36-notifications-latest")
+    dialog.locator("button", has_text="Cancel").click()
