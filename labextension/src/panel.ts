@@ -119,6 +119,9 @@ export class JobsPanel extends Widget {
     );
     refresh.classList.add('nbjobs-JobsPanel-refresh');
     header.append(title);
+    // the panel's own buttons keep together: a narrow panel puts them on a line of their own
+    const tools = document.createElement('div');
+    tools.className = 'nbjobs-JobsPanel-tools';
     if (dashboard) {
       // GPUs, queues and usage charts: the job service's own page, in a new tab
       const link = document.createElement('a');
@@ -128,16 +131,17 @@ export class JobsPanel extends Widget {
       link.rel = 'noopener';
       link.textContent = trans('Dashboard');
       link.title = trans('GPUs, queues and usage, in a new browser tab');
-      header.append(link);
+      tools.append(link);
     }
     if (actions.notifications) {
       const bell = iconButton(bellIcon, trans('Notifications: be told by email or webhook when jobs end'), () =>
         actions.notifications!()
       );
       bell.classList.add('nbjobs-JobsPanel-notifications');
-      header.append(bell);
+      tools.append(bell);
     }
-    header.append(refresh);
+    tools.append(refresh);
+    header.append(tools);
 
     this._notice = document.createElement('div');
     this._notice.className = 'nbjobs-JobsPanel-notice';
