@@ -54,7 +54,7 @@ def test_the_walk_sees_every_handler_and_verb():
     # A new handler or verb shows up here first; the test below then guards it.
     assert found == {
         "HealthHandler": ["get"],
-        "ForwardHandler": ["delete", "get", "patch", "post"],
+        "ForwardHandler": ["delete", "get", "patch", "post", "put"],
         "TrustHandler": ["post"],
     }
     in_module = {
