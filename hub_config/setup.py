@@ -89,12 +89,11 @@ def configure(
     # see); a "user" role the admin already defined (z2jh's hub.loadRoles) gains these
     # scopes rather than meeting a second definition, which JupyterHub refuses
     ours = ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"]
-    defined = [i for i, role in enumerate(roles) if role.get("name") == "user"]
-    if defined:
-        theirs = dict(roles[defined[0]])
-        scopes = list(theirs.get("scopes", ["self"]))
-        theirs["scopes"] = scopes + [scope for scope in ours if scope not in scopes]
-        roles[defined[0]] = theirs
+    defined = next((i for i, role in enumerate(roles) if role.get("name") == "user"), None)
+    if defined is not None:
+        scopes = list(roles[defined].get("scopes", ["self"]))
+        scopes += [scope for scope in ours if scope not in scopes]
+        roles[defined] = {**roles[defined], "scopes": scopes}
     else:
         roles.append({"name": "user", "scopes": ours})
     roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})

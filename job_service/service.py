@@ -640,20 +640,17 @@ class JobService:
     def _visible(
         self, caller: Caller, record: JobRecord | None, job_id: str, *, own: bool = False
     ) -> JobRecord:
-        """The record if the caller may see it (``own``: only its owner or an admin)."""
-        allowed = record is not None and (
-            record.user == caller.name
-            or caller.admin
-            or (not own and self.classes.teaches(caller.name, record.user))
-        )
-        teacher = record is not None and self.classes.teaches(caller.name, record.user)
-        if record is not None and not allowed and own and teacher:
+        """The record if the caller may see it (``own``: only its owner or an admin; the
+        owner's teacher, who sees it, is told so)."""
+        if record is not None and (record.user == caller.name or caller.admin):
+            return record
+        if record is not None and self.classes.teaches(caller.name, record.user):
+            if not own:
+                return record
             raise Forbidden(
                 f"job {job_id} belongs to {record.user}: only its owner (or an admin) does that"
             )
-        if record is None or not allowed:
-            raise NotFound(f"no job {job_id!r} of yours; `nbjobs list` shows your jobs")
-        return record
+        raise NotFound(f"no job {job_id!r} of yours; `nbjobs list` shows your jobs")
 
     def get(self, caller: Caller, job_id: str) -> Job:
         """One job, with its live progress."""

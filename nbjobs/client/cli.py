@@ -465,7 +465,12 @@ def _table(jobs: list[dict[str, Any]], with_user: bool) -> str:
         row: tuple[str, ...] = (job["id"], _clip(job["name"], 40), job["state"], job["flavor"])
         row += (_progress(job), _local_time(job["submitted_at"]))
         rows.append((job["user"], *row) if with_user else row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return aligned(rows)
+
+
+def aligned(rows: list[tuple[str, ...]]) -> str:
+    """Rows of text as columns two spaces apart, each as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
@@ -766,12 +771,7 @@ def flavors_text(offered: list[dict[str, Any]]) -> str:
         for why in (f.get("unavailable"), f.get("maintenance"), f.get("placement")):
             if why:
                 notes.append(f"{f['name']}: {why}")
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    return "\n".join(table + notes)
+    return "\n".join([aligned(rows), *notes])
 
 
 def cancel_parser() -> _Parser:

@@ -18,6 +18,7 @@ from .cli import (
     _parser,
     _run,
     add_submission_options,
+    aligned,
     submission_body,
 )
 
@@ -155,7 +156,7 @@ def _list(argv: list[str]) -> int:
                     _last(last) if last else "-",
                 )
             )
-        print(_aligned(rows))
+        print(aligned(rows))
         return 0
 
     return _run(argv, parser, action)
@@ -223,7 +224,7 @@ def _runs(argv: list[str]) -> int:
                     _clip(run.get("reason") or changed, 60),
                 )
             )
-        print(_aligned(rows))
+        print(aligned(rows))
         return 0
 
     return _run(argv, parser, action)
@@ -248,11 +249,3 @@ def _last(run: dict[str, Any]) -> str:
     if run["state"] in ("refused", "skipped") and run.get("reason"):
         line += f": {run['reason']}"
     return line
-
-
-def _aligned(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
