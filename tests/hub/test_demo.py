@@ -189,7 +189,11 @@ def terminal_says(url: str, s: requests.Session, user: str, command: str) -> str
             kind, *rest = json.loads(message)
             if kind == "stdout":
                 said += rest[0]
+        # Close and wait for the server's answer: a socket still open when asyncio.run
+        # ends is left to the garbage collector, which warns in some later test.
         ws.close()
+        while await asyncio.wait_for(ws.read_message(), 10) is not None:
+            pass
         return said
 
     return asyncio.run(talk())

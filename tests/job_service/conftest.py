@@ -4,6 +4,7 @@ running real job_runner processes with real kernels. Tokens stand in for the hub
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 import uuid
@@ -15,9 +16,11 @@ from typing import Any
 
 import httpx
 import nbformat
+import psutil
 import pytest
 import yaml
 from nbjobs.job_service.app import JobServiceApp
+from nbjobs.job_service.backends.local import _DETACHED
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 
@@ -155,7 +158,10 @@ async def start_service(
 
 
 async def stop_service(svc: Service) -> None:
+    """Stop listening, close the connections clients left open (a socket left to the
+    garbage collector warns in whichever test runs next), then stop the service."""
     svc.server.stop()
+    await svc.server.close_all_connections()
     await svc.service.stop()
 
 
@@ -221,6 +227,25 @@ async def svc(tmp_path) -> AsyncIterator[Service]:
     finally:
         # Jobs a test left running would outlive it: cancel them.
         await stop_all(s)
+
+
+@pytest.fixture(autouse=True)
+def _no_runner_outlives_its_test() -> Iterator[None]:
+    """A service stopped while its jobs run leaves their runners going, as it should (the
+    next service adopts them). When the test that did so ends, nobody will: kill each of
+    those runners with its kernels, so that they neither load the machine for the tests
+    after nor linger past the test session."""
+    yield
+    while _DETACHED:
+        process = _DETACHED.pop()
+        if process.poll() is not None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            tree = psutil.Process(process.pid)
+            for child in [*tree.children(recursive=True), tree]:
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+        process.wait(timeout=30)
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from .conftest import stop_service
+
 CLASSES = {
     "classes": [
         {
@@ -38,8 +40,7 @@ async def test_a_student_gets_the_class_flavors_and_budget(start):
         # bob is in no class: the open flavors, and the usual budget
         assert "gpu" in bobs
     finally:
-        svc.server.stop()
-        await svc.service.stop()
+        await stop_service(svc)
 
 
 async def test_the_teacher_sees_the_class_jobs_and_nobody_else_does(start):
@@ -65,8 +66,7 @@ async def test_the_teacher_sees_the_class_jobs_and_nobody_else_does(start):
         assert hidden.status_code == 404
         assert not_his.status_code == 404
     finally:
-        svc.server.stop()
-        await svc.service.stop()
+        await stop_service(svc)
 
 
 async def test_without_a_hub_new_classes_are_refused_with_the_way_out(start):
@@ -80,5 +80,4 @@ async def test_without_a_hub_new_classes_are_refused_with_the_way_out(start):
         assert "define classes in nbjobs.yaml instead" in create.json()["message"]
         assert change.status_code == 409
     finally:
-        svc.server.stop()
-        await svc.service.stop()
+        await stop_service(svc)

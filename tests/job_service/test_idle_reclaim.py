@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 import nbformat
 from nbjobs.job_service.db import JobSample
 
-from .conftest import BASE_CONFIG
+from .conftest import BASE_CONFIG, stop_service
 
 INTERVAL = 10.0
 
@@ -94,8 +94,7 @@ async def test_an_idle_job_is_warned_then_stopped_with_the_reason(start):
         assert "stopped: its GPUs were idle (below 5 %) for 4 min" in output.cells[0].source
         assert any("loaded the data" in str(c.get("outputs")) for c in output.cells)
     finally:
-        await svc.service.stop()
-        svc.server.stop()
+        await stop_service(svc)
 
 
 async def test_a_warning_goes_when_the_gpus_work_again_and_warn_never_cancels(start):
@@ -118,8 +117,7 @@ async def test_a_warning_goes_when_the_gpus_work_again_and_warn_never_cancels(st
         back = await svc.job("ada", job["id"])
         assert (back["state"], back["warning"]) == ("running", None)
     finally:
-        await svc.service.stop()
-        svc.server.stop()
+        await stop_service(svc)
 
 
 async def test_exempt_groups_are_never_warned(start):
@@ -131,5 +129,4 @@ async def test_exempt_groups_are_never_warned(start):
         assert await svc.service.reclaimer.check(now) == {}
         assert (await svc.job("eve", job["id"]))["warning"] is None
     finally:
-        await svc.service.stop()
-        svc.server.stop()
+        await stop_service(svc)

@@ -11,6 +11,8 @@ import sqlalchemy
 from nbjobs.job_service.db import connect
 from prometheus_client.parser import text_string_to_metric_families
 
+from .conftest import stop_service
+
 CLASSES = {"classes": [{"name": "ml101", "teachers": ["eve"], "students": ["ada", "bob"]}]}
 
 
@@ -54,16 +56,14 @@ async def test_ended_jobs_count_their_gpu_seconds_and_forgetting_one_keeps_them(
             == (first["nbjobs_gpu_allocated_seconds_total"][key])
         )
     finally:
-        await svc.service.stop()
-        svc.server.stop()
+        await stop_service(svc)
 
 
 async def test_jobs_that_ended_before_the_counters_get_their_gpu_seconds_once(start, tmp_path):
     svc = await start()
     svc.write("bob", "g.ipynb", "1")
     job = await svc.wait("bob", (await svc.submit("bob", "g.ipynb", "gpu"))["id"])
-    await svc.service.stop()
-    svc.server.stop()
+    await stop_service(svc)
     # the database as an older nbjobs left it: no such column
     url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
     engine = sqlalchemy.create_engine(url)

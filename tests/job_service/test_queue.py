@@ -7,7 +7,7 @@ import asyncio
 import nbformat
 import psutil
 
-from .conftest import stop_all
+from .conftest import stop_all, stop_service
 
 SHOW_GPUS = "import os; print('GPUS=' + os.environ['CUDA_VISIBLE_DEVICES'], flush=True)"
 
@@ -100,8 +100,7 @@ async def test_queued_job_limit_refuses_with_429(start):
     finally:
         for job in list(svc.service.backend.running.values()):
             await svc.service.backend.cancel(f"{job.job_id}:{job.pid}:{job.created:.3f}")
-        svc.server.stop()
-        await svc.service.stop()
+        await stop_service(svc)
 
 
 async def test_used_up_gpu_hours_refuse_gpu_flavors_but_not_cpu(start):
@@ -116,8 +115,7 @@ async def test_used_up_gpu_hours_refuse_gpu_flavors_but_not_cpu(start):
         assert "you have used 0.0 of your 0 GPU-hours in the last 7 days" in gpu.json()["message"]
         assert cpu.status_code == 201
     finally:
-        svc.server.stop()
-        await svc.service.stop()
+        await stop_service(svc)
 
 
 async def test_cancel_stops_the_whole_process_tree_and_keeps_partial_output(svc):
@@ -196,8 +194,7 @@ async def test_fair_share_lets_a_second_user_in_before_the_first_users_backlog(s
         order = sorted(done, key=lambda j: j["started_at"])
         assert [j["user"] for j in order][:2] == ["ada", "bob"]
     finally:
-        svc.server.stop()
-        await svc.service.stop()
+        await stop_service(svc)
 
 
 async def test_two_hundred_submissions_at_once_are_each_recorded_once(svc):

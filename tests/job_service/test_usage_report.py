@@ -9,7 +9,7 @@ from datetime import datetime, time, timedelta, timezone
 from nbjobs.job_service.db import JobRecord
 from sqlalchemy import update
 
-from .conftest import BASE_CONFIG, record_gpu_time
+from .conftest import BASE_CONFIG, record_gpu_time, stop_service
 
 CONFIG = {
     "classes": [{"name": "ml101", "teachers": ["eve"], "students": ["ada"]}],
@@ -104,8 +104,7 @@ async def test_usage_by_user_class_and_flavor_over_days(start):
         assert [r["name"] for r in bobs["breakdown"]] == ["bob"]
         assert bobs["total"]["gpu_hours_allocated"] == 1.0
     finally:
-        await svc.service.stop()
-        svc.server.stop()
+        await stop_service(svc)
 
 
 async def test_a_bad_range_or_breakdown_is_a_400_that_says_what_to_send(svc):
