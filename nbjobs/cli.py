@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
     "check-config": ("nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)"),
+    "copy-database": (
+        "nbjobs.job_service.dbcopy",
+        "main",
+        "copy the job records into a new database, e.g. SQLite to PostgreSQL (admins)",
+    ),
 }
 
 #: every command line's argument parser, for the CLI reference the docs generate:
@@ -62,6 +67,7 @@ PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "notify": ("nbjobs.client.notify", "notify_parser", ()),
     "class": ("nbjobs.hub_config.classes", "class_parser", ()),
     "check-config": ("nbjobs.check", "check_parser", ()),
+    "copy-database": ("nbjobs.job_service.dbcopy", "copy_parser", ()),
 }
 
 
