@@ -8,6 +8,7 @@ version reached is kept in ``nbjobs_schema``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,7 +39,14 @@ from sqlalchemy.types import TypeDecorator
 
 from nbjobs.models import ACTIVE_STATES
 
-SCHEMA_VERSION = 1
+#: The tables' version, recorded in ``nbjobs_schema``. Bump it with every change to a
+#: table (tests/job_service/test_schema_version.py keeps each version's outline and fails
+#: on a change left unbumped), so that a database says which nbjobs last shaped it.
+#: 1: every table up to nbjobs 0.1 (columns were added without a bump);
+#: 2: the same tables, numbered from here on.
+SCHEMA_VERSION = 2
+
+log = logging.getLogger("nbjobs.job_service")
 
 
 #: the states of a job that holds (or is getting) its backend's resources, as stored
@@ -362,7 +370,12 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def upgrade_schema(engine: Engine) -> None:
-    """Create missing tables, add columns a newer version defines, record the version."""
+    """Create missing tables, add columns a newer version defines, record the version.
+
+    A database a newer nbjobs shaped is used as it is (an older version ignores what it
+    does not know) and said so in the log; its version is left as it was.
+    """
+    existing = set(inspect(engine).get_table_names())
     Base.metadata.create_all(engine)
     inspector = inspect(engine)
     added: set[tuple[str, str]] = set()
@@ -382,11 +395,33 @@ def upgrade_schema(engine: Engine) -> None:
         if ("nbjobs_jobs", "gpu_seconds_held") in added:
             _fill_gpu_seconds_held(conn)
         current = conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()
+        if current is not None and current > SCHEMA_VERSION:
+            log.warning(
+                "nbjobs: the job database was shaped by a newer nbjobs (schema version %s; "
+                "this one knows %s): it is used as it is, but what the newer version "
+                "recorded may not make sense here; to go back for good, restore the backup "
+                "taken before the upgrade",
+                current,
+                SCHEMA_VERSION,
+            )
+            return
         if current is None or current < SCHEMA_VERSION:
             conn.execute(text("DELETE FROM nbjobs_schema"))
             conn.execute(
                 text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
             )
+    made = sorted(t.name for t in Base.metadata.sorted_tables if t.name not in existing)
+    if existing & {t.name for t in Base.metadata.sorted_tables} and (
+        current != SCHEMA_VERSION or made or added
+    ):
+        log.info(
+            "nbjobs: upgraded the job database from schema version %s to %s (new tables: "
+            "%s; new columns: %s)",
+            current if current is not None else "unknown",
+            SCHEMA_VERSION,
+            ", ".join(made) or "none",
+            ", ".join(f"{t}.{c}" for t, c in sorted(added)) or "none",
+        )
 
 
 def _fill_gpu_seconds_held(conn: Any) -> None:

@@ -1,0 +1,102 @@
+"""The job database's schema version: bumped with each change to the tables, recorded by
+the service, and a database a newer nbjobs shaped is used with a warning in the log."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import sqlalchemy
+from nbjobs.job_service import db as jobdb
+from nbjobs.job_service.db import SCHEMA_VERSION, Base, connect
+
+# every table the service keeps
+from nbjobs.job_service.notifications import store as _notifications  # noqa: F401
+from nbjobs.job_service.schedules import store as _schedules  # noqa: F401
+
+#: each schema version's outline (its hash): a change to the tables without a new
+#: version fails here
+OUTLINES = {2: "74aa94031e14f733"}
+
+
+def outline() -> str:
+    lines = []
+    for table in sorted(Base.metadata.tables.values(), key=lambda t: t.name):
+        for column in table.columns:
+            lines.append(
+                f"{table.name}.{column.name} {column.type!r} null={column.nullable} "
+                f"pk={column.primary_key}"
+            )
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            lines.append(f"{table.name} index {index.name} {[c.name for c in index.columns]}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def test_a_change_to_the_tables_comes_with_a_new_schema_version():
+    assert outline() == OUTLINES.get(SCHEMA_VERSION), (
+        "the tables changed: bump SCHEMA_VERSION in job_service/db.py and add "
+        f"{SCHEMA_VERSION + 1}: {outline()!r} to OUTLINES here"
+    )
+
+
+def versions(url: str) -> list[int]:
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        found = [v for (v,) in conn.execute(sqlalchemy.text("SELECT version FROM nbjobs_schema"))]
+    engine.dispose()
+    return found
+
+
+def test_an_older_database_is_upgraded_and_the_log_says_what_was_added(tmp_path, caplog):
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    connect(url).kw["bind"].dispose()
+    # as version 1 left it: no job definitions, no telemetry summary column
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text("DROP TABLE nbjobs_definition_runs"))
+        conn.execute(sqlalchemy.text("ALTER TABLE nbjobs_jobs DROP COLUMN gpu_seconds_held"))
+        conn.execute(sqlalchemy.text("UPDATE nbjobs_schema SET version = 1"))
+    engine.dispose()
+
+    with caplog.at_level(logging.INFO, "nbjobs.job_service"):
+        connect(url).kw["bind"].dispose()
+
+    assert versions(url) == [SCHEMA_VERSION]
+    [said] = [r.getMessage() for r in caplog.records if "upgraded the job database" in r.message]
+    assert f"from schema version 1 to {SCHEMA_VERSION}" in said
+    assert "new tables: nbjobs_definition_runs" in said
+    assert "new columns: nbjobs_jobs.gpu_seconds_held" in said
+    # a second start has nothing to say
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "nbjobs.job_service"):
+        connect(url).kw["bind"].dispose()
+    assert not [r for r in caplog.records if "upgraded" in r.getMessage()]
+
+
+def test_a_new_database_is_made_at_this_version_without_an_upgrade_said(tmp_path, caplog):
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    with caplog.at_level(logging.INFO, "nbjobs.job_service"):
+        connect(url).kw["bind"].dispose()
+    assert versions(url) == [SCHEMA_VERSION]
+    assert not [r for r in caplog.records if "upgraded" in r.getMessage()]
+
+
+def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    monkeypatch.setattr(jobdb, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    connect(url).kw["bind"].dispose()
+    monkeypatch.undo()
+
+    with caplog.at_level(logging.INFO, "nbjobs.job_service"):
+        sessions = connect(url)
+    with sessions() as session:
+        assert session.scalar(sqlalchemy.text("SELECT count(*) FROM nbjobs_jobs")) == 0
+    sessions.kw["bind"].dispose()
+
+    assert versions(url) == [SCHEMA_VERSION + 1]  # left as the newer one set it
+    [said] = [r for r in caplog.records if "newer nbjobs" in r.getMessage()]
+    assert said.levelno == logging.WARNING
+    assert f"(schema version {SCHEMA_VERSION + 1}; this one knows {SCHEMA_VERSION})" in (
+        said.getMessage()
+    )
+    assert "restore the backup taken before the upgrade" in said.getMessage()
