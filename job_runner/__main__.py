@@ -50,7 +50,8 @@ telemetry: every --telemetry-interval seconds (default 10; 0 = off) the GPUs
 the job was given (NVML, else nvidia-smi; as CUDA_VISIBLE_DEVICES selects them)
 and the CPU and memory of its processes are sampled into the status file
 ("telemetry", "telemetry_summary"); the summary also goes into the output's
-metadata.nbjobs.telemetry. Sampling never fails the job.
+metadata.nbjobs.telemetry (a script's or command's: the status file only). Sampling
+never fails the job.
 
 parameters (papermill-style): a cell tagged "injected-parameters" is inserted
 after the cell tagged "parameters" (first, if there is none). -p values are
@@ -248,6 +249,7 @@ def _run(args: argparse.Namespace) -> int:
                 cwd=args.cwd,
                 source_name=args.source_name,
                 max_output=args.max_output,
+                telemetry_interval=args.telemetry_interval,
             )
         result = run_notebook(
             args.input,

@@ -10,6 +10,10 @@ as JSON) and ``NBJOBS_PARAM_<NAME>`` for each (text as is, anything else as JSON
 
 It runs in a process group of its own: a time limit or a cancel stops the whole group
 (SIGTERM, then SIGKILL after a grace), never just the interpreter.
+
+With a ``telemetry_interval`` its GPUs, CPU and memory are sampled as a notebook's are
+(:mod:`.telemetry`: the runner's process tree, so the script and whatever it starts),
+into the status file's ``telemetry`` and ``telemetry_summary``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .status import RunStatus, utc_now, write_status
+from .telemetry import Sample, Sampler, interval_problem
 
 #: how a script is started, by its suffix
 INTERPRETERS = {".py": [sys.executable, "-u"], ".sh": ["/bin/bash"]}
@@ -58,7 +63,11 @@ class ScriptJob:
         cwd: Path,
         source_name: str | None,
         max_output: int,
+        telemetry_interval: float = 0,
     ) -> None:
+        problem = interval_problem(telemetry_interval)
+        if problem is not None:
+            raise BadInput(f"--telemetry-interval: {problem}")
         if command is None and input_path is None:
             raise BadInput("give a script (INPUT) or --command")
         if command is None:
@@ -95,10 +104,47 @@ class ScriptJob:
         )
         self._stop_reason: tuple[ExitCode, str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self.telemetry_interval = float(telemetry_interval)
+        self._sampler: Sampler | None = None
+        self._telemetry_ended = False
+        #: the status is written from the main thread and the sampling thread
+        self._status_lock = threading.Lock()
 
     def _write_status(self, durable: bool = False) -> None:
         if self.status_path is not None:
-            write_status(self.status_path, self.status, durable=durable, last_resort=durable)
+            with self._status_lock:
+                write_status(self.status_path, self.status, durable=durable, last_resort=durable)
+
+    # -- telemetry -----------------------------------------------------------
+
+    def _start_telemetry(self) -> None:
+        if not self.telemetry_interval:
+            return
+        self._sampler = Sampler(
+            self.telemetry_interval, on_sample=self._telemetry_arrived, on_note=self._log
+        )
+        self._sampler.start()
+
+    def _telemetry_arrived(self, sample: Sample, summary: Sample) -> None:
+        """From the sampling thread: the sample into the status file at once."""
+        with self._status_lock:
+            if self._telemetry_ended:
+                return
+            self.status.telemetry, self.status.telemetry_summary = sample, summary
+        try:
+            self._write_status()
+        except OSError as exc:
+            self._log(could_not_write("the status file", self.status_path or "", exc))
+
+    def _end_telemetry(self) -> None:
+        """The last sample (a moment's wait at most) and the final summary."""
+        if self._sampler is None:
+            return
+        latest, summary = self._sampler.stop()
+        with self._status_lock:
+            self._telemetry_ended = True
+            if latest is not None:
+                self.status.telemetry, self.status.telemetry_summary = latest, summary
 
     def _log(self, line: str) -> None:
         print(f"[nbjobs] {line}", file=sys.stderr, flush=True)
@@ -146,6 +192,7 @@ class ScriptJob:
             )
             self.status.state = "running"
             self._write_status()
+            self._start_telemetry()
             timer = None
             if self.timeout:
                 timer = threading.Timer(
@@ -180,6 +227,7 @@ class ScriptJob:
         return self._finish(returncode, last_line.decode("utf-8", "replace").strip())
 
     def _finish(self, returncode: int, last_line: str) -> int:
+        self._end_telemetry()
         message: str | None = None
         if self._stop_reason is not None:
             code, message = self._stop_reason
@@ -215,6 +263,7 @@ def run_script(
     cwd: str | None,
     source_name: str | None,
     max_output: int,
+    telemetry_interval: float = 0,
 ) -> int:
     """Run a script or command as a job; its exit code as the runner's (see ExitCode)."""
     source = Path(input_path).absolute() if input_path and input_path != "-" else None
@@ -228,6 +277,7 @@ def run_script(
         cwd=Path(cwd).absolute() if cwd else (source.parent if source else Path.cwd()),
         source_name=source_name,
         max_output=max_output,
+        telemetry_interval=telemetry_interval,
     )
 
     def cancelled(signum: int, _frame: object) -> None:

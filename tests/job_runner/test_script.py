@@ -3,9 +3,10 @@ code decides the state, and a time limit stops its whole process group."""
 
 from __future__ import annotations
 
+import pytest
 from nbjobs.job_runner import ExitCode
 
-from .helpers import read_json, run_cli
+from .helpers import gpu_env, read_json, run_cli
 
 
 def test_a_script_succeeds_and_its_output_is_kept_in_output(tmp_path):
@@ -64,3 +65,51 @@ def test_a_command_runs_in_its_folder(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0] == str(tmp_path / "here")
     assert lines[1] in ("/bin/bash", "bash")
+
+
+def test_a_scripts_gpus_cpu_and_memory_are_sampled_like_a_notebooks(tmp_path):
+    h100 = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-aaaa0000-1111-2222-3333-444444444444",
+        "memory_mib": 81559,
+        "readings": [{"utilization": 70, "memory_used_mib": 3000}],
+    }
+    env = gpu_env(tmp_path, nvml_devices=[h100])
+    script = tmp_path / "train.py"
+    # the script's own child spins a core: the runner's whole tree is counted
+    script.write_text(
+        "import subprocess, sys\n"
+        "spin = 'import time\\nt = time.time()\\nwhile time.time() - t < 2.5: pass'\n"
+        "subprocess.run([sys.executable, '-c', spin], check=True)\n"
+        "print('trained')\n"
+    )
+    status = tmp_path / "status.json"
+
+    proc = run_cli(
+        script, tmp_path / "train.log", "--script", "--status-file", status,
+        "--telemetry-interval", "1", env=env,
+    )  # fmt: skip
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    final = read_json(status)
+    latest, summary = final["telemetry"], final["telemetry_summary"]
+    assert latest["gpus"][0]["utilization_percent"] == 70.0
+    assert latest["gpus"][0]["memory_used_bytes"] == 3000 * 1024 * 1024
+    assert summary["samples"] >= 2
+    [gpu] = summary["gpus"]
+    assert gpu["utilization_mean_percent"] == 70.0
+    assert 2 < gpu["allocated_seconds"] < 30
+    assert gpu["busy_seconds"] == pytest.approx(0.7 * gpu["allocated_seconds"], abs=0.002)
+    assert summary["cpu_peak_percent"] > 30
+    assert final["started_at"] <= summary["since"] < summary["until"] <= final["finished_at"]
+
+
+def test_a_command_with_telemetry_off_samples_nothing(tmp_path):
+    status = tmp_path / "status.json"
+    proc = run_cli(
+        "-", tmp_path / "c.log", "--command", "sleep 1.2", "--status-file", status,
+        "--telemetry-interval", "0",
+    )  # fmt: skip
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    final = read_json(status)
+    assert (final["telemetry"], final["telemetry_summary"]) == (None, None)

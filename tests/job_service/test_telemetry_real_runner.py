@@ -45,3 +45,25 @@ async def test_a_real_jobs_samples_reach_the_api_while_it_runs_and_its_summary_a
     assert summary["gpu_busy_seconds"] is None
     assert ended["hint"] is None
     assert len(ended["samples"]) >= len(live["samples"])
+
+
+async def test_a_script_jobs_samples_reach_the_api_too(tmp_path):
+    svc = await start_service(tmp_path, {"telemetry": {"interval": "1s"}})
+    try:
+        script = svc.home("ada") / "train.py"
+        script.write_text("import time\nt = time.time()\nwhile time.time() - t < 3: pass\n")
+        job = await svc.submit("ada", "train.py", "gpu")
+        assert job["kind"] == "script"
+        done = await svc.wait("ada", job["id"])
+        async with svc.client("ada") as c:
+            ended = (await c.get(f"jobs/{job['id']}/metrics")).json()
+    finally:
+        await stop_all(svc)
+
+    assert done["state"] == "succeeded", done
+    assert len(ended["samples"]) >= 2, ended
+    summary = ended["summary"]
+    assert summary["samples"] >= 3
+    # the script spins a core of its own (the runner alone idles near 0)
+    assert summary["cpu_peak_percent"] > 30
+    assert summary["memory_peak_bytes"] > 5 * 1024**2
