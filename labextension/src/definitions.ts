@@ -8,6 +8,7 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 
 import { NbjobsError, type NbjobsAPI } from './api';
 import { formatLimit } from './format';
+import { windowWords } from './schedule';
 import type { Translate } from './translate';
 import type { IDefinition, IDefinitionRun } from './types';
 
@@ -82,8 +83,12 @@ export class DefinitionsView {
     }
     const when = document.createElement('div');
     when.className = 'nbjobs-Definition-when';
-    when.textContent = definition.schedule
-      ? definition.schedule.description
+    const schedule = definition.schedule;
+    const window = schedule
+      ? windowWords(schedule.start_at, schedule.end_at, schedule.timezone, trans)
+      : '';
+    when.textContent = schedule
+      ? schedule.description + (window ? `, ${window}` : '')
       : trans('runs when you ask (Run now)');
     const facts = document.createElement('div');
     facts.className = 'nbjobs-Definition-facts';

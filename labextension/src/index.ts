@@ -446,7 +446,13 @@ async function editDefinitionDialog(
       parameters: definition.parameters,
       name: definition.name,
       schedule: definition.schedule
-        ? { cron: definition.schedule.cron, timezone: definition.schedule.timezone }
+        ? {
+            cron: definition.schedule.cron,
+            timezone: definition.schedule.timezone,
+            start_at: definition.schedule.start_at,
+            end_at: definition.schedule.end_at,
+            catch_up: definition.schedule.catch_up
+          }
         : null
     },
     { notebookKernel: kernelName(notebook), schedules: true }

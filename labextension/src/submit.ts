@@ -18,7 +18,14 @@ import {
   pythonRepr
 } from './params';
 import type { Translate } from './translate';
-import { type Every, browserTimezone, cronFor, everyChoices } from './schedule';
+import {
+  type Every,
+  browserTimezone,
+  cronFor,
+  dayIn,
+  everyChoices,
+  windowFor
+} from './schedule';
 import type {
   IDefinition,
   IFlavor,
@@ -39,7 +46,13 @@ export interface IPrefill {
   outputs?: OutputLocation;
   html?: boolean;
   /** a definition being edited: its schedule (null: it runs when asked) */
-  schedule?: { cron: string; timezone: string } | null;
+  schedule?: {
+    cron: string;
+    timezone: string;
+    start_at?: string | null;
+    end_at?: string | null;
+    catch_up?: 'once' | 'skip';
+  } | null;
 }
 
 /** What the dialog knows besides the flavors. */
@@ -171,7 +184,25 @@ export class SubmitForm extends Widget {
       this.showError(found.error);
       return undefined;
     }
-    return { cron: found.cron, timezone: this._zone.value.trim() || null };
+    const zone = this._zone.value.trim();
+    const window = windowFor(
+      this._first?.value ?? '',
+      this._last?.value ?? '',
+      zone || browserTimezone(),
+      this.trans
+    );
+    if ('error' in window) {
+      this.showError(window.error);
+      return undefined;
+    }
+    // an edit keeps what the dialog does not show (catch_up, set by the command line)
+    const catchUp = this.prefill?.schedule?.catch_up;
+    return {
+      cron: found.cron,
+      timezone: zone || null,
+      ...window,
+      ...(catchUp ? { catch_up: catchUp } : {})
+    };
   }
 
   /** Show the server's sentence (or clear it). */
@@ -351,7 +382,31 @@ export class SubmitForm extends Widget {
     this._zone.setAttribute('aria-label', trans('Time zone'));
     const zoneLabel = document.createElement('span');
     zoneLabel.textContent = trans('time zone');
-    row.append(this._every, this._time, this._cron, zoneLabel, this._zone);
+    // its first and last day, on the schedule's clock (both optional)
+    const day = (name: string, label: string, at: string | null | undefined) => {
+      const input = document.createElement('input');
+      input.type = 'date';
+      input.className = 'jp-mod-styled';
+      input.name = name;
+      input.setAttribute('aria-label', label);
+      if (at) {
+        input.value = dayIn(at, editing?.timezone || browserTimezone());
+      }
+      return input;
+    };
+    this._first = day('nbjobs-first-day', trans('First day'), editing?.start_at);
+    this._last = day('nbjobs-last-day', trans('Last day'), editing?.end_at);
+    const days = document.createElement('div');
+    days.className = 'nbjobs-SubmitForm-days';
+    const fromLabel = document.createElement('span');
+    fromLabel.textContent = trans('from');
+    const untilLabel = document.createElement('span');
+    untilLabel.textContent = trans('until');
+    const optional = document.createElement('span');
+    optional.className = 'nbjobs-SubmitForm-optional';
+    optional.textContent = trans('(either may stay empty)');
+    days.append(fromLabel, this._first, untilLabel, this._last, optional);
+    row.append(this._every, this._time, this._cron, zoneLabel, this._zone, days);
     const show = () => {
       row.hidden = !later.checked;
       const cron = this._every!.value === 'cron';
@@ -474,6 +529,8 @@ export class SubmitForm extends Widget {
   private _html: HTMLInputElement | null = null;
   private _scheduled: HTMLInputElement | null = null;
   private _every: HTMLSelectElement | null = null;
+  private _first: HTMLInputElement | null = null;
+  private _last: HTMLInputElement | null = null;
   private _time: HTMLInputElement | null = null;
   private _cron: HTMLInputElement | null = null;
   private _zone: HTMLInputElement | null = null;

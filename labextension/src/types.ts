@@ -232,6 +232,9 @@ export interface IScheduleSpec {
   /** five cron fields on the clock of `timezone` */
   cron: string;
   timezone?: string | null;
+  /** no run before this instant, none after that one (ISO 8601; null: no bound) */
+  start_at?: string | null;
+  end_at?: string | null;
   catch_up?: 'once' | 'skip';
 }
 
@@ -271,6 +274,8 @@ export interface IDefinition {
   schedule: {
     cron: string;
     timezone: string;
+    start_at: string | null;
+    end_at: string | null;
     catch_up: 'once' | 'skip';
     /** the schedule in words */
     description: string;

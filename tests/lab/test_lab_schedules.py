@@ -8,8 +8,8 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from .conftest import Hub, shot
-from .test_lab_hub import JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
+from .conftest import Hub, api, shot
+from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
 
 
 def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page, hub: Hub):
@@ -25,6 +25,9 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     schedule.locator("select[name='nbjobs-every']").select_option("weekday")
     schedule.locator("input[name='nbjobs-time']").fill("02:30")
     schedule.locator("input[name='nbjobs-timezone']").fill("Europe/Paris")
+    # a term: its first and last day, on the schedule's clock
+    schedule.locator("input[name='nbjobs-first-day']").fill("2026-12-01")
+    schedule.locator("input[name='nbjobs-last-day']").fill("2027-03-31")
     dialog.locator(".nbjobs-Parameter input[name='steps']").fill("3")
     dialog.locator(".nbjobs-SubmitForm-name input").fill("weekday hello")
     shot(lab, "33-submit-on-a-schedule")
@@ -35,6 +38,13 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
         "Give the time as HH:MM, e.g. 02:00."
     )
     schedule.locator("input[name='nbjobs-time']").fill("02:30")
+    # and a last day before the first
+    schedule.locator("input[name='nbjobs-last-day']").fill("2026-11-01")
+    dialog.locator("button", has_text="Submit").click()
+    expect(dialog.locator(".nbjobs-SubmitForm-error")).to_have_text(
+        "The last day comes before the first."
+    )
+    schedule.locator("input[name='nbjobs-last-day']").fill("2027-03-31")
     dialog.locator("button", has_text="Submit").click()
     expect(dialog).to_be_hidden()
     toast = lab.locator(".Toastify__toast", has_text='Saved "weekday hello"')
@@ -47,9 +57,15 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     )
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
     expect(row.locator(".nbjobs-Definition-when")).to_have_text(
-        "At 02:30 on Monday through Friday (Europe/Paris)"
+        "At 02:30 on Monday through Friday (Europe/Paris), from 2026-12-01 until 2027-03-31"
     )
     expect(row.locator(".nbjobs-Definition-facts")).to_contain_text("next ")
+    definition_id = row.get_attribute("data-definition-id")
+    _, saved = api(lab, "GET", API + f"definitions/{definition_id}")
+    assert isinstance(saved, dict)
+    # midnight in Paris (winter time) to the last second of 31 March (summer time)
+    assert saved["schedule"]["start_at"] == "2026-11-30T23:00:00Z"
+    assert saved["schedule"]["end_at"] == "2027-03-31T21:59:59Z"
     row.locator("button", has_text="Run now").click()
     expect(row.locator(".nbjobs-Definition-facts")).to_contain_text("last: ", timeout=JOB_TIMEOUT)
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
@@ -78,6 +94,8 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     expect(edit.locator(".nbjobs-SubmitForm-when input[value='schedule']")).to_be_checked()
     expect(edit.locator("input[name='nbjobs-cron']")).to_have_value("30 2 * * 1-5")
     expect(edit.locator("input[name='nbjobs-timezone']")).to_have_value("Europe/Paris")
+    expect(edit.locator("input[name='nbjobs-first-day']")).to_have_value("2026-12-01")
+    expect(edit.locator("input[name='nbjobs-last-day']")).to_have_value("2027-03-31")
     expect(edit.locator(".nbjobs-Parameter input[name='steps']")).to_have_value("3")
     edit.locator(".nbjobs-Parameter input[name='steps']").fill("4")
     edit.locator("select[name='nbjobs-every']").select_option("day")
@@ -85,7 +103,10 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     edit.locator("button", has_text="Submit").click()
     expect(edit).to_be_hidden()
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
-    expect(row.locator(".nbjobs-Definition-when")).to_have_text("At 03:00 every day (Europe/Paris)")
+    # the term is kept through the edit
+    expect(row.locator(".nbjobs-Definition-when")).to_have_text(
+        "At 03:00 every day (Europe/Paris), from 2026-12-01 until 2027-03-31"
+    )
     row.locator("button", has_text="Run now").click()
     runs = row.locator(".nbjobs-Definition-runs li")
     expect(runs).to_have_count(2, timeout=JOB_TIMEOUT)
