@@ -398,14 +398,19 @@ export class SubmitForm extends Widget {
     this._last = day('nbjobs-last-day', trans('Last day'), editing?.end_at);
     const days = document.createElement('div');
     days.className = 'nbjobs-SubmitForm-days';
-    const fromLabel = document.createElement('span');
-    fromLabel.textContent = trans('from');
-    const untilLabel = document.createElement('span');
-    untilLabel.textContent = trans('until');
-    const optional = document.createElement('span');
-    optional.className = 'nbjobs-SubmitForm-optional';
-    optional.textContent = trans('(either may stay empty)');
-    days.append(fromLabel, this._first, untilLabel, this._last, optional);
+    const words = (text: string, className = '') => {
+      const span = document.createElement('span');
+      span.className = className;
+      span.textContent = text;
+      return span;
+    };
+    days.append(
+      words(trans('from')),
+      this._first,
+      words(trans('until')),
+      this._last,
+      words(trans('(either may stay empty)'), 'nbjobs-SubmitForm-optional')
+    );
     row.append(this._every, this._time, this._cron, zoneLabel, this._zone, days);
     const show = () => {
       row.hidden = !later.checked;

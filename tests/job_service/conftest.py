@@ -259,6 +259,19 @@ def _postgres_bin() -> Path | None:
     return found[-1].parent if found else None
 
 
+def new_postgres_database(server_url: str, tmp_path: Path, prefix: str = "t") -> str:
+    """A new, empty database on the test session's PostgreSQL server, named after the
+    test's folder; its URL."""
+    import sqlalchemy
+
+    name = f"{prefix}_{tmp_path.name.lower().replace('-', '_')[:40]}"
+    engine = sqlalchemy.create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A real PostgreSQL server (Debian's package) on loopback, for this test session.

@@ -13,12 +13,11 @@ import sqlite3
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import sqlalchemy
 from nbjobs.job_service.db import JobSample
 
-from .conftest import record_gpu_time, stop_all, stop_service
+from .conftest import new_postgres_database, record_gpu_time, stop_all, stop_service
 
 #: a week back: the jobs of the history are hours old
 SINCE = (datetime.now(timezone.utc) - timedelta(days=7)).date().isoformat()
@@ -36,15 +35,6 @@ def copy(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
-
-
-def new_postgres_database(postgres_url: str, tmp_path: Path) -> str:
-    name = f"c_{tmp_path.name.lower().replace('-', '_')[:40]}"
-    engine = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return postgres_url.rsplit("/", 1)[0] + f"/{name}"
 
 
 def rows_by_table(url: str) -> dict[str, int]:
@@ -117,7 +107,7 @@ async def test_sqlite_to_postgresql_keeps_what_users_see_and_new_rows_follow(
     start, tmp_path, postgres_url
 ):
     before, made = await history(start)
-    target = new_postgres_database(postgres_url, tmp_path)
+    target = new_postgres_database(postgres_url, tmp_path, "c")
 
     done = copy("--config", str(tmp_path / "nbjobs.yaml"), "--to", target)
 
@@ -151,7 +141,7 @@ async def test_sqlite_to_postgresql_keeps_what_users_see_and_new_rows_follow(
 
 async def test_a_password_is_never_printed(start, tmp_path, postgres_url):
     await stop_service(await start())
-    target = new_postgres_database(postgres_url, tmp_path).replace("nbjobs@", "nbjobs:s3cret@")
+    target = new_postgres_database(postgres_url, tmp_path, "c").replace("nbjobs@", "nbjobs:s3cret@")
 
     done = copy("--from", f"sqlite:///{tmp_path / 'jobs.sqlite'}", "--to", target)
 

@@ -10,6 +10,8 @@ import pytest
 from nbjobs.job_service.db import JobRecord, connect
 from nbjobs.job_service.metering import Line, MeteredJob, day_range, jobs_in_range, meter
 
+from .conftest import new_postgres_database
+
 UTC = timezone.utc
 DAY1 = datetime(2026, 11, 16, tzinfo=UTC)  # a Monday
 NOW = DAY1 + timedelta(days=7)
@@ -119,15 +121,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A new, empty database of each kind the service runs on."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-    import sqlalchemy
-
-    server = request.getfixturevalue("postgres_url")
-    name = f"t_{tmp_path.name.lower().replace('-', '_')[:40]}"
-    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return server.rsplit("/", 1)[0] + f"/{name}"
+    return new_postgres_database(request.getfixturevalue("postgres_url"), tmp_path)
 
 
 def test_the_database_gives_the_jobs_a_range_overlaps(database_url: str):

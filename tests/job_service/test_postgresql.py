@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-import sqlalchemy
-
-from .conftest import stop_service
+from .conftest import new_postgres_database, stop_service
 
 
 def running(job):
@@ -15,11 +13,7 @@ def running(job):
 
 async def test_jobs_run_and_survive_a_restart_on_postgresql(start, postgres_url, tmp_path):
     # Each test gets its own database in the shared server.
-    name = f"t_{tmp_path.name.lower().replace('-', '_')[:40]}"
-    engine = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    url = new_postgres_database(postgres_url, tmp_path)
 
     first = await start({"database": {"url": url}})
     first.write("ada", "pg.ipynb", "import time; time.sleep(2)", "print('on postgres')")

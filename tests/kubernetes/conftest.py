@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy
 import yaml
 from nbjobs.job_service.backends.kubernetes import KubernetesBackend
 
 from nbjobs.config import NbjobsConfig
 from tests.job_service.conftest import (
     Service,
+    new_postgres_database,
     postgres_url,  # noqa: F401 (a fixture)
     stop_service,
 )
@@ -153,13 +153,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     server (``postgres_url``, Debian's package), in a database of its own."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-    server = request.getfixturevalue("postgres_url")
-    name = f"d_{tmp_path.name.lower().replace('-', '_')[:40]}"
-    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return str(server.rsplit("/", 1)[0] + f"/{name}")
+    return new_postgres_database(request.getfixturevalue("postgres_url"), tmp_path, "d")
 
 
 #: the job database of the running service test (see ``running_services``)
