@@ -452,6 +452,10 @@ class EmailConfig(_Model):
     #: how long the server may take to connect, or to answer a command, before the attempt fails
     #: (``20``, ``1m``)
     timeout: Duration = 20.0
+    #: a PEM file of the certificate authorities that signed the server's certificate, for a
+    #: server whose certificate the system does not trust (an internal relay with a private
+    #: CA); only these are trusted then. None: the system's. The host name is checked either way
+    ca_file: Path | None = None
 
     @field_validator("allowed_domains")
     @classmethod
