@@ -25,6 +25,14 @@ class NotifySettingsHandler(APIHandler):
         store = self.service.notify_settings
         self.send(await self._call_sync(store.put, self.caller, settings))
 
+    async def delete(self) -> None:
+        job = self.get_query_argument("job", None) or None
+        definition = self.get_query_argument("definition", None) or None
+        store = self.service.notify_settings
+        await self._call_sync(store.remove, self.caller, job_id=job, definition_id=definition)
+        self.set_status(204)
+        self.finish()
+
 
 def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
     return [

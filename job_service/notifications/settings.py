@@ -15,12 +15,13 @@ import uuid
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from pydantic import ValidationError
+from sqlalchemy import delete, select
 
 from nbjobs.config import NotificationsConfig
 
-from ..db import JobRecord, utcnow
-from ..errors import Caller, Conflict, Invalid, NotFound
+from ..db import JobRecord, rowcount, utcnow
+from ..errors import Caller, Conflict, Invalid, NotFound, first_problem
 from ..schedules.store import DefinitionRecord
 from .models import NotifySettings, NotifySettingsInfo, NotifySettingsList
 from .store import NotifySettingRecord
@@ -129,6 +130,33 @@ class NotifySettingsStore:
             record.updated_at = utcnow()
             db.commit()
             return info(record)
+
+    def remove(
+        self, caller: Caller, *, job_id: str | None = None, definition_id: str | None = None
+    ) -> None:
+        """Remove the caller's setting for one job or definition (it then follows the
+        caller's own), or the caller's own (no messages but JupyterLab's)."""
+        try:
+            scope = scope_of(
+                NotifySettings.model_validate({"job_id": job_id, "definition_id": definition_id})
+            )
+        except ValidationError as exc:
+            raise Invalid(first_problem(exc)) from None
+        with self.service.sessions() as db:
+            removed = rowcount(
+                db,
+                delete(NotifySettingRecord).where(
+                    NotifySettingRecord.user == caller.name, NotifySettingRecord.scope == scope
+                ),
+            )
+            db.commit()
+        if not removed:
+            what = {"job": "job", "definition": "job definition"}.get(scope.split(":")[0])
+            raise NotFound(
+                f"you have no notification setting for {what} {(job_id or definition_id)!r}"
+                if what
+                else "you have no notification setting of your own"
+            )
 
     def list(self, caller: Caller) -> NotifySettingsList:
         with self.service.sessions() as db:

@@ -136,6 +136,12 @@ export class NbjobsAPI {
     );
   }
 
+  /** Remove a definition's (or job's) own setting: it follows the user's again. */
+  async removeNotifySettings(scope: { definition?: string; job?: string }): Promise<void> {
+    const query = new URLSearchParams(scope as Record<string, string>).toString();
+    await this.fetch(`notifications/settings?${query}`, { method: 'DELETE' });
+  }
+
   saveNotifySettings(settings: INotifySettings): Promise<INotifySettings> {
     return this.json<INotifySettings>('notifications/settings', {
       method: 'PUT',

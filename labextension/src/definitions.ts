@@ -8,6 +8,7 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 
 import { NbjobsError, type NbjobsAPI } from './api';
 import { formatLimit } from './format';
+import { notificationsDialog } from './notify';
 import { windowWords } from './schedule';
 import type { Translate } from './translate';
 import type { IDefinition, IDefinitionRun } from './types';
@@ -159,6 +160,9 @@ export class DefinitionsView {
         if (await this.actions.edit(definition)) {
           await this.refresh();
         }
+      }),
+      button(trans('Notify…'), async () => {
+        await notificationsDialog(this.api, trans, { id: definition.id, name: definition.name });
       }),
       button(trans('History'), async () => {
         if (!history.hidden) {

@@ -18,7 +18,8 @@ export class NotifyForm extends Widget {
     settings: INotifySettings | null,
     latest: INotification[],
     trans: Translate,
-    error: string | null = null
+    error: string | null = null,
+    scope: string | null = null
   ) {
     super();
     this.addClass('nbjobs-NotifyForm');
@@ -108,9 +109,17 @@ export class NotifyForm extends Widget {
 
     const hint = document.createElement('p');
     hint.className = 'nbjobs-NotifyForm-hint';
-    hint.textContent = trans(
-      'For all your jobs. Leave a field empty to stop that channel; your admins decide which addresses and hosts are allowed.'
-    );
+    hint.textContent =
+      (scope
+        ? trans(
+            'For the runs of "%1" only; while it has no setting of its own, yours for all jobs applies.',
+            scope
+          )
+        : trans('For all your jobs.')) +
+      ' ' +
+      trans(
+        'Leave a field empty to stop that channel; your admins decide which addresses and hosts are allowed.'
+      );
     this.node.append(
       hint,
       field(trans('Email me at'), this._email),
@@ -150,13 +159,19 @@ export class NotifyForm extends Widget {
  */
 export async function notificationsDialog(
   api: NbjobsAPI,
-  trans: Translate
+  trans: Translate,
+  definition: { id: string; name: string } | null = null
 ): Promise<INotifySettings | null> {
   let settings: INotifySettings | null;
   let latest: INotification[];
+  let own = false; // the definition has a setting of its own
   try {
     const [all, messages] = await Promise.all([api.notifySettings(), api.notifications(5)]);
-    settings = all.find(s => !s.job_id && !s.definition_id) ?? null;
+    const users = all.find(s => !s.job_id && !s.definition_id) ?? null;
+    const scoped = definition ? all.find(s => s.definition_id === definition.id) : undefined;
+    own = Boolean(scoped);
+    // a definition without its own starts from the user's, to change what differs
+    settings = scoped ?? users;
     latest = messages;
   } catch (error) {
     await showDialog({
@@ -167,18 +182,40 @@ export async function notificationsDialog(
     return null;
   }
   let error: string | null = null;
+  const title = definition
+    ? trans('Notifications for "%1"', definition.name)
+    : trans('Notifications');
   for (;;) {
-    const form = new NotifyForm(settings, latest, trans, error);
-    const result = await showDialog({
-      title: trans('Notifications'),
-      body: form,
-      buttons: [Dialog.cancelButton({ label: trans('Cancel') }), Dialog.okButton({ label: trans('Save') })]
+    const form = new NotifyForm(settings, latest, trans, error, definition?.name ?? null);
+    const reset = Dialog.createButton({
+      label: trans('Use my usual setting'),
+      displayType: 'default',
+      actions: ['nbjobs-reset']
     });
+    const result = await showDialog({
+      title,
+      body: form,
+      buttons: [
+        Dialog.cancelButton({ label: trans('Cancel') }),
+        ...(definition && own ? [reset] : []),
+        Dialog.okButton({ label: trans('Save') })
+      ]
+    });
+    if (definition && result.button.actions.includes('nbjobs-reset')) {
+      try {
+        await api.removeNotifySettings({ definition: definition.id });
+        return null;
+      } catch (failure) {
+        error = failure instanceof NbjobsError ? failure.message : String(failure);
+        continue;
+      }
+    }
     if (!result.button.accept || result.value === null) {
       return null;
     }
     try {
-      return await api.saveNotifySettings(result.value);
+      const body = definition ? { ...result.value, definition_id: definition.id } : result.value;
+      return await api.saveNotifySettings(body);
     } catch (failure) {
       // again, with what was typed and the reason
       settings = { ...result.value };

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .cli import Client, _local_time, _Parser, _parser, _run
+from .cli import Client, UsageError, _local_time, _Parser, _parser, _run
 
 EVENTS = ("succeeded", "failed", "timed_out", "cancelled", "queued_long", "run_refused")
 
@@ -30,6 +30,12 @@ def notify_parser() -> _Parser:
         help=f"comma-separated events (default failed,timed_out,run_refused): {','.join(EVENTS)}",
     )
     parser.add_argument("--queue-minutes", type=int, help="queued_long: after this many minutes")
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="remove the setting (with --job or --definition: that one then follows yours; "
+        "without: no messages but JupyterLab's)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--job", help="for this job only")
     which.add_argument("--definition", help="for this job definition's runs only")
@@ -40,6 +46,19 @@ def main(argv: Sequence[str]) -> int:
     parser = notify_parser()
 
     def action(client: Client, args: argparse.Namespace) -> int:
+        if args.reset:
+            if args.email is not None or args.webhook is not None or args.on is not None:
+                raise UsageError("--reset removes a setting: give it no --email, --webhook or --on")
+            client.call(
+                "DELETE", "notifications/settings", job=args.job, definition=args.definition
+            )
+            scope = f"job {args.job}" if args.job else f"definition {args.definition}"
+            print(
+                f"{scope} now follows your own setting"
+                if args.job or args.definition
+                else "removed: no messages but JupyterLab's"
+            )
+            return 0
         if args.email is None and args.webhook is None and args.on is None:
             return _show(client, args)
         saved = client.call("PUT", "notifications/settings", _changed(client, args))

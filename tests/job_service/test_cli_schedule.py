@@ -110,3 +110,26 @@ def test_notify_says_what_is_set_and_refuses_mail_the_service_cannot_send(servic
     assert "nothing set: `nbjobs notify --email you@example.org`" in shown.stdout
     assert refused.returncode == 5
     assert "this service sends no mail (notifications.email is not set" in refused.stderr
+
+
+def test_notify_reset_hands_a_definition_back_to_the_users_own_setting(service):
+    test_cli.write(service, "told.ipynb", "1")
+    made = test_cli.cli(service, "schedule", "create", "told.ipynb", "-f", "cpu", "--json")
+    assert made.returncode == 0, made.stderr
+    definition = json.loads(made.stdout)["id"]
+    own = test_cli.cli(service, "notify", "--definition", definition, "--on", "succeeded")
+    assert own.returncode == 0, own.stderr
+    assert f"definition {definition}: succeeded -> nowhere" in own.stdout
+
+    reset = test_cli.cli(service, "notify", "--definition", definition, "--reset")
+    shown = test_cli.cli(service, "notify", "--json")
+    again = test_cli.cli(service, "notify", "--definition", definition, "--reset")
+    mixed = test_cli.cli(service, "notify", "--reset", "--on", "failed")
+
+    assert reset.returncode == 0, reset.stderr
+    assert reset.stdout.strip() == f"definition {definition} now follows your own setting"
+    assert definition not in [s["definition_id"] for s in json.loads(shown.stdout)["settings"]]
+    assert again.returncode == 5
+    assert f"you have no notification setting for job definition '{definition}'" in again.stderr
+    assert mixed.returncode == 2
+    assert "--reset removes a setting" in mixed.stderr

@@ -303,3 +303,40 @@ async def test_a_long_wait_and_a_refused_scheduled_run_are_told(tmp_path, smtp, 
     assert refusal["event"] == "run_refused"
     assert refusal["reason"].startswith("you may not use flavor 'staff-only'")
     assert inbox.mails == []  # no address set: no mail
+
+
+async def test_a_scoped_setting_is_removed_and_the_scope_follows_the_users_own(svc):
+    svc.write("ada", "n.ipynb", "1")
+    async with svc.client("ada") as c:
+        made = (await c.post("definitions", json={"path": "n.ipynb", "flavor": "cpu"})).json()
+        scoped = await c.put(
+            "notifications/settings", json={"definition_id": made["id"], "on": ["succeeded"]}
+        )
+        own = await c.put("notifications/settings", json={"on": ["failed"]})
+        assert (scoped.status_code, own.status_code) == (200, 200)
+        removed = await c.delete("notifications/settings", params={"definition": made["id"]})
+        left = (await c.get("notifications/settings")).json()["settings"]
+        twice = await c.delete("notifications/settings", params={"definition": made["id"]})
+        both = await c.delete(
+            "notifications/settings", params={"definition": made["id"], "job": "ab12"}
+        )
+        bad = await c.delete("notifications/settings", params={"job": "../x"})
+    async with svc.client("bob") as c:  # ada's own setting is hers alone to remove
+        bobs = await c.delete("notifications/settings")
+    async with svc.client("ada") as c:
+        mine = await c.delete("notifications/settings")
+        none_left = (await c.get("notifications/settings")).json()["settings"]
+
+    assert removed.status_code == 204
+    assert [(s["definition_id"], s["on"]) for s in left] == [(None, ["failed"])]
+    assert twice.status_code == 404
+    assert twice.json()["message"] == (
+        f"you have no notification setting for job definition {made['id']!r}"
+    )
+    assert both.status_code == 400
+    assert "not both" in both.json()["message"]
+    assert bad.status_code == 400
+    assert bobs.status_code == 404
+    assert bobs.json()["message"] == "you have no notification setting of your own"
+    assert mine.status_code == 204
+    assert none_left == []

@@ -113,6 +113,30 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     expect(runs.first).to_contain_text("v2")
     expect(runs.first).to_contain_text("steps: 3 → 4")
 
+    # its own notifications: starts from the user's, saved for its runs only, then reset
+    row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
+    row.locator("button", has_text="Notify…").click()
+    notify = lab.locator(".jp-Dialog", has_text='Notifications for "weekday hello"')
+    expect(notify.locator(".nbjobs-NotifyForm-hint")).to_contain_text(
+        'For the runs of "weekday hello" only'
+    )
+    expect(notify.locator("button", has_text="Use my usual setting")).to_have_count(0)
+    notify.locator("input[name='succeeded']").check()
+    notify.locator("button", has_text="Save").click()
+    expect(notify).to_be_hidden()
+    _, settings = api(lab, "GET", API + "notifications/settings")
+    assert isinstance(settings, dict)
+    [own] = [s for s in settings["settings"] if s["definition_id"] == definition_id]
+    assert "succeeded" in own["on"]
+    row.locator("button", has_text="Notify…").click()
+    expect(notify.locator("input[name='succeeded']")).to_be_checked()
+    shot(lab, "37-definition-notifications")
+    notify.locator("button", has_text="Use my usual setting").click()
+    expect(notify).to_be_hidden()
+    _, settings = api(lab, "GET", API + "notifications/settings")
+    assert isinstance(settings, dict)
+    assert [s for s in settings["settings"] if s["definition_id"] == definition_id] == []
+
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
     row.locator("button", has_text="Pause").click()
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
