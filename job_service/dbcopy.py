@@ -53,6 +53,8 @@ NOT_COPIED = {LeaseRecord.__tablename__, SchemaVersion.__tablename__}
 
 #: rows read from the source at a time
 BATCH = 500
+#: a line on how far a big table has got, every so many rows
+PROGRESS_EVERY = 50 * BATCH
 
 #: exit codes
 USAGE, IN_USE, NOT_EMPTY = 2, 3, 4
@@ -172,11 +174,17 @@ def _read(conn: Connection, table: Table, keys: list[tuple[Any, ...]]) -> Iterat
 
 
 def copy_table(
-    source: Connection, target: Connection, table: Table, lease: DispatcherLease
+    source: Connection,
+    target: Connection,
+    table: Table,
+    lease: DispatcherLease,
+    say: Callable[[str], None] = print,
 ) -> Copied:
     done = Copied(table.name)
     keys = _keys(source, table)
     for start in range(0, len(keys), BATCH):
+        if start and start % PROGRESS_EVERY == 0:  # a big table: how far it has got
+            say(f"  {table.name}: {start} of {len(keys)} rows ...")
         batch = keys[start : start + BATCH]
         try:
             rows = [dict(row) for row in _read(source, table, batch)]
@@ -245,7 +253,7 @@ def _copy(
     with source.connect() as src, target.begin() as dst:
         check_empty(dst, target_url)
         for table in records_tables():
-            done = copy_table(src, dst, table, lease)
+            done = copy_table(src, dst, table, lease, say)
             say(f"  {table.name}: {done.rows} row{'s' if done.rows != 1 else ''}")
             for key, reason in done.left_out:
                 say(f"    left out {key}: a damaged value ({reason})")

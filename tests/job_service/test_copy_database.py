@@ -15,6 +15,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy
+from nbjobs.job_service import dbcopy
 from nbjobs.job_service.db import JobSample
 
 from .conftest import new_postgres_database, record_gpu_time, stop_all, stop_service
@@ -283,3 +284,21 @@ def test_what_cannot_be_copied_is_refused_in_words(tmp_path):
     assert bad.returncode == 2
     assert "nbjobs.yaml" in bad.stderr
     assert "line 1" in bad.stderr
+
+
+async def test_tables_larger_than_a_batch_arrive_whole_and_say_how_far_they_got(
+    start, tmp_path, monkeypatch
+):
+    await history(start)
+    monkeypatch.setattr(dbcopy, "BATCH", 2)
+    monkeypatch.setattr(dbcopy, "PROGRESS_EVERY", 2)
+    source, target = f"sqlite:///{tmp_path / 'jobs.sqlite'}", f"sqlite:///{tmp_path / 'n.sqlite'}"
+    said: list[str] = []
+
+    report = await asyncio.to_thread(dbcopy.copy_database, source, target, said.append)
+
+    assert rows_by_table(target) == rows_by_table(source)
+    samples = rows_by_table(source)["nbjobs_job_samples"]
+    assert f"  nbjobs_job_samples: 2 of {samples} rows ..." in said
+    assert "  nbjobs_jobs: 2 of 3 rows ..." in said
+    assert sum(done.rows for done in report) == sum(rows_by_table(source).values())
