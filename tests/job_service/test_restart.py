@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import psutil
-from nbjobs.job_service.db import connect
+from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
 from .conftest import stop_service
 
@@ -115,7 +115,7 @@ def test_the_schema_is_upgraded_in_place(tmp_path):
         version = conn.execute("SELECT version FROM nbjobs_schema").fetchall()
         kept = conn.execute("SELECT id FROM nbjobs_jobs").fetchall()
     assert {"state", "rerun_of", "cancel_requested", "output_file"} <= columns
-    assert version == [(1,)]
+    assert version == [(SCHEMA_VERSION,)]
     assert kept == [("abc",)]
 
 
