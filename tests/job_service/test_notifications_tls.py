@@ -146,21 +146,30 @@ async def a_failed_job_told(tmp_path: Path, config: dict) -> list[dict]:
     raise AssertionError("the mail was never tried")
 
 
+async def mailed(
+    tmp_path: Path, server: ssl.SSLContext, security: str, trusted: Authority
+) -> tuple[dict, list]:
+    """A job's failure mailed to a server with this TLS context, by a service that trusts
+    ``trusted``: the mail's record, and what the server received."""
+    controller = smtp_server(server, security)
+    try:
+        config = mail_config(controller.port, security, trusted.pem(tmp_path))
+        [mail] = await a_failed_job_told(tmp_path, config)
+    finally:
+        controller.stop()
+    return mail, controller.handler.mails
+
+
 @pytest.mark.parametrize("security", ["starttls", "ssl"])
 async def test_mail_goes_over_tls_to_a_server_the_ca_file_vouches_for(tmp_path, security):
     authority = Authority("uni.example internal CA")
-    server = smtp_server(authority.server_context(tmp_path), security)
-    try:
-        config = mail_config(server.port, security, authority.pem(tmp_path))
-        [mail] = await a_failed_job_told(tmp_path, config)
-        inbox = server.handler
-    finally:
-        server.stop()
+
+    mail, received = await mailed(tmp_path, authority.server_context(tmp_path), security, authority)
 
     assert mail["state"] == "sent", mail
-    [received] = inbox.mails
-    assert received["To"] == "ada@uni.example"
-    assert "failed" in received["Subject"]
+    [message] = received
+    assert message["To"] == "ada@uni.example"
+    assert "failed" in message["Subject"]
 
 
 @pytest.mark.parametrize("security", ["starttls", "ssl"])
@@ -168,31 +177,22 @@ async def test_a_certificate_nobody_vouched_for_fails_the_attempt_and_sends_noth
     tmp_path, security
 ):
     trusted, rogue = Authority("uni.example internal CA"), Authority("somebody else")
-    server = smtp_server(rogue.server_context(tmp_path), security)
-    try:
-        config = mail_config(server.port, security, trusted.pem(tmp_path))
-        [mail] = await a_failed_job_told(tmp_path, config)
-        inbox = server.handler
-    finally:
-        server.stop()
+
+    mail, received = await mailed(tmp_path, rogue.server_context(tmp_path), security, trusted)
 
     assert mail["state"] != "sent"
     assert "certificate verify failed" in mail["attempts"][0]["error"]
-    assert inbox.mails == []
+    assert received == []
 
 
 async def test_a_certificate_for_another_host_fails_the_attempt(tmp_path):
     authority = Authority("uni.example internal CA")
     # signed by the trusted authority, but for another name than the host nbjobs dials
-    server = smtp_server(authority.server_context(tmp_path, host="mail.uni.example"), "starttls")
-    try:
-        config = mail_config(server.port, "starttls", authority.pem(tmp_path))
-        [mail] = await a_failed_job_told(tmp_path, config)
-        inbox = server.handler
-    finally:
-        server.stop()
+    elsewhere = authority.server_context(tmp_path, host="mail.uni.example")
+
+    mail, received = await mailed(tmp_path, elsewhere, "starttls", authority)
 
     assert mail["state"] != "sent"
     assert "certificate verify failed" in mail["attempts"][0]["error"]
     assert "mismatch" in mail["attempts"][0]["error"]
-    assert inbox.mails == []
+    assert received == []
