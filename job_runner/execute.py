@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import socket
-import stat
 import sys
 import tempfile
 import time
@@ -38,10 +37,10 @@ from .output_limits import OutputBudget, OutputLimits
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .reading import parse_notebook
 from .status import (
-    STOP_REASON_FILE,
     CellError,
     RunStatus,
     atomic_write_text,
+    read_stop_reason,
     utc_now,
     write_status,
 )
@@ -526,26 +525,8 @@ class NotebookJob:
     def _stop_on_signal(self, sig: int) -> None:
         """Cancelled: with the reason the job service left beside the status file, when
         it left one (``stop-reason.txt``: its GPUs were idle, say), else the signal."""
-        reason = self._stop_reason() or f"cancelled by {signal.Signals(sig).name}"
+        reason = read_stop_reason(self.status_path) or f"cancelled by {signal.Signals(sig).name}"
         self._stop(ExitCode.CANCELLED, reason)
-
-    def _stop_reason(self) -> str | None:
-        if not self.status_path:
-            return None
-        path = Path(self.status_path).parent / STOP_REASON_FILE
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            text = os.read(fd, 1024).decode("utf-8", "replace").strip()
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        return " ".join(text.split()) or None
 
     def _remove_signal_handlers(self) -> None:
         try:

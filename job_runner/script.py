@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
-from .status import RunStatus, utc_now, write_status
+from .status import RunStatus, read_stop_reason, utc_now, write_status
 from .telemetry import Sample, Sampler, interval_problem
 
 #: how a script is started, by its suffix
@@ -281,7 +281,9 @@ def run_script(
     )
 
     def cancelled(signum: int, _frame: object) -> None:
-        job.stop(ExitCode.CANCELLED, f"cancelled by {signal.Signals(signum).name}")
+        # with the reason the job service left (its GPUs were idle, say), as a notebook's
+        reason = read_stop_reason(job.status_path)
+        job.stop(ExitCode.CANCELLED, reason or f"cancelled by {signal.Signals(signum).name}")
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, cancelled)

@@ -26,6 +26,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +42,28 @@ STOP_REASON_FILE = "stop-reason.txt"
 #: ``queued`` before the runner starts.
 RUNNER_STATES = ("starting", "running", "succeeded", "failed", "timed_out", "cancelled")
 FINAL_STATES = ("succeeded", "failed", "timed_out", "cancelled")
+
+
+def read_stop_reason(status_path: str | os.PathLike[str] | None) -> str | None:
+    """The reason the job service left beside the status file before it signalled the
+    runner (its GPUs were idle, say); None when it left none. Read through no link, and
+    only from a plain file, 1 KiB at most, on one line."""
+    if not status_path:
+        return None
+    path = Path(status_path).parent / STOP_REASON_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, 1024).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return " ".join(text.split()) or None
 
 
 class StatusFileError(ValueError):

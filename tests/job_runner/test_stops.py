@@ -218,3 +218,24 @@ def test_a_stop_reason_beside_the_status_file_is_the_cancel_message(make_noteboo
     final = read_status(status)
     assert final is not None
     assert final.message == "cancelled by SIGTERM"
+
+
+def test_a_script_stopped_with_a_reason_says_it_too(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    folder = tmp_path / "job"
+    folder.mkdir()
+    status = folder / "status.json"
+    reason = "stopped: its GPUs were idle (below 5 %) for 31 min"
+    with subprocess.Popen(
+        runner_command(script, tmp_path / "train.log", "--script", "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        wait_for(lambda: (s := read_status(status)) is not None and s.state == "running")
+        (folder / "stop-reason.txt").write_text(reason + "\n")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == ExitCode.CANCELLED
+    final = read_status(status)
+    assert final is not None
+    assert (final.state, final.message) == ("cancelled", reason)
