@@ -7,6 +7,8 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
 import nbformat
 import psutil
@@ -179,6 +181,24 @@ def processes_marked(mark: str) -> list[psutil.Process]:
     return found
 
 
+def stopped_when(ready, status: Path, *args: Any, reason: str | None = None):
+    """Run the runner with ``args`` until ``ready(status)``, leave ``reason`` beside the
+    status file as the job service does (if given), send SIGTERM; the final status."""
+    with subprocess.Popen(
+        runner_command(*args, "--status-file", status),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        wait_for(lambda: (s := read_status(status)) is not None and ready(s))
+        if reason is not None:
+            (status.parent / "stop-reason.txt").write_text(reason + "\n")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == ExitCode.CANCELLED
+    final = read_status(status)
+    assert final is not None
+    return final
+
+
 def test_a_stop_reason_beside_the_status_file_is_the_cancel_message(make_notebook, tmp_path):
     """The job service leaves why it stops a job (its GPUs were idle) in stop-reason.txt
     before the signal; the runner says so in the status and the output's banner. A link
@@ -188,17 +208,10 @@ def test_a_stop_reason_beside_the_status_file_is_the_cancel_message(make_noteboo
     folder.mkdir()
     status, output = folder / "status.json", tmp_path / "out.ipynb"
     reason = "stopped: its GPUs were idle (below 5 %) for 31 min"
-    with subprocess.Popen(
-        runner_command(source, output, "--status-file", status),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as proc:
-        wait_for(lambda: (s := read_status(status)) is not None and s.cells_done == 1)
-        (folder / "stop-reason.txt").write_text(reason + "\n")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == ExitCode.CANCELLED
-    final = read_status(status)
-    assert final is not None
+    one_cell_done = lambda s: s.cells_done == 1  # noqa: E731
+
+    final = stopped_when(one_cell_done, status, source, output, reason=reason)
+
     assert (final.state, final.message) == ("cancelled", reason)
     assert reason in banner(nbformat.read(output, as_version=4))
 
@@ -207,16 +220,7 @@ def test_a_stop_reason_beside_the_status_file_is_the_cancel_message(make_noteboo
     (folder / "stop-reason.txt").unlink()
     (folder / "stop-reason.txt").symlink_to(secret)
     status.unlink()
-    with subprocess.Popen(
-        runner_command(source, output, "--status-file", status),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as proc:
-        wait_for(lambda: (s := read_status(status)) is not None and s.cells_done == 1)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == ExitCode.CANCELLED
-    final = read_status(status)
-    assert final is not None
+    final = stopped_when(one_cell_done, status, source, output)
     assert final.message == "cancelled by SIGTERM"
 
 
@@ -225,17 +229,13 @@ def test_a_script_stopped_with_a_reason_says_it_too(tmp_path):
     script.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
     folder = tmp_path / "job"
     folder.mkdir()
-    status = folder / "status.json"
     reason = "stopped: its GPUs were idle (below 5 %) for 31 min"
-    with subprocess.Popen(
-        runner_command(script, tmp_path / "train.log", "--script", "--status-file", status),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    ) as proc:
-        wait_for(lambda: (s := read_status(status)) is not None and s.state == "running")
-        (folder / "stop-reason.txt").write_text(reason + "\n")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == ExitCode.CANCELLED
-    final = read_status(status)
-    assert final is not None
+
+    final = stopped_when(
+        lambda s: s.state == "running",
+        folder / "status.json",
+        *(script, tmp_path / "train.log", "--script"),
+        reason=reason,
+    )
+
     assert (final.state, final.message) == ("cancelled", reason)
