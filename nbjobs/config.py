@@ -105,6 +105,30 @@ def _quantity(value: Any) -> str | None:
     return text
 
 
+#: Kubernetes quantity suffixes, as multipliers
+_SUFFIXES = {
+    **{s: 1000**i for i, s in enumerate(["", "k", "M", "G", "T", "P", "E"])},
+    **{s: 1024**i for i, s in enumerate(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"], start=1)},
+    "m": 0.001,
+}
+
+
+def quantity_bytes(value: str | None) -> int | None:
+    """Bytes from a Kubernetes memory quantity (``2Gi``, ``512M``, ``1073741824``)."""
+    if value is None:
+        return None
+    number = value.rstrip("kKMGTPEim")
+    suffix = value[len(number) :]
+    return int(float(number) * _SUFFIXES[suffix])
+
+
+def quantity_cpus(value: str | None) -> float | None:
+    """Cores from a Kubernetes CPU quantity (``2``, ``500m``)."""
+    if value is None:
+        return None
+    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+
+
 Quantity = Annotated[
     str | None, BeforeValidator(_quantity, json_schema_input_type=int | float | str | None)
 ]
@@ -221,6 +245,39 @@ def _job_env(value: dict[str, str]) -> dict[str, str]:
 JobEnv = Annotated[dict[str, str], AfterValidator(_job_env)]
 
 
+_ACCOUNT_PREFIX = re.compile(r"^([a-z_][a-z0-9_-]*)?$")
+
+
+class AccountsConfig(_Model):
+    """Each hub user's own OS account on one machine: their notebook server, terminals and
+    jobs run under it, their folder is its home (``0700``)."""
+
+    #: ``none``: no accounts (servers run as the hub's account, jobs as the service's: one
+    #: trusted person); ``create``: nbjobs makes ``{prefix}{name}`` on first use (the hub and
+    #: the service run as root); ``existing``: the accounts exist already (PAM, LDAP,
+    #: ``adduser``) and are looked up by ``{prefix}{name}``
+    mode: Literal["none", "create", "existing"] = "none"
+    #: what every account name starts with (``jupyter-ada``); ``""`` with PAM, whose accounts
+    #: are named like the hub users
+    prefix: str = "jupyter-"
+    #: accounts below this uid (root, daemons) are never used for a hub user
+    min_uid: int = Field(default=1000, ge=1)
+    #: the login shell of the accounts nbjobs creates (their terminals use bash regardless)
+    shell: str = "/bin/bash"
+    #: more groups the accounts nbjobs creates join (they must exist)
+    groups: list[str] = []
+
+    @field_validator("prefix")
+    @classmethod
+    def _account_prefix(cls, value: str) -> str:
+        if not _ACCOUNT_PREFIX.match(value) or len(value) > 20:
+            raise ValueError(
+                f"{value!r} cannot start an OS account name: use lowercase letters, digits, "
+                "'-' and '_' (a letter first), at most 20, like 'jupyter-'"
+            )
+        return value
+
+
 class LocalBackendConfig(_Model):
     """Jobs as processes on this machine."""
 
@@ -235,15 +292,38 @@ class LocalBackendConfig(_Model):
     slots_per_gpu: int = Field(default=2, ge=1)
     #: jobs with no GPU that may run at once
     cpu_slots: int = Field(default=2, ge=0)
+    #: hub users' own OS accounts: who notebook servers and jobs run as
+    accounts: AccountsConfig = AccountsConfig()
     #: whose OS account runs the jobs: ``service`` (the job service's own account) or
-    #: ``user`` (the account named like the JupyterHub user, as JupyterHub's
-    #: LocalProcessSpawner does; the job service must then run as root)
-    run_as: Literal["service", "user"] = "service"
+    #: ``user`` (the submitting user's: from ``accounts``, else the account named like the
+    #: hub user; the job service must then run as root). None: ``user`` when ``accounts``
+    #: is on, else ``service``
+    run_as: Literal["service", "user"] | None = None
+    #: kernel control groups for every notebook server and job: GPU devices (exactly the
+    #: ones given), memory and CPU. ``auto``: what this machine offers, saying once at start
+    #: what it cannot enforce; ``required``: refuse to start without all three; ``off``
+    cgroups: Literal["auto", "required", "off"] = "auto"
     #: variables every local job gets, on top of the few nbjobs passes (PATH, LANG, ...)
     env: JobEnv = {}
     #: variables copied by name from the job service's environment into every local job
     #: (e.g. PYTHONPATH, LD_LIBRARY_PATH, HTTPS_PROXY); the service's secrets are refused
     pass_env: list[str] = []
+
+    @property
+    def jobs_run_as(self) -> Literal["service", "user"]:
+        """``run_as``, or what it means when not given."""
+        if self.run_as is not None:
+            return self.run_as
+        return "user" if self.accounts.mode != "none" else "service"
+
+    @model_validator(mode="after")
+    def _user_accounts_for_user_jobs(self) -> LocalBackendConfig:
+        if self.accounts.mode != "none" and self.run_as == "service":
+            raise ValueError(
+                "with accounts (accounts.mode: create or existing) jobs run as their owner's "
+                "account: remove run_as: service (it would run every job as the job service)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _real_or_simulated(self) -> LocalBackendConfig:
@@ -627,11 +707,11 @@ class Flavor(_Model):
     gpu_type: str | None = None
     #: a fractional GPU: the job gets a slot of a GPU shared with other such jobs
     shared: bool = False
-    #: CPUs per job on Kubernetes, requested and limited alike (``4``, ``500m``); None: not asked
-    #: for. On one machine it is only shown
+    #: CPUs per job, requested and limited alike (``4``, ``500m``); None: not asked for. On one
+    #: machine the job's control group gets this CPU quota
     cpu: Quantity = None
-    #: memory per job on Kubernetes, requested and limited alike (``16Gi``); None: not asked for.
-    #: On one machine it is only shown
+    #: memory per job, requested and limited alike (``16Gi``); None: not asked for. On one
+    #: machine the job's control group gets this limit (past it: "out of memory")
     memory: Quantity = None
     #: the job pods' image on Kubernetes, with nbjobs installed; None:
     #: ``backend.kubernetes.default_image`` (with neither, the flavor cannot run). Unused on one

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbjobs.config import NbjobsConfig
+from nbjobs.config import NbjobsConfig, quantity_bytes, quantity_cpus
 
 #: what a notebook server's JUPYTERHUB_API_TOKEN may do, besides what JupyterHub gives
 #: every server: tell the job service who its user is (name, groups), submit for them and,
@@ -59,8 +59,8 @@ def profile_list(config: NbjobsConfig, groups: set[str], admin: bool) -> list[di
         if profile.groups and not admin and not groups & set(profile.groups):
             continue
         override: dict[str, Any] = {
-            "cpu_limit": _cpu(profile.cpu),
-            "mem_limit": _bytes(profile.memory),
+            "cpu_limit": quantity_cpus(profile.cpu),
+            "mem_limit": quantity_bytes(profile.memory),
         }
         if profile.image:
             override["image"] = profile.image
@@ -71,7 +71,7 @@ def profile_list(config: NbjobsConfig, groups: set[str], admin: bool) -> list[di
             )
             for key in ("mem_limit", "mem_guarantee"):
                 if key in given:
-                    given[key] = _bytes(given[key])
+                    given[key] = quantity_bytes(given[key])
             override.update(given)
         out.append(
             {
@@ -83,27 +83,3 @@ def profile_list(config: NbjobsConfig, groups: set[str], admin: bool) -> list[di
             }
         )
     return out
-
-
-def _cpu(value: str | None) -> float | None:
-    if value is None:
-        return None
-    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
-
-
-#: Kubernetes quantity suffixes; JupyterHub's byte settings read ``G`` as 2**30 and
-#: know no ``Gi``, so memory goes to the spawner as a plain number of bytes
-_SUFFIXES = {
-    **{s: 1000**i for i, s in enumerate(["", "k", "M", "G", "T", "P", "E"])},
-    **{s: 1024**i for i, s in enumerate(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"], start=1)},
-    "m": 0.001,
-}
-
-
-def _bytes(value: str | None) -> int | None:
-    """Bytes from a Kubernetes memory quantity (``2Gi``, ``512M``, ``1073741824``)."""
-    if value is None:
-        return None
-    number = value.rstrip("kKMGTPEim")
-    suffix = value[len(number) :]
-    return int(float(number) * _SUFFIXES[suffix])

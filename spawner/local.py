@@ -1,8 +1,19 @@
 """The local twin of the Kubernetes spawner: notebook servers as processes on one machine.
 
-Same contract: CPU-only (no GPU visible to CUDA), the user's folder under the
-local shared root as the server's root (created on first spawn), and the
+Same contract as a notebook pod: CPU-only, the user's folder under the local
+shared root as the server's root and home (created on first spawn), and the
 environment that points the server extension at the job service.
+
+With ``backend.local.accounts`` (``create`` or ``existing``) each server, with
+its kernels and terminals, runs as the hub user's own OS account
+(:mod:`nbjobs.accounts`; ``jupyter-ada``), whose home is that folder, mode
+``0700``: no one else's process can read it. Without, it runs as the hub's own
+account, which keeps nobody apart (one trusted person, or a try-out).
+
+Where the kernel offers control groups (:mod:`nbjobs.cgroups`), each server runs
+in one of its own: no GPU device may be opened from it (a pod on a cluster gets
+none either), and the profile's memory and CPU are limits. A server whose
+process the kernel killed for memory is logged with its limit.
 """
 
 from __future__ import annotations
@@ -14,20 +25,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jupyterhub.spawner import SimpleLocalProcessSpawner
+from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Unicode
 
-from nbjobs.config import load_config
-from nbjobs.storage import user_folder
+from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
+from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits, human_bytes
+from nbjobs.config import NbjobsConfig, load_config
+from nbjobs.storage import escape_username, user_folder
 
-from .common import SERVER_TOKEN_SCOPES, cpu_only_env, service_url_for
+from .common import SERVER_TOKEN_SCOPES, cpu_only_env, profile_list, service_url_for
 
 #: read by the bash of the server's terminals, so `nbjobs` is on their PATH
 TERMINAL_RC = Path(__file__).resolve().parent / "terminal_rc.sh"
 
 
-class LocalCPUSpawner(SimpleLocalProcessSpawner):
-    """Runs each user's notebook server as a local process, CPU-only."""
+class LocalCPUSpawner(LocalProcessSpawner):
+    """Runs each user's notebook server as a local process, CPU-only, under the user's own
+    OS account when ``backend.local.accounts`` is on."""
 
     nbjobs_config_file = Unicode(
         os.environ.get("NBJOBS_CONFIG", ""), help="nbjobs.yaml (storage root, service)"
@@ -37,14 +51,26 @@ class LocalCPUSpawner(SimpleLocalProcessSpawner):
         help="the job service's API root for the server; '{base_url}' becomes the hub's base URL",
     ).tag(config=True)
 
+    #: said once per hub process: what control groups enforce here
+    _cgroups_said = False
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not self.server_token_scopes:  # type: ignore[has-type]
             self.server_token_scopes = list(SERVER_TOKEN_SCOPES)
+        self.account: Account | None = None
+        self.group: Group | None = None
+        self._oom_said = 0
+        self._systemd_prefix: list[str] = []
+
+    # -- what the server is ----------------------------------------------------
+
+    def nbjobs_config(self) -> NbjobsConfig:
+        """nbjobs.yaml, as this hub reads it."""
+        return load_config(self.nbjobs_config_file or None)
 
     def user_folder(self) -> str:
-        config = load_config(self.nbjobs_config_file or None)
-        return str(user_folder(config.storage, self.user.name))
+        return str(user_folder(self.nbjobs_config().storage, self.user.name))
 
     def get_env(self) -> dict[str, str]:
         env = super().get_env()
@@ -54,6 +80,14 @@ class LocalCPUSpawner(SimpleLocalProcessSpawner):
         env["HOME"] = folder
         # the `nbjobs` command sits beside the Python that runs the hub and the servers
         env["NBJOBS_BIN"] = str(Path(sys.executable).parent)
+        return env
+
+    def user_env(self, env: dict[str, str]) -> dict[str, str]:
+        """USER, HOME and SHELL of the account the server runs as."""
+        account = self.account
+        env["USER"] = account.name if account is not None else self.user.name
+        env["HOME"] = self.user_folder()
+        env["SHELL"] = (account.shell if account is not None else "") or "/bin/bash"
         return env
 
     def get_args(self) -> list[str]:
@@ -66,9 +100,143 @@ class LocalCPUSpawner(SimpleLocalProcessSpawner):
             args.append(f"--ServerApp.terminado_settings={json.dumps(shell)}")
         return args
 
+    def make_preexec_fn(self, name: str) -> Any:
+        """In the child, before exec: into the server's control group (still root), into
+        the user's folder, then the user's account for good."""
+        folder, group, account = self.user_folder(), self.group, self.account
+        if self._systemd_prefix:
+            account = None  # systemd-run becomes the account
+
+        def preexec() -> None:
+            if group is not None:
+                group.join()
+            os.chdir(folder)
+            if account is not None:
+                drop_privileges(account)
+
+        return preexec
+
+    async def move_certs(self, paths: dict[str, str]) -> dict[str, str]:
+        """Internal TLS certificates are not used by nbjobs' local hubs."""
+        return paths
+
+    def server_limits(self, config: NbjobsConfig) -> Limits:
+        """No GPU device, and the memory and CPU of the admin's settings or of the profile
+        this user gets (the default one they may use)."""
+        memory, cpus = self.mem_limit, self.cpu_limit
+        groups = {g.name for g in getattr(self.user, "groups", [])}
+        offered = profile_list(config, groups, bool(getattr(self.user, "admin", False)))
+        chosen = next((p for p in offered if p["default"]), offered[0] if offered else None)
+        if chosen is not None:
+            override = chosen["kubespawner_override"]
+            memory = memory or override.get("mem_limit")
+            cpus = cpus or override.get("cpu_limit")
+        return Limits(memory=memory or None, cpus=cpus or None, gpu_minors=())
+
+    # -- its life --------------------------------------------------------------
+
     async def start(self) -> Any:
-        folder = self.user_folder()
-        os.makedirs(folder, exist_ok=True)
-        self.home_dir_template = folder
-        self.notebook_dir = folder
-        return await super().start()
+        config = self.nbjobs_config()
+        folder = Path(self.user_folder())
+        try:
+            self.account = account_for(self.user.name, config.backend.local.accounts, folder)
+        except AccountRefused as exc:
+            raise RuntimeError(str(exc)) from None
+        if self.account is not None:
+            prepare_home(self.account, folder)
+        else:
+            os.makedirs(folder, exist_ok=True)
+        self.notebook_dir = str(folder)
+        self._systemd_prefix = []
+        self._oom_said = 0
+        self.group = self._make_group(config)
+        command: list[str] = list(self.cmd)  # type: ignore[has-type]
+        if self._systemd_prefix:
+            self.cmd = [*self._systemd_prefix, *command]
+        try:
+            return await super().start()
+        finally:
+            self.cmd = command
+
+    def _make_group(self, config: NbjobsConfig) -> Group | None:
+        try:
+            cgroups = Cgroups(mode=config.backend.local.cgroups)
+        except CgroupError as exc:
+            raise RuntimeError(str(exc)) from None
+        if not LocalCPUSpawner._cgroups_said:
+            LocalCPUSpawner._cgroups_said = True
+            level = self.log.warning if cgroups.unenforced() else self.log.info
+            level("nbjobs: notebook servers' %s", cgroups.summary())
+        if not cgroups.enforced:
+            return None
+        group = cgroups.group(self._group_name())
+        limits = self.server_limits(config)
+        group.kill_all()  # what a crashed server of theirs left behind
+        group.remove()
+        try:
+            group.create(limits)
+        except CgroupError as exc:
+            raise RuntimeError(str(exc)) from None
+        account = self.account
+        # under systemd (cgroup v2) the server starts in a scope that carries the limits,
+        # and systemd-run becomes the account itself
+        self._systemd_prefix = group.command_prefix(
+            limits, account.uid if account else None, account.gid if account else None
+        )
+        self.log.info("nbjobs: %s's server runs with %s", self.user.name, limits.describe())
+        return group
+
+    def _group_name(self) -> str:
+        server = escape_username(self.user.name)
+        if self.name:
+            server += "--" + escape_username(self.name)
+        return f"server-{server}"
+
+    async def poll(self) -> int | None:
+        status = await super().poll()
+        group = self.group
+        if group is not None and status is None:
+            kills = group.oom_kills()
+            if kills > self._oom_said:
+                self._oom_said = kills
+                self._say_out_of_memory(group, "a process of")
+        elif group is not None:
+            self._say_why_it_stopped(group)
+        return status
+
+    async def stop(self, now: bool = False) -> None:
+        await super().stop(now=now)
+        group = self.group or self._existing_group()
+        if group is not None:
+            self._say_why_it_stopped(group)
+
+    def _say_out_of_memory(self, group: Group, what: str) -> None:
+        limit = group.memory_limit()
+        self.log.warning(
+            "nbjobs: %s's notebook server ran out of memory (limit %s): the kernel killed %s "
+            "it (a notebook's kernel, usually; JupyterLab says it died). A larger profile, "
+            "or a job, has more",
+            self.user.name,
+            human_bytes(limit) if limit is not None else "none",
+            what,
+        )
+
+    def _existing_group(self) -> Group | None:
+        """The server's group after a hub restart (it is named, not remembered)."""
+        try:
+            cgroups = Cgroups(mode=self.nbjobs_config().backend.local.cgroups)
+        except CgroupError:
+            return None
+        if not cgroups.enforced:
+            return None
+        return cgroups.group(self._group_name())
+
+    def _say_why_it_stopped(self, group: Group) -> None:
+        """Log a kill for memory with the limit, then stop what is left (kernels,
+        terminals) and remove the group."""
+        if group.oom_kills() > self._oom_said:
+            self._say_out_of_memory(group, "the last process of")
+        group.kill_all(grace=2.0)
+        group.remove()
+        if group is self.group:
+            self.group = None

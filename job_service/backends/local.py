@@ -9,11 +9,16 @@ adopted again.
 
 A job never inherits the service's environment (under a hub it holds the
 service's hub token): it starts from :func:`job_environment`, an allow-list
-plus what nbjobs.yaml adds. Jobs run as the service's OS account, or with
-``backend.local.run_as: user`` as the submitting user's own account (the
-service must then run as root), the way JupyterHub's LocalProcessSpawner
-starts notebook servers. Parameters reach the runner in a file of the job's
+plus what nbjobs.yaml adds. With ``backend.local.accounts`` every job runs as
+its owner's own OS account (the one their notebook server uses; the service
+runs as root), never as the service's; without, as the service's account
+unless ``run_as: user``. Parameters reach the runner in a file of the job's
 folder, readable by the job's account alone, never on its command line.
+
+Each job runs in a control group of its own (:mod:`nbjobs.cgroups`): it may
+open only the GPU devices it was given, and the flavor's ``memory`` and ``cpu``
+are limits there; a job the kernel killed for memory ends ``failed`` with "out
+of memory (limit 8 GiB)", and nothing of a job outlives it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ from typing import Any
 import psutil
 from traitlets import Float, List, Unicode
 
-from nbjobs.config import ConfigError, Flavor, LocalBackendConfig, is_service_secret
+from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
+from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits, gpu_minors, human_bytes
+from nbjobs.config import (
+    ConfigError,
+    Flavor,
+    LocalBackendConfig,
+    is_service_secret,
+    quantity_bytes,
+    quantity_cpus,
+)
 from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
 from ..kernels import InstalledKernels
@@ -71,7 +85,7 @@ def job_environment(
     gpus: list[str],
     *,
     home: Path,
-    account: pwd.struct_passwd | None,
+    account: Account | None,
     settings: LocalBackendConfig,
     service_env: Mapping[str, str],
 ) -> dict[str, str]:
@@ -94,9 +108,9 @@ def job_environment(
     env.setdefault("PATH", _DEFAULT_PATH)
     env["HOME"] = str(home)
     if account is not None:
-        env["USER"] = env["LOGNAME"] = account.pw_name
-        if account.pw_shell:
-            env["SHELL"] = account.pw_shell
+        env["USER"] = env["LOGNAME"] = account.name
+        if account.shell:
+            env["SHELL"] = account.shell
     for name in settings.pass_env:
         if name in service_env and not is_service_secret(name):
             env[name] = service_env[name]
@@ -145,6 +159,29 @@ def discover_gpus(log: logging.Logger | logging.LoggerAdapter[Any] | None = None
     return [str(i) for i in range(count)]
 
 
+def nvml_minor_numbers() -> dict[str, int]:
+    """Each GPU's device minor (``/dev/nvidiaN``) by NVML index; empty without NVML.
+
+    Usually the index itself; NVML says so for certain, which is what a device rule needs.
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return {}
+    try:
+        return {
+            str(i): int(pynvml.nvmlDeviceGetMinorNumber(pynvml.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(int(pynvml.nvmlDeviceGetCount()))
+        }
+    except Exception:
+        return {}
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
 def _descendants(pid: int) -> list[int]:
     """A process's descendants, from /proc/PID/task/*/children where Linux has it (cheap:
     it reads only this tree), else from psutil (which reads every process on the machine)."""
@@ -190,6 +227,8 @@ class _Running:
     tree: set[tuple[int, float]] = field(default_factory=set)
     #: a Linux pidfd that becomes readable when the runner exits (-1: none, poll)
     pidfd: int | None = None
+    #: the job's control group (devices, memory, CPU)
+    group: Group | None = None
 
 
 class LocalBackend(Backend):
@@ -207,13 +246,25 @@ class LocalBackend(Backend):
         local = self.nbjobs.backend.local
         self.settings = local
         self._installed_kernels = InstalledKernels()
-        if local.run_as == "user" and os.geteuid() != 0:
-            raise ConfigError(
-                f"backend.local.run_as is 'user', but the job service runs as "
-                f"{_account_name(os.geteuid())} (uid {os.geteuid()}), not root, so it cannot "
-                "start jobs under users' accounts; run the service as root, or set "
-                "run_as: service"
+        if local.jobs_run_as == "user" and os.geteuid() != 0:
+            why, instead = (
+                ("backend.local.accounts is on, so jobs run", "accounts.mode: none")
+                if local.run_as is None
+                else ("backend.local.run_as is 'user'", "run_as: service")
             )
+            raise ConfigError(
+                f"{why}, but the job service runs as {_account_name(os.geteuid())} "
+                f"(uid {os.geteuid()}), not root, so it cannot start jobs under users' "
+                f"accounts; run the service as root, or set {instead}"
+            )
+        try:
+            self.cgroups = Cgroups(mode=local.cgroups)
+        except CgroupError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.cgroups.unenforced() and local.cgroups != "off":
+            self.log.warning("nbjobs: jobs' %s", self.cgroups.summary())
+        else:
+            self.log.info("nbjobs: jobs' %s", self.cgroups.summary())
         missing = [name for name in local.pass_env if name not in os.environ]
         if missing:
             self.log.warning(
@@ -234,6 +285,8 @@ class LocalBackend(Backend):
             self.gpus = (
                 [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
             )
+        # an admin's list names GPUs by their /dev/nvidiaN number; NVML's are looked up
+        self.gpu_minors = nvml_minor_numbers() if local.gpus == "auto" and not self.simulates_gpus else {}
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
@@ -354,7 +407,11 @@ class LocalBackend(Backend):
     def health(self) -> tuple[bool, str]:
         gpus = f"{len(self.gpus)} GPU(s)" if self.gpus else "no GPU"
         running = len(self.running)
-        return True, f"running jobs as processes of this machine ({gpus}, {running} running)"
+        who = "their owners' accounts" if self.settings.jobs_run_as == "user" else "the service's"
+        return True, (
+            f"running jobs as processes of this machine ({gpus}, {running} running) under "
+            f"{who}; {self.cgroups.summary()}"
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -385,28 +442,39 @@ class LocalBackend(Backend):
         command += self.nbjobs.telemetry.runner_args()
         return command + list(self.runner_args)
 
-    def job_account(self, user: str) -> pwd.struct_passwd | None:
-        """The OS account a user's jobs run as with ``run_as: user``; None: the service's.
+    def job_account(self, user: str) -> Account | None:
+        """The OS account a user's jobs run as; None: the service's.
 
-        Raises :class:`JobRefused` when the machine has no account of that name, or
-        when it is root's.
+        With ``backend.local.accounts`` the user's own (made now in ``create`` mode, with
+        their folder as its home, as their notebook server's spawn would), else with
+        ``run_as: user`` the account named like the hub user. Raises :class:`JobRefused`
+        when there is none, or when it is root's.
         """
-        if self.settings.run_as != "user":
+        if self.settings.jobs_run_as != "user":
             return None
+        if self.settings.accounts.mode != "none":
+            home = user_folder(self.nbjobs.storage, user)
+            try:
+                account = account_for(user, self.settings.accounts, home)
+            except AccountRefused as exc:
+                raise JobRefused(str(exc)) from None
+            assert account is not None
+            prepare_home(account, home)
+            return account
         try:
-            account = pwd.getpwnam(user)
+            entry = pwd.getpwnam(user)
         except KeyError:
             raise JobRefused(
                 f"jobs here run under the submitting user's own OS account "
                 f"(backend.local.run_as: user), and this machine has no account named "
                 f"{user!r}; ask an admin to create it"
             ) from None
-        if account.pw_uid == 0:
+        if entry.pw_uid == 0:
             raise JobRefused(
                 f"the OS account {user!r} is root's (uid 0), and nbjobs never runs a job "
                 "as root; submit from another account"
             )
-        return account
+        return Account.of(entry)
 
     def cannot_run_for(self, user: str) -> str | None:
         try:
@@ -414,6 +482,20 @@ class LocalBackend(Backend):
         except JobRefused as exc:
             return str(exc)
         return None
+
+    def job_limits(self, flavor: Flavor, gpus: list[str]) -> Limits:
+        """What the job's control group allows: the GPU devices it was given (none for a
+        CPU flavor), the flavor's memory and CPU."""
+        return Limits(
+            memory=quantity_bytes(flavor.memory),
+            cpus=quantity_cpus(flavor.cpu),
+            gpu_minors=gpu_minors(gpus, self.gpu_minors),
+        )
+
+    def _job_group(self, job_id: str) -> Group | None:
+        if not self.cgroups.enforced:
+            return None
+        return self.cgroups.group(f"job-{job_id}")
 
     async def start(self, spec: LaunchSpec) -> Launched:
         # checked at submit too; the account may have gone since
@@ -430,15 +512,18 @@ class LocalBackend(Backend):
             settings=self.settings,
             service_env=os.environ,
         )
-        as_user: dict[str, Any] = {}
-        owner = None
-        if account is not None:
-            owner = (account.pw_uid, account.pw_gid)
-            as_user = {
-                "user": account.pw_uid,
-                "group": account.pw_gid,
-                "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid),
-            }
+        owner = (account.uid, account.gid) if account is not None else None
+        limits = self.job_limits(spec.flavor, gpus)
+        group = self._job_group(spec.job_id)
+        prefix: list[str] = []
+        if group is not None:
+            try:
+                group.create(limits)
+            except CgroupError as exc:
+                raise JobRefused(str(exc)) from None
+            prefix = group.command_prefix(
+                limits, owner[0] if owner else None, owner[1] if owner else None
+            )
         try:
             log = _prepare_job_files(spec, owner)
         except OSError as exc:
@@ -447,37 +532,54 @@ class LocalBackend(Backend):
                 f"{exc.filename}); it and its files must be real files, not links: "
                 "re-submit the notebook"
             ) from None
+        become = account if (account is not None and not prefix) else None
+
+        def enter() -> None:
+            # in the child, before exec: into the job's group while still root, then the
+            # user's account for good (systemd-run does both itself under cgroup v2)
+            if group is not None:
+                group.join()
+            if become is not None:
+                drop_privileges(become)
+
         try:
             # A plain Popen, polled: the job must be able to outlive this service (a
             # restart adopts it), which an asyncio subprocess transport does not allow.
             process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
-                self.command(spec),
+                [*prefix, *self.command(spec)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=spec.cwd,
                 env=env,
                 start_new_session=True,
-                **as_user,
+                preexec_fn=enter if (group is not None or become is not None) else None,
             )
-        except PermissionError as exc:
-            if account is None:
+        except (PermissionError, subprocess.SubprocessError) as exc:
+            if group is not None:
+                group.remove()
+            if account is None and isinstance(exc, PermissionError):
                 raise
             raise JobRefused(
-                f"the runner could not start as {account.pw_name!r}: {exc.strerror} "
-                f"({exc.filename or self.python}); the Python that runs jobs "
-                "(c.LocalBackend.python) and the job's folder must be open to every "
+                f"the runner could not start as {own.name if own else 'this account'!r}: "
+                f"{getattr(exc, 'strerror', None) or exc} ({self.python}); the Python that runs "
+                "jobs (c.LocalBackend.python) and the job's folder must be open to every "
                 "user's account"
             ) from None
         finally:
             os.close(log)
         created = psutil.Process(process.pid).create_time()
         self.running[spec.job_id] = _Running(
-            spec.job_id, process.pid, created, gpus, spec.flavor.shares_a_gpu, process
+            spec.job_id, process.pid, created, gpus, spec.flavor.shares_a_gpu, process, group=group
         )
         ref = f"{spec.job_id}:{process.pid}:{created:.3f}"
         self.log.info(
-            "job %s: runner pid %s on GPUs [%s]", spec.job_id, process.pid, ",".join(gpus)
+            "job %s: runner pid %s on GPUs [%s] as %s (%s)",
+            spec.job_id,
+            process.pid,
+            ",".join(gpus),
+            own.name if own else f"uid {os.getuid()}",
+            limits.describe() if group is not None else "no control group",
         )
         return Launched(ref=ref, gpus=gpus)
 
@@ -498,6 +600,9 @@ class LocalBackend(Backend):
                 await self._exited_or_timeout(job)
             code = None
         self._kill_leftovers(job)
+        oom = self._out_of_memory(job)
+        if oom is not None:
+            return Outcome(code, oom, state="failed")
         if code is not None and code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -505,6 +610,25 @@ class LocalBackend(Backend):
                 name = f"signal {-code}"
             return Outcome(code, f"the runner was killed by {name}")
         return Outcome(code)
+
+    def _out_of_memory(self, job: _Running) -> str | None:
+        """ "out of memory (limit 8 GiB)" when the kernel killed a process of the job for
+        passing its flavor's memory; the job's group is removed either way."""
+        group = job.group
+        if group is None:
+            return None
+        try:
+            if group.oom_kills():
+                limit = group.memory_limit()
+                shown = human_bytes(limit) if limit is not None else "none"
+                return (
+                    f"out of memory (limit {shown}): the job used all its flavor's memory; "
+                    "use less, or pick a flavor with more"
+                )
+            return None
+        finally:
+            group.kill_all()
+            group.remove()
 
     async def _exited_or_timeout(self, job: _Running) -> None:
         """Sleep until the runner exits, or poll_interval (to note its process tree).
@@ -557,7 +681,9 @@ class LocalBackend(Backend):
             return False
         if not self._alive(pid_, created_):
             return False
-        self.running[job_id] = _Running(job_id, pid_, created_, list(gpus), flavor.shares_a_gpu)
+        self.running[job_id] = _Running(
+            job_id, pid_, created_, list(gpus), flavor.shares_a_gpu, group=self._job_group(job_id)
+        )
         return True
 
     async def shutdown(self) -> None:
@@ -611,9 +737,9 @@ def _account_name(uid: int) -> str:
         return "an account with no name"
 
 
-def _own_account() -> pwd.struct_passwd | None:
+def _own_account() -> Account | None:
     try:
-        return pwd.getpwuid(os.getuid())
+        return Account.of(pwd.getpwuid(os.getuid()))
     except KeyError:  # a container's uid with no passwd line
         return None
 
