@@ -13,7 +13,7 @@ Three modes:
   service's (one trusted person, or a machine that is not shared).
 - ``create``: nbjobs makes ``{prefix}{name}`` (``jupyter-ada``) the first time
   it is needed, like The Littlest JupyterHub. It marks what it made in the
-  account's comment (``nbjobs:<hub name>``) and never takes over an account it
+  account's comment (``nbjobs user <hub name>``) and never takes over an account it
   did not make, nor one it made for another hub user.
 - ``existing``: the admin manages accounts (PAM, LDAP, ``adduser``); nbjobs looks
   up ``{prefix}{name}`` and refuses, in a sentence, when it is missing.
@@ -36,11 +36,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from .config import AccountsConfig
 
-#: what the comment (GECOS) of an account nbjobs made starts with; the hub name follows
-MARK = "nbjobs:"
+#: what the comment (GECOS) of an account nbjobs made starts with; the hub name follows,
+#: %-quoted (a comment may hold neither ':' nor ',')
+MARK = "nbjobs user "
 #: the longest account name ``useradd`` accepts on Debian and most others
 MAX_NAME = 32
 _ALLOWED = re.compile(r"[^a-z0-9_-]+")
@@ -116,6 +118,11 @@ def account_for(hub_name: str, settings: AccountsConfig, home: Path) -> Account 
             ) from None
         entry = _create(name, hub_name, settings, home)
     _check_owner(entry, hub_name, settings)
+    if settings.mode == "create" and entry.pw_dir != str(home) and os.geteuid() == 0:
+        # nbjobs' own account, its storage moved (a new root in nbjobs.yaml): follow it
+        usermod = shutil.which("usermod") or "/usr/sbin/usermod"
+        subprocess.run([usermod, "--home", str(home), name], capture_output=True, check=False)
+        entry = pwd.getpwnam(name)
     return Account.of(entry)
 
 
@@ -135,7 +142,7 @@ def _check_owner(entry: pwd.struct_passwd, hub_name: str, settings: AccountsConf
             f"handed to the hub user {hub_name!r}; an admin can remove or rename it, or set "
             "backend.local.accounts.mode: existing to use the accounts as they are"
         )
-    owner = comment[len(MARK) :]
+    owner = unquote(comment[len(MARK) :])
     if owner != hub_name:
         raise AccountRefused(
             f"the hub users {owner!r} and {hub_name!r} both become the OS account "
@@ -152,7 +159,7 @@ def _create(name: str, hub_name: str, settings: AccountsConfig, home: Path) -> p
         )
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
     command = [useradd, "--no-create-home", "--home-dir", str(home), "--user-group"]
-    command += ["--shell", settings.shell, "--comment", f"{MARK}{hub_name}"]
+    command += ["--shell", settings.shell, "--comment", MARK + quote(hub_name, safe="@.-_+")]
     if settings.groups:
         command += ["--groups", ",".join(settings.groups)]
     done = subprocess.run([*command, name], capture_output=True, text=True)
@@ -190,13 +197,15 @@ def prepare_home(account: Account, home: Path) -> None:
 
 
 def remove_account(name: str) -> bool:
-    """Remove an account nbjobs made (its comment says so); its files stay. True if removed."""
+    """Remove an account nbjobs made (its comment says so), stopping what still runs as
+    it (a server or a job left behind); its files stay. True if removed."""
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
         return False
     if not entry.pw_gecos.startswith(MARK):
         return False
+    _stop_processes_of(entry.pw_uid)
     userdel = shutil.which("userdel") or "/usr/sbin/userdel"
     subprocess.run([userdel, name], capture_output=True, check=False)
     try:
@@ -207,6 +216,22 @@ def remove_account(name: str) -> bool:
         groupdel = shutil.which("groupdel") or "/usr/sbin/groupdel"
         subprocess.run([groupdel, name], capture_output=True, check=False)
     return True
+
+
+def _stop_processes_of(uid: int) -> None:
+    import psutil
+
+    left = [
+        p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid
+    ]
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _, alive = psutil.wait_procs(left, timeout=5)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)
 
 
 def accounts_made() -> list[str]:

@@ -5,6 +5,11 @@ CPU-only spawner) with the nbjobs job service on the local backend, a demo
 class (students ada and bob, teacher tess) and an admin, each with the example
 notebook in their folder. Prints the URL and the logins; Ctrl-C stops it all.
 Everything lives in ``--workdir`` (default ``.nbjobs-demo``).
+
+Started as root, it keeps the users apart as a real one-machine install does:
+each demo user gets an OS account of their own (``demo-ada``, ...) that their
+notebook server, terminals and jobs run as, with their folder as its home
+(``0700``); the hub's and the service's files are root's alone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ _HERE = Path(__file__).resolve().parent
 EXAMPLES = _HERE / "examples" if (_HERE / "examples").is_dir() else _HERE.parent / "examples"
 PASSWORD = "nbjobs"
 STUDENTS, TEACHERS, ADMINS = ["ada", "bob"], ["tess"], ["admin"]
+#: what the demo's OS accounts are called: ``demo-ada``
+ACCOUNT_PREFIX = "demo-"
 
 HUB_CONFIG = """\
 # Written by `nbjobs demo`; rewritten at every start.
@@ -58,13 +65,16 @@ if os.geteuid() == 0:  # servers run as the hub's user: let jupyter-server run a
 SIMULATED_GPUS = 2
 
 
-def demo_config(gpus: bool) -> dict:
-    """The demo's nbjobs.yaml: its real GPUs, or (without one) simulated ones that say so."""
+def demo_config(gpus: bool, accounts: bool = False) -> dict:
+    """The demo's nbjobs.yaml: its real GPUs, or (without one) simulated ones that say so;
+    with ``accounts``, an OS account per user."""
     local: dict = {"gpus": "auto", "cpu_slots": 2}
     label = "1 GPU"
     if not gpus:
         local = {"simulated_gpus": SIMULATED_GPUS, "cpu_slots": 2}
         label = "1 GPU (simulated)"
+    if accounts:
+        local["accounts"] = {"mode": "create", "prefix": ACCOUNT_PREFIX}
     flavors = [
         {"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "30m"},
         {"name": "gpu", "display_name": label, "gpus": 1, "time_limit": "1h"},
@@ -111,15 +121,28 @@ def prepare(
     from nbjobs.job_service.backends.local import discover_gpus
 
     workdir.mkdir(parents=True, exist_ok=True)
+    accounts = accounts_possible(workdir) is None
+    if accounts:
+        # the users reach their folders through workdir, and nothing else in it
+        workdir.chmod(0o711)
+        _private(workdir)
     config = workdir / "nbjobs.yaml"
-    config.write_text(yaml.safe_dump(demo_config(bool(discover_gpus())), sort_keys=False))
+    settings = demo_config(bool(discover_gpus()), accounts)
+    _write_private(config, yaml.safe_dump(settings, sort_keys=False))
+    homes = workdir / "home"
+    homes.mkdir(exist_ok=True)
+    if accounts:
+        homes.chmod(0o711)
     for user in STUDENTS + TEACHERS + ADMINS:
-        home = workdir / "home" / escape_username(user)
+        home = homes / escape_username(user)
         home.mkdir(parents=True, exist_ok=True)
         if not (home / "hello.ipynb").exists():
             shutil.copyfile(EXAMPLES / "hello.ipynb", home / "hello.ipynb")
+        if accounts:
+            _give_home(user, home, settings)
     hub_config = workdir / "jupyterhub_config.py"
-    hub_config.write_text(
+    _write_private(
+        hub_config,
         HUB_CONFIG.format(
             config=str(config),
             service_port=service_port,
@@ -131,9 +154,94 @@ def prepare(
             password=PASSWORD,
             users=set(STUDENTS + TEACHERS + ADMINS),
             admins=set(ADMINS),
-        )
+        ),
     )
     return hub_config
+
+
+def accounts_possible(workdir: Path) -> str | None:
+    """Why the demo cannot give its users OS accounts here; None when it can.
+
+    It can as root, when every account may start this Python and reach the demo's
+    folder (a Python or a clone under ``/root``, mode ``0700``, is closed to them).
+    """
+    if os.geteuid() != 0:
+        return "it does not run as root"
+    import sysconfig
+
+    import nbjobs
+
+    needed = [Path(sys.executable).resolve(), Path(nbjobs.__file__).resolve().parent, workdir]
+    needed.append(Path(sysconfig.get_paths()["purelib"]).resolve())
+    for path in needed:
+        closed = _closed_to_others(path)
+        if closed is not None:
+            return (
+                f"{closed} is closed to other accounts (mode {closed.stat().st_mode & 0o777:o}), "
+                f"and {path} lies under it; clone nbjobs and make its .venv outside it "
+                "(scripts/install.sh picks /usr/bin/python3 as root) to try accounts"
+            )
+    return None
+
+
+def _closed_to_others(path: Path) -> Path | None:
+    """The first folder above ``path`` that other accounts cannot pass through."""
+    for folder in reversed(path.parents):
+        if not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner (root, for the demo as root) can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(text)
+
+
+def _private(workdir: Path) -> None:
+    """The demo's own files (databases, logs, secrets) closed to everyone but root,
+    also when an earlier demo left them readable."""
+    for entry in workdir.iterdir():
+        if entry.name == "home" or entry.is_symlink():
+            continue
+        entry.chmod(0o700 if entry.is_dir() else 0o600)
+
+
+def _give_home(user: str, home: Path, settings: dict) -> None:
+    """Make ``user``'s OS account and hand it their folder, with what the demo put there."""
+    from nbjobs.accounts import account_for, prepare_home
+    from nbjobs.config import AccountsConfig
+
+    account = account_for(user, AccountsConfig(**settings["backend"]["local"]["accounts"]), home)
+    assert account is not None
+    owned_before = home.stat().st_uid
+    prepare_home(account, home)
+    if owned_before != account.uid:
+        # the demo made these files (as root, or for an account of an earlier demo)
+        for folder, dirs, files in os.walk(home):
+            for name in dirs + files:
+                os.lchown(os.path.join(folder, name), account.uid, account.gid)
+
+
+def account_names() -> list[str]:
+    """The demo users' OS account names, as the demo's nbjobs.yaml makes them."""
+    from nbjobs.accounts import account_name
+
+    return [account_name(u, ACCOUNT_PREFIX) for u in STUDENTS + TEACHERS + ADMINS]
+
+
+def accounts_line(workdir: Path) -> str:
+    """Who the users' servers and jobs run as, in words."""
+    local = yaml.safe_load((workdir / "nbjobs.yaml").read_text())["backend"]["local"]
+    if local.get("accounts", {}).get("mode") == "create":
+        return (
+            f"users: each their own OS account ({', '.join(account_names())}); nobody reads "
+            "another's folder (nbjobs demo --remove-accounts removes them)"
+        )
+    why = accounts_possible(workdir)
+    return f"users: NOT kept apart (everyone runs as this account: {why})"
 
 
 def demo_parser() -> argparse.ArgumentParser:
@@ -149,6 +257,12 @@ def demo_parser() -> argparse.ArgumentParser:
         "--service-port", type=int, default=8787, help="the job service's port (on localhost)"
     )
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port")
+    parser.add_argument(
+        "--remove-accounts",
+        action="store_true",
+        help="remove the OS accounts an earlier demo as root made (demo-ada, ...) and stop; "
+        "their folders stay",
+    )
     return parser
 
 
@@ -158,6 +272,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     workdir = Path(args.workdir).absolute()
+    if args.remove_accounts:
+        from nbjobs.accounts import remove_account
+
+        removed = [name for name in account_names() if remove_account(name)]
+        print(f"nbjobs demo: removed {', '.join(removed) or 'no accounts'}")
+        return 0
+    # the hub, the service, the servers and the jobs make private files: the hub's
+    # database and secrets, the job records, each user's results
+    os.umask(0o077)
     hub_config = prepare(
         workdir, args.ip, args.port, args.hub_port, args.service_port, args.proxy_api_port
     )
@@ -222,6 +345,7 @@ def _serve(hub: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path
         f"  log in as ada or bob (students), tess (teacher) or admin; password: {PASSWORD}\n"
         "  open hello.ipynb and submit it as a job; results appear next to it\n"
         f"  {gpus_line(workdir)}\n"
+        f"  {accounts_line(workdir)}\n"
         f"  files: {workdir}\n\nCtrl-C stops the demo.",
         flush=True,
     )

@@ -6,11 +6,18 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
+import re
+import shlex
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import nbformat
 import psutil
@@ -27,8 +34,12 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("demo")
+def demo():
+    # a folder other accounts may pass through (pytest's own is root's alone): as root the
+    # demo then gives every user an OS account, as a newcomer's clone would
+    public = Path(tempfile.mkdtemp(prefix="nbjobs-demo-test-"))
+    public.chmod(0o755)
+    workdir = public / "demo"
     port = free_port()
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
     command += [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
@@ -47,12 +58,23 @@ def demo(tmp_path_factory):
         lines.append(line)
         if "Ctrl-C stops the demo" in line or proc.poll() is not None:
             break
-    assert proc.poll() is None, "".join(lines)
+    if proc.poll() is not None:
+        proc.stdout.close()
+        pytest.fail("".join(lines))
     yield f"http://127.0.0.1:{port}", workdir, proc, "".join(lines)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    if proc.poll() is None:  # stopped as Ctrl-C does: the hub stops the servers it started
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     proc.stdout.close()
+    removed = subprocess.run(
+        [*command[:4], "--remove-accounts"], capture_output=True, text=True, check=True
+    )
+    assert "removed" in removed.stdout
+    shutil.rmtree(public, ignore_errors=True)
 
 
 def login(url: str, user: str) -> requests.Session:
@@ -281,6 +303,192 @@ def test_without_a_gpu_the_demo_simulates_some_and_says_so_everywhere(demo):
     log = s.get(api + f"jobs/{first['id']}/logs").text
     assert "are simulated" in log
     s.post(api + f"jobs/{second['id']}/cancel", headers=headers)
+
+
+# -- one machine, many users: accounts, files, secrets, devices -------------------------
+
+
+def service_processes() -> list[psutil.Process]:
+    """The hub, its proxy and the job service: every process holding a secret of theirs."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "jupyterhub -f" in line or "nbjobs.cli service" in line or "configurable-http" in line:
+            found.append(process)
+    return found
+
+
+def service_token() -> str:
+    service = next(p for p in service_processes() if "nbjobs.cli service" in " ".join(p.cmdline()))
+    return service.environ()["JUPYTERHUB_API_TOKEN"]
+
+
+def test_as_root_each_user_is_their_own_os_account(demo):
+    url, workdir, _, out = demo
+    assert "users: each their own OS account (demo-ada, demo-bob, demo-tess, demo-admin)" in out
+    s = login(url, "ada")
+    start_server(url, s, "ada")
+    ada = pwd.getpwnam("demo-ada")
+    home = workdir / "home" / "ada"
+    server = next(
+        p
+        for p in psutil.process_iter(["environ", "uids", "cmdline"])
+        if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == "ada"
+        and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
+    )
+    assert server.info["uids"].real == server.info["uids"].effective == ada.pw_uid
+    assert ada.pw_dir == str(home)
+    assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (ada.pw_uid, 0o700)
+    assert (home / "hello.ipynb").stat().st_uid == ada.pw_uid  # she can save it
+    assert "demo-ada" in terminal_says(url, s, "ada", "id -un")
+
+
+def test_bob_reads_nothing_of_ada_nor_of_the_services(demo):
+    url, workdir, _, _ = demo
+    token = service_token()
+    private = [
+        workdir / "home" / "ada" / "hello.ipynb",
+        workdir / "nbjobs.yaml",
+        workdir / "jobs.sqlite",
+        workdir / "jupyterhub_config.py",
+        workdir / "jupyterhub_cookie_secret",
+        workdir / "jupyterhub.sqlite",
+        workdir / "jupyterhub.log",
+    ]
+    private += [Path(f"/proc/{p.pid}/environ") for p in service_processes()]
+    assert all(p.exists() for p in private)
+    s = login(url, "bob")
+    start_server(url, s, "bob")
+    tries = "; ".join(f"cat {p} >/dev/null" for p in private)
+    tries += f"; ls {workdir / 'home' / 'ada'}; ls {workdir}"
+    # the token, anywhere bob can read: every process's command line, the demo's files
+    # (searched by a program that gets the token on its input, not on its command line)
+    tries += f"; echo {token} | python3 -c {shlex.quote(FIND_TOKEN % str(workdir))}"
+
+    said = terminal_says(url, s, "bob", tries)
+
+    denied = said.count("Permission denied")
+    assert denied == len(private) + 2, said
+    found = re.search(r"cmdlines=(\d+) files=(\d+) searched=(\d+)", said)
+    assert found is not None, said
+    cmdlines, files, searched = map(int, found.groups())
+    assert (cmdlines, files) == (0, 0), said
+    assert searched > 10  # it did look
+
+
+FIND_TOKEN = """
+import os, sys
+token = sys.stdin.read().strip().encode()
+cmdlines = files = searched = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmdlines += token in open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        pass
+for top in (%r, "/tmp"):
+    for folder, _, names in os.walk(top):
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    files += token in f.read(10_000_000)
+                    searched += 1
+            except OSError:
+                pass
+print(f"cmdlines={cmdlines} files={files} searched={searched}")
+"""
+
+
+ROGUE_JOB = """
+import errno, json, os, pathlib
+seen = {"uid": os.getuid(), "environ": {}, "devices": {}}
+for pid in %(pids)r:
+    try:
+        seen["environ"][pid] = open(f"/proc/{pid}/environ").read()
+    except OSError as exc:
+        seen["environ"][pid] = exc.strerror
+try:
+    os.listdir(%(bob)r)
+    seen["bob"] = "listed"
+except OSError as exc:
+    seen["bob"] = exc.strerror
+given = os.environ["CUDA_VISIBLE_DEVICES"]
+os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"  # asks for every GPU: changes nothing
+for minor in (0, 1):
+    try:
+        os.close(os.open(f"%(devices)s/nvidia{minor}", os.O_RDWR))
+        seen["devices"][minor] = "opened"
+    except OSError as exc:
+        seen["devices"][minor] = errno.errorcode[exc.errno]
+seen["given"] = given
+pathlib.Path("rogue-%(flavor)s.json").write_text(json.dumps(seen))
+"""
+
+
+@pytest.fixture
+def stand_in_gpus():
+    """Device nodes of two GPUs (major 195, minors 0 and 1) that anyone may open: the
+    control group alone stands between a process and them. No driver is behind them, so
+    an open that the group allows fails with ENXIO, one it forbids with EPERM."""
+    folder = Path(tempfile.mkdtemp(prefix="nbjobs-dev-"))
+    folder.chmod(0o755)
+    for minor in (0, 1):
+        os.mknod(folder / f"nvidia{minor}", 0o666 | stat.S_IFCHR, os.makedev(195, minor))
+        (folder / f"nvidia{minor}").chmod(0o666)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("flavor", ["gpu", "cpu"])
+def test_a_job_runs_as_its_owner_sees_no_secret_and_opens_only_its_gpu(demo, stand_in_gpus, flavor):
+    url, workdir, _, _ = demo
+    s = login(url, "ada")
+    start_server(url, s, "ada")
+    home = workdir / "home" / "ada"
+    pids = [p.pid for p in service_processes()]
+    source = ROGUE_JOB % {
+        "pids": pids,
+        "bob": str(workdir / "home" / "bob"),
+        "devices": stand_in_gpus,
+        "flavor": flavor,
+    }
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    api = f"{url}/user/ada/nbjobs/api/"
+    headers = {"X-XSRFToken": xsrf(s, "/user/ada/")}
+    put = s.put(
+        f"{url}/user/ada/api/contents/rogue.ipynb",
+        json={"type": "notebook", "content": notebook},
+        headers=headers,
+    )
+    assert put.status_code in (200, 201), put.text
+    job = s.post(api + "jobs", json={"path": "rogue.ipynb", "flavor": flavor}, headers=headers)
+    assert job.status_code == 201, job.text
+    deadline = time.monotonic() + 120
+    while (state := s.get(api + f"jobs/{job.json()['id']}").json())["state"] not in (
+        "succeeded",
+        "failed",
+        "cancelled",
+    ):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.5)
+    assert state["state"] == "succeeded", state
+
+    seen = json.loads((home / f"rogue-{flavor}.json").read_text())
+    assert seen["uid"] == pwd.getpwnam("demo-ada").pw_uid
+    assert set(seen["environ"].values()) == {"Permission denied"}, seen["environ"]
+    assert seen["bob"] == "Permission denied"
+    if flavor == "gpu":
+        mine = int(seen["given"])
+        assert seen["devices"] == {str(mine): "ENXIO", str(1 - mine): "EPERM"}
+    else:
+        assert seen["devices"] == {"0": "EPERM", "1": "EPERM"}
+
+
+def test_a_notebook_server_opens_no_gpu(demo, stand_in_gpus):
+    url, _, _, _ = demo
+    s = login(url, "bob")
+    start_server(url, s, "bob")
+    said = terminal_says(url, s, "bob", f"cat {stand_in_gpus}/nvidia0 {stand_in_gpus}/nvidia1")
+    assert said.count("Operation not permitted") == 2, said
 
 
 def test_ctrl_c_while_starting_stops_all_it_started(tmp_path):
