@@ -240,6 +240,10 @@ class LocalBackend(Backend):
         config=True
     )
     poll_interval = Float(0.5, help="seconds between checks of adopted jobs").tag(config=True)
+    cgroup_root = Unicode(
+        "/sys/fs/cgroup",
+        help="where the kernel's control groups are mounted (jobs' GPU devices, memory, CPU)",
+    ).tag(config=True)
 
     def __init__(self, config_file: Any, **kwargs: Any) -> None:
         super().__init__(config_file, **kwargs)
@@ -258,7 +262,7 @@ class LocalBackend(Backend):
                 f"accounts; run the service as root, or set {instead}"
             )
         try:
-            self.cgroups = Cgroups(mode=local.cgroups)
+            self.cgroups = Cgroups(Path(self.cgroup_root), mode=local.cgroups)
         except CgroupError as exc:
             raise ConfigError(str(exc)) from None
         if self.cgroups.unenforced() and local.cgroups != "off":

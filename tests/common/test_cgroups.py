@@ -1,0 +1,154 @@
+"""What nbjobs asks of the kernel's control groups, on each kind of machine.
+
+cgroup v1 is what CI has: its groups are made for real (and the hub and job-service
+tests run servers and jobs in them). cgroup v2 is what today's servers have: without
+systemd its files are written into a folder laid out like one (the kernel would
+check the values; the names and values are what is tested); under systemd the
+``systemd-run`` words are checked, since no systemd runs here.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nbjobs.cgroups import CgroupError, Cgroups, Limits, gpu_minors, human_bytes
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="control groups need root")
+
+
+@pytest.fixture
+def v2_root(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("")
+    return tmp_path
+
+
+def made_like_the_kernel(folder):
+    """mkdir in cgroupfs brings the control files with it; in a plain folder, make them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("cgroup.subtree_control", "memory.max", "memory.swap.max", "cpu.max"):
+        (folder / name).touch()
+
+
+@as_root
+def test_v2_without_systemd_limits_memory_and_cpu_and_says_devices_are_not(v2_root):
+    cgroups = Cgroups(v2_root, systemd=False)
+    made_like_the_kernel(v2_root / "nbjobs")
+    made_like_the_kernel(v2_root / "nbjobs" / "job-abc")
+
+    cgroups.group("job-abc").create(Limits(memory=8 * 2**30, cpus=1.5, gpu_minors=(0,)))
+
+    folder = v2_root / "nbjobs" / "job-abc"
+    assert (folder / "memory.max").read_text() == str(8 * 2**30)
+    assert (folder / "memory.swap.max").read_text() == "0"
+    assert (folder / "cpu.max").read_text() == "150000 100000"
+    assert (v2_root / "nbjobs" / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    assert cgroups.unenforced() == ["devices"]
+    assert cgroups.summary() == (
+        "memory, CPU enforced (cgroup v2); not enforced: GPU devices (cgroup v2 without "
+        "systemd has no device files)"
+    )
+
+
+@as_root
+def test_v2_under_systemd_starts_each_in_a_scope_with_its_devices(v2_root):
+    cgroups = Cgroups(v2_root, systemd=True)
+    group = cgroups.group("job-abc")
+    limits = Limits(memory=2**30, cpus=2, gpu_minors=(1, 3))
+
+    words = group.command_prefix(limits, uid=1001, gid=1001)
+
+    assert cgroups.summary() == "GPU devices, memory, CPU enforced (cgroup v2 through systemd)"
+    assert words[:6] == [
+        "systemd-run",
+        "--scope",
+        "--quiet",
+        "--collect",
+        "--unit=nbjobs-job-abc.scope",
+        "--slice=nbjobs.slice",
+    ]
+    props = [words[i + 1] for i, w in enumerate(words) if w == "-p"]
+    assert "DevicePolicy=closed" in props
+    gpus = [p for p in props if p.startswith("DeviceAllow=/dev/nvidia") and p[-4].isdigit()]
+    assert gpus == ["DeviceAllow=/dev/nvidia1 rw", "DeviceAllow=/dev/nvidia3 rw"]
+    assert "DeviceAllow=/dev/nvidiactl rw" in props
+    assert {"MemoryMax=1073741824", "MemorySwapMax=0", "CPUQuota=200%"} <= set(props)
+    assert words[-3:] == ["--uid=1001", "--gid=1001", "--"]
+    # a notebook server: no NVIDIA device at all, terminals still work
+    server = group.command_prefix(Limits(gpu_minors=()), uid=None, gid=None)
+    assert not [w for w in server if "nvidia" in w]
+    assert "DeviceAllow=char-pts rw" in server
+    assert group.paths()["memory"] == v2_root / "nbjobs.slice" / "nbjobs-job-abc.scope"
+
+
+def test_off_and_required():
+    off = Cgroups(mode="off")
+    assert off.enforced == ()
+    assert (
+        off.summary()
+        == "GPU devices, memory and CPU are not enforced (backend.local.cgroups is off)"
+    )
+    with pytest.raises(CgroupError, match=r"backend\.local\.cgroups is required"):
+        Cgroups(Path("/nowhere"), mode="required")
+
+
+OPEN = """
+import errno, os, sys
+for path in sys.argv[1:]:
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        print("opened")
+    except OSError as exc:
+        print(errno.errorcode[exc.errno])
+"""
+
+
+@as_root
+def test_v1_a_group_opens_only_its_gpu_limits_memory_and_cleans_up(tmp_path):
+    cgroups = Cgroups()
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    for minor in (2, 3):  # stand-in GPUs: no driver behind them, so an allowed open is ENXIO
+        os.mknod(tmp_path / f"nvidia{minor}", 0o666 | stat.S_IFCHR, os.makedev(195, minor))
+    group = cgroups.group(f"test-{os.getpid()}")
+    group.create(Limits(memory=300 * 2**20, cpus=0.25, gpu_minors=(2,)))
+    try:
+        paths = group.paths()
+        assert group.memory_limit() == 300 * 2**20
+        assert (paths["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "25000"
+        assert group.pids() == []
+        opened = subprocess.run(
+            [sys.executable, "-c", OPEN, str(tmp_path / "nvidia2"), str(tmp_path / "nvidia3")],
+            preexec_fn=group.join,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        outside = subprocess.run(
+            [sys.executable, "-c", OPEN, str(tmp_path / "nvidia3")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert opened.stdout.split() == ["ENXIO", "EPERM"]
+        assert outside.stdout.split() == ["ENXIO"]
+        assert group.oom_kills() == 0
+    finally:
+        group.remove()
+    assert not any(p.exists() for p in group.paths().values())
+
+
+def test_gpu_minors_and_sizes_in_words():
+    assert gpu_minors(["1", "0"]) == (0, 1)
+    assert gpu_minors(["0"], {"0": 4}) == (4,)
+    assert human_bytes(8 * 2**30) == "8 GiB"
+    assert human_bytes(200 * 2**20) == "200 MiB"
+    assert Limits(memory=2**30, cpus=0.5, gpu_minors=()).describe() == (
+        "no GPU device, memory 1 GiB, 0.5 CPU"
+    )

@@ -1,0 +1,130 @@
+"""A job's flavor is a limit on one machine, as on a cluster: its memory, its CPU, and
+nothing of it left running after it ends. Real service, runners and kernels, in real
+control groups (CI runs as root on cgroup v1); the notebooks report what they get.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+
+from nbjobs.cgroups import Cgroups
+
+from .conftest import BASE_CONFIG, start_service, stop_all
+
+needs_cgroups = pytest.mark.skipif(
+    not Cgroups().enforced, reason="needs root and the kernel's control groups (CI has both)"
+)
+
+FLAVORS = [
+    *BASE_CONFIG["flavors"],
+    {"name": "small", "gpus": 0, "memory": "200Mi", "cpu": "500m", "time_limit": "5m"},
+]
+
+
+@needs_cgroups
+async def test_a_job_past_its_flavors_memory_fails_saying_so(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS})
+    try:
+        svc.write("ada", "big.ipynb", "print('before')", "hog = bytearray(600 * 2**20)")
+        job = await svc.submit("ada", "big.ipynb", "small")
+        done = await svc.wait("ada", job["id"], timeout=120)
+        group = Path(f"/sys/fs/cgroup/memory/nbjobs/job-{job['id']}")
+    finally:
+        await stop_all(svc)
+
+    assert done["state"] == "failed", done
+    assert done["message"].startswith("out of memory (limit 200 MiB)"), done["message"]
+    # the cells before ran, and their output was kept
+    output = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    first = next(c for c in output.cells if c.source == "print('before')")
+    assert first.outputs[0].text == "before\n"
+    assert not group.exists()  # removed with the job
+
+
+CPU_TIME = """
+import json, time
+start_wall, start_cpu = time.monotonic(), time.process_time()
+while time.monotonic() - start_wall < 1.5:
+    pass
+share = (time.process_time() - start_cpu) / (time.monotonic() - start_wall)
+json.dump({"share": share}, open("cpu.json", "w"))
+"""
+
+
+@needs_cgroups
+async def test_a_job_gets_its_flavors_cpu_and_no_more(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS})
+    try:
+        svc.write("ada", "spin.ipynb", CPU_TIME)
+        job = await svc.submit("ada", "spin.ipynb", "small")
+        done = await svc.wait("ada", job["id"], timeout=120)
+    finally:
+        await stop_all(svc)
+
+    assert done["state"] == "succeeded", done
+    share = json.loads((svc.home("ada") / "cpu.json").read_text())["share"]
+    assert 0.2 < share < 0.7, share  # half a core (a whole one without the limit)
+
+
+DAEMON = """
+import os, subprocess, sys
+# a process that leaves the job's session and its parent behind: a daemon of the user's
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+)
+open("daemon.pid", "w").write(str(child.pid))
+"""
+
+
+@needs_cgroups
+async def test_nothing_of_a_job_outlives_it(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS})
+    try:
+        svc.write("ada", "daemon.ipynb", DAEMON)
+        job = await svc.submit("ada", "daemon.ipynb", "cpu")
+        done = await svc.wait("ada", job["id"], timeout=120)
+        pid = int((svc.home("ada") / "daemon.pid").read_text())
+        gone = (
+            psutil.wait_procs([psutil.Process(pid)], timeout=10)[0] if psutil.pid_exists(pid) else 1
+        )
+    finally:
+        await stop_all(svc)
+
+    assert done["state"] == "succeeded", done
+    assert gone
+
+
+async def test_a_machine_without_control_groups_says_what_is_not_enforced(tmp_path, capfd):
+    empty = tmp_path / "no-cgroups"
+    empty.mkdir()
+    svc = await start_service(tmp_path, argv=(f"--LocalBackend.cgroup_root={empty}",))
+    try:
+        ok, detail = svc.service.backend.health()
+    finally:
+        await stop_all(svc)
+
+    why = (
+        f"no cgroup controllers are mounted at {empty}"
+        if os.geteuid() == 0
+        else "nbjobs does not run as root"
+    )
+    line = f"jobs' GPU devices, memory and CPU are not enforced ({why})"
+    said = [text for text in capfd.readouterr().err.splitlines() if line in text]
+    assert len(said) == 1 and said[0].startswith("[W"), said  # once, at start, a warning
+    assert ok and detail.endswith(f"GPU devices, memory and CPU are not enforced ({why})")
+
+
+@needs_cgroups
+async def test_the_dashboard_health_says_what_is_enforced(tmp_path):
+    svc = await start_service(tmp_path)
+    try:
+        _, detail = svc.service.backend.health()
+    finally:
+        await stop_all(svc)
+    assert detail.endswith("GPU devices, memory, CPU enforced (cgroup v1)"), detail
