@@ -290,7 +290,8 @@ class LocalBackend(Backend):
                 [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
             )
         # an admin's list names GPUs by their /dev/nvidiaN number; NVML's are looked up
-        self.gpu_minors = nvml_minor_numbers() if local.gpus == "auto" and not self.simulates_gpus else {}
+        asks_nvml = local.gpus == "auto" and not self.simulates_gpus
+        self.gpu_minors = nvml_minor_numbers() if asks_nvml else {}
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
