@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import socket
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import requests
 import yaml
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
 
 
 def free_port() -> int:
@@ -88,3 +92,67 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+
+
+def login(url: str, user: str, password: str = "nbjobs") -> requests.Session:
+    """A browser's session of ``user``, logged in through the hub's form."""
+    s = requests.Session()
+    s.get(f"{url}/hub/login", timeout=30)
+    r = s.post(
+        f"{url}/hub/login",
+        data={"username": user, "password": password, "_xsrf": s.cookies.get("_xsrf")},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert r.status_code == 302, r.text
+    return s
+
+
+def xsrf(s: requests.Session, path: str) -> str:
+    """The XSRF cookie the hub or a server set for ``path``."""
+    return next(c.value for c in s.cookies if c.name == "_xsrf" and c.path == path)
+
+
+def start_server(url: str, s: requests.Session, user: str) -> None:
+    """Start ``user``'s server from their session and wait until Lab answers."""
+    r = s.post(f"{url}/hub/api/users/{user}/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
+    assert r.status_code in (201, 202) or "already running" in r.text, r.text
+    deadline = time.monotonic() + 90
+    while not s.get(f"{url}/hub/api/users/{user}").json()["servers"].get("", {}).get("ready"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    assert s.get(f"{url}/user/{user}/lab").status_code == 200
+
+
+def terminal_says(url: str, s: requests.Session, user: str, command: str) -> str:
+    """Run ``command`` in a new JupyterLab terminal of ``user``'s server, as typed there;
+    what the terminal printed."""
+    made = s.post(
+        f"{url}/user/{user}/api/terminals", headers={"X-XSRFToken": xsrf(s, f"/user/{user}/")}
+    )
+    assert made.status_code == 200, made.text
+    name = made.json()["name"]
+    ws_url = url.replace("http", "ws", 1) + f"/user/{user}/terminals/websocket/{name}"
+    cookie = "; ".join(f"{c.name}={c.value}" for c in s.cookies)
+
+    async def talk() -> str:
+        request = HTTPRequest(ws_url, headers={"Cookie": cookie})
+        ws = await websocket_connect(request)
+        ws.write_message(json.dumps(["stdin", f"{command}; echo END-OF-$((6*7))\r"]))
+        said = ""
+        deadline = time.monotonic() + 60
+        while "END-OF-42" not in said and time.monotonic() < deadline:
+            message = await asyncio.wait_for(ws.read_message(), 60)
+            if message is None:
+                break
+            kind, *rest = json.loads(message)
+            if kind == "stdout":
+                said += rest[0]
+        # Close and wait for the server's answer: a socket still open when asyncio.run
+        # ends is left to the garbage collector, which warns in some later test.
+        ws.close()
+        while await asyncio.wait_for(ws.read_message(), 10) is not None:
+            pass
+        return said
+
+    return asyncio.run(talk())

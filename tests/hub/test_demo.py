@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -22,9 +21,8 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-import requests
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
+
+from .hubproc import login, start_server, terminal_says, xsrf
 
 
 def free_port() -> int:
@@ -75,33 +73,6 @@ def demo():
     )
     assert "removed" in removed.stdout
     shutil.rmtree(public, ignore_errors=True)
-
-
-def login(url: str, user: str) -> requests.Session:
-    s = requests.Session()
-    s.get(f"{url}/hub/login", timeout=30)
-    r = s.post(
-        f"{url}/hub/login",
-        data={"username": user, "password": "nbjobs", "_xsrf": s.cookies.get("_xsrf")},
-        allow_redirects=False,
-        timeout=30,
-    )
-    assert r.status_code == 302, r.text
-    return s
-
-
-def xsrf(s: requests.Session, path: str) -> str:
-    return next(c.value for c in s.cookies if c.name == "_xsrf" and c.path == path)
-
-
-def start_server(url: str, s: requests.Session, user: str) -> None:
-    r = s.post(f"{url}/hub/api/users/{user}/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
-    assert r.status_code in (201, 202) or "already running" in r.text, r.text
-    deadline = time.monotonic() + 90
-    while not s.get(f"{url}/hub/api/users/{user}").json()["servers"].get("", {}).get("ready"):
-        assert time.monotonic() < deadline
-        time.sleep(0.5)
-    assert s.get(f"{url}/user/{user}/lab").status_code == 200
 
 
 def test_the_demo_prints_where_to_go_and_who_to_be(demo):
@@ -185,40 +156,6 @@ def test_the_teacher_provisions_a_class_from_a_terminal_in_her_server(demo):
     # carl can log in to the demo at once and is in the class
     carl = login(url, "carl")
     assert carl.get(f"{url}/hub/api/user").json()["groups"] == ["extra"]
-
-
-def terminal_says(url: str, s: requests.Session, user: str, command: str) -> str:
-    """Run ``command`` in a new JupyterLab terminal of ``user``'s server, as typed there;
-    what the terminal printed."""
-    made = s.post(
-        f"{url}/user/{user}/api/terminals", headers={"X-XSRFToken": xsrf(s, f"/user/{user}/")}
-    )
-    assert made.status_code == 200, made.text
-    name = made.json()["name"]
-    ws_url = url.replace("http", "ws", 1) + f"/user/{user}/terminals/websocket/{name}"
-    cookie = "; ".join(f"{c.name}={c.value}" for c in s.cookies)
-
-    async def talk() -> str:
-        request = HTTPRequest(ws_url, headers={"Cookie": cookie})
-        ws = await websocket_connect(request)
-        ws.write_message(json.dumps(["stdin", f"{command}; echo END-OF-$((6*7))\r"]))
-        said = ""
-        deadline = time.monotonic() + 60
-        while "END-OF-42" not in said and time.monotonic() < deadline:
-            message = await asyncio.wait_for(ws.read_message(), 60)
-            if message is None:
-                break
-            kind, *rest = json.loads(message)
-            if kind == "stdout":
-                said += rest[0]
-        # Close and wait for the server's answer: a socket still open when asyncio.run
-        # ends is left to the garbage collector, which warns in some later test.
-        ws.close()
-        while await asyncio.wait_for(ws.read_message(), 10) is not None:
-            pass
-        return said
-
-    return asyncio.run(talk())
 
 
 def test_the_nbjobs_command_works_in_a_lab_terminal_as_the_readme_says(demo):
