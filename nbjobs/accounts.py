@@ -239,6 +239,15 @@ def accounts_made() -> list[str]:
     return sorted(e.pw_name for e in pwd.getpwall() if e.pw_gecos.startswith(MARK))
 
 
+def closed_to_others(path: Path) -> Path | None:
+    """The first folder above ``path`` that other accounts cannot pass through (a Python
+    or a checkout under ``/root``, mode ``0700``); None when every account can reach it."""
+    for folder in reversed(path.parents):
+        if not folder.stat().st_mode & 0o001:
+            return folder
+    return None
+
+
 def drop_privileges(account: Account) -> None:
     """Become ``account`` for good (in a child, before it runs the user's program):
     groups first, then the group, then the user, so that nothing of root is left."""

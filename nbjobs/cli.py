@@ -36,6 +36,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
     "check-config": ("nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)"),
+    "install": (
+        "nbjobs.install",
+        "install",
+        "set up a class on this GPU server as root: hub, job service, accounts (admins)",
+    ),
+    "uninstall": ("nbjobs.install", "uninstall", "remove what nbjobs install made (admins)"),
     "copy-database": (
         "nbjobs.job_service.dbcopy",
         "main",
@@ -48,6 +54,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 #: ``nbjobs service`` is a traitlets application: its options are its configurable traits.
 PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "demo": ("nbjobs.demo", "demo_parser", ()),
+    "install": ("nbjobs.install", "install_parser", ()),
+    "uninstall": ("nbjobs.install", "uninstall_parser", ()),
     "submit": ("nbjobs.client.cli", "submit_parser", ()),
     "list": ("nbjobs.client.cli", "list_parser", ()),
     "flavors": ("nbjobs.client.cli", "flavors_parser", ()),

@@ -170,25 +170,18 @@ def accounts_possible(workdir: Path) -> str | None:
     import sysconfig
 
     import nbjobs
+    from nbjobs.accounts import closed_to_others
 
     needed = [Path(sys.executable).resolve(), Path(nbjobs.__file__).resolve().parent, workdir]
     needed.append(Path(sysconfig.get_paths()["purelib"]).resolve())
     for path in needed:
-        closed = _closed_to_others(path)
+        closed = closed_to_others(path)
         if closed is not None:
             return (
                 f"{closed} is closed to other accounts (mode {closed.stat().st_mode & 0o777:o}), "
                 f"and {path} lies under it; clone nbjobs and make its .venv outside it "
                 "(scripts/install.sh picks /usr/bin/python3 as root) to try accounts"
             )
-    return None
-
-
-def _closed_to_others(path: Path) -> Path | None:
-    """The first folder above ``path`` that other accounts cannot pass through."""
-    for folder in reversed(path.parents):
-        if not folder.stat().st_mode & 0o001:
-            return folder
     return None
 
 

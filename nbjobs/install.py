@@ -1,0 +1,698 @@
+"""``nbjobs install`` and ``nbjobs uninstall``: a class on one GPU server, in one command.
+
+Run as root on a fresh Debian or Ubuntu server, from the Python environment nbjobs is
+installed in (``scripts/install-server.sh`` makes one in ``/opt/nbjobs`` and runs
+this). It sets up:
+
+- ``/etc/nbjobs/nbjobs.yaml`` (root's alone, ``0600``): the machine's GPUs as flavors
+  (NVML, else ``nvidia-smi -L``), an OS account per hub user, the first admin. Kept
+  as the admin edited it when the installer runs again.
+- ``/etc/nbjobs/jupyterhub_config.py`` and the two services' environment files with
+  the job service's token (``0600``), made anew at each run (edit nbjobs.yaml instead).
+- ``/var/lib/nbjobs`` (``0700``): the hub's database and secret, the job records.
+- ``/srv/nbjobs`` (``0711``): every user's folder (``0700``, their own account's).
+- systemd units for the hub and the job service, enabled and started where systemd
+  runs; elsewhere the commands that start them are printed.
+
+It runs again without harm (what exists is kept, said so), upgrades in place (run it
+after ``pip install -U nbjobs``), and writes down what it made in
+``/var/lib/nbjobs/installed.json``: ``nbjobs uninstall`` removes exactly that, and the
+OS accounts nbjobs made, keeping users' folders unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: the two services' systemd units
+HUB_UNIT, JOBS_UNIT = "nbjobs-hub.service", "nbjobs-jobs.service"
+MANIFEST = "installed.json"
+#: account names of the hub's users: jupyter-ada, as The Littlest JupyterHub names them
+ACCOUNT_PREFIX = "jupyter-"
+
+
+def install_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``nbjobs install``."""
+    parser = argparse.ArgumentParser(
+        prog="nbjobs install",
+        description="Set up nbjobs on this machine as root: a JupyterHub and the job service "
+        "under systemd, an OS account per user, the GPUs as flavors. Run it again to upgrade.",
+    )
+    _paths(parser)
+    parser.add_argument(
+        "--admin", action="append", default=[], help="a hub user who administers (repeatable)"
+    )
+    parser.add_argument(
+        "--authenticator",
+        choices=["firstuse", "pam"],
+        default="firstuse",
+        help="firstuse: users the admin (or a teacher's roster) added choose their password at "
+        "first login, and get an OS account jupyter-NAME; pam: the machine's own accounts "
+        "and passwords",
+    )
+    parser.add_argument("--ip", default="", help="the address the hub listens on (all: '')")
+    parser.add_argument("--port", type=int, default=80, help="the hub's public port")
+    parser.add_argument("--hub-port", type=int, default=8081, help="the hub's API port (local)")
+    parser.add_argument(
+        "--service-port", type=int, default=8787, help="the job service's port (local)"
+    )
+    parser.add_argument(
+        "--proxy-api-port", type=int, default=8001, help="the proxy's API port (local)"
+    )
+    parser.add_argument(
+        "--simulated-gpus",
+        type=int,
+        default=0,
+        help="on a machine without a GPU, make up this many (for trying nbjobs; every job "
+        "and dialog says so)",
+    )
+    parser.add_argument("--no-start", action="store_true", help="write everything, start nothing")
+    return parser
+
+
+def uninstall_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``nbjobs uninstall``."""
+    parser = argparse.ArgumentParser(
+        prog="nbjobs uninstall",
+        description="Stop nbjobs and remove what nbjobs install made: its units, settings, "
+        "state and the OS accounts nbjobs made. Users' folders stay unless asked.",
+    )
+    _paths(parser)
+    parser.add_argument(
+        "--remove-user-files",
+        action="store_true",
+        help="also delete every user's folder (their notebooks and results)",
+    )
+    return parser
+
+
+def _paths(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config-dir", default="/etc/nbjobs", help="nbjobs.yaml and secrets")
+    parser.add_argument(
+        "--state-dir", default="/var/lib/nbjobs", help="databases and the hub's secret"
+    )
+    parser.add_argument("--storage", default="/srv/nbjobs", help="users' folders")
+    parser.add_argument("--units-dir", default="/etc/systemd/system", help="where systemd units go")
+
+
+# -- install ---------------------------------------------------------------------
+
+
+class Installer:
+    """One run of ``nbjobs install``: every step says what it did, in order."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.config_dir = Path(args.config_dir)
+        self.state_dir = Path(args.state_dir)
+        self.storage = Path(args.storage)
+        self.units_dir = Path(args.units_dir)
+        self.bin = Path(sys.executable).parent
+        self.made: dict[str, list[str]] = {"folders": [], "files": [], "units": []}
+
+    def say(self, text: str) -> None:
+        print(f"nbjobs install: {text}", flush=True)
+
+    def run(self) -> int:
+        problem = self.preflight()
+        if problem:
+            print(f"nbjobs install: {problem}", file=sys.stderr)
+            return 2
+        self.load_manifest()
+        self.folder(self.config_dir, 0o755)
+        self.folder(self.state_dir, 0o700)
+        self.folder(self.storage, 0o711)
+        proxy = self.proxy()
+        if proxy is None:
+            return 2
+        self.nbjobs_yaml()
+        self.secrets()
+        self.hub_config()
+        self.units()
+        self.save_manifest()
+        check = self.check_config()
+        if check:
+            print(f"nbjobs install: {check}", file=sys.stderr)
+            return 2
+        self.start()
+        host = self.args.ip or socket.gethostname()
+        port = "" if self.args.port == 80 else f":{self.args.port}"
+        admins = ", ".join(self.args.admin) or "(none: name one with --admin)"
+        self.say(f"done. Open http://{host}{port}/ ; admins: {admins}")
+        if self.args.authenticator == "firstuse":
+            self.say(
+                "log in as an admin now: the first login chooses the password. Add users in "
+                "the hub's admin page (or a teacher's class roster); each chooses theirs"
+            )
+        return 0
+
+    def preflight(self) -> str | None:
+        """Why this machine cannot be set up; None when it can."""
+        if os.geteuid() != 0:
+            return "run it as root (sudo nbjobs install): it makes accounts, folders and units"
+        from .accounts import closed_to_others
+
+        for path in (Path(sys.executable).resolve(), Path(__file__).resolve()):
+            closed = closed_to_others(path)
+            if closed is not None:
+                return (
+                    f"{path} lies under {closed}, which users' accounts cannot enter, and "
+                    "their servers and jobs run this Python; install nbjobs into a venv of "
+                    "its own (scripts/install-server.sh makes /opt/nbjobs)"
+                )
+        for tool in ("useradd", "userdel"):
+            if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+                return f"{tool} is missing; install the passwd package"
+        return None
+
+    # -- what it makes ---------------------------------------------------------
+
+    def folder(self, path: Path, mode: int) -> None:
+        if path.is_dir():
+            path.chmod(mode)
+            self.say(f"kept {path}")
+            return
+        path.mkdir(parents=True)
+        path.chmod(mode)
+        self.made["folders"].append(str(path))
+        self.say(f"made {path} (mode {mode:o})")
+
+    def write(self, path: Path, text: str, mode: int = 0o600) -> None:
+        """Write a file of ours, readable as ``mode`` says (root's alone by default)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(text)
+        if str(path) not in self.made["files"]:
+            self.made["files"].append(str(path))
+
+    def proxy(self) -> str | None:
+        """configurable-http-proxy, which the hub needs: found, or installed with npm."""
+        path = f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
+        found = shutil.which("configurable-http-proxy", path=path)
+        if found:
+            self.say(f"kept configurable-http-proxy ({found})")
+            return found
+        npm = shutil.which("npm")
+        if npm is None:
+            print(
+                "nbjobs install: JupyterHub needs configurable-http-proxy, a Node.js program, "
+                "and npm is missing: apt-get install -y nodejs npm, then run this again",
+                file=sys.stderr,
+            )
+            return None
+        prefix = Path(sys.prefix) / "node"
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(prefix),
+                "configurable-http-proxy",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        link = self.bin / "configurable-http-proxy"
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+        link.symlink_to(prefix / "node_modules" / ".bin" / "configurable-http-proxy")
+        self.made["files"].append(str(link))
+        self.made["folders"].append(str(prefix))
+        self.say(f"installed configurable-http-proxy into {prefix}")
+        return str(link)
+
+    def nbjobs_yaml(self) -> None:
+        path = self.config_dir / "nbjobs.yaml"
+        if path.exists():
+            path.chmod(0o600)
+            self.say(f"kept {path} (yours to edit; check it with nbjobs check-config)")
+            return
+        gpus = detect_gpus()
+        settings = server_config(
+            self.storage,
+            self.state_dir,
+            gpus,
+            admins=self.args.admin,
+            pam=self.args.authenticator == "pam",
+            simulated=self.args.simulated_gpus,
+        )
+        header = (
+            "# nbjobs on this machine: written by `nbjobs install`, yours to edit now\n"
+            "# (the installer keeps it). Every key: https://nbjobs.readthedocs.io/ or\n"
+            "# docs/reference/config.md; check it with `nbjobs check-config --config FILE`.\n"
+        )
+        self.write(path, header + yaml.safe_dump(settings, sort_keys=False))
+        found = ", ".join(f"{i}: {name}" for i, name in gpus) or "none"
+        self.say(f"wrote {path} (GPUs found: {found})")
+
+    def secrets(self) -> None:
+        """The job service's token, made once and kept; the two environment files."""
+        token = _read_env(self.config_dir / "service.env").get("JUPYTERHUB_API_TOKEN")
+        if not token:
+            token = secrets.token_hex(32)
+        a = self.args
+        service = {
+            "JUPYTERHUB_API_TOKEN": token,
+            "JUPYTERHUB_API_URL": f"http://127.0.0.1:{a.hub_port}/hub/api",
+            "JUPYTERHUB_SERVICE_NAME": "nbjobs",
+            "JUPYTERHUB_SERVICE_PREFIX": "/services/nbjobs/",
+            "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{a.service_port}",
+            "JUPYTERHUB_CLIENT_ID": "service-nbjobs",
+            "JUPYTERHUB_OAUTH_CALLBACK_URL": "/services/nbjobs/oauth_callback",
+            "JUPYTERHUB_OAUTH_ACCESS_SCOPES": '["access:services!service=nbjobs"]',
+            "JUPYTERHUB_BASE_URL": "/",
+            "NBJOBS_CONFIG": str(self.config_dir / "nbjobs.yaml"),
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
+        }
+        hub = {
+            "NBJOBS_SERVICE_URL_EXTERNAL": f"http://127.0.0.1:{a.service_port}",
+            "NBJOBS_SERVICE_API_TOKEN": token,
+            "NBJOBS_CONFIG": str(self.config_dir / "nbjobs.yaml"),
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
+        }
+        for name, values in (("service.env", service), ("hub.env", hub)):
+            self.write(self.config_dir / name, _env_text(values))
+        self.say(f"wrote the services' settings and token ({self.config_dir}/*.env, 0600)")
+
+    def hub_config(self) -> None:
+        a = self.args
+        auth = (
+            'c.JupyterHub.authenticator_class = "pam"\n'
+            "c.Authenticator.allow_all = True  # every account of this machine may log in\n"
+            if a.authenticator == "pam"
+            else 'c.JupyterHub.authenticator_class = "firstuseauthenticator.'
+            'FirstUseAuthenticator"\n'
+            "# only users the admin (or a teacher's roster) added; each picks a password at "
+            "first login\n"
+            "c.FirstUseAuthenticator.create_users = False\n"
+            f'c.FirstUseAuthenticator.dbm_path = "{self.state_dir}/passwords.dbm"\n'
+            "c.Authenticator.allow_existing_users = True\n"
+        )
+        text = (
+            HUB_CONFIG.format(
+                config=str(self.config_dir / "nbjobs.yaml"),
+                service_port=a.service_port,
+                ip=a.ip,
+                port=a.port,
+                hub_port=a.hub_port,
+                proxy_api_port=a.proxy_api_port,
+                state=self.state_dir,
+                admins=sorted(a.admin),
+                extra=self.config_dir / "jupyterhub_config.d",
+            )
+            + auth
+        )
+        self.write(self.config_dir / "jupyterhub_config.py", text)
+        self.say(f"wrote {self.config_dir / 'jupyterhub_config.py'}")
+
+    def units(self) -> None:
+        for name, text in self.unit_texts().items():
+            path = self.units_dir / name
+            self.units_dir.mkdir(parents=True, exist_ok=True)
+            self.write(path, text, 0o644)
+            if name not in self.made["units"]:
+                self.made["units"].append(name)
+            self.say(f"wrote {path}")
+
+    def unit_texts(self) -> dict[str, str]:
+        """The two systemd units, from the commands :func:`commands` gives."""
+        hub, jobs = commands(self.config_dir, self.bin)
+        common = UNIT_COMMON.format(state=self.state_dir)
+        return {
+            JOBS_UNIT: UNIT.format(
+                what="nbjobs job service (jobs run under their owners' accounts)",
+                env=self.config_dir / "service.env",
+                command=" ".join(jobs),
+                after="network.target",
+                common=common,
+                # a restart of the service must not stop the jobs: the next one adopts them
+                kill="KillMode=process",
+            ),
+            HUB_UNIT: UNIT.format(
+                what="JupyterHub of nbjobs (notebook servers under users' own accounts)",
+                env=self.config_dir / "hub.env",
+                command=" ".join(hub),
+                after=f"network.target {JOBS_UNIT}",
+                common=common,
+                kill="KillMode=control-group",
+            ),
+        }
+
+    def check_config(self) -> str | None:
+        from .config import ConfigError, load_config
+
+        try:
+            load_config(self.config_dir / "nbjobs.yaml")
+        except ConfigError as exc:
+            return f"{exc}; fix it and run nbjobs install again"
+        return None
+
+    def start(self) -> None:
+        if self.args.no_start:
+            self.say("started nothing (--no-start)")
+            return
+        if systemd_runs():
+            subprocess.run(["systemctl", "daemon-reload"], check=True)
+            for unit in (JOBS_UNIT, HUB_UNIT):
+                subprocess.run(["systemctl", "enable", unit], check=True, capture_output=True)
+                subprocess.run(["systemctl", "restart", unit], check=True)
+            self.say(f"started {JOBS_UNIT} and {HUB_UNIT} (systemctl status nbjobs-*)")
+            return
+        hub, jobs = commands(self.config_dir, self.bin)
+        self.say(
+            "systemd is not running here (PID 1 is "
+            f"{_pid1()}), so nothing was started; start the two as root, the job service "
+            "first:"
+        )
+        for name, command in (("service.env", jobs), ("hub.env", hub)):
+            print(f"  {shell_line(self.config_dir / name, command, self.state_dir)}")
+
+    # -- what it made ----------------------------------------------------------
+
+    def load_manifest(self) -> None:
+        path = self.state_dir / MANIFEST
+        with contextlib.suppress(OSError, ValueError):
+            before = json.loads(path.read_text())
+            for key in self.made:
+                self.made[key] = list(before.get(key, []))
+
+    def save_manifest(self) -> None:
+        path = self.state_dir / MANIFEST
+        self.made["files"] = [f for f in self.made["files"] if f != str(path)]
+        record = {**self.made, "config_dir": str(self.config_dir), "storage": str(self.storage)}
+        self.write(path, json.dumps(record, indent=1) + "\n")
+
+
+HUB_CONFIG = """\
+# Written by `nbjobs install` at each run: change nbjobs.yaml instead (or add a file to
+# {extra}/, read last).
+import glob
+from nbjobs.hub_config import configure
+
+configure(c, {config!r}, service_port={service_port})
+c.JupyterHub.ip = {ip!r}
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "{state}/jupyterhub_cookie_secret"
+c.ConfigurableHTTPProxy.pid_file = "{state}/proxy.pid"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.Spawner.default_url = "/lab"
+c.Authenticator.admin_users = set({admins!r})
+for extra in sorted(glob.glob("{extra}/*.py")):
+    load_subconfig(extra)  # noqa: F821 (JupyterHub's config loader provides it)
+"""
+
+UNIT_COMMON = """WorkingDirectory={state}
+UMask=0077
+Restart=always
+RestartSec=5"""
+
+UNIT = """\
+# Written by `nbjobs install`; removed by `nbjobs uninstall`.
+[Unit]
+Description={what}
+After={after}
+
+[Service]
+User=root
+EnvironmentFile={env}
+ExecStart={command}
+{kill}
+{common}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def commands(config_dir: Path, bindir: Path) -> tuple[list[str], list[str]]:
+    """The hub's and the job service's command lines (no secret on either: they come
+    from the environment files)."""
+    hub = [str(bindir / "jupyterhub"), "-f", str(config_dir / "jupyterhub_config.py")]
+    jobs = [str(bindir / "nbjobs"), "service", "--config", str(config_dir / "nbjobs.yaml")]
+    return hub, jobs
+
+
+def shell_line(env_file: Path, command: list[str], state_dir: Path) -> str:
+    """What starts one of the two without systemd: its environment read from the file,
+    never put on a command line (every account can read those)."""
+    inner = f"set -a; . {env_file}; set +a; umask 077; cd {state_dir}; exec {' '.join(command)}"
+    return f"sh -c '{inner}' &"
+
+
+def server_config(
+    storage: Path,
+    state_dir: Path,
+    gpus: list[tuple[int, str]],
+    *,
+    admins: Sequence[str],
+    pam: bool,
+    simulated: int = 0,
+) -> dict[str, Any]:
+    """nbjobs.yaml for a class on this server: CPU and GPU flavors from its GPUs."""
+    local: dict[str, Any] = {
+        # the GPUs found now, by index: nvidia-smi may have found them where NVML is absent
+        "gpus": [index for index, _ in gpus],
+        "cpu_slots": 2,
+        "accounts": {"mode": "existing", "prefix": ""}
+        if pam
+        else {"mode": "create", "prefix": ACCOUNT_PREFIX},
+    }
+    flavors: list[dict[str, Any]] = [
+        {"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "1h"}
+    ]
+    names = sorted({name for _, name in gpus})
+    gpu_type = names[0] if len(names) == 1 else None
+    count = len(gpus)
+    if not gpus and simulated:
+        local = {**local, "simulated_gpus": simulated}
+        local.pop("gpus")
+        gpu_type, count = "simulated", simulated
+    if count:
+        label = f"1 {gpu_type}" if gpu_type else "1 GPU"
+        flavors.append(
+            {"name": "gpu", "display_name": label, "gpus": 1, "time_limit": "4h"}
+            | ({"gpu_type": gpu_type} if gpu_type else {})
+        )
+    if count >= 2:
+        flavors.append(
+            {"name": f"gpu-{count}", "display_name": f"{count} GPUs", "gpus": count}
+            | {"time_limit": "4h"}
+            | ({"gpu_type": gpu_type} if gpu_type else {})
+        )
+    return {
+        "storage": {"root": str(storage), "user_dir": "{username}"},
+        "database": {"url": f"sqlite:///{state_dir}/jobs.sqlite"},
+        "backend": {"kind": "local", "local": local},
+        "flavors": flavors,
+        "quotas": {"default": {"max_running_gpus": 1, "max_queued_jobs": 20}},
+        "admin": {"users": list(admins)},
+    }
+
+
+_SMI_LINE = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
+
+
+def detect_gpus() -> list[tuple[int, str]]:
+    """This machine's NVIDIA GPUs, ``(index, name)``: from NVML, else ``nvidia-smi -L``."""
+    with contextlib.suppress(Exception):
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            found = []
+            for i in range(int(pynvml.nvmlDeviceGetCount())):
+                name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                found.append((i, name.decode() if isinstance(name, bytes) else str(name)))
+            return found
+        finally:
+            pynvml.nvmlShutdown()
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    gpus = []
+    for line in listed.stdout.splitlines():
+        match = _SMI_LINE.match(line.strip())
+        if match:
+            gpus.append((int(match.group(1)), match.group(2).removeprefix("NVIDIA ")))
+    return gpus
+
+
+def systemd_runs() -> bool:
+    """systemd is PID 1 here (not in most containers)."""
+    return Path("/run/systemd/system").is_dir()
+
+
+def _pid1() -> str:
+    try:
+        return Path("/proc/1/comm").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _env_text(values: dict[str, str]) -> str:
+    lines = ["# Written by `nbjobs install`: root's alone (it holds a token)."]
+    for key, value in values.items():
+        assert "'" not in value
+        lines.append(f"{key}='{value}'")
+    return "\n".join(lines) + "\n"
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            found[key.strip()] = value.strip().strip("'")
+    return found
+
+
+def install(argv: Sequence[str] | None = None) -> int:
+    """``nbjobs install``."""
+    return Installer(install_parser().parse_args(argv)).run()
+
+
+# -- uninstall -------------------------------------------------------------------
+
+
+def uninstall(argv: Sequence[str] | None = None) -> int:
+    """``nbjobs uninstall``: stop the services, then remove what the installer made."""
+    args = uninstall_parser().parse_args(argv)
+    if os.geteuid() != 0:
+        print("nbjobs uninstall: run it as root (sudo nbjobs uninstall)", file=sys.stderr)
+        return 2
+    state_dir, config_dir = Path(args.state_dir), Path(args.config_dir)
+    try:
+        made = json.loads((state_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        print(
+            f"nbjobs uninstall: {state_dir / MANIFEST} is missing, so nothing here was made "
+            "by nbjobs install (or --state-dir names another folder)",
+            file=sys.stderr,
+        )
+        return 2
+
+    def say(text: str) -> None:
+        print(f"nbjobs uninstall: {text}", flush=True)
+
+    prefix = _account_prefix(config_dir / "nbjobs.yaml")
+    if systemd_runs():
+        for unit in made.get("units", []):
+            subprocess.run(["systemctl", "disable", "--now", unit], capture_output=True)
+    stopped = _stop_processes(config_dir)
+    if stopped:
+        say(f"stopped {stopped} process(es) of the hub and the job service")
+    from .accounts import accounts_made, remove_account
+
+    if prefix is not None:
+        for name in accounts_made():
+            if name.startswith(prefix) and remove_account(name):
+                say(f"removed the OS account {name}")
+    for unit in made.get("units", []):
+        with contextlib.suppress(FileNotFoundError):
+            (Path(args.units_dir) / unit).unlink()
+            say(f"removed {Path(args.units_dir) / unit}")
+    if systemd_runs():
+        subprocess.run(["systemctl", "daemon-reload"], capture_output=True)
+    for file in made.get("files", []):
+        with contextlib.suppress(FileNotFoundError):
+            Path(file).unlink()
+    _remove_control_groups()
+    storage = Path(made.get("storage", args.storage))
+    for folder in sorted(made.get("folders", []), key=len, reverse=True):
+        path = Path(folder)
+        if path == storage and not args.remove_user_files:
+            say(f"kept {path} (users' folders; --remove-user-files deletes them)")
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        say(f"removed {path}")
+    with contextlib.suppress(FileNotFoundError):
+        (state_dir / MANIFEST).unlink()
+    for folder in (config_dir / "jupyterhub_config.d", config_dir, state_dir):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    say("done")
+    return 0
+
+
+def _account_prefix(config: Path) -> str | None:
+    try:
+        settings = yaml.safe_load(config.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return ACCOUNT_PREFIX
+    accounts = settings.get("backend", {}).get("local", {}).get("accounts", {})
+    if accounts.get("mode") != "create":
+        return None  # the admin's own accounts (PAM): never removed
+    return str(accounts.get("prefix", ACCOUNT_PREFIX))
+
+
+def _stop_processes(config_dir: Path) -> int:
+    """Stop the hub and the job service started from this install (without systemd), and
+    what they started."""
+    import psutil
+
+    marks = (str(config_dir / "jupyterhub_config.py"), str(config_dir / "nbjobs.yaml"))
+    ours = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if any(mark in line for mark in marks) and process.pid != os.getpid():
+            ours.append(process)
+    family = set(ours)
+    for process in ours:
+        with contextlib.suppress(psutil.Error):
+            family.update(process.children(recursive=True))
+    for process in ours:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGTERM)
+    psutil.wait_procs(ours, timeout=30)
+    left = [p for p in family if p.is_running()]
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(left, timeout=10)
+    time.sleep(0.1)
+    return len(ours)
+
+
+def _remove_control_groups() -> None:
+    """The ``nbjobs`` control groups, once empty (their jobs and servers are gone)."""
+    from .cgroups import Cgroups
+
+    cgroups = Cgroups()
+    for folder in {p.parent for p in cgroups.group("x").paths().values()}:
+        if folder.is_dir():
+            for child in folder.iterdir():
+                if child.is_dir():
+                    with contextlib.suppress(OSError):
+                        child.rmdir()
+            with contextlib.suppress(OSError):
+                folder.rmdir()

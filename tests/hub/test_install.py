@@ -1,0 +1,189 @@
+"""``nbjobs install`` on this machine as a school's admin runs it, twice; then a class's
+first day through what it installed; then ``nbjobs uninstall``.
+
+Everything is real: root (CI's), OS accounts, the units' files, the hub and the job
+service started by the commands the installer printed (no systemd runs here), the
+first-use login, a spawn, a job on the GPU flavor (the GPUs come from a stand-in
+``nvidia-smi -L``; the notebook computes nothing on them). Its folders are under one
+temporary folder instead of /etc, /var/lib and /srv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import requests
+import yaml
+
+from .hubproc import free_port, login, start_server, xsrf
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="nbjobs install needs root (CI's)")
+
+NVIDIA_SMI = """#!/bin/sh
+# stand-in: the listing of a server with two A100s
+echo "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-11111111-2222-3333-4444-555555555555)"
+echo "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-66666666-7777-8888-9999-000000000000)"
+"""
+
+
+@pytest.fixture(scope="module")
+def machine():
+    top = Path(tempfile.mkdtemp(prefix="nbjobs-install-"))
+    top.chmod(0o755)
+    tools = top / "bin"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(NVIDIA_SMI)
+    (tools / "nvidia-smi").chmod(0o755)
+    dirs = {
+        "config-dir": top / "etc" / "nbjobs",
+        "state-dir": top / "var" / "lib" / "nbjobs",
+        "storage": top / "srv" / "nbjobs",
+        "units-dir": top / "etc" / "systemd" / "system",
+    }
+    path_args = [f"--{name}={path}" for name, path in dirs.items()]
+    env = {**os.environ, "PATH": f"{tools}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    yield top, dirs, path_args, env
+    subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", "uninstall", *path_args, "--remove-user-files"],
+        env=env,
+        capture_output=True,
+    )
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def nbjobs(env, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
+    _, dirs, path_args, env = machine
+    port = free_port()
+    ports = [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
+    ports += [f"--proxy-api-port={free_port()}", "--ip=127.0.0.1"]
+    command = ["install", *path_args, *ports, "--admin", "boss"]
+
+    first = nbjobs(env, *command)
+    again = nbjobs(env, *command)
+
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    config_dir, state_dir, storage = dirs["config-dir"], dirs["state-dir"], dirs["storage"]
+    assert "GPUs found: 0: A100-SXM4-80GB, 1: A100-SXM4-80GB" in first.stdout
+    assert f"kept {config_dir / 'nbjobs.yaml'}" in again.stdout
+    assert f"kept {storage}" in again.stdout
+    settings = yaml.safe_load((config_dir / "nbjobs.yaml").read_text())
+    assert [f["name"] for f in settings["flavors"]] == ["cpu", "gpu", "gpu-2"]
+    assert settings["backend"]["local"]["accounts"] == {"mode": "create", "prefix": "jupyter-"}
+    assert settings["admin"]["users"] == ["boss"]
+    # what holds a secret, or users' records, is root's alone
+    files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in config_dir.iterdir()}
+    assert files == dict.fromkeys(
+        ["nbjobs.yaml", "jupyterhub_config.py", "service.env", "hub.env"], 0o600
+    )
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(storage.stat().st_mode) == 0o711  # users pass through to their own
+    token = (config_dir / "service.env").read_text()
+    assert token.count("JUPYTERHUB_API_TOKEN=") == 1
+    units = sorted(p.name for p in dirs["units-dir"].iterdir())
+    assert units == ["nbjobs-hub.service", "nbjobs-jobs.service"]
+    hub_unit = (dirs["units-dir"] / "nbjobs-hub.service").read_text()
+    assert f"EnvironmentFile={config_dir / 'hub.env'}" in hub_unit
+    assert f"ExecStart={Path(sys.executable).parent / 'jupyterhub'} -f" in hub_unit
+    assert "JUPYTERHUB_API_TOKEN" not in hub_unit  # secrets stay in the 0600 files
+
+    # no systemd here: the installer says how to start the two, and that is what we run
+    assert "systemd is not running here" in again.stdout
+    lines = [line.strip() for line in again.stdout.splitlines() if line.strip().startswith("sh -c")]
+    assert len(lines) == 2
+    for line in lines:
+        subprocess.run(["bash", "-c", line], env=env, check=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
+                break
+        except requests.ConnectionError:
+            pass
+        assert time.monotonic() < deadline, "the hub did not answer"
+        time.sleep(0.5)
+
+    # the admin's first login picks the password; ada is added in the hub; hers picks hers
+    boss = login(url, "boss", "first-day-secret")
+    added = boss.post(f"{url}/hub/api/users/ada", headers={"X-XSRFToken": xsrf(boss, "/hub/")})
+    assert added.status_code == 201, added.text
+    nobody = requests.Session()
+    nobody.get(f"{url}/hub/login")
+    refused = nobody.post(
+        f"{url}/hub/login",
+        data={"username": "mallory", "password": "whatever1", "_xsrf": nobody.cookies["_xsrf"]},
+        allow_redirects=False,
+    )
+    assert refused.status_code != 302  # a stranger cannot claim a name
+    ada = login(url, "ada", "adas-own-secret")
+    start_server(url, ada, "ada")
+    account = pwd.getpwnam("jupyter-ada")
+    home = storage / "ada"
+    assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (account.pw_uid, 0o700)
+
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "import os; print(os.getuid(), os.environ['CUDA_VISIBLE_DEVICES'])"
+            )
+        ]
+    )
+    headers = {"X-XSRFToken": xsrf(ada, "/user/ada/")}
+    put = ada.put(
+        f"{url}/user/ada/api/contents/train.ipynb",
+        json={"type": "notebook", "content": notebook},
+        headers=headers,
+    )
+    assert put.status_code == 201, put.text
+    api = f"{url}/user/ada/nbjobs/api/"
+    job = ada.post(api + "jobs", json={"path": "train.ipynb", "flavor": "gpu"}, headers=headers)
+    assert job.status_code == 201, job.text
+    deadline = time.monotonic() + 120
+    while (done := ada.get(api + f"jobs/{job.json()['id']}").json())["state"] not in (
+        "succeeded",
+        "failed",
+        "cancelled",
+    ):
+        assert time.monotonic() < deadline, done
+        time.sleep(0.5)
+    assert done["state"] == "succeeded", done
+    result = home / done["output_path"]
+    assert result.parent == home  # beside the source
+    printed = nbformat.read(result, as_version=4).cells[-1].outputs[0].text.split()
+    assert printed[0] == str(account.pw_uid)
+    assert printed[1] in ("0", "1")
+
+    gone = nbjobs(env, "uninstall", *path_args)
+
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert "removed the OS account jupyter-ada" in gone.stdout
+    assert not [e for e in pwd.getpwall() if e.pw_name.startswith("jupyter-")]
+    assert not dirs["units-dir"].exists() or not list(dirs["units-dir"].iterdir())
+    assert not config_dir.exists()
+    assert not state_dir.exists()
+    assert (home / "train.ipynb").exists()  # users' folders are kept
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{url}/hub/api/", timeout=5)
+    assert json.dumps(sorted(p.name for p in storage.iterdir())) == '["ada"]'
