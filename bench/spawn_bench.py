@@ -1,12 +1,15 @@
-"""Spawn benchmark: nbjobs' CPU-only local spawner against JupyterHub's SimpleLocalProcessSpawner.
+"""Spawn benchmark: nbjobs' CPU-only local spawner against JupyterHub's SimpleLocalProcessSpawner,
+and (as root) nbjobs' spawner giving each user an OS account of their own.
 
     python bench/spawn_bench.py [--rounds N]
 
-Two real hubs run side by side, identical but for the spawner class; each
-round spawns on both, and which goes first alternates from round to round (so
-machine noise and warm caches favour neither). Each round starts
-a user's server through the hub API and waits until the hub says it is
-ready, then stops it. Printed: the median spawn-to-ready of each, and the ratio.
+Real hubs run side by side, identical but for the spawner; each round spawns on
+every hub, and the order turns from round to round (so machine noise and warm caches
+favour none). Each round starts a user's server through the hub API and waits until
+the hub says it is ready, then stops it. Printed: the median spawn-to-ready of each,
+and its ratio to SimpleLocalProcessSpawner and to nbjobs' spawner without accounts.
+The accounts hub makes a new OS account per round (first login), as a class's first
+day does; they are removed at the end.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ SPAWNERS = {
     "SimpleLocalProcessSpawner": "jupyterhub.spawner.SimpleLocalProcessSpawner",
     "nbjobs LocalCPUSpawner": "nbjobs.spawner.local.LocalCPUSpawner",
 }
+#: as root: the same spawner, each user their own OS account (made at their first spawn)
+ACCOUNTS = "nbjobs, own accounts"
+ACCOUNT_PREFIX = f"bench{secrets.token_hex(2)}-"
 
 
 def free_port() -> int:
@@ -62,16 +68,17 @@ def free_port() -> int:
 
 
 class Hub:
-    def __init__(self, work: Path, spawner: str) -> None:
+    def __init__(self, work: Path, spawner: str, accounts: bool = False) -> None:
         work.mkdir(parents=True)
-        (work / "nbjobs.yaml").write_text(
-            yaml.safe_dump(
-                {
-                    "storage": {"root": str(work / "home")},
-                    "database": {"url": "sqlite:///jobs.sqlite"},
-                }
-            )
-        )
+        work.chmod(0o755)  # users' accounts pass through to their folders
+        settings: dict = {
+            "storage": {"root": str(work / "home")},
+            "database": {"url": "sqlite:///jobs.sqlite"},
+        }
+        if accounts:
+            mode = {"mode": "create", "prefix": ACCOUNT_PREFIX}
+            settings["backend"] = {"kind": "local", "local": {"accounts": mode}}
+        (work / "nbjobs.yaml").write_text(yaml.safe_dump(settings))
         self.token = secrets.token_hex(16)
         port = free_port()
         (work / "hub.py").write_text(
@@ -148,28 +155,51 @@ def main() -> int:
     args = parser.parse_args()
     if shutil.which("configurable-http-proxy", path=str(Path(sys.executable).parent)) is None:
         raise SystemExit("configurable-http-proxy is missing: run scripts/install.sh")
-    times: dict[str, list[float]] = {name: [] for name in SPAWNERS}
+    hubs_wanted = [(name, cls, False) for name, cls in SPAWNERS.items()]
+    if os.geteuid() == 0:
+        hubs_wanted.append((ACCOUNTS, SPAWNERS["nbjobs LocalCPUSpawner"], True))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in hubs_wanted}
     with tempfile.TemporaryDirectory(prefix="nbjobs-spawn-") as tmp:
+        Path(tmp).chmod(0o755)
         hubs: dict[str, Hub] = {}
         try:
-            # the first hub is stopped (finally) if the second does not start
-            for i, (name, cls) in enumerate(SPAWNERS.items()):
-                hubs[name] = Hub(Path(tmp) / str(i), cls)
+            # the hubs started are stopped (finally) if a later one does not start
+            for i, (name, cls, accounts) in enumerate(hubs_wanted):
+                hubs[name] = (
+                    Hub(Path(tmp) / str(i), cls, accounts)
+                    if accounts
+                    else Hub(Path(tmp) / str(i), cls)
+                )
             for round_ in range(args.rounds):
                 order = list(hubs)
-                if round_ % 2:  # alternate who goes first: warm caches favour neither
+                if round_ % 2:  # alternate who goes first: warm caches favour none
                     order.reverse()
                 for name in order:
                     times[name].append(hubs[name].spawn_to_ready(f"user{round_}"))
         finally:
             for hub in hubs.values():
                 hub.stop()
+            _remove_bench_accounts()
     base = statistics.median(times["SimpleLocalProcessSpawner"])
+    ours = statistics.median(times["nbjobs LocalCPUSpawner"])
     print(f"spawn to ready, median of {args.rounds} rounds:")
     for name, samples in times.items():
         median = statistics.median(samples)
-        print(f"  {name:<27}{median:6.2f} s   ÷ SimpleLocalProcessSpawner {median / base:.2f}")
+        print(
+            f"  {name:<27}{median:6.2f} s   ÷ SimpleLocalProcessSpawner {median / base:.2f}"
+            f"   ÷ nbjobs LocalCPUSpawner {median / ours:.2f}"
+        )
     return 0
+
+
+def _remove_bench_accounts() -> None:
+    if os.geteuid() != 0:
+        return
+    from nbjobs.accounts import accounts_made, remove_account
+
+    for name in accounts_made():
+        if name.startswith(ACCOUNT_PREFIX):
+            remove_account(name)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,11 @@ def bench(monkeypatch):
     class FakeHub:
         fail: set[str] = set()
 
-        def __init__(self, work: Path, spawner: str) -> None:
+        def __init__(self, work: Path, spawner: str, accounts: bool = False) -> None:
             if spawner in self.fail:
                 raise SystemExit(f"hub with {spawner} did not start")
-            self.spawner = spawner
-            events.append(("start", spawner))
+            self.spawner = spawner + (" (accounts)" if accounts else "")
+            events.append(("start", self.spawner))
 
         def spawn_to_ready(self, user: str) -> float:
             events.append(("spawn", self.spawner, user))
@@ -43,6 +43,7 @@ def bench(monkeypatch):
 
     monkeypatch.setattr(module, "Hub", FakeHub)
     monkeypatch.setattr(module.shutil, "which", lambda *a, **k: "/usr/bin/true")
+    monkeypatch.setattr(module.os, "geteuid", lambda: 1000)  # two hubs: no accounts
     return module, FakeHub, events
 
 
