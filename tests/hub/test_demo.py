@@ -292,7 +292,8 @@ def test_bob_reads_nothing_of_ada_nor_of_the_services(demo):
         workdir / "jupyterhub.sqlite",
         workdir / "jupyterhub.log",
     ]
-    private += [Path(f"/proc/{p.pid}/environ") for p in service_processes()]
+    for process in service_processes():
+        private += [Path(f"/proc/{process.pid}/environ"), Path(f"/proc/{process.pid}/mem")]
     assert all(p.exists() for p in private)
     s = login(url, "bob")
     start_server(url, s, "bob")
