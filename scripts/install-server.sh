@@ -25,7 +25,16 @@ if [ ! -x "$prefix/bin/python" ]; then
     /usr/bin/python3 -m venv "$prefix"
 fi
 echo "==> nbjobs from $(pwd) into $prefix (a few minutes: it builds the JupyterLab extension)"
+# from the committed tree alone: a development build in this checkout (./scripts/install.sh
+# --dev) would otherwise end up in the wheel beside a fresh one
+source=$(mktemp -d)
+trap 'rm -rf "$source"' EXIT
+if [ -d .git ] && command -v git >/dev/null; then
+    git archive HEAD | tar -x -C "$source"
+else
+    cp -r . "$source"
+fi
 "$prefix/bin/python" -m pip install --quiet --upgrade pip
-"$prefix/bin/python" -m pip install --quiet --upgrade ".[all]"
+"$prefix/bin/python" -m pip install --quiet --upgrade "$source[all]"
 echo "==> nbjobs install $*"
-exec "$prefix/bin/nbjobs" install "$@"
+"$prefix/bin/nbjobs" install "$@"
