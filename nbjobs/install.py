@@ -263,6 +263,13 @@ class Installer:
         self.write(path, header + yaml.safe_dump(settings, sort_keys=False))
         found = ", ".join(f"{i}: {name}" for i, name in gpus) or "none"
         self.say(f"wrote {path} (GPUs found: {found})")
+        if not gpus and not self.args.simulated_gpus:
+            self.say(
+                "no NVIDIA GPU was found (is its driver installed? nvidia-smi -L lists them), "
+                "so only the cpu flavor is there; once the driver works, run nbjobs install "
+                "again after moving nbjobs.yaml aside, or add the GPUs to it "
+                "(backend.local.gpus, flavors)"
+            )
 
     def secrets(self) -> None:
         """The job service's token, made once and kept; the two environment files."""
