@@ -290,7 +290,7 @@ class LocalBackend(Backend):
                 [str(g) for g in local.gpus] if local.gpus != "auto" else discover_gpus(self.log)
             )
         # an admin's list names GPUs by their /dev/nvidiaN number; NVML's are looked up
-        asks_nvml = local.gpus == "auto" and not self.simulates_gpus
+        asks_nvml = local.gpus == "auto" and not self.simulates_gpus and bool(self.gpus)
         self.gpu_minors = nvml_minor_numbers() if asks_nvml else {}
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots

@@ -54,6 +54,15 @@ class FakeNVML(types.ModuleType):
     def nvmlShutdown(self) -> None:
         self.calls.append("shutdown")
 
+    #: each GPU's /dev/nvidiaN number (a machine may number them unlike NVML's order)
+    minors: tuple[int, ...] = ()
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetMinorNumber(self, handle: int) -> int:
+        return self.minors[handle] if self.minors else handle
+
 
 @pytest.fixture
 def nvml(monkeypatch) -> Any:
@@ -91,6 +100,21 @@ def test_auto_uses_nvmls_gpus(nvml):
     assert local.gpus == ["0", "1"]
     two = parse_config("flavors: [{name: two, gpus: 2}]").flavors[0]
     assert local.can_ever_fit(two) is None
+
+
+def test_a_jobs_device_rule_names_nvmls_minor_numbers(nvml):
+    """NVML's index 0 may be /dev/nvidia2: the control group must allow the device the
+    GPU really is, or the job is locked out of its own GPU (and into another's)."""
+    fake = nvml(gpus=2)
+    fake.minors = (2, 0)
+
+    local = backend("auto")
+    one = parse_config("flavors: [{name: one, gpus: 1}]").flavors[0]
+
+    assert local.job_limits(one, ["0"]).gpu_minors == (2,)
+    assert local.job_limits(one, ["1"]).gpu_minors == (0,)
+    cpu = parse_config("flavors: [{name: c, gpus: 0}]").flavors[0]
+    assert local.job_limits(cpu, []).gpu_minors == ()  # a CPU job: no GPU device at all
 
 
 def test_a_configured_list_wins_and_nvml_is_not_asked(nvml):
