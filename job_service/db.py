@@ -43,8 +43,9 @@ from nbjobs.models import ACTIVE_STATES
 #: table (tests/job_service/test_schema_version.py keeps each version's outline and fails
 #: on a change left unbumped), so that a database says which nbjobs last shaped it.
 #: 1: every table up to nbjobs 0.1 (columns were added without a bump);
-#: 2: the same tables, numbered from here on.
-SCHEMA_VERSION = 2
+#: 2: the same tables, numbered from here on;
+#: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports).
+SCHEMA_VERSION = 3
 
 log = logging.getLogger("nbjobs.job_service")
 
@@ -279,6 +280,26 @@ class RetiredUsage(Base):
     node: Mapped[str] = mapped_column(String(255), primary_key=True)
     held_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     busy_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class KeptUsage(Base):
+    """The GPU time of a job whose record was deleted, with its times: a period's budget
+    and a usage report count it as they counted the job (deleting a job never gives
+    GPU-hours back)."""
+
+    __tablename__ = "nbjobs_usage_kept"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user: Mapped[str] = mapped_column(String(255), index=True)
+    groups: Mapped[list[str]] = mapped_column(JSON, default=list)
+    flavor: Mapped[str] = mapped_column(String(64))
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: the GPUs it counted as (a 0.25 slice: 0.25)
+    gpus: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    #: GPU-seconds busy (its share), from its telemetry; None if never sampled
+    busy_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class SchemaVersion(Base):

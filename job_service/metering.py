@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 from nbjobs.config import NbjobsConfig
 from nbjobs.models import ClassInfo, UsageDay, UsageLine
 
-from .db import BUSY_SHARE, CHARGED_GPUS, JobRecord, RetiredUsage
+from .db import BUSY_SHARE, CHARGED_GPUS, JobRecord, KeptUsage, RetiredUsage
 
 #: what a report may be broken down by
 BREAKDOWNS = ("user", "group", "class", "flavor", "node")
@@ -110,6 +110,19 @@ def jobs_in_range(
     )
     if users is not None:
         query = query.where(JobRecord.user.in_(list(users)))
+    # deleted jobs' GPU time counts in its period as it did before
+    kept = select(
+        KeptUsage.user,
+        cast(KeptUsage.groups, Text),
+        KeptUsage.flavor,
+        KeptUsage.node,
+        KeptUsage.gpus,
+        _epoch_seconds(db, KeptUsage.started_at),
+        _epoch_seconds(db, KeptUsage.finished_at),
+        KeptUsage.busy_seconds,
+    ).where(KeptUsage.started_at < until, KeptUsage.finished_at > since)
+    if users is not None:
+        kept = kept.where(KeptUsage.user.in_(list(users)))
     groups_of: dict[str | None, tuple[str, ...]] = {}
     jobs = []
     # core rows (no ORM loading): a report reads a hundred thousand of them
@@ -118,6 +131,7 @@ def jobs_in_range(
         rows = db.connection().execute(query).all()
     except (ValueError, TypeError):  # a damaged row (a time that is no time): skip it
         rows = _readable_rows(db, query)
+    rows = [*rows, *db.connection().execute(kept).all()]
     for row in rows:
         user, groups, flavor, node, gpus, started, finished, busy = row
         if started is None:  # a start the database cannot read as a time
@@ -384,9 +398,30 @@ def report(
 
 
 def retire(db: Session, record: JobRecord) -> None:
-    """Keep the GPU-seconds of a job whose record goes (``forget``) in the retired usage
-    (in ``db``'s transaction), so that the counters Prometheus reads never go down."""
+    """Keep the GPU time of a job whose record goes (``forget``), in ``db``'s transaction:
+    dated (:class:`KeptUsage`), so that budgets and usage reports go on counting it in its
+    period, and in the retired totals, so that the counters Prometheus reads never go down."""
     share = record.charged_gpus / record.gpu_count if record.gpu_count else 1.0
+    if (
+        record.started_at is not None
+        and record.charged_gpus
+        and db.get(KeptUsage, record.id) is None
+    ):
+        db.add(
+            KeptUsage(
+                job_id=record.id,
+                user=record.user,
+                groups=list(record.groups or []),
+                flavor=record.flavor,
+                node=record.node,
+                gpus=float(record.charged_gpus),
+                started_at=record.started_at,
+                finished_at=record.finished_at or record.started_at,
+                busy_seconds=None
+                if record.gpu_busy_seconds is None
+                else record.gpu_busy_seconds * share,
+            )
+        )
     held, busy = record.gpu_seconds_held or 0.0, (record.gpu_busy_seconds or 0.0) * share
     if not held and not busy:
         return

@@ -63,7 +63,7 @@ from .approvals import ApprovalExpiry, needs_approval, waiting_for_approval
 from .backends import Backend
 from .budgets import Budgets
 from .classes import ClassRegistry
-from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
+from .db import ACTIVE_VALUES, JobRecord, KeptUsage, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
     Caller,
@@ -633,6 +633,14 @@ class JobService:
             start = max(r.started_at, since)
             end = r.finished_at or now
             seconds += max(0.0, (end - start).total_seconds()) * r.charged_gpus
+        # deleted jobs' GPU time stays in its period: deleting never gives hours back
+        kept = db.execute(
+            select(KeptUsage.started_at, KeptUsage.finished_at, KeptUsage.gpus).where(
+                KeptUsage.user == user, KeptUsage.finished_at >= since
+            )
+        ).all()
+        for started, finished, gpus in kept:
+            seconds += max(0.0, (finished - max(started, since)).total_seconds()) * gpus
         return seconds / 3600
 
     # -- read --------------------------------------------------------------------

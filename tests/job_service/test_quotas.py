@@ -195,3 +195,33 @@ async def test_how_several_group_quotas_combine(svc, groups, expected):
     assert svc.service.quota_for(Caller("ada", frozenset({"a", "b"}))) == Quota(max_running_gpus=3)
     # no group with a quota: the default
     assert svc.service.quota_for(Caller("zed", frozenset({"other"}))) == quotas.default
+
+
+async def test_deleting_jobs_never_gives_gpu_hours_back(start):
+    """The attack: run a GPU job, get refused the next one, delete the first (204), submit
+    again. The deleted job's GPU time stays in its period for the budget, and in the
+    usage report, as it did before it was deleted."""
+    svc = await start({"quotas": {"default": {"gpu_hours": 1, "period": "day"}}})
+    try:
+        used = record_gpu_time(svc, "bob", gpus=1, started_ago=3 * HOUR, finished_ago=HOUR)
+        old = record_gpu_time(svc, "bob", gpus=1, started_ago=3 * DAY, finished_ago=2 * DAY)
+        refused = await post_gpu_job(svc, "bob")
+        async with svc.client("root") as admin:
+            before = await admin.get("usage", params={"by": "user"})
+        async with svc.client("bob") as bob:
+            deleted = [(await bob.delete(f"jobs/{job}")).status_code for job in (used, old)]
+            listed = (await bob.get("jobs")).json()["jobs"]
+        again = await post_gpu_job(svc, "bob")
+        async with svc.client("root") as admin:
+            after = await admin.get("usage", params={"by": "user"})
+    finally:
+        await stop_all(svc)
+
+    assert refused.status_code == 429
+    assert deleted == [204, 204]
+    assert [j["id"] for j in listed] == []  # gone from the list...
+    assert again.status_code == 429, again.text  # ...not from the budget
+    assert again.json()["message"] == refused.json()["message"]
+    bob_before = next(r for r in before.json()["breakdown"] if r["name"] == "bob")
+    bob_after = next(r for r in after.json()["breakdown"] if r["name"] == "bob")
+    assert bob_after["gpu_hours_allocated"] == bob_before["gpu_hours_allocated"] > 0
