@@ -320,6 +320,46 @@ class ClassRegistry:
             return f"holds the JupyterHub role {roles[0]!r}" + refuse
         return None
 
+    def group_meanings(self) -> dict[str, str]:
+        """The group names nbjobs.yaml gives something to, and what (a class may not take
+        one: its students would get it)."""
+        config = self.config
+        meanings: dict[str, str] = {}
+
+        def note(names: Iterable[str], what: str) -> None:
+            for name in names:
+                meanings.setdefault(name, what)
+
+        note(config.admin.groups, "its members are nbjobs admins")
+        note(config.teachers.groups, "its members teach")
+        for flavor in config.flavors:
+            note(flavor.groups, f"it may use flavor {flavor.name!r}")
+            if flavor.approval is not None:
+                note(flavor.approval.groups, f"its jobs on {flavor.name!r} need approval")
+        note(config.quotas.groups, "it has a quota of its own")
+        for profile in config.profiles:
+            note(profile.groups, f"it may use profile {profile.name!r}")
+        return meanings
+
+    async def _may_teach(self, name: str) -> bool:
+        """Whether the hub user ``name`` may teach: named a teacher (or admin) in
+        nbjobs.yaml, a hub admin, in a teachers' or admins' group, or holding a role
+        that teaches."""
+        config = self.config
+        if name in config.teachers.users or name in config.admin.users:
+            return True
+        if any(name in cls.teachers for cls in config.classes):
+            return True
+        model = await self.hub.user(name) if self.hub is not None else None
+        if model is None:
+            return False
+        if model.get("admin"):
+            return True
+        groups = set(model.get("groups") or [])
+        if groups & (set(config.teachers.groups) | set(config.admin.groups)):
+            return True
+        return bool({"nbjobs-teachers", "nbjobs-admins"} & set(model.get("roles") or []))
+
     def _check_settings(self, request: CreateClass) -> float | None:
         """The class's GPU-hours per student (the admin's cap when the teacher gave none)."""
         teachers = self.config.teachers
@@ -349,6 +389,13 @@ class ClassRegistry:
                 "(at most 63), like 'ml101'"
             )
         gpu_hours = self._check_settings(request)
+        meaning = self.group_meanings().get(request.name)
+        if meaning:
+            # a class is a hub group: its students would get what that group is given
+            raise Invalid(
+                f"class name {request.name!r} is a group nbjobs.yaml gives meaning to "
+                f"({meaning}); its students would get that too: pick another name"
+            )
         await self.refresh(force=True)
         if self.get(request.name) is not None or request.name in self._all_groups:
             raise Conflict(f"a class or group named {request.name!r} exists; pick another name")
@@ -357,6 +404,15 @@ class ClassRegistry:
         bad_teachers = [t for t in teachers if not USER_NAME.match(t)]
         if bad_teachers:
             raise Invalid(f"not a valid teacher name: {', '.join(bad_teachers)}")
+        if not caller.admin:
+            co = [t for t in teachers if t != caller.name]
+            may = await asyncio.gather(*(self._may_teach(t) for t in co))
+            not_teachers = [t for t, ok in zip(co, may, strict=True) if not ok]
+            if not_teachers:
+                raise Invalid(
+                    f"{', '.join(not_teachers)} may not teach here (no teacher role): a class's "
+                    "co-teachers must be teachers already; ask an admin to make them one"
+                )
         created = await self._ensure_users(hub, [*students, *teachers])
         info = ClassInfo(
             name=request.name,

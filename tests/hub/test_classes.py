@@ -71,7 +71,7 @@ def hub(tmp_path_factory):
 def tokens_for(url: str, admin_token: str) -> dict[str, str]:
     admin = {"Authorization": f"token {admin_token}"}
     tokens = {}
-    for user in ("tess", "tom", "ada", "bob", "eve"):
+    for user in ("tess", "tom", "ada", "bob", "eve", "sam"):
         r = requests.post(
             f"{url}/hub/api/users/{user}/tokens", headers=admin, json={"note": "t"}, timeout=30
         )
@@ -189,6 +189,41 @@ def test_teachers_may_not_exceed_what_the_admin_allows(hub):
     assert hub.group("greedy") is None
 
 
+def test_a_teacher_names_only_teachers_as_co_teachers(hub):
+    """The attack: a teacher makes a student co-teacher, who then manages the class."""
+    student = hub.nbjobs("tess", "class", "create", "c2", "newkid", "--teacher", "ada")
+    teacher = hub.nbjobs("tess", "class", "create", "c3", "newkid2", "--teacher", "tom")
+
+    assert student.returncode == 5
+    assert (
+        "ada may not teach here (no teacher role): a class's co-teachers must be teachers "
+        "already; ask an admin to make them one"
+    ) in student.stderr
+    assert hub.group("c2") is None
+    assert not hub.user_exists("newkid")  # nothing was created
+    assert teacher.returncode == 0, teacher.stderr
+    assert hub.group("c3")["properties"]["nbjobs_class"]["teachers"] == ["tess", "tom"]
+    assert hub.nbjobs("tess", "class", "delete", "c3").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "meaning"),
+    [("nobody", "it may use flavor 'lab-cpu'"), ("staff", "its members are nbjobs admins")],
+)
+def test_a_class_may_not_take_the_name_of_a_group_that_grants_something(hub, name, meaning):
+    """The attack: a class named after the group a restricted flavor names, so that its
+    students get that flavor."""
+    made = hub.api("tess", "POST", "classes", json={"name": name, "students": ["zed"]})
+
+    assert made.status_code == 400, made.text
+    assert made.json()["message"] == (
+        f"class name {name!r} is a group nbjobs.yaml gives meaning to ({meaning}); its "
+        "students would get that too: pick another name"
+    )
+    group = hub.group(name)
+    assert group is None or group["users"] == ["sam"]  # zed joined no such group
+
+
 def test_add_remove_and_delete_keep_students_and_their_work(hub):
     assert hub.nbjobs("tess", "class", "create", "cv", "gus").returncode == 0
 
@@ -283,7 +318,8 @@ def test_a_teacher_may_not_enrol_admins_or_teachers(hub, student, reason):
 
 
 def test_the_teacher_of_another_class_is_not_a_student(hub):
-    made = hub.nbjobs("tom", "class", "create", "cotaught", "ula", "--teacher", "cora")
+    # an admin may name anyone co-teacher (a teacher may name only teachers)
+    made = hub.nbjobs("sam", "class", "create", "cotaught", "ula", "--teacher", "cora")
     assert made.returncode == 0, made.stderr
 
     refused = hub.nbjobs("tess", "class", "create", "takeover", "cora")
