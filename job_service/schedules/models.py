@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -27,6 +27,24 @@ class ScheduleSpec(_Body):
     #: ticks missed while the service was away: ``once`` (one run when it is back) or
     #: ``skip`` (none; the history says so)
     catch_up: Literal["once", "skip"] = "once"
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _a_date_the_clock_reaches(cls, value: datetime | None) -> datetime | None:
+        # far dates overflow once moved to UTC or a tick is added (9999-12-31 at -14:00)
+        if value is None:
+            return value
+        try:
+            moved = value.astimezone(timezone.utc) if value.tzinfo is not None else value
+        except OverflowError:
+            moved = None
+        if moved is None or not YEARS[0] <= moved.year <= YEARS[1]:
+            raise ValueError(f"give a date between the years {YEARS[0]} and {YEARS[1]}")
+        return value
+
+
+#: the years a schedule's first and last day may be in
+YEARS = (1970, 9000)
 
 
 class DefinitionRequest(SubmitRequest):

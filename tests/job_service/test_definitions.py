@@ -309,6 +309,15 @@ async def test_pause_resume_and_delete(ticking):
         ({"cron": "61 * * * *"}, "is not valid"),
         ({"cron": "0 2 * * *", "timezone": "Mars/Olympus"}, "is not an IANA time zone"),
         ({"cron": "* * * * * *"}, "has 6 field(s)"),
+        # far dates overflowed to a 500 when moved to UTC or past a tick
+        (
+            {"cron": "0 2 * * *", "end_at": "9999-12-31T23:59:59-14:00"},
+            "give a date between the years 1970 and 9000",
+        ),
+        (
+            {"cron": "0 2 * * *", "start_at": "9999-12-01T00:00:00Z"},
+            "give a date between the years 1970 and 9000",
+        ),
     ],
 )
 async def test_bad_schedules_are_refused_in_words(svc, schedule, words):
