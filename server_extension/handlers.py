@@ -303,6 +303,11 @@ class TrustHandler(_ServiceHandler):
                 409, "job %s is %s: its output is written when it ends", job_id, job.get("state")
             )
         output = str(job["output_path"])
+        if not output.endswith(".ipynb"):
+            # a script's or a command's output is its log: nothing in it runs in the page
+            raise web.HTTPError(
+                400, "job %s wrote %s, not a notebook: there is nothing to trust", job_id, output
+            )
         try:
             await ensure_async(self.contents_manager.trust_notebook(output))
         except web.HTTPError as exc:

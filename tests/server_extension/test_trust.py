@@ -57,3 +57,20 @@ def test_only_a_finished_job_of_ones_own_can_be_trusted(server):
     # without the server's token: jupyter-server's own refusal, nothing signed
     anonymous = server.request("POST", f"nbjobs/api/jobs/{job['id']}/trust", token="")
     assert anonymous.status_code in (401, 403)
+
+
+def test_a_commands_output_is_no_notebook_to_trust(server):
+    """A command job's output is its log: trusting it was a 500."""
+    wait_ready(server)
+    job = server.request(
+        "POST", "nbjobs/api/jobs", json={"path": ".", "flavor": "cpu", "command": "echo hi"}
+    )
+    assert job.status_code == 201, job.text
+    done = wait_done(server, job.json()["id"])
+
+    answer = server.request("POST", f"nbjobs/api/jobs/{done['id']}/trust")
+
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["message"] == (
+        f"job {done['id']} wrote {done['output_path']}, not a notebook: there is nothing to trust"
+    )
