@@ -126,7 +126,8 @@ def runner_command(
     command += ["--status-file", where(spec.status_file), "--cwd", where(spec.cwd)]
     command += ["--log-file", where(spec.log_file), "--log-file-mode", f"{log_mode:03o}"]
     if spec.source_name:
-        command += ["--source-name", spec.source_name]
+        # one word with '=': a name such as --x.sh is a value, not an option
+        command.append(f"--source-name={spec.source_name}")
     command += spec.choice_args(where)
     if spec.parameters:
         # the file the backend writes into the job's folder, like the local backend:

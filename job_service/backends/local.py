@@ -433,7 +433,8 @@ class LocalBackend(Backend):
         command += [str(spec.output_file), "--status-file", str(spec.status_file)]
         command += ["--cwd", str(spec.cwd)]
         if spec.source_name:
-            command += ["--source-name", spec.source_name]
+            # one word with '=': a name such as --x.sh is a value, not an option
+            command.append(f"--source-name={spec.source_name}")
         command += spec.choice_args(str)
         if spec.parameters:
             # a file, not JSON in argv: every local user reads argv with ps, and one

@@ -54,6 +54,15 @@ async def test_a_script_that_exits_non_zero_fails_saying_how_and_its_last_line(s
     assert done["message"] == "prep.sh exited with code 3: no data in /data/in"
 
 
+async def test_a_script_whose_name_starts_with_dashes_runs(svc):
+    """``--x.sh`` is a file name, not an option of the runner (it failed in argparse)."""
+    write(svc, "ada", "--x.sh", "echo ran as $0\n")
+    job = await svc.submit("ada", "--x.sh")
+    done = await svc.wait("ada", job["id"])
+    assert done["state"] == "succeeded", done
+    assert "ran as" in (svc.home("ada") / done["output_path"]).read_text()
+
+
 async def test_a_command_runs_in_the_folder_it_names(svc):
     (svc.home("ada") / "data").mkdir(parents=True, exist_ok=True)
     async with svc.client("ada") as c:
