@@ -36,6 +36,12 @@ SUBMIT_SCOPE = "custom:nbjobs:submit"
 TEACH_SCOPE = "custom:nbjobs:teach"
 #: may read the service's Prometheus metrics (and nothing else by it)
 METRICS_SCOPE = "custom:nbjobs:metrics"
+#: the refusal of a hub token that holds none of HubTokenAuth.accepted_scopes
+NARROW_TOKEN = (
+    "this token may not use nbjobs: it holds neither custom:nbjobs:submit nor "
+    "access:services!service=nbjobs; make one with those scopes (the hub's Token page "
+    "gives them by default) or use your notebook server's"
+)
 
 
 def bearer_token(headers: Any, query_token: str | None = None) -> str | None:
@@ -249,10 +255,26 @@ class HubTokenAuth(Authenticator):
         name = model["name"]
         groups = frozenset(model.get("groups") or [])
         scopes = set(model.get("scopes") or [])
+        if not scopes & self.accepted_scopes():
+            # a token made for something else (read:users:name!user=ada) is not a key
+            # to nbjobs, whoever's it is
+            return Caller(name, groups, refused=NARROW_TOKEN)
         admin = self.is_admin(name, groups, bool(model.get("admin")) or ADMIN_SCOPE in scopes)
         may_submit = admin or not self.require_submit_scope or SUBMIT_SCOPE in scopes
         teacher = self.is_teacher(name, groups, TEACH_SCOPE in scopes)
         return Caller(name, groups, admin, may_submit=may_submit, teacher=teacher)
+
+    @staticmethod
+    def accepted_scopes() -> set[str]:
+        """A token holding any of these may use nbjobs (what it may do is decided after)."""
+        service = os.environ.get("JUPYTERHUB_SERVICE_NAME") or "nbjobs"
+        return {
+            SUBMIT_SCOPE,
+            ADMIN_SCOPE,
+            TEACH_SCOPE,
+            "access:services",
+            f"access:services!service={service}",
+        }
 
     async def may_scrape(self, token: str) -> bool | None:
         """An admin's token, or a user's or service's holding ``custom:nbjobs:metrics``

@@ -23,6 +23,8 @@ class Caller:
     may_submit: bool = True
     #: may provision classes (custom:nbjobs:teach, or nbjobs.yaml's teachers)
     teacher: bool = False
+    #: why this caller's token may not use nbjobs at all (a 403 that says so); None: it may
+    refused: str | None = None
 
 
 class ServiceError(Exception):

@@ -150,6 +150,8 @@ class APIHandler(web.RequestHandler):
         caller = await self.authenticator.caller_for_token(token) if token else None
         if caller is None:
             self._unauthenticated()
+        if caller.refused:
+            raise web.HTTPError(403, "%s", caller.refused)
         self.caller = caller
 
     def _unauthenticated(self) -> NoReturn:

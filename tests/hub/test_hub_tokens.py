@@ -66,3 +66,35 @@ def test_a_new_token_works_at_once_after_a_refusal(hub):  # noqa: F811
     made = _hub_api(hub, "POST", "users/ada/tokens", json={"note": "fresh"})
     made.raise_for_status()
     assert _health(hub, made.json()["token"]) == 200
+
+
+def test_a_token_made_for_something_else_is_no_key_to_nbjobs(hub):  # noqa: F811
+    """The attack: a token with only read:users:name!user=ada submitted, changed settings
+    and listed jobs. Now it is a 403 that names the scopes it lacks."""
+    narrow = _hub_api(
+        hub,
+        "POST",
+        "users/ada/tokens",
+        json={"note": "narrow", "scopes": ["read:users:name!user=ada"]},
+    )
+    narrow.raise_for_status()
+    full = _hub_api(hub, "POST", "users/ada/tokens", json={"note": "as the Token page makes it"})
+    full.raise_for_status()
+    headers = {"Authorization": f"token {narrow.json()['token']}"}
+
+    listed = requests.get(hub[0] + "jobs", headers=headers, timeout=30)
+    submitted = requests.post(
+        hub[0] + "jobs", headers=headers, json={"path": "x.ipynb", "flavor": "cpu"}, timeout=30
+    )
+    settings = requests.put(
+        hub[0] + "notifications/settings", headers=headers, json={"email": None}, timeout=30
+    )
+
+    for answer in (listed, submitted, settings):
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["message"] == (
+            "this token may not use nbjobs: it holds neither custom:nbjobs:submit nor "
+            "access:services!service=nbjobs; make one with those scopes (the hub's Token page "
+            "gives them by default) or use your notebook server's"
+        )
+    assert _health(hub, full.json()["token"]) == 200  # a token as users make them works

@@ -26,6 +26,8 @@ c.JupyterHub.custom_scopes = {{
     "custom:nbjobs:submit": {{"description": "submit notebooks as nbjobs jobs"}},
 }}
 c.JupyterHub.load_roles = [
+    # every user may reach the service (what configure() grants); submitting needs more here
+    {{"name": "user", "scopes": ["self", "access:services!service=nbjobs"]}},
     {{"name": "nbjobs-operators", "users": ["op"], "scopes": ["custom:nbjobs:admin"]}},
     {{"name": "nbjobs-users", "groups": ["staff"], "scopes": ["custom:nbjobs:submit"]}},
     {{"name": "token-maker", "services": ["test-admin"], "scopes": ["tokens", "admin:users"]}},
