@@ -546,8 +546,9 @@ class EmailConfig(_Model):
 class WebhookConfig(_Model):
     """JSON POSTs about jobs to the hosts admins allow (chat tools, automation)."""
 
-    #: ``host`` or ``host:port`` users may send to; a webhook to any other host is refused
-    #: when it is set, so the service cannot be made to call internal addresses
+    #: ``host`` (on port 443, or 80 over http) or ``host:port`` users may send to; a
+    #: webhook to any other host or port is refused when it is set, so the service cannot be
+    #: made to call internal addresses
     allowed_hosts: list[str] = []
     #: ``http://`` to an allowed host too (a test or a relay inside the cluster); else
     #: webhooks must be ``https://``

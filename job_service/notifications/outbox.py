@@ -346,7 +346,12 @@ class Outbox:
         )
         response = await AsyncHTTPClient().fetch(request, raise_error=False)
         if response.code == 599:
-            raise SendFailed(f"the webhook could not be reached: {response.error}")
+            # the same words for a refused connection, a timeout and an unknown name: the
+            # attempts a user reads must not tell which ports of a host are open
+            raise SendFailed(
+                "the webhook could not be reached (no answer in time, or no connection); "
+                "check its address with the service that gave it"
+            )
         if not 200 <= response.code < 300:
             raise SendFailed(f"the webhook answered HTTP {response.code}")
 

@@ -10,6 +10,7 @@ may have changed the lists) and follows no redirect.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from typing import TYPE_CHECKING
@@ -66,14 +67,37 @@ def webhook_problem(config: NotificationsConfig, url: str) -> str | None:
     if parts.username or parts.password:
         return "a webhook URL may not carry a user name or password"
     host = parts.hostname.lower()
-    with_port = f"{host}:{port}" if port else host
-    if host not in hooks.allowed_hosts and with_port not in hooks.allowed_hosts:
+    default = 443 if parts.scheme == "https" else 80
+    with_port = f"{host}:{port or default}"
+    # a plain host is allowed on its scheme's own port only: host:8787 would reach
+    # whatever else listens there (this service's API, a mail relay)
+    allowed_here = with_port in hooks.allowed_hosts or (
+        (port is None or port == default) and host in hooks.allowed_hosts
+    )
+    if not allowed_here:
         allowed = ", ".join(hooks.allowed_hosts) or "none"
         return (
             f"webhooks go only to the hosts your admin allows ({allowed}; "
-            f"notifications.webhook.allowed_hosts in nbjobs.yaml), not to {with_port}"
+            f"notifications.webhook.allowed_hosts in nbjobs.yaml, a host on port {default} "
+            f"unless it names another), not to {with_port}"
         )
+    if with_port in own_addresses():
+        return "a webhook may not call the job service itself"
     return None
+
+
+def own_addresses() -> set[str]:
+    """``host:port`` of the job service itself, as its hub told it where to listen."""
+    url = os.environ.get("JUPYTERHUB_SERVICE_URL")
+    if not url:
+        return set()
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return set()
+    hosts = {parts.hostname or "", "localhost", "127.0.0.1", "::1", "0.0.0.0"}
+    return {f"{h}:{port}" for h in hosts if h}
 
 
 def scope_of(settings: NotifySettings) -> str:

@@ -181,7 +181,7 @@ async def test_settings_refuse_addresses_and_hosts_the_admin_does_not_allow(tmp_
     )
     assert words["not an address"] == "'ada' is not an email address"
     assert words["internal"].startswith("webhooks go only to the hosts your admin allows")
-    assert words["internal"].endswith("not to 10.0.0.1")
+    assert words["internal"].endswith("not to 10.0.0.1:80")
     assert "169.254.169.254" in words["metadata"]
     assert words["credentials"] == "a webhook URL may not carry a user name or password"
     assert ok.status_code == 200
@@ -340,3 +340,29 @@ async def test_a_scoped_setting_is_removed_and_the_scope_follows_the_users_own(s
     assert bobs.json()["message"] == "you have no notification setting of your own"
     assert mine.status_code == 204
     assert none_left == []
+
+
+def test_a_plain_host_is_its_schemes_port_only_and_never_the_service_itself(monkeypatch):
+    """The attack: hosts allowed without a port reached any port of theirs (the service's
+    own API, the mail relay), and the recorded errors told which ports were open."""
+    from nbjobs.job_service.notifications.settings import webhook_problem
+
+    from nbjobs.config import NotificationsConfig
+
+    config = NotificationsConfig(
+        webhook={"allowed_hosts": ["hooks.example", "relay.example:8443", "localhost:8787"]}
+    )
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8787")
+
+    assert webhook_problem(config, "https://hooks.example/x") is None
+    assert webhook_problem(config, "https://hooks.example:443/x") is None
+    assert webhook_problem(config, "https://relay.example:8443/x") is None
+    other_port = webhook_problem(config, "https://hooks.example:8787/x")
+    assert other_port is not None
+    assert other_port.endswith(
+        "a host on port 443 unless it names another), not to hooks.example:8787"
+    )
+    assert webhook_problem(config, "https://relay.example/x") is not None  # 443: not listed
+    assert webhook_problem(config, "https://localhost:8787/x") == (
+        "a webhook may not call the job service itself"
+    )
