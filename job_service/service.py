@@ -1060,15 +1060,21 @@ class JobService:
             return request, Caller(record.user, frozenset(record.groups), admin=False)
 
     def forget(self, caller: Caller, job_id: str) -> None:
-        """Remove a finished job from the list; its output notebook and files stay."""
+        """Remove a finished job from the list, with its folder (the copy of the notebook
+        it ran, its status and log); its output notebook beside the source stays."""
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id, own=True)
             if not JobState(record.state).final:
                 raise Conflict(f"job {job_id} is still {record.state}; cancel it first")
+            job_dir = Path(record.job_dir)
             delete_samples(db, job_id)
             metering.retire(db, record)  # its GPU time stays counted
             db.delete(record)
             db.commit()
+        try:
+            remove_job_dir(job_dir)  # walked without following a link the user left there
+        except (OSError, ValueError) as exc:  # a record that names no job folder of ours
+            self.log.warning("job %s: its folder %s was not removed: %s", job_id, job_dir, exc)
 
     def update(self, caller: Caller, job_id: str, request: UpdateRequest) -> Job:
         """Admins: change a queued job's priority (bump it up the queue)."""

@@ -205,7 +205,7 @@ def record_gpu_time(
                 source_file=str(folder / "earlier.ipynb"),
                 snapshot_file=str(folder / ".nbjobs" / job_id / "input.ipynb"),
                 output_file=str(folder / "earlier.out.ipynb"),
-                job_dir=str(folder / ".nbjobs" / job_id),
+                job_dir=str(folder / ".nbjobs" / "jobs" / job_id),
                 parameters={},
                 gpu_count=gpus,
                 gpus=[str(i) for i in range(gpus)],

@@ -8,6 +8,8 @@ import nbformat
 import psutil
 import pytest
 
+from nbjobs.storage import job_folder
+
 from .conftest import BASE_CONFIG, record_gpu_time, stop_all
 
 HOUR = timedelta(hours=1)
@@ -162,6 +164,8 @@ async def test_forget_removes_a_finished_job_but_keeps_its_output(svc):
     svc.write("ada", "f.ipynb", "1")
     job = await svc.submit("ada", "f.ipynb")
     done = await svc.wait("ada", job["id"])
+    folder = job_folder(svc.home("ada"), job["id"])
+    held = folder.is_dir()
 
     async with svc.client("ada") as c:
         gone = await c.delete(f"jobs/{job['id']}")
@@ -170,6 +174,9 @@ async def test_forget_removes_a_finished_job_but_keeps_its_output(svc):
     assert gone.status_code == 204
     assert after.status_code == 404
     assert (svc.home("ada") / done["output_path"]).exists()
+    # its folder (the copy it ran, status, log) went with it: deleting frees the space
+    assert held
+    assert not folder.exists()
 
 
 @pytest.mark.parametrize("limit", [1, 2])
