@@ -206,6 +206,8 @@ class JobServiceApp(Application):
         return auth
 
     def make_web_app(self, service: JobService, auth: Authenticator) -> web.Application:
+        # scheduled runs act for their owners as they are at each tick, not as when saved
+        service.user_now = auth.user_now
         settings: dict[str, Any] = {
             "nbjobs_service": service,
             "nbjobs_auth": auth,

@@ -81,6 +81,11 @@ class Authenticator(LoggingConfigurable):
     async def caller_for_token(self, token: str) -> Caller | None:
         raise NotImplementedError
 
+    async def user_now(self, name: str) -> Caller | None:
+        """The user ``name`` as they are now, without a token of theirs (a scheduled run
+        acts for its owner): their groups now; None when there is no such user any more."""
+        raise NotImplementedError
+
     async def may_scrape(self, token: str) -> bool | None:
         """Whether ``token`` may read the Prometheus metrics: None when it is nobody's
         (a 401), False for someone not granted it (a 403)."""
@@ -160,6 +165,14 @@ class StaticTokenAuth(Authenticator):
                 f'${self.tokens_env} is not JSON; set it to {{"token": "user name"}}'
             ) from None
         return _token_map(data, f"${self.tokens_env}")
+
+    async def user_now(self, name: str) -> Caller | None:
+        if name not in self._known.values():
+            return None  # no token names them any more: they are gone from this service
+        groups = frozenset(self.user_groups.get(name, []))
+        return Caller(
+            name, groups, self.is_admin(name, groups), teacher=self.is_teacher(name, groups)
+        )
 
     async def caller_for_token(self, token: str) -> Caller | None:
         for known, name in self._known.items():
@@ -263,6 +276,17 @@ class HubTokenAuth(Authenticator):
         may_submit = admin or not self.require_submit_scope or SUBMIT_SCOPE in scopes
         teacher = self.is_teacher(name, groups, TEACH_SCOPE in scopes)
         return Caller(name, groups, admin, may_submit=may_submit, teacher=teacher)
+
+    async def user_now(self, name: str) -> Caller | None:
+        from .classes import HubGroups
+
+        hub = HubGroups(self.hub_auth.api_url, self.hub_auth.api_token)
+        model = await hub.user(name)
+        if model is None:
+            return None
+        groups = frozenset(model.get("groups") or [])
+        admin = self.is_admin(name, groups, bool(model.get("admin")))
+        return Caller(name, groups, admin, teacher=self.is_teacher(name, groups, False))
 
     @staticmethod
     def accepted_scopes() -> set[str]:

@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -133,6 +133,9 @@ class JobService:
         self.config = config
         #: classes from nbjobs.yaml and, in a hub, teachers' groups
         self.classes = classes or ClassRegistry(config, log=log)
+        #: a user as they are now (their groups; None: gone), for acting on their behalf
+        #: without a token of theirs (scheduled runs); set by the app from its authenticator
+        self.user_now: Callable[[str], Awaitable[Caller | None]] | None = None
         #: a user's folder; by default from nbjobs.yaml's storage (single-user: the server's root)
         self.folder_for = folder_for or (lambda name: user_folder(self.config.storage, name))
         self.backend = backend

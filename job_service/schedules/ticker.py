@@ -230,10 +230,17 @@ class Ticker:
         service = self.service
         state, job_id, reason = "submitted", None, None
         try:
+            gone = await self._owner_as_now(item)
+            if gone is not None:
+                state, reason = "refused", gone
+                await service.in_db(self._pause_for, item.definition_id, gone)
+                raise _Refused
             job = await service.submit(
                 item.owner, item.request, definition=(item.definition_id, item.run_id)
             )
             job_id = job.id
+        except _Refused:
+            pass
         except ServiceError as exc:
             state, reason = "refused", exc.message
         except IntegrityError:
@@ -249,6 +256,33 @@ class Ticker:
             service.log.info(
                 "definition %s of %s: run refused: %s", item.definition_id, item.owner.name, reason
             )
+
+    async def _owner_as_now(self, item: Due) -> str | None:
+        """Make ``item`` act for its owner as they are now (their groups, hence flavors,
+        quotas and class, as the authenticator sees them at this tick), not as when the
+        definition was saved; why it cannot run when the owner is gone (None: it can)."""
+        user_now = self.service.user_now
+        if user_now is None or item.owner.admin:
+            return None  # an admin's "run now" acts with the admin's own rights
+        try:
+            owner = await user_now(item.owner.name)
+        except NotImplementedError:
+            return None
+        if owner is None:
+            return (
+                f"{item.owner.name} is no longer a user here, so their definition is paused; "
+                "an admin may delete it"
+            )
+        item.owner = owner
+        return None
+
+    def _pause_for(self, definition_id: str, why: str) -> None:
+        with self.service.sessions() as db:
+            record = db.get(DefinitionRecord, definition_id)
+            if record is not None and not record.paused:
+                record.paused, record.next_run_at = 1, None
+                db.commit()
+                self.service.log.warning("definition %s paused: %s", definition_id, why)
 
     def _record_outcome(
         self, run_id: str, state: str, job_id: str | None, reason: str | None
@@ -303,3 +337,7 @@ class Ticker:
             if caller.name == record.user:
                 item.owner = caller  # their groups as this very call says
             return item
+
+
+class _Refused(Exception):
+    """A run refused before its job was asked for (its reason is already set)."""

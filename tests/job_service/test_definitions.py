@@ -193,21 +193,51 @@ async def test_a_run_interrupted_by_a_restart_gets_exactly_one_job(ticking, star
         await stop_all(again)
 
 
-async def test_a_run_the_owner_may_no_longer_make_is_recorded_as_refused(ticking):
+def authenticator(svc):
+    """The service's token authenticator, whose users and groups a test changes."""
+    return svc.server.request_callback.settings["nbjobs_auth"]
+
+
+async def test_a_run_the_owner_may_no_longer_make_is_recorded_as_refused(ticking, monkeypatch):
+    """The attack: given a flavor through a group, save a schedule, leave the group; the
+    ticks went on running with the groups stored with the definition."""
     svc, clock = ticking
     svc.write("cy", "p.ipynb", "1")
     made = await create(
         svc, "cy", path="p.ipynb", flavor="staff-only", schedule={"cron": "0 * * * *"}
     )
-    with svc.service.sessions() as db:  # cy left the staff group since
-        db.get(DefinitionRecord, made["id"]).groups = ["students"]
-        db.commit()
+    auth = authenticator(svc)
+    monkeypatch.setitem(auth.user_groups, "cy", ["students"])  # cy left the staff group
     clock.now += timedelta(hours=1)
     await svc.service.ticker.round()
 
     [run] = await runs(svc, made["id"], "cy")
     assert run["state"] == "refused"
     assert run["reason"].startswith("you may not use flavor 'staff-only'")
+    assert jobs_of(svc, made["id"]) == []
+
+
+async def test_a_gone_users_definition_is_paused_saying_why(ticking, monkeypatch):
+    svc, clock = ticking
+    svc.write("cy", "p.ipynb", "1")
+    made = await create(svc, "cy", path="p.ipynb", flavor="cpu", schedule={"cron": "0 * * * *"})
+    auth = authenticator(svc)
+    monkeypatch.setattr(auth, "_known", {t: u for t, u in auth._known.items() if u != "cy"})
+    clock.now += timedelta(hours=1)
+    await svc.service.ticker.round()
+    clock.now += timedelta(hours=1)
+    await svc.service.ticker.round()  # paused: no second run
+
+    with svc.service.sessions() as db:
+        record = db.get(DefinitionRecord, made["id"])
+        paused = (record.paused, record.next_run_at)
+    async with svc.client("root") as admin:  # cy has no token any more; an admin looks
+        history = (await admin.get(f"definitions/{made['id']}/runs")).json()["runs"]
+    assert [r["state"] for r in history] == ["refused"]
+    assert history[0]["reason"] == (
+        "cy is no longer a user here, so their definition is paused; an admin may delete it"
+    )
+    assert paused == (1, None)
     assert jobs_of(svc, made["id"]) == []
 
 
