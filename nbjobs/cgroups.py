@@ -168,6 +168,32 @@ class Cgroups:
         """Groups are systemd scopes (cgroup v2 under systemd)."""
         return self.version == "v2" and self.systemd
 
+    def sweep(self, prefix: str, older_than: float = 60.0) -> int:
+        """Remove the empty groups whose names start with ``prefix`` (``job-``): those of
+        jobs that ended while nobody watched (a service restart). A group with a process
+        in it stays (the kernel refuses to remove it), and so does one made in the last
+        ``older_than`` seconds (another service may be starting its job). How many were
+        removed."""
+        made_before = time.time() - older_than
+        if self.uses_systemd or not self.enforced:
+            return 0  # systemd collects its scopes itself
+        removed = 0
+        for parent in {p.parent for p in self.group("sweep").paths().values()}:
+            try:
+                children = [c for c in parent.iterdir() if c.is_dir()]
+            except OSError:
+                continue
+            for child in children:
+                if child.name.startswith(prefix):
+                    try:
+                        if child.stat().st_mtime > made_before:
+                            continue
+                        child.rmdir()
+                        removed += 1
+                    except OSError:
+                        pass
+        return removed
+
     def group(self, name: str) -> Group:
         """The group called ``name`` (``job-<id>``, ``server-<account>``), not made yet."""
         if not name.replace("-", "").replace("_", "").isalnum():

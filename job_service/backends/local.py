@@ -265,6 +265,8 @@ class LocalBackend(Backend):
             self.cgroups = Cgroups(Path(self.cgroup_root), mode=local.cgroups)
         except CgroupError as exc:
             raise ConfigError(str(exc)) from None
+        # groups of jobs that ended while no service watched them; running ones stay
+        self.cgroups.sweep("job-")
         if self.cgroups.unenforced() and local.cgroups != "off":
             self.log.warning("nbjobs: jobs' %s", self.cgroups.summary())
         else:

@@ -152,3 +152,24 @@ def test_gpu_minors_and_sizes_in_words():
     assert Limits(memory=2**30, cpus=0.5, gpu_minors=()).describe() == (
         "no GPU device, memory 1 GiB, 0.5 CPU"
     )
+
+
+@as_root
+def test_a_sweep_removes_the_empty_groups_of_jobs_and_keeps_a_busy_one():
+    cgroups = Cgroups()
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    ended, busy = cgroups.group(f"job-ended{os.getpid()}"), cgroups.group(f"job-busy{os.getpid()}")
+    ended.create(Limits(memory=2**30))
+    busy.create(Limits(memory=2**30))
+    sleeper = subprocess.Popen(["sleep", "30"], preexec_fn=busy.join)
+    try:
+        cgroups.sweep("job-")  # both new: another service may be starting them
+        assert all(p.exists() for p in ended.paths().values())
+        cgroups.sweep("job-", older_than=0)
+        assert not any(p.exists() for p in ended.paths().values())
+        assert all(p.exists() for p in busy.paths().values())
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        busy.remove()
