@@ -32,6 +32,23 @@ SERVICE_SCOPES = [
 ]
 
 
+def local_hub_lines(
+    folder: object, *, ip: str, port: int, hub_port: int, proxy_api_port: int
+) -> str:
+    """The lines of a ``jupyterhub_config.py`` that place a hub on one machine: its
+    addresses, and its database, cookie secret and proxy pid file in ``folder`` (a folder
+    only root reads, for the demo as root and for ``nbjobs install``)."""
+    return (
+        f"c.JupyterHub.ip = {ip!r}\n"
+        f"c.JupyterHub.port = {port}\n"
+        f"c.JupyterHub.hub_port = {hub_port}\n"
+        f'c.JupyterHub.db_url = "sqlite:///{folder}/jupyterhub.sqlite"\n'
+        f'c.JupyterHub.cookie_secret_file = "{folder}/jupyterhub_cookie_secret"\n'
+        f'c.ConfigurableHTTPProxy.pid_file = "{folder}/proxy.pid"\n'
+        f'c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"\n'
+    )
+
+
 def configure(
     c: Any, config_path: str | None = None, service_port: int | None = None
 ) -> NbjobsConfig:

@@ -221,17 +221,12 @@ def remove_account(name: str) -> bool:
 def _stop_processes_of(uid: int) -> None:
     import psutil
 
-    left = [
-        p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid
-    ]
-    for process in left:
-        with contextlib.suppress(psutil.Error):
-            process.terminate()
-    _, alive = psutil.wait_procs(left, timeout=5)
-    for process in alive:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(alive, timeout=5)
+    from .processes import stop_processes
+
+    stop_processes(
+        (p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid),
+        grace=5,
+    )
 
 
 def accounts_made() -> list[str]:

@@ -175,10 +175,8 @@ class Cgroups:
         ``older_than`` seconds (another service may be starting its job). How many were
         removed."""
         made_before = time.time() - older_than
-        if self.uses_systemd or not self.enforced:
-            return 0  # systemd collects its scopes itself
         removed = 0
-        for parent in {p.parent for p in self.group("sweep").paths().values()}:
+        for parent in self.parent_folders():
             try:
                 children = [c for c in parent.iterdir() if c.is_dir()]
             except OSError:
@@ -193,6 +191,13 @@ class Cgroups:
                     except OSError:
                         pass
         return removed
+
+    def parent_folders(self) -> list[Path]:
+        """The folders that hold nbjobs' groups (one per v1 hierarchy); none under systemd,
+        which collects its scopes itself."""
+        if self.uses_systemd or not self.enforced:
+            return []
+        return sorted({p.parent for p in self.group("any").paths().values()})
 
     def group(self, name: str) -> Group:
         """The group called ``name`` (``job-<id>``, ``server-<account>``), not made yet."""

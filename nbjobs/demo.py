@@ -15,7 +15,6 @@ notebook server, terminals and jobs run as, with their folder as its home
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import signal
@@ -44,14 +43,7 @@ import os
 from nbjobs.hub_config import configure
 
 configure(c, {config!r}, service_port={service_port})
-c.JupyterHub.ip = {ip!r}
-c.JupyterHub.port = {port}
-c.JupyterHub.hub_port = {hub_port}
-c.JupyterHub.db_url = "sqlite:///{workdir}/jupyterhub.sqlite"
-c.JupyterHub.cookie_secret_file = "{workdir}/jupyterhub_cookie_secret"
-c.ConfigurableHTTPProxy.pid_file = "{workdir}/proxy.pid"
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.JupyterHub.authenticator_class = "dummy"
+{placement}c.JupyterHub.authenticator_class = "dummy"
 c.DummyAuthenticator.password = {password!r}
 c.Authenticator.allowed_users = {users!r}
 c.Authenticator.admin_users = {admins!r}
@@ -118,6 +110,7 @@ def prepare(
     proxy_api_port: int = 8001,
 ) -> Path:
     """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config."""
+    from nbjobs.hub_config import local_hub_lines
     from nbjobs.job_service.backends.local import discover_gpus
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -146,11 +139,9 @@ def prepare(
         HUB_CONFIG.format(
             config=str(config),
             service_port=service_port,
-            ip=ip,
-            port=port,
-            hub_port=hub_port,
-            proxy_api_port=proxy_api_port,
-            workdir=workdir,
+            placement=local_hub_lines(
+                workdir, ip=ip, port=port, hub_port=hub_port, proxy_api_port=proxy_api_port
+            ),
             password=PASSWORD,
             users=set(STUDENTS + TEACHERS + ADMINS),
             admins=set(ADMINS),
@@ -376,6 +367,8 @@ def _stop(hub: subprocess.Popen[bytes]) -> None:
     """
     import psutil  # ipykernel's dependency; only the demo needs it
 
+    from nbjobs.processes import stop_processes
+
     family: list[psutil.Process] = []
     if hub.poll() is None:
         try:
@@ -390,11 +383,4 @@ def _stop(hub: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(hub.pid, signal.SIGKILL)
             hub.wait()
-    left = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for process in left:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.terminate()
-    _, alive = psutil.wait_procs(left, timeout=10)
-    for process in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
+    stop_processes(family, grace=10)

@@ -33,12 +33,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from nbjobs.hub_config import local_hub_lines
 
 #: the two services' systemd units
 HUB_UNIT, JOBS_UNIT = "nbjobs-hub.service", "nbjobs-jobs.service"
@@ -318,11 +319,13 @@ class Installer:
             HUB_CONFIG.format(
                 config=str(self.config_dir / "nbjobs.yaml"),
                 service_port=a.service_port,
-                ip=a.ip,
-                port=a.port,
-                hub_port=a.hub_port,
-                proxy_api_port=a.proxy_api_port,
-                state=self.state_dir,
+                placement=local_hub_lines(
+                    self.state_dir,
+                    ip=a.ip,
+                    port=a.port,
+                    hub_port=a.hub_port,
+                    proxy_api_port=a.proxy_api_port,
+                ),
                 admins=sorted(a.admin),
                 extra=self.config_dir / "jupyterhub_config.d",
             )
@@ -416,15 +419,7 @@ import glob
 from nbjobs.hub_config import configure
 
 configure(c, {config!r}, service_port={service_port})
-c.JupyterHub.ip = {ip!r}
-c.JupyterHub.port = {port}
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = {hub_port}
-c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
-c.JupyterHub.cookie_secret_file = "{state}/jupyterhub_cookie_secret"
-c.ConfigurableHTTPProxy.pid_file = "{state}/proxy.pid"
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.Spawner.default_url = "/lab"
+{placement}c.Spawner.default_url = "/lab"
 c.Authenticator.admin_users = set({admins!r})
 for extra in sorted(glob.glob("{extra}/*.py")):
     load_subconfig(extra)  # noqa: F821 (JupyterHub's config loader provides it)
@@ -667,6 +662,8 @@ def _stop_processes(config_dir: Path) -> int:
     what they started."""
     import psutil
 
+    from .processes import stop_processes
+
     marks = (str(config_dir / "jupyterhub_config.py"), str(config_dir / "nbjobs.yaml"))
     ours = []
     for process in psutil.process_iter(["cmdline"]):
@@ -680,13 +677,8 @@ def _stop_processes(config_dir: Path) -> int:
     for process in ours:
         with contextlib.suppress(psutil.Error):
             process.send_signal(signal.SIGTERM)
-    psutil.wait_procs(ours, timeout=30)
-    left = [p for p in family if p.is_running()]
-    for process in left:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(left, timeout=10)
-    time.sleep(0.1)
+    psutil.wait_procs(ours, timeout=30)  # the hub stops its proxy and servers itself
+    stop_processes(family, grace=0)  # what it could not
     return len(ours)
 
 
@@ -695,11 +687,7 @@ def _remove_control_groups() -> None:
     from .cgroups import Cgroups
 
     cgroups = Cgroups()
-    for folder in {p.parent for p in cgroups.group("x").paths().values()}:
-        if folder.is_dir():
-            for child in folder.iterdir():
-                if child.is_dir():
-                    with contextlib.suppress(OSError):
-                        child.rmdir()
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+    cgroups.sweep("", older_than=0)
+    for folder in cgroups.parent_folders():
+        with contextlib.suppress(OSError):
+            folder.rmdir()

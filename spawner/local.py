@@ -62,12 +62,16 @@ class LocalCPUSpawner(LocalProcessSpawner):
         self.group: Group | None = None
         self._oom_said = 0
         self._systemd_prefix: list[str] = []
+        self._nbjobs_settings: NbjobsConfig | None = None
 
     # -- what the server is ----------------------------------------------------
 
     def nbjobs_config(self) -> NbjobsConfig:
-        """nbjobs.yaml, as this hub reads it."""
-        return load_config(self.nbjobs_config_file or None)
+        """nbjobs.yaml, as this hub reads it: once per spawn (a change applies to the
+        servers started after it), not again for each of the spawn's steps."""
+        if self._nbjobs_settings is None:
+            self._nbjobs_settings = load_config(self.nbjobs_config_file or None)
+        return self._nbjobs_settings
 
     def user_folder(self) -> str:
         return str(user_folder(self.nbjobs_config().storage, self.user.name))
@@ -136,6 +140,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
     # -- its life --------------------------------------------------------------
 
     async def start(self) -> Any:
+        self._nbjobs_settings = None  # read afresh for each spawn
         config = self.nbjobs_config()
         folder = Path(self.user_folder())
         try:

@@ -608,7 +608,7 @@ class LocalBackend(Backend):
                 await self._exited_or_timeout(job)
             code = None
         self._kill_leftovers(job)
-        oom = self._out_of_memory(job)
+        oom = self._close_group(job)
         if oom is not None:
             return Outcome(code, oom, state="failed")
         if code is not None and code < 0:
@@ -619,9 +619,10 @@ class LocalBackend(Backend):
             return Outcome(code, f"the runner was killed by {name}")
         return Outcome(code)
 
-    def _out_of_memory(self, job: _Running) -> str | None:
-        """ "out of memory (limit 8 GiB)" when the kernel killed a process of the job for
-        passing its flavor's memory; the job's group is removed either way."""
+    def _close_group(self, job: _Running) -> str | None:
+        """Stop what is left in the ended job's group and remove the group; "out of memory
+        (limit 8 GiB)" when the kernel killed a process of the job for passing its
+        flavor's memory (None otherwise)."""
         group = job.group
         if group is None:
             return None

@@ -234,13 +234,11 @@ class Ticker:
             if gone is not None:
                 state, reason = "refused", gone
                 await service.in_db(self._pause_for, item.definition_id, gone)
-                raise _Refused
-            job = await service.submit(
-                item.owner, item.request, definition=(item.definition_id, item.run_id)
-            )
-            job_id = job.id
-        except _Refused:
-            pass
+            else:
+                job = await service.submit(
+                    item.owner, item.request, definition=(item.definition_id, item.run_id)
+                )
+                job_id = job.id
         except ServiceError as exc:
             state, reason = "refused", exc.message
         except IntegrityError:
@@ -337,7 +335,3 @@ class Ticker:
             if caller.name == record.user:
                 item.owner = caller  # their groups as this very call says
             return item
-
-
-class _Refused(Exception):
-    """A run refused before its job was asked for (its reason is already set)."""
