@@ -32,10 +32,25 @@ _CELL_TYPES = ("code", "markdown", "raw")
 _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
 
 
-def parse_notebook(text: str, where: str = "the notebook") -> tuple[NotebookNode, list[str]]:
+class TooManyCells(BadInput):
+    """A notebook of more cells than the caller takes (``count`` > ``limit``)."""
+
+    def __init__(self, where: str, count: int, limit: int) -> None:
+        super().__init__(
+            f"{where} has {count} cells, more than the {limit} a notebook may have here; "
+            "split it into smaller notebooks (or ask your admin to raise limits.cells)"
+        )
+        self.count, self.limit = count, limit
+
+
+def parse_notebook(
+    text: str, where: str = "the notebook", *, max_cells: int | None = None
+) -> tuple[NotebookNode, list[str]]:
     """The notebook in ``text`` as nbformat 4.5, and the repairs made, one sentence each.
 
-    ``where`` names the notebook in refusals (``INPUT train.ipynb``).
+    ``where`` names the notebook in refusals (``INPUT train.ipynb``). With
+    ``max_cells``, a notebook of more cells is refused as soon as they are counted,
+    before the costly part (validation) begins.
     """
     try:
         data = json.loads(text)
@@ -57,6 +72,10 @@ def parse_notebook(text: str, where: str = "the notebook") -> tuple[NotebookNode
     cells_key = "cells" if major == 4 else "worksheets"
     if not isinstance(data.get(cells_key), list):
         raise BadInput(f"{where} is not a notebook: it has no list of cells")
+    if max_cells is not None:
+        count = cell_count(data)
+        if count > max_cells:
+            raise TooManyCells(where, count, max_cells)
     repairs: list[str] = []
     if major == 4:
         repairs += _repair_v4(data)
@@ -77,6 +96,17 @@ def parse_notebook(text: str, where: str = "the notebook") -> tuple[NotebookNode
         reason = getattr(exc, "message", None) or str(exc).splitlines()[0]
         raise BadInput(f"{where} is not a valid notebook: {reason[:240]}") from None
     return nb, repairs
+
+
+def cell_count(data: dict[str, Any]) -> int:
+    """How many cells the notebook JSON ``data`` has (nbformat 4, or 3's worksheets)."""
+    if data.get("nbformat") == 4:
+        return len(data.get("cells") or [])
+    return sum(
+        len(sheet.get("cells") or [])
+        for sheet in data.get("worksheets") or []
+        if isinstance(sheet, dict) and isinstance(sheet.get("cells"), list)
+    )
 
 
 def _to_current_minor(nb: NotebookNode) -> None:

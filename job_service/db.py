@@ -44,8 +44,9 @@ from nbjobs.models import ACTIVE_STATES
 #: on a change left unbumped), so that a database says which nbjobs last shaped it.
 #: 1: every table up to nbjobs 0.1 (columns were added without a bump);
 #: 2: the same tables, numbered from here on;
-#: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports).
-SCHEMA_VERSION = 3
+#: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports);
+#: 4: ``nbjobs_mail_addresses``, the addresses users confirmed (or were mailed a code for).
+SCHEMA_VERSION = 4
 
 log = logging.getLogger("nbjobs.job_service")
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from nbformat import NotebookNode
-
 from nbjobs.config import Flavor
 
 from .errors import Invalid
@@ -57,12 +55,10 @@ def check_chosen_kernel(kernel: str | None, kernels: list[str] | None, flavor: F
     )
 
 
-def check_notebook_kernel(
-    nb: NotebookNode, path: str, kernels: list[str] | None, flavor: Flavor
-) -> None:
-    """Refuse a notebook whose own kernel the flavor's jobs do not have (when known)."""
-    name = (nb.metadata.get("kernelspec") or {}).get("name") or "python3"
-    if kernels is None or _has(kernels, str(name)):
+def check_notebook_kernel(name: str, path: str, kernels: list[str] | None, flavor: Flavor) -> None:
+    """Refuse a notebook whose own kernel (``name``) the flavor's jobs do not have
+    (when known)."""
+    if kernels is None or _has(kernels, name):
         return
     raise Invalid(
         f"{path!r} runs on kernel {name!r}, which flavor {flavor.name!r} does not have (it "

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from nbjobs.job_runner import BadInput, StatusFileError, parse_notebook
+from nbjobs.job_runner import StatusFileError
 from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -50,9 +50,9 @@ from nbjobs.storage import (
     job_folder,
     make_job_dir,
     open_file_at,
+    open_notebook,
     opened_job_dir,
     output_path_for,
-    read_notebook,
     relative_to_user,
     remove_job_dir,
     user_folder,
@@ -83,6 +83,7 @@ from .follow import Follower, read_status
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
 from .metrics import ServiceMetrics
+from .notebooks import NotebookChecks
 from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore
 from .queue import QueuePositions, in_queue_order, queue_order
@@ -131,6 +132,8 @@ class JobService:
         database_threads: int = 4,
     ) -> None:
         self.config = config
+        #: where submitted notebooks are checked, within limits.cells / check_memory
+        self.notebooks = NotebookChecks(config.limits)
         #: classes from nbjobs.yaml and, in a hub, teachers' groups
         self.classes = classes or ClassRegistry(config, log=log)
         #: a user as they are now (their groups; None: gone), for acting on their behalf
@@ -381,16 +384,16 @@ class JobService:
         folder = self.folder_for(caller.name)
         job_id = uuid.uuid4().hex[:12]
         jobdir = job_folder(folder, job_id)
-        # Reading, checking and copying a notebook of up to limits.notebook takes a
-        # while: off the event loop, so that other callers are answered meanwhile.
-        source = await asyncio.to_thread(
-            self._snapshot,
-            folder,
-            request.path,
-            jobdir,
-            None if request.kernel else (kernels, flavor),
-            request if kind != "notebook" else None,
-        )
+        if kind == "notebook":
+            source = await self._snapshot(
+                caller.name,
+                folder,
+                request.path,
+                jobdir,
+                None if request.kernel else (kernels, flavor),
+            )
+        else:
+            source = await asyncio.to_thread(self._snapshot_script, folder, request, jobdir)
         try:
             job = await self.in_db(
                 self._record_submit,
@@ -443,58 +446,60 @@ class JobService:
         with self.sessions() as db:
             self._check_quota_at_submit(db, caller, flavor)
 
-    def _snapshot(
+    async def _snapshot(
         self,
+        user: str,
         folder: Path,
         path: str,
         jobdir: Path,
         kernel_check: tuple[list[str] | None, Flavor] | None = None,
-        script: SubmitRequest | None = None,
     ) -> Path:
         """Read the notebook ``path`` once, check those bytes and make the job's folder
         with exactly those bytes as its snapshot; return where the notebook really is.
-        With ``script`` (a submission of a script or a command), that instead
-        (:mod:`.scripts`).
 
         With ``kernel_check`` (the kernels a flavor's jobs have, and the flavor), a
         notebook whose own kernel is not among them is refused here, not by a job that
         would fail on its first line.
 
         The read does not follow links out of the user's folder and checks the very
-        descriptor it reads (see :func:`~nbjobs.storage.read_notebook`): a link
-        swapped meanwhile cannot make the snapshot someone else's notebook.
+        descriptor it reads (see :func:`~nbjobs.storage.open_notebook`): a link
+        swapped meanwhile cannot make the snapshot someone else's notebook. The check
+        takes its turn (:class:`~.notebooks.NotebookChecks`): a big notebook is read
+        only once there is room for it, and parsed outside the service.
         """
         limit = self.config.limits.notebook
-        if script is not None:
-            source, files = read_script(folder, script, limit)
-            self._make_job_dir(folder, path, jobdir, files)
-            return source
         try:
-            notebook = read_notebook(folder, path, limit=limit)
+            opened = await asyncio.to_thread(open_notebook, folder, path, limit=limit)
         except NotebookTooLarge as exc:
-            raise TooLarge(
-                f"the notebook {path!r} is {_size(exc.size)}, more than the {_size(limit)} "
-                "this service takes; clear its outputs (Edit > Clear Outputs of All Cells) "
-                "and save it, or ask your admin to raise limits.notebook"
-            ) from None
+            raise _too_large(path, exc.size, limit) from None
         except PathRefused as exc:
             raise Invalid(str(exc)) from None
-        try:
-            # read as the runner reads it: what Jupyter's tools run (defects they
-            # tolerate are repaired there, and said), only what cannot be read refused
-            nb, _ = parse_notebook(notebook.data.decode("utf-8"), "it")
-        except (BadInput, UnicodeDecodeError) as exc:
-            reason = str(exc) if isinstance(exc, BadInput) else "it is not UTF-8 text"
-            raise Invalid(
-                f"{path!r} is not a valid notebook ({reason[:240]}); "
-                "open it in JupyterLab, fix it and save"
-            ) from None
-        if kernel_check is not None:
-            check_notebook_kernel(nb, path, *kernel_check)
-        self._make_job_dir(
-            folder, path, jobdir, {snapshot_name("notebook", notebook.path): notebook.data}
-        )
-        return notebook.path
+        with opened:
+            async with self.notebooks.turn(user, opened.size) as turn:
+                try:
+                    notebook = await asyncio.to_thread(opened.read)
+                except NotebookTooLarge as exc:
+                    raise _too_large(path, exc.size, limit) from None
+                opened.close()
+                found = await turn.check(notebook.data, path)
+                if kernel_check is not None:
+                    check_notebook_kernel(found.kernel, path, *kernel_check)
+                await asyncio.to_thread(
+                    self._make_job_dir,
+                    folder,
+                    path,
+                    jobdir,
+                    {snapshot_name("notebook", notebook.path): notebook.data},
+                )
+                source = notebook.path
+                del notebook  # its bytes go before the next notebook is let in
+        return source
+
+    def _snapshot_script(self, folder: Path, request: SubmitRequest, jobdir: Path) -> Path:
+        """The job's folder for a script or a command (:mod:`.scripts`); where it is."""
+        source, files = read_script(folder, request, self.config.limits.notebook)
+        self._make_job_dir(folder, request.path, jobdir, files)
+        return source
 
     def _make_job_dir(self, folder: Path, path: str, jobdir: Path, files: dict[str, bytes]) -> None:
         """The job's folder with ``files`` in it, or a refusal that says what to do."""
@@ -1181,6 +1186,14 @@ def _first_words(command: str, width: int = 40) -> str:
     """A command's name in the Jobs list: its first line, shortened."""
     line = command.strip().splitlines()[0] if command.strip() else "command"
     return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _too_large(path: str, size: int, limit: int) -> TooLarge:
+    return TooLarge(
+        f"the notebook {path!r} is {_size(size)}, more than the {_size(limit)} "
+        "this service takes; clear its outputs (Edit > Clear Outputs of All Cells) "
+        "and save it, or ask your admin to raise limits.notebook"
+    )
 
 
 def snapshot_failed(exc: OSError, path: str) -> ServiceError:

@@ -423,6 +423,15 @@ class LimitsConfig(_Model):
     notebook_output: Size = 16 * 1024**2
     #: cell output a job's log gets (``--max-log-output``); the rest is counted
     log_output: Size = 32 * 1024**2
+    #: the most cells a notebook may have (400 at submit beyond them); 300 000 tiny
+    #: cells, as teaching notebooks sometimes have, are within the default
+    cells: int = Field(default=500_000, ge=1)
+    #: memory the check of one submitted notebook may take (it runs in a process of
+    #: its own for notebooks over a few MiB; 413 at submit when it needs more)
+    check_memory: Size = 2 * 1024**3
+    #: how many big notebooks are checked at once, all users together (each user's
+    #: submits are checked one at a time); others wait their turn
+    checks_at_once: int = Field(default=2, ge=1, le=64)
 
     @field_validator("cell_output", "notebook_output", "log_output")
     @classmethod
@@ -431,6 +440,16 @@ class LimitsConfig(_Model):
             raise ValueError(
                 f"{value} bytes is too little output to keep; give at least 1KiB "
                 "(e.g. 512KiB, 2MiB)"
+            )
+        return value
+
+    @field_validator("check_memory")
+    @classmethod
+    def _enough_to_check(cls, value: int) -> int:
+        if value < 256 * 1024**2:
+            raise ValueError(
+                f"{value} bytes is too little to check a notebook in (Python and nbformat "
+                "alone take about 100MiB); give at least 256MiB (e.g. 1GiB, 2GiB)"
             )
         return value
 
@@ -536,6 +555,11 @@ class EmailConfig(_Model):
     #: server whose certificate the system does not trust (an internal relay with a private
     #: CA); only these are trusted then. None: the system's. The host name is checked either way
     ca_file: Path | None = None
+    #: a user's hub name is their mail address (an OAuth hub whose user names are the
+    #: addresses it verified): mail to that one address needs no confirmation. Leave it
+    #: off where users choose their own names; then every address is confirmed by a
+    #: code mailed to it before anything else is sent there
+    names_are_addresses: bool = False
 
     @field_validator("allowed_domains")
     @classmethod
@@ -563,6 +587,17 @@ class WebhookConfig(_Model):
         return [h.strip().lower() for h in value if h.strip()]
 
 
+class NotifyRateConfig(_Model):
+    """How many messages one user is sent, per channel, before the rest wait for one
+    summary."""
+
+    #: messages per user and channel within ``period``; past them the rest are held and
+    #: sent as one summary once the period has room again
+    messages: int = Field(default=10, ge=1, le=10_000)
+    #: the window the messages are counted in (``1h``, ``30m``)
+    period: Duration = 3600.0
+
+
 class NotificationsConfig(_Model):
     """Telling users when their jobs end (or wait long), by email and webhook; JupyterLab
     always tells them while it is open."""
@@ -580,6 +615,8 @@ class NotificationsConfig(_Model):
     first_delay: Duration = 30.0
     #: the longest wait between two attempts (the doubling of ``first_delay`` stops there)
     max_delay: Duration = 3600.0
+    #: at most this many messages per user and channel; the rest are summarised
+    rate_limit: NotifyRateConfig = NotifyRateConfig()
 
 
 class KueueConfig(_Model):

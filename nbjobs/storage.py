@@ -148,7 +148,51 @@ JOB_SUFFIXES = (".ipynb", ".py", ".sh")
 def read_notebook(
     folder: Path, path: str, *, limit: int, suffixes: tuple[str, ...] = (".ipynb",)
 ) -> NotebookFile:
-    """Read the notebook ``path`` (relative to the user's ``folder``) once, safely.
+    """Read the notebook ``path`` (relative to the user's ``folder``) once, safely: see
+    :func:`open_notebook`, whose file this reads at once."""
+    with open_notebook(folder, path, limit=limit, suffixes=suffixes) as opened:
+        return opened.read()
+
+
+class OpenNotebook:
+    """A notebook opened by :func:`open_notebook`, not read yet: its ``size`` is known,
+    so a caller can wait for room before it takes that many bytes into memory. Read it
+    with :meth:`read`; close it (or use it in a ``with`` block)."""
+
+    def __init__(self, fd: int, path: Path, size: int, shown: str, limit: int) -> None:
+        self._fd: int | None = fd
+        #: where it really is: the user's folder joined with the names walked
+        self.path = path
+        #: its size in bytes when it was opened
+        self.size = size
+        self._shown, self._limit = shown, limit
+
+    def read(self) -> NotebookFile:
+        """Every byte of it, from the descriptor that was checked, at most ``limit``
+        (:class:`NotebookTooLarge` when it grew past them since it was opened)."""
+        if self._fd is None:
+            raise ValueError("the notebook was closed before it was read")
+        data = _read_all(self._fd, self._limit + 1)
+        if len(data) > self._limit:  # it grew since fstat
+            raise NotebookTooLarge(self._shown, len(data), self._limit)
+        return NotebookFile(self.path, data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def __enter__(self) -> OpenNotebook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_notebook(
+    folder: Path, path: str, *, limit: int, suffixes: tuple[str, ...] = (".ipynb",)
+) -> OpenNotebook:
+    """Open the notebook ``path`` (relative to the user's ``folder``) safely.
 
     The path is walked one name at a time from a descriptor of ``folder``, each name
     opened with ``O_NOFOLLOW``. A link on the way is resolved here, by reading it and
@@ -157,11 +201,12 @@ def read_notebook(
     or a loop of links is :class:`PathRefused`. So a link swapped while this runs
     either leads to something of the user's or is refused; it can never make the
     service read another folder. The final name must be a regular file (a pipe, a
-    folder or a device is refused without blocking on it); it is checked and read
-    from the same descriptor, at most ``limit`` bytes (:class:`NotebookTooLarge`
-    beyond them). Notebooks under ``.nbjobs/`` (nbjobs' own copies) are refused.
-    Hard links are not links: a hard link to a file the user can open is theirs.
-    ``suffixes`` are the kinds of file it may be (a script as well: :data:`JOB_SUFFIXES`).
+    folder or a device is refused without blocking on it); it is checked here and
+    read later from the same descriptor, at most ``limit`` bytes
+    (:class:`NotebookTooLarge` beyond them). Notebooks under ``.nbjobs/`` (nbjobs'
+    own copies) are refused. Hard links are not links: a hard link to a file the user
+    can open is theirs. ``suffixes`` are the kinds of file it may be (a script as
+    well: :data:`JOB_SUFFIXES`).
     """
     if not path or "\x00" in path:
         raise PathRefused("give the notebook's path, relative to your home folder")
@@ -184,20 +229,20 @@ def read_notebook(
     with _opened(root):
         roots = (os.path.realpath(folder), os.path.abspath(folder))
         fd, names = _walk_beneath(root, roots, path, list(relative.parts))
-        with _opened(fd):
-            if names[:1] == [".nbjobs"]:
-                raise PathRefused(
-                    "notebooks inside .nbjobs/ are nbjobs' own copies; submit the original"
-                )
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise PathRefused(f"{path!r} is not a file; give the path of a notebook")
-            if info.st_size > limit:
-                raise NotebookTooLarge(path, info.st_size, limit)
-            data = _read_all(fd, limit + 1)
-            if len(data) > limit:  # it grew since fstat
-                raise NotebookTooLarge(path, len(data), limit)
-    return NotebookFile(folder.joinpath(*names), data)
+    try:
+        if names[:1] == [".nbjobs"]:
+            raise PathRefused(
+                "notebooks inside .nbjobs/ are nbjobs' own copies; submit the original"
+            )
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PathRefused(f"{path!r} is not a file; give the path of a notebook")
+        if info.st_size > limit:
+            raise NotebookTooLarge(path, info.st_size, limit)
+    except BaseException:
+        os.close(fd)
+        raise
+    return OpenNotebook(fd, folder.joinpath(*names), info.st_size, path, limit)
 
 
 def resolve_folder(folder: Path, path: str) -> Path:
@@ -471,9 +516,15 @@ def _remove_folder_at(parent: int, name: str) -> None:
 
 
 def _read_all(fd: int, most: int) -> bytes:
-    """Up to ``most`` bytes from ``fd``, from where it stands to its end."""
-    chunks: list[bytes] = []
-    left = most
+    """Up to ``most`` bytes from ``fd``, from where it stands to its end.
+
+    One read first, into one buffer: a regular file comes back whole from it, and only
+    the pages read are in memory (a notebook is held once, not once more as chunks)."""
+    first = os.read(fd, most)
+    if not first or len(first) == most:
+        return first
+    chunks = [first]
+    left = most - len(first)
     while left > 0:
         chunk = os.read(fd, min(left, 1024 * 1024))
         if not chunk:

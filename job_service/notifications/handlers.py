@@ -5,7 +5,7 @@ from __future__ import annotations
 from tornado import web
 
 from ..handlers import APIHandler
-from .models import NotifySettings
+from .models import ConfirmAddress, NotifySettings
 
 
 class NotificationsHandler(APIHandler):
@@ -34,8 +34,16 @@ class NotifySettingsHandler(APIHandler):
         self.finish()
 
 
+class ConfirmAddressHandler(APIHandler):
+    async def post(self) -> None:
+        body = self.body(ConfirmAddress)
+        store = self.service.notify_settings
+        self.send(await self._call_sync(store.confirm, self.caller, body.code))
+
+
 def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
     return [
         (api + "/notifications/?", NotificationsHandler),
         (api + "/notifications/settings", NotifySettingsHandler),
+        (api + "/notifications/confirm", ConfirmAddressHandler),
     ]

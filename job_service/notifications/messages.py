@@ -129,3 +129,42 @@ def webhook_body(event: str, message: Message, form: str) -> dict[str, Any]:
             "text": message.text.replace("\n", "  \n"),
         }
     return {"event": event, "subject": message.subject, "text": message.text, **message.facts}
+
+
+def confirm_message(user: str, address: str, code: str, links_base: str | None) -> Message:
+    """The mail that asks whether ``address`` is ``user``'s."""
+    where = (
+        f"in JupyterLab at {links_base.rstrip('/')}/hub/user-redirect/lab (Jobs > "
+        "Notifications), or"
+        if links_base
+        else "in JupyterLab (Jobs > Notifications), or"
+    )
+    text = (
+        f"Someone signed in to nbjobs as {user!r} asked for messages about their jobs to be "
+        f"sent to {address}.\n\n"
+        f"If that was you, enter this code {where} in a terminal: nbjobs notify --confirm "
+        f"{code}\n\nCode: {code} (it lasts 7 days)\n\n"
+        "If it was not you, ignore this mail: nothing more is sent to this address unless "
+        "the code is entered."
+    )
+    facts = {"user": user, "address": address}
+    return Message("[nbjobs] confirm your address for job notifications", text, facts)
+
+
+def summary_message(subjects: list[str], since: datetime) -> Message:
+    """The messages held past a user's rate limit, as one."""
+    count = len(subjects)
+    listed = subjects[:50]
+    more = [f"... and {count - len(listed)} more"] if count > len(listed) else []
+    text = "\n".join(
+        [
+            f"{count} more messages about your jobs since {since:%Y-%m-%d %H:%M} UTC, held "
+            "because more came than you are sent in that time:",
+            "",
+            *(f"- {s.removeprefix('[nbjobs] ')}" for s in listed),
+            *more,
+            "",
+            "See every job with `nbjobs list`, or in JupyterLab's Jobs panel.",
+        ]
+    )
+    return Message(f"[nbjobs] {count} more messages about your jobs", text, {"count": count})

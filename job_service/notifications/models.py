@@ -31,7 +31,24 @@ class NotifySettings(BaseModel):
 class NotifySettingsInfo(NotifySettings):
     """Settings as saved."""
 
+    #: whether mail goes to ``email``: false until the code nbjobs mailed there is
+    #: entered (``POST api/notifications/confirm``); None without an email
+    email_confirmed: bool | None = None
     updated_at: datetime
+
+
+class ConfirmAddress(BaseModel):
+    """``POST api/notifications/confirm``: the code nbjobs mailed to an address."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(min_length=1, max_length=64)
+
+
+class AddressConfirmed(BaseModel):
+    """The address a code confirmed: mail about the caller's jobs may go there now."""
+
+    address: str
 
 
 class NotifySettingsList(BaseModel):
@@ -55,7 +72,9 @@ class Notification(BaseModel):
     channel: Literal["email", "webhook"]
     target: str
     subject: str
-    state: Literal["pending", "sending", "sent", "failed"]
+    #: ``held``: past the user's rate limit, waiting to be sent in a summary;
+    #: ``summarised``: sent as part of one
+    state: Literal["pending", "sending", "sent", "failed", "held", "summarised"]
     attempts: list[Attempt]
     next_attempt_at: datetime | None = None
     created_at: datetime

@@ -7,6 +7,9 @@ Two rounds run in the service that holds the dispatcher lease:
   scheduled runs that were refused. For each, the owner's settings (the job's own, its
   definition's, else their default) decide the channels; one message per channel is
   queued under a unique key, and the job or run is marked told, in the same commit.
+  Mail goes only to an address the user confirmed (:mod:`.addresses`). Past
+  ``rate_limit.messages`` in ``rate_limit.period`` for one user and channel, messages
+  are ``held``; once the period has room, the held ones go as one summary.
 - **sending** (every second or two): messages due are claimed with a conditional
   UPDATE, sent with no transaction open (mail through SMTP on a thread, webhooks with
   tornado's client, no redirects followed), and every attempt is recorded. A failure
@@ -31,7 +34,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
@@ -41,10 +44,11 @@ from nbjobs.config import EmailConfig, NotificationsConfig
 from ..db import JobRecord, rowcount, utcnow
 from ..periodic import Periodic
 from ..schedules.store import DefinitionRecord, DefinitionRunRecord
-from .messages import Message, job_message, refused_message, webhook_body
+from .addresses import CONFIRM_EVENT, owns
+from .messages import Message, job_message, refused_message, summary_message, webhook_body
 from .models import Notification, NotificationList
 from .settings import email_problem, webhook_problem
-from .store import NotificationRecord, NotifySettingRecord
+from .store import NotificationRecord, NotifySettingRecord, notification
 
 if TYPE_CHECKING:
     from ..service import JobService
@@ -161,6 +165,7 @@ class Outbox:
                 queued += self._queue(
                     db, setting, "run_refused", f"run:{run.id}", message, now, None, definition.id
                 )
+            queued += self._summarise(db, now)
             try:
                 db.commit()
             except IntegrityError:  # queued by another process meanwhile: theirs stands
@@ -208,27 +213,85 @@ class Outbox:
         for channel, target in channels:
             if not target:
                 continue
+            if channel == "email" and not owns(db, self.config, setting.user, target):
+                continue  # never confirmed as theirs: nothing goes there
+            over = (
+                self._sent_lately(db, setting.user, channel, now) >= self.config.rate_limit.messages
+            )
             db.add(
-                NotificationRecord(
-                    id=uuid.uuid4().hex[:12],
-                    key=f"{event}:{about}:{channel}",
-                    user=setting.user,
-                    job_id=job_id,
-                    definition_id=definition_id,
-                    event=event,
-                    channel=channel,
-                    target=target,
-                    subject=message.subject,
-                    text=message.text,
+                notification(
+                    setting.user,
+                    event,
+                    f"{event}:{about}:{channel}",
+                    channel,
+                    target,
+                    message,
+                    now,
                     payload=webhook_body(event, message, setting.webhook_format)
                     if channel == "webhook"
                     else None,
-                    state="pending",
-                    next_attempt_at=now,
-                    attempts=[],
-                    created_at=now,
+                    state="held" if over else "pending",
+                    job_id=job_id,
+                    definition_id=definition_id,
                 )
             )
+            queued += 1
+        return queued
+
+    def _sent_lately(self, db: Session, user: str, channel: str, now: datetime) -> int:
+        """Messages to ``user`` on ``channel`` within the rate limit's period (held ones
+        and confirmation mails aside)."""
+        since = now - timedelta(seconds=float(self.config.rate_limit.period or 3600))
+        return int(
+            db.scalar(
+                select(func.count())
+                .select_from(NotificationRecord)
+                .where(
+                    NotificationRecord.user == user,
+                    NotificationRecord.channel == channel,
+                    NotificationRecord.created_at >= since,
+                    NotificationRecord.state.not_in(("held", "summarised")),
+                    NotificationRecord.event != CONFIRM_EVENT,
+                )
+            )
+            or 0
+        )
+
+    def _summarise(self, db: Session, now: datetime) -> int:
+        """Held messages, one summary per user and channel once the period has room."""
+        held = db.scalars(
+            select(NotificationRecord)
+            .where(NotificationRecord.state == "held")
+            .order_by(NotificationRecord.created_at)
+        ).all()
+        groups: dict[tuple[str, str, str], list[NotificationRecord]] = {}
+        for record in held:
+            groups.setdefault((record.user, record.channel, record.target), []).append(record)
+        queued = 0
+        for (user, channel, target), records in groups.items():
+            if self._sent_lately(db, user, channel, now) >= self.config.rate_limit.messages:
+                continue
+            message = summary_message([r.subject for r in records], records[0].created_at)
+            form = "json"
+            if channel == "webhook":
+                default = self._setting_for(db, user, None, None)
+                form = default.webhook_format if default is not None else "json"
+            db.add(
+                notification(
+                    user,
+                    "summary",
+                    f"summary:{uuid.uuid4().hex}",
+                    channel,
+                    target,
+                    message,
+                    now,
+                    payload=webhook_body("summary", message, form)
+                    if channel == "webhook"
+                    else None,
+                )
+            )
+            for record in records:
+                record.state = "summarised"
             queued += 1
         return queued
 

@@ -1,6 +1,7 @@
 """What each user wants told, and where: checked when it is set.
 
-An address must be in a domain the admin allows (``notifications.email.allowed_domains``);
+An address must be in a domain the admin allows (``notifications.email.allowed_domains``)
+and the user's own: confirmed by the code mailed to it (:mod:`.addresses`);
 a webhook must be ``https://`` (``http://`` only where the admin allows it) to a host
 the admin lists (``notifications.webhook.allowed_hosts``), with no user name or
 password in it. So a user cannot make the service send mail anywhere, or call an
@@ -18,14 +19,17 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from nbjobs.config import NotificationsConfig
 
 from ..db import JobRecord, rowcount, utcnow
 from ..errors import Caller, Conflict, Invalid, NotFound, first_problem
 from ..schedules.store import DefinitionRecord
-from .models import NotifySettings, NotifySettingsInfo, NotifySettingsList
-from .store import NotifySettingRecord
+from .addresses import CONFIRM_EVENT, WrongCodes, confirm, new_code, owns
+from .messages import confirm_message
+from .models import AddressConfirmed, NotifySettings, NotifySettingsInfo, NotifySettingsList
+from .store import NotifySettingRecord, notification
 
 if TYPE_CHECKING:
     from ..service import JobService
@@ -115,6 +119,7 @@ class NotifySettingsStore:
 
     def __init__(self, service: JobService) -> None:
         self.service = service
+        self._wrong_codes = WrongCodes()
 
     def put(self, caller: Caller, settings: NotifySettings) -> NotifySettingsInfo:
         config = self.service.config.notifications
@@ -152,8 +157,40 @@ class NotifySettingsStore:
             record.events = list(dict.fromkeys(settings.on))
             record.queue_minutes = settings.queue_minutes
             record.updated_at = utcnow()
+            confirmed = None
+            if record.email:
+                confirmed = owns(db, config, caller.name, record.email)
+                if not confirmed:
+                    self._ask_to_confirm(db, caller.name, record.email)
             db.commit()
-            return info(record)
+            return info(record, confirmed)
+
+    def _ask_to_confirm(self, db: Session, user: str, address: str) -> None:
+        """Queue the mail with a code that shows ``address`` is ``user``'s (unless one
+        went there lately)."""
+        now = utcnow()
+        code = new_code(db, user, address, now)
+        if code is None:
+            return
+        config = self.service.config.notifications
+        message = confirm_message(user, address.strip().lower(), code, config.links_base)
+        db.add(
+            notification(
+                user,
+                CONFIRM_EVENT,
+                f"{CONFIRM_EVENT}:{uuid.uuid4().hex}",
+                "email",
+                address,
+                message,
+                now,
+            )
+        )
+
+    def confirm(self, caller: Caller, code: str) -> AddressConfirmed:
+        """The caller entered ``code``: the address it was mailed to is theirs."""
+        with self.service.sessions() as db:
+            address = confirm(db, caller.name, code, utcnow(), self._wrong_codes)
+        return AddressConfirmed(address=address)
 
     def remove(
         self, caller: Caller, *, job_id: str | None = None, definition_id: str | None = None
@@ -189,13 +226,20 @@ class NotifySettingsStore:
                 .where(NotifySettingRecord.user == caller.name)
                 .order_by(NotifySettingRecord.scope)
             ).all()
-            return NotifySettingsList(settings=[info(r) for r in records])
+            config = self.service.config.notifications
+            return NotifySettingsList(
+                settings=[
+                    info(r, owns(db, config, caller.name, r.email) if r.email else None)
+                    for r in records
+                ]
+            )
 
 
-def info(record: NotifySettingRecord) -> NotifySettingsInfo:
+def info(record: NotifySettingRecord, confirmed: bool | None) -> NotifySettingsInfo:
     kind, _, ident = record.scope.partition(":")
     return NotifySettingsInfo(
         email=record.email,
+        email_confirmed=confirmed,
         webhook=record.webhook,
         webhook_format=record.webhook_format,  # type: ignore[arg-type]
         on=record.events,  # type: ignore[arg-type]

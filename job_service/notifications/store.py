@@ -3,6 +3,7 @@ attempts."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -64,3 +65,55 @@ class NotificationRecord(Base):
     claim: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AddressRecord(Base):
+    """A mail address a user asked to be told at, and whether they showed it is theirs
+    (by the code mailed to it)."""
+
+    __tablename__ = "nbjobs_mail_addresses"
+    __table_args__ = (UniqueConstraint("user", "address", name="uq_nbjobs_mail_address"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    user: Mapped[str] = mapped_column(String(255), index=True)
+    #: the address, lowercased
+    address: Mapped[str] = mapped_column(String(320))
+    #: SHA-256 of the code last mailed to it (the code itself is kept nowhere)
+    code_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    code_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    confirmed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+def notification(
+    user: str,
+    event: str,
+    key: str,
+    channel: str,
+    target: str,
+    message: Any,
+    now: datetime,
+    *,
+    payload: dict[str, Any] | None = None,
+    state: str = "pending",
+    job_id: str | None = None,
+    definition_id: str | None = None,
+) -> NotificationRecord:
+    """A new message to send (``message``: a :class:`~.messages.Message`), due now."""
+    return NotificationRecord(
+        id=uuid.uuid4().hex[:12],
+        key=key,
+        user=user,
+        job_id=job_id,
+        definition_id=definition_id,
+        event=event,
+        channel=channel,
+        target=target,
+        subject=message.subject,
+        text=message.text,
+        payload=payload,
+        state=state,
+        next_attempt_at=now,
+        attempts=[],
+        created_at=now,
+    )

@@ -149,6 +149,14 @@ export class NbjobsAPI {
     });
   }
 
+  /** Confirm an address with the code nbjobs mailed to it; the address. */
+  confirmAddress(code: string): Promise<string> {
+    return this.json<{ address: string }>('notifications/confirm', {
+      method: 'POST',
+      body: JSON.stringify({ code })
+    }).then(a => a.address);
+  }
+
   /** The user's latest messages, newest first. */
   notifications(limit = 10): Promise<INotification[]> {
     return this.json<{ notifications: INotification[] }>(`notifications?limit=${limit}`).then(

@@ -2,7 +2,9 @@
  * Notifications in JupyterLab: where a user is told about their jobs (an email address,
  * a webhook) and on which events, with the latest messages and what became of them.
  * The same setting as `nbjobs notify` (all of the user's jobs); the service checks the
- * address and the host against what its admins allow and says why when it refuses.
+ * address and the host against what its admins allow and says why when it refuses. A new
+ * address gets a code by mail; the dialog asks for it, and mail goes there only once it
+ * is entered.
  */
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
@@ -87,6 +89,24 @@ export class NotifyForm extends Widget {
       this._error.hidden = true;
     });
 
+    // an address not confirmed yet: where to enter the code mailed to it
+    this._unconfirmed = document.createElement('div');
+    this._unconfirmed.className = 'nbjobs-NotifyForm-confirm';
+    this._code = document.createElement('input');
+    this._code.name = 'code';
+    this._code.placeholder = 'ABCDE-FGHJK';
+    this._code.autocomplete = 'one-time-code';
+    if (settings?.email && settings.email_confirmed === false) {
+      const says = document.createElement('p');
+      says.textContent = trans(
+        'Not confirmed yet: nbjobs mailed a code to %1. Nothing else is sent there until you enter it.',
+        settings.email
+      );
+      this._unconfirmed.append(says, field(trans('Code from the mail'), this._code));
+    } else {
+      this._unconfirmed.hidden = true;
+    }
+
     const recent = document.createElement('div');
     recent.className = 'nbjobs-NotifyForm-latest';
     const heading = document.createElement('h3');
@@ -123,6 +143,7 @@ export class NotifyForm extends Widget {
     this.node.append(
       hint,
       field(trans('Email me at'), this._email),
+      this._unconfirmed,
       field(trans('Webhook'), this._webhook),
       field(trans('Webhook format'), this._format),
       events,
@@ -144,7 +165,14 @@ export class NotifyForm extends Widget {
     );
   }
 
+  /** The code typed from the confirmation mail ('' when none). */
+  get code(): string {
+    return this._unconfirmed.hidden ? '' : this._code.value.trim();
+  }
+
   private _email: HTMLInputElement;
+  private _unconfirmed: HTMLDivElement;
+  private _code: HTMLInputElement;
   private _webhook: HTMLInputElement;
   private _format: HTMLSelectElement;
   private _minutes: HTMLInputElement | null = null;
@@ -214,8 +242,18 @@ export async function notificationsDialog(
       return null;
     }
     try {
+      if (form.code) {
+        await api.confirmAddress(form.code);
+      }
       const body = definition ? { ...result.value, definition_id: definition.id } : result.value;
-      return await api.saveNotifySettings(body);
+      const saved = await api.saveNotifySettings(body);
+      if (saved.email && saved.email_confirmed === false) {
+        // the code is on its way: the dialog again, with where to enter it
+        settings = saved;
+        error = null;
+        continue;
+      }
+      return saved;
     } catch (failure) {
       // again, with what was typed and the reason
       settings = { ...result.value };

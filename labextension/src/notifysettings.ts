@@ -45,7 +45,11 @@ export function messageLine(message: INotification, trans: Translate): string {
       ? trans('sent')
       : message.state === 'failed'
         ? trans('not sent: %1', message.attempts[message.attempts.length - 1]?.error ?? trans('gave up'))
-        : trans('waiting to be sent (attempt %1)', message.attempts.length + 1);
+        : message.state === 'held'
+          ? trans('held: more came than you are sent at once; they follow in one summary')
+          : message.state === 'summarised'
+            ? trans('sent in a summary')
+            : trans('waiting to be sent (attempt %1)', message.attempts.length + 1);
   return `${message.subject}: ${message.channel} to ${message.target}, ${outcome} (${when})`;
 }
 

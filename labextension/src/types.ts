@@ -303,6 +303,8 @@ export interface INotifySettings {
   queue_minutes?: number | null;
   job_id?: string | null;
   definition_id?: string | null;
+  /** false until the code nbjobs mailed to `email` is entered; null without an email */
+  email_confirmed?: boolean | null;
   updated_at?: string;
 }
 
@@ -315,7 +317,7 @@ export interface INotification {
   channel: 'email' | 'webhook';
   target: string;
   subject: string;
-  state: 'pending' | 'sending' | 'sent' | 'failed';
+  state: 'pending' | 'sending' | 'sent' | 'failed' | 'held' | 'summarised';
   attempts: { at: string; ok: boolean; error?: string | null }[];
   created_at: string;
 }

@@ -60,4 +60,11 @@ describe('messageLine', () => {
     const pending = { ...message, state: 'pending' as const, attempts: message.attempts.slice(0, 1) };
     expect(messageLine(pending, plain)).toContain('waiting to be sent (attempt 2)');
   });
+
+  it('says a message past the rate limit is held for a summary, and when it went in one', () => {
+    const held = { ...message, state: 'held' as const, attempts: [] };
+    expect(messageLine(held, plain)).toContain('held: more came than you are sent at once');
+    const summarised = { ...held, state: 'summarised' as const };
+    expect(messageLine(summarised, plain)).toContain('sent in a summary');
+  });
 });

@@ -31,6 +31,11 @@ def notify_parser() -> _Parser:
     )
     parser.add_argument("--queue-minutes", type=int, help="queued_long: after this many minutes")
     parser.add_argument(
+        "--confirm",
+        metavar="CODE",
+        help="the code nbjobs mailed to your address: mail goes there once it is entered",
+    )
+    parser.add_argument(
         "--reset",
         action="store_true",
         help="remove the setting (with --job or --definition: that one then follows yours; "
@@ -59,6 +64,15 @@ def main(argv: Sequence[str]) -> int:
                 else "removed: no messages but JupyterLab's"
             )
             return 0
+        if args.confirm is not None:
+            address = client.call("POST", "notifications/confirm", {"code": args.confirm})
+            print(
+                json.dumps(address)
+                if args.json
+                else f"{address['address']} is confirmed: mail about your jobs goes there"
+            )
+            if args.email is None and args.webhook is None and args.on is None:
+                return 0
         if args.email is None and args.webhook is None and args.on is None:
             return _show(client, args)
         saved = client.call("PUT", "notifications/settings", _changed(client, args))
@@ -127,4 +141,10 @@ def _setting(s: dict[str, Any]) -> str:
     )
     where = [x for x in (s.get("email"), s.get("webhook")) if x] or ["nowhere"]
     extra = f" (after {s['queue_minutes']} min)" if s.get("queue_minutes") else ""
-    return f"{scope}: {', '.join(s['on'])}{extra} -> {', '.join(where)}"
+    line = f"{scope}: {', '.join(s['on'])}{extra} -> {', '.join(where)}"
+    if s.get("email") and s.get("email_confirmed") is False:
+        line += (
+            f"\n  {s['email']} is not confirmed yet: nbjobs mailed a code there; enter it with "
+            "`nbjobs notify --confirm CODE`"
+        )
+    return line

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from email import message_from_bytes
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import nbformat
 import psutil
 import pytest
 import yaml
+from aiosmtpd.controller import Controller
 from nbjobs.job_service.app import JobServiceApp
 from nbjobs.job_service.backends.local import _DETACHED
 from nbjobs.job_service.service import JobService
@@ -319,3 +322,23 @@ def postgres_url() -> Iterator[str]:
     server.terminate()
     server.wait(timeout=30)
     shutil.rmtree(data, ignore_errors=True)
+
+
+class Inbox:
+    """aiosmtpd's handler: keeps every mail it is given."""
+
+    def __init__(self) -> None:
+        self.mails: list[Message] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.mails.append(message_from_bytes(envelope.content))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp():
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield controller.port, inbox
+    controller.stop()

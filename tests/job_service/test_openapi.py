@@ -58,6 +58,7 @@ REQUEST_MODELS = {
     "DefinitionUpdate": definition_models.DefinitionUpdate,
     "ScheduleSpec": definition_models.ScheduleSpec,
     "NotifySettings": notification_models.NotifySettings,
+    "ConfirmAddress": notification_models.ConfirmAddress,
 }
 #: the response schemas and the models the handlers send
 RESPONSE_MODELS = {
@@ -85,6 +86,7 @@ RESPONSE_MODELS = {
     "Notification": notification_models.Notification,
     "NotificationList": notification_models.NotificationList,
     "Attempt": notification_models.Attempt,
+    "AddressConfirmed": notification_models.AddressConfirmed,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (

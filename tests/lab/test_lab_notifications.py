@@ -1,22 +1,36 @@
 """Notifications in a real browser through a real hub: the bell in the Jobs panel opens
 where Ada is told about her jobs; an address her admins do not allow is refused in the
-dialog with what she typed kept; a webhook she saves receives the end of her next job."""
+dialog with what she typed kept; an allowed one is mailed a code, which she enters in the
+dialog; her mail server and a webhook she saves receive the end of her next job."""
 
 from __future__ import annotations
 
 import http.server
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
+from email import message_from_bytes
+from email.message import Message
 
 import pytest
+from aiosmtpd.controller import Controller
 from playwright.sync_api import Page, expect
 
 from .conftest import HUB_JOBS_CONFIG, Hub, api, free_port, run_hub, shot
 from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, submit_by_api, wait_for
 
 HOOK_PORT = free_port()
+SMTP_PORT = free_port()
+
+
+class Inbox:
+    mails: list[Message] = []
+
+    async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
+        Inbox.mails.append(message_from_bytes(envelope.content))  # type: ignore[attr-defined]
+        return "250 OK"
 
 
 class Hook(http.server.BaseHTTPRequestHandler):
@@ -43,14 +57,21 @@ def hook() -> Iterator[list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory, hook) -> Iterator[Hub]:
+def inbox() -> Iterator[list[Message]]:
+    controller = Controller(Inbox(), hostname="127.0.0.1", port=SMTP_PORT)
+    controller.start()
+    yield Inbox.mails
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory, hook, inbox) -> Iterator[Hub]:
     """The Lab tests' hub, with mail to uni.example and webhooks to the test's receiver."""
     config = dict(HUB_JOBS_CONFIG)
     config["notifications"] = {
-        # nothing listens there: saving an address is what this test needs of mail
         "email": {
             "smtp_host": "127.0.0.1",
-            "smtp_port": free_port(),
+            "smtp_port": SMTP_PORT,
             "from": "jobs@uni.example",
             "security": "none",
             "allowed_domains": ["uni.example"],
@@ -68,7 +89,9 @@ def open_dialog(lab: Page):
     return dialog
 
 
-def test_a_user_chooses_where_to_be_told_and_a_job_s_end_arrives(lab: Page, hook: list[dict]):
+def test_a_user_chooses_where_to_be_told_and_a_job_s_end_arrives(
+    lab: Page, hook: list[dict], inbox: list[Message]
+):
     dialog = open_dialog(lab)
     form = dialog.locator(".nbjobs-NotifyForm")
     # nothing set yet: the service's default events are ticked
@@ -91,6 +114,20 @@ def test_a_user_chooses_where_to_be_told_and_a_job_s_end_arrives(lab: Page, hook
     form.locator("input[name='succeeded']").check()
     shot(lab, "35-notifications-dialog")
     lab.locator(".jp-Dialog button", has_text="Save").click()
+    # saved, and a code mailed to the address: the dialog asks for it
+    form = lab.locator(".jp-Dialog .nbjobs-NotifyForm")
+    expect(form.locator(".nbjobs-NotifyForm-confirm")).to_contain_text(
+        "Not confirmed yet: nbjobs mailed a code to ada@uni.example"
+    )
+    deadline = time.monotonic() + 60
+    while not inbox:
+        assert time.monotonic() < deadline, "the confirmation mail never arrived"
+        time.sleep(0.2)
+    assert inbox[0]["To"] == "ada@uni.example"
+    code = re.search(r"Code: (\S+)", inbox[0].get_payload()).group(1)
+    form.locator("input[name='code']").fill(code)
+    shot(lab, "35b-notifications-code")
+    lab.locator(".jp-Dialog button", has_text="Save").click()
     expect(lab.locator(".Toastify__toast", has_text="Notification settings saved")).to_be_visible()
 
     status, saved = api(lab, "GET", API + "notifications/settings")
@@ -100,6 +137,7 @@ def test_a_user_chooses_where_to_be_told_and_a_job_s_end_arrives(lab: Page, hook
     assert mine["email"] == "ada@uni.example"
     assert mine["webhook"] == f"http://127.0.0.1:{HOOK_PORT}/hook"
     assert mine["webhook_format"] == "slack"
+    assert mine["email_confirmed"] is True
     assert set(mine["on"]) == {"failed", "timed_out", "run_refused", "succeeded"}
 
     job = submit_by_api(lab, "hello.ipynb", "t4", "tell me", steps=1)
@@ -109,12 +147,17 @@ def test_a_user_chooses_where_to_be_told_and_a_job_s_end_arrives(lab: Page, hook
         assert time.monotonic() < deadline, "the webhook never arrived"
         time.sleep(0.5)
     assert "tell me" in json.dumps(hook[0])  # a Slack message naming the job
+    while len(inbox) < 2:
+        assert time.monotonic() < deadline, "the job's mail never arrived"
+        time.sleep(0.5)
+    assert '"tell me" succeeded' in inbox[1]["Subject"]
 
-    # the dialog's latest messages say what became of each: the webhook sent, the mail
-    # (to a server that is not there) waiting for another attempt or given up
+    # the dialog's latest messages say what became of each: the webhook, the job's mail
+    # and the confirmation before it sent
     dialog = open_dialog(lab)
     latest = dialog.locator(".nbjobs-NotifyForm-latest li")
     expect(latest.filter(has_text="webhook to")).to_contain_text(", sent (", timeout=JOB_TIMEOUT)
-    expect(latest.filter(has_text="email to ada@uni.example")).to_have_count(1)
+    expect(latest.filter(has_text="email to ada@uni.example")).to_have_count(2)
+    expect(dialog.locator(".nbjobs-NotifyForm-confirm")).to_be_hidden()
     shot(lab, "36-notifications-latest")
     dialog.locator("button", has_text="Cancel").click()

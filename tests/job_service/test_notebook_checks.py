@@ -1,0 +1,199 @@
+"""A big notebook stalls nobody: checks at submit are bounded (issue 31, attack 7).
+
+The attack: a 58 MiB notebook of 300 000 small cells cost a minute of CPU and 1.3 GiB
+in the service at submit, and three at once 3.6 GiB, while other users waited. Now a
+notebook's cells are counted against ``limits.cells`` before anything costly, a big one
+is parsed in a worker process under ``limits.check_memory``, each user's notebooks are
+checked one at a time and at most ``limits.checks_at_once`` big ones at once. The
+service here runs in the test's process, so its workers are this process's children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import start_service, stop_all
+
+#: jobs on it wait for approval, so that a test's big notebooks are never run
+HELD = {"name": "held", "gpus": 0, "approval": {"groups": ["students", "staff"]}}
+FLAVORS = [{"name": "cpu", "gpus": 0, "time_limit": "10m"}, HELD]
+WORKER = b"nbjobs.job_service.notebooks"
+
+
+def write_cells(
+    path: Path, count: int, *, kernel: str = "python3", width: int = 120, indent: int | None = 1
+) -> int:
+    """A notebook of ``count`` small code cells at ``path``, JSON indented as Jupyter
+    writes it (``indent=None``: on one line); its size in bytes."""
+    cells = [
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": f"c{i}",
+            "metadata": {},
+            "outputs": [],
+            "source": [f"x = {i}\n", "# " + "a" * width + "\n"],
+        }
+        for i in range(count)
+    ]
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": kernel, "display_name": kernel, "language": "python"}},
+        "cells": cells,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb, indent=indent))
+    return path.stat().st_size
+
+
+def workers() -> set[int]:
+    """The notebook checkers running now as children of this process."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if ppid == os.getpid() and WORKER in cmdline:
+            found.add(int(entry))
+    return found
+
+
+async def submit_all(svc: Any, submits: list[tuple[str, str]]) -> tuple[list[Any], int, int]:
+    """Submit ``(user, path)`` on flavor held all at once; the responses, the most
+    checkers seen at once and how many were seen in all."""
+    most, seen = 0, set()
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        nonlocal most
+        while not done.is_set():
+            now = workers()
+            most, _ = max(most, len(now)), seen.update(now)
+            await asyncio.sleep(0.02)
+
+    async def one(user: str, path: str) -> Any:
+        async with svc.client(user) as c:
+            return await c.post("jobs", json={"path": path, "flavor": "held"})
+
+    watcher = asyncio.create_task(watch())
+    try:
+        answers = await asyncio.gather(*(one(u, p) for u, p in submits))
+    finally:
+        done.set()
+        await watcher
+    return answers, most, len(seen)
+
+
+async def test_a_notebook_of_more_cells_than_allowed_is_refused_saying_what_to_do(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": {"cells": 1000}})
+    try:
+        write_cells(svc.home("ada") / "many.ipynb", 1001)
+        size = write_cells(svc.home("ada") / "huge.ipynb", 30_000)  # checked in a worker
+        assert size > 4 * 1024**2
+        write_cells(svc.home("ada") / "fine.ipynb", 1000)
+        async with svc.client("ada") as c:
+            many = await c.post("jobs", json={"path": "many.ipynb", "flavor": "held"})
+            huge = await c.post("jobs", json={"path": "huge.ipynb", "flavor": "held"})
+            fine = await c.post("jobs", json={"path": "fine.ipynb", "flavor": "held"})
+    finally:
+        await stop_all(svc)
+
+    assert many.status_code == 400, many.text
+    assert many.json()["message"] == (
+        "'many.ipynb' has 1001 cells, more than the 1000 a notebook may have here; split it "
+        "into smaller notebooks (or ask your admin to raise limits.cells)"
+    )
+    assert huge.status_code == 400, huge.text
+    assert huge.json()["message"].startswith("'huge.ipynb' has 30000 cells, more than the 1000")
+    assert fine.status_code == 201, fine.text
+    # nothing of the refused ones was kept: one job folder, the accepted one's
+    jobs = list((svc.home("ada") / ".nbjobs" / "jobs").iterdir())
+    assert [p.name for p in jobs] == [fine.json()["id"]]
+
+
+async def test_a_big_notebook_is_parsed_outside_the_service_within_its_memory(tmp_path):
+    limits = {"check_memory": "256MiB"}
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
+    try:
+        # 40 MiB of small cells: parsing it takes far more than 256 MiB
+        write_cells(svc.home("ada") / "big.ipynb", 200_000, width=60)
+        write_cells(svc.home("ada") / "r.ipynb", 30_000, kernel="ir")
+        write_cells(svc.home("ada") / "ok.ipynb", 30_000)
+        peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        async with svc.client("ada") as c:
+            big = await c.post("jobs", json={"path": "big.ipynb", "flavor": "held"})
+            peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            other_kernel = await c.post("jobs", json={"path": "r.ipynb", "flavor": "held"})
+            ok = await c.post("jobs", json={"path": "ok.ipynb", "flavor": "held"})
+    finally:
+        await stop_all(svc)
+
+    assert big.status_code == 413, big.text
+    assert big.json()["message"] == (
+        "checking 'big.ipynb' needs more than the 256 MiB of memory a notebook may take here "
+        "(it has very many cells or very large ones); clear its outputs (Edit > Clear Outputs "
+        "of All Cells) or split it, or ask your admin to raise limits.check_memory"
+    )
+    # the service held the notebook's bytes, never its parse (which took over 256 MiB)
+    assert (peak_after - peak_before) * 1024 < 150 * 1024**2
+    # what the worker found is what the service checks: the notebook's own kernel
+    assert other_kernel.status_code == 400, other_kernel.text
+    refusal = other_kernel.json()["message"]
+    assert "runs on kernel 'ir', which flavor 'held' does not have" in refusal
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["state"] == "pending_approval"
+
+
+async def test_big_notebooks_are_checked_a_few_at_once_in_all(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": {"checks_at_once": 1}})
+    try:
+        for user in ("ada", "bob", "cy"):
+            write_cells(svc.home(user) / "big.ipynb", 30_000)
+        answers, most, seen = await submit_all(
+            svc, [("ada", "big.ipynb"), ("bob", "big.ipynb"), ("cy", "big.ipynb")]
+        )
+    finally:
+        await stop_all(svc)
+
+    assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
+    assert seen >= 2  # the watch saw the checks
+    assert most == 1
+
+
+async def test_one_users_notebooks_are_checked_one_at_a_time(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": {"checks_at_once": 4}})
+    try:
+        for name in ("a", "b", "c"):
+            write_cells(svc.home("ada") / f"{name}.ipynb", 30_000)
+        answers, most, seen = await submit_all(
+            svc, [("ada", "a.ipynb"), ("ada", "b.ipynb"), ("ada", "c.ipynb")]
+        )
+    finally:
+        await stop_all(svc)
+
+    assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
+    assert seen >= 2
+    assert most == 1
+    assert svc.service.notebooks._users == {}  # no lock left behind per user
+
+
+@pytest.mark.parametrize("memory", ["100MiB", "12"])
+def test_too_little_check_memory_is_refused_in_nbjobs_yaml(memory):
+    from nbjobs.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match="too little to check a notebook"):
+        parse_config(f"limits:\n  check_memory: {memory}\n")
