@@ -45,7 +45,8 @@ from nbjobs.models import ACTIVE_STATES
 #: 1: every table up to nbjobs 0.1 (columns were added without a bump);
 #: 2: the same tables, numbered from here on;
 #: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports);
-#: 4: ``nbjobs_mail_addresses``, the addresses users confirmed (or were mailed a code for).
+#: 4: ``nbjobs_mail_addresses``, the addresses users confirmed (or were mailed a code for);
+#:    ``nbjobs_jobs.input_removed_at``, when an ended job's input went (storage.retention).
 SCHEMA_VERSION = 4
 
 log = logging.getLogger("nbjobs.job_service")
@@ -136,6 +137,8 @@ class JobRecord(Base):
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: when its input (the snapshot) was removed, ``storage.retention`` after it ended
+    input_removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

@@ -675,6 +675,12 @@ class UsageHandler(APIHandler):
         self.send(usage)
 
 
+class StorageHandler(APIHandler):
+    async def get(self) -> None:
+        user = self.get_query_argument("user", None) or None
+        self.send(await self._call(self.service.retention.report(self.caller, user)))
+
+
 class NotFoundHandler(APIHandler):
     """Any path under ``api/`` that is no resource: a JSON 404 (after the token check)."""
 
@@ -725,6 +731,7 @@ def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + job + "/logs", LogsHandler),
         (api + job + "/metrics", JobMetricsHandler),
         (api + "/usage", UsageHandler),
+        (api + "/storage", StorageHandler),
         (api + "/classes/?", ClassesHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),

@@ -88,6 +88,7 @@ from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore
 from .queue import QueuePositions, in_queue_order, queue_order
 from .reclaim import IdleReclaimer, leave_stop_reason
+from .retention import Retention
 from .schedules.definitions import Definitions
 from .schedules.ticker import Ticker
 from .scripts import job_kind, read_script, snapshot_name
@@ -170,6 +171,8 @@ class JobService:
         self.notify_settings = NotifySettingsStore(self)
         self.outbox = Outbox(self)
         self.budgets = Budgets(self)
+        #: the inputs of long-ended jobs removed, users' job files measured and capped
+        self.retention = Retention(config.storage, sessions, self.in_db, self.folder_for, self.log)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
@@ -196,6 +199,7 @@ class JobService:
         self.approvals.run()
         self.ticker.run()
         self.outbox.run()
+        self.retention.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -210,6 +214,7 @@ class JobService:
         """
         self.stopping = True
         await self.ticker.stop()
+        await self.retention.stop()
         await self.outbox.stop()
         self.outbox.close()
         await self.reclaimer.stop()
@@ -230,6 +235,7 @@ class JobService:
         self.approvals.halt()
         self.ticker.halt()
         self.outbox.halt()
+        self.retention.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
@@ -382,6 +388,7 @@ class JobService:
         # The cheap checks first: a refused submit costs no read of the notebook.
         await self.in_db(self._check_quota, caller, flavor)
         folder = self.folder_for(caller.name)
+        await asyncio.to_thread(self.retention.check_room, caller.name, folder)
         job_id = uuid.uuid4().hex[:12]
         jobdir = job_folder(folder, job_id)
         if kind == "notebook":

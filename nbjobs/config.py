@@ -138,6 +138,35 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from ``1048576``, ``"64KiB"``, ``"16MiB"``, ``"50MB"`` or ``"1GiB"``.
+
+    ``KiB``/``MiB``/``GiB`` count in 1024s, ``KB``/``MB``/``GB`` in 1000s.
+    """
+    if isinstance(value, bool):
+        raise ValueError("a size is a number of bytes or text like '16MiB'")
+    if isinstance(value, int | float):
+        size = float(value)
+    else:
+        match = _BYTES.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a size; write bytes or e.g. '64KiB', '16MiB'")
+        unit = (match.group(2) or "").lower().removesuffix("b")
+        binary = unit.endswith("i")
+        factor = 1024 ** ("kmgt".index(unit[0]) + 1) if binary else _BYTE_UNITS[unit]
+        size = float(match.group(1)) * factor
+    if size < 1:
+        raise ValueError("a size must be at least 1 byte")
+    return int(size)
+
+
+Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str)]
+
+
 class StorageConfig(_Model):
     """Where users' files live: one folder per user under ``root``."""
 
@@ -156,6 +185,13 @@ class StorageConfig(_Model):
     #: the group ID of those pods (``runAsGroup`` and ``fsGroup``); None: the image's group. Unused
     #: on one machine
     gid: int | None = 100
+    #: how long an ended job keeps its input (the copy of the notebook or script it ran) in
+    #: the user's ``.nbjobs``; a job that never started loses it at once. Its log, status
+    #: and output stay until the job is deleted. A re-run reads the notebook anew
+    retention: Duration = 7 * 86400.0
+    #: the most a user's ``.nbjobs`` (job inputs, logs, telemetry) may hold; a submit past
+    #: it is refused (507) until old jobs are deleted. None: no limit
+    max_job_files: Size | None = 5 * 1024**3
 
     @field_validator("uid")
     @classmethod
@@ -340,35 +376,6 @@ class LocalBackendConfig(_Model):
         for name in value:
             _job_env_name(name)
         return value
-
-
-_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
-_BYTE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4}
-
-
-def parse_size(value: Any) -> int:
-    """Bytes from ``1048576``, ``"64KiB"``, ``"16MiB"``, ``"50MB"`` or ``"1GiB"``.
-
-    ``KiB``/``MiB``/``GiB`` count in 1024s, ``KB``/``MB``/``GB`` in 1000s.
-    """
-    if isinstance(value, bool):
-        raise ValueError("a size is a number of bytes or text like '16MiB'")
-    if isinstance(value, int | float):
-        size = float(value)
-    else:
-        match = _BYTES.match(str(value))
-        if not match:
-            raise ValueError(f"{value!r} is not a size; write bytes or e.g. '64KiB', '16MiB'")
-        unit = (match.group(2) or "").lower().removesuffix("b")
-        binary = unit.endswith("i")
-        factor = 1024 ** ("kmgt".index(unit[0]) + 1) if binary else _BYTE_UNITS[unit]
-        size = float(match.group(1)) * factor
-    if size < 1:
-        raise ValueError("a size must be at least 1 byte")
-    return int(size)
-
-
-Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str)]
 
 
 #: the least output the runner keeps (its ``--max-*-output`` options refuse less)

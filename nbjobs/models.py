@@ -323,6 +323,27 @@ class Usage(BaseModel):
     total: UsageLine | None = None
 
 
+class UserStorage(BaseModel):
+    """What one user's job files take (``.nbjobs`` in their folder)."""
+
+    user: str
+    #: bytes of the inputs, logs, status and telemetry of their jobs
+    job_files: int
+    #: their jobs listed (each has a folder there)
+    jobs: int
+
+
+class StorageReport(BaseModel):
+    """``GET api/storage``: the space users' job files take, and the rules for it."""
+
+    #: how long an ended job keeps its input (None: for ever)
+    retention_seconds: float | None
+    #: the most one user's job files may take (None: no limit)
+    max_job_files: int | None
+    #: the caller alone, or (admins) every user with jobs, most space first
+    users: list[UserStorage]
+
+
 class GpuReading(BaseModel):
     """One GPU in one telemetry sample, as the job's runner read it."""
 

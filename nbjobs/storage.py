@@ -364,6 +364,53 @@ def remove_job_dir(job_dir: Path) -> None:
             _remove_folder_at(parent, names[-1])
 
 
+def remove_from_job_dir(job_dir: Path, name: str) -> int:
+    """Remove the file ``name`` from a job folder (its input, once the job has long
+    ended), reached without following links; the bytes it freed (0: it was not there,
+    or was not a plain file, or the folder changed)."""
+    try:
+        with opened_job_dir(job_dir) as folder:
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                return 0
+            os.unlink(name, dir_fd=folder)
+            return info.st_size
+    except (FileNotFoundError, FilesChanged, NotADirectoryError):
+        return 0
+
+
+def job_files_size(folder: Path) -> int:
+    """The bytes of every plain file under the user's ``.nbjobs`` (job folders: inputs,
+    logs, status, telemetry), walked without following any link; 0 when there is none."""
+    try:
+        root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    with _opened(root):
+        try:
+            top = _walk_folders(root, [JOBS_DIR.parts[0]], create=False)
+        except (FileNotFoundError, FilesChanged, NotADirectoryError):
+            return 0
+        return _size_beneath(top, depth=4)
+
+
+def _size_beneath(fd: int, depth: int) -> int:
+    """Bytes of the plain files in the folder ``fd`` and ``depth`` levels below; closes it."""
+    total = 0
+    with _opened(fd), os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+                elif stat.S_ISDIR(info.st_mode) and depth > 0:
+                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                    total += _size_beneath(child, depth - 1)
+            except OSError:
+                continue  # gone meanwhile, or swapped for a link: not counted
+    return total
+
+
 def open_file_at(folder: int, name: str, flags: int, mode: int = FILE_MODE) -> int:
     """Open the regular file ``name`` in the folder descriptor ``folder``, never through
     a link and never blocking (on a pipe planted there, say).

@@ -542,6 +542,57 @@ def logs(argv: Sequence[str]) -> int:
     return _run(argv, parser, action)
 
 
+def storage_parser() -> _Parser:
+    parser = _parser(
+        "storage",
+        "The space nbjobs keeps for jobs in your folder (.nbjobs: inputs, logs, telemetry), "
+        "and its rules; an admin's, every user's.",
+    )
+    parser.add_argument("--user", help="admins: this user's only")
+    return parser
+
+
+def storage_report(argv: Sequence[str]) -> int:
+    parser = storage_parser()
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        body = client.call("GET", "storage", user=args.user)
+        print(json.dumps(body) if args.json else storage_text(body))
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def storage_text(body: dict[str, Any]) -> str:
+    """``GET api/storage`` as a table, with the rules below it."""
+    limit = body.get("max_job_files")
+    rows = [["USER", "JOBS", "JOB FILES", "OF LIMIT"]]
+    for u in body["users"]:
+        share = f"{100 * u['job_files'] / limit:.0f} %" if limit else "-"
+        rows.append([u["user"], str(u["jobs"]), _bytes(u["job_files"]), share])
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    keep = body.get("retention_seconds")
+    lines.append("")
+    lines.append(
+        f"each user may keep {_bytes(limit)} of job files" if limit else "no limit on job files"
+    )
+    lines.append(
+        f"an ended job's input is removed {keep / 86400:g} days after it ended (its log and "
+        "output stay until the job is deleted)"
+        if keep
+        else "ended jobs keep their inputs until they are deleted"
+    )
+    return "\n".join(lines)
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 def usage_parser() -> _Parser:
     parser = _parser(
         "usage",
@@ -786,6 +837,30 @@ def cancel(argv: Sequence[str]) -> int:
     def action(client: Client, args: argparse.Namespace) -> int:
         job = client.call("POST", f"jobs/{args.job}/cancel")
         print(json.dumps(job) if args.json else f"{job['id']}: {job['state']}")
+        return 0
+
+    return _run(argv, parser, action)
+
+
+def delete_parser() -> _Parser:
+    parser = _parser(
+        "delete",
+        "Delete ended jobs: gone from the list with their folders in .nbjobs (the input, log "
+        "and telemetry); their results beside the notebooks stay, and so do their GPU-hours.",
+    )
+    parser.add_argument("job", nargs="+", help="the jobs' ids (the first column of nbjobs list)")
+    return parser
+
+
+def delete(argv: Sequence[str]) -> int:
+    parser = delete_parser()
+
+    def action(client: Client, args: argparse.Namespace) -> int:
+        for job_id in args.job:
+            client.call("DELETE", f"jobs/{job_id}")
+            print(
+                json.dumps({"id": job_id, "deleted": True}) if args.json else f"{job_id}: deleted"
+            )
         return 0
 
     return _run(argv, parser, action)

@@ -87,6 +87,8 @@ RESPONSE_MODELS = {
     "NotificationList": notification_models.NotificationList,
     "Attempt": notification_models.Attempt,
     "AddressConfirmed": notification_models.AddressConfirmed,
+    "StorageReport": models.StorageReport,
+    "UserStorage": models.UserStorage,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (

@@ -94,7 +94,7 @@ def test_a_student_opens_the_dashboard_from_the_jobs_panel_and_sees_her_usage(la
     page.wait_for_load_state()
     # the hub's OAuth took her straight there: she was logged in at the hub
     expect(page.locator(".nbjobs-Who")).to_contain_text("ada (user)")
-    expect(page.locator(".nbjobs-Tabs a")).to_have_text(["Usage"])  # no overview for her
+    expect(page.locator(".nbjobs-Tabs a")).to_have_text(["Usage", "Storage"])  # no overview
     table = page.locator("table[aria-label='GPU-hours by flavor']")
     expect(table).to_contain_text("t4")
     expect(table.locator("tbody tr").last).to_contain_text("all")
@@ -122,7 +122,7 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
     expect(admin.locator(".nbjobs-Tabs a")).to_have_text(
-        ["Overview", "Queue", "Nodes", "Approvals", "Classes", "Usage"]
+        ["Overview", "Queue", "Nodes", "Approvals", "Classes", "Usage", "Storage"]
     )
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
@@ -148,6 +148,14 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     assert csv.splitlines()[0] == "date,user,gpu_hours_allocated,gpu_hours_busy"
     assert any(line.split(",")[1] == "ada" for line in csv.splitlines()[1:])
     admin.screenshot(path=str(ARTIFACTS / "22-dashboard-usage.png"), full_page=True)
+
+    # the space each user's job files take, against the limit
+    admin.locator(".nbjobs-Tabs a", has_text="Storage").click()
+    space = admin.locator("table[aria-label='Job files per user']")
+    expect(space.locator("tr", has_text="ada")).to_contain_text("/ 5.0 GiB")
+    expect(admin.locator("#nbjobs-main")).to_contain_text("Each user may keep 5.0 GiB of job files")
+    expect(admin.locator("#nbjobs-main")).to_contain_text("removed 7 days after it ended")
+    admin.screenshot(path=str(ARTIFACTS / "22b-dashboard-storage.png"), full_page=True)
 
     # the hub lists it among its services
     admin.goto(f"{hub.url}/hub/home")

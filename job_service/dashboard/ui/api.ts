@@ -158,6 +158,13 @@ export interface IUsageRow {
   gpu_hours_limit: number | null;
 }
 
+/** `GET api/storage`: the space users' job files take, and its rules. */
+export interface IStorageReport {
+  retention_seconds: number | null;
+  max_job_files: number | null;
+  users: { user: string; job_files: number; jobs: number }[];
+}
+
 export interface IUsage {
   period: string;
   users: IUsageRow[];

@@ -5,6 +5,20 @@ export function gpus(value: number): string {
   return Number.isInteger(value) ? String(value) : value.toFixed(2).replace(/0$/, '');
 }
 
+/** Bytes for people: `512 B`, `3.4 KiB`, `120.0 MiB`, `5.0 GiB`. */
+export function bytes(value: number): string {
+  for (const [unit, size] of [
+    ['GiB', 1024 ** 3],
+    ['MiB', 1024 ** 2],
+    ['KiB', 1024]
+  ] as const) {
+    if (value >= size) {
+      return `${(value / size).toFixed(1)} ${unit}`;
+    }
+  }
+  return `${value} B`;
+}
+
 /** GPU-hours for people: `12.5`, `3.25`, `0.0015` (two significant digits below one). */
 export function hours(value: number): string {
   if (value === 0) {

@@ -24,10 +24,11 @@ import {
   INodeView,
   IOverview,
   IQueuedJob,
+  IStorageReport,
   IUsage,
   IUsageLine
 } from './api';
-import { csvField, gpus, hours, isoDay, rosterNames, wait, when } from './format';
+import { bytes, csvField, gpus, hours, isoDay, rosterNames, wait, when } from './format';
 
 Chart.register(
   BarController,
@@ -76,15 +77,15 @@ function table(headers: string[], rows: Child[][], label: string): HTMLElement {
 }
 
 /** A bar of `part` out of `whole` with the numbers written beside it. */
-function meter(part: number, whole: number, label: string): HTMLElement {
+function meter(part: number, whole: number, label: string, show: (n: number) => string = gpus): HTMLElement {
   const percent = whole > 0 ? Math.min(100, (100 * part) / whole) : 0;
   const bar = h('span', { class: 'nbjobs-Meter-fill' });
   bar.style.width = `${percent}%`;
   return h(
     'span',
-    { class: 'nbjobs-Meter', role: 'img', 'aria-label': `${label}: ${gpus(part)} of ${gpus(whole)}` },
+    { class: 'nbjobs-Meter', role: 'img', 'aria-label': `${label}: ${show(part)} of ${show(whole)}` },
     h('span', { class: 'nbjobs-Meter-track' }, bar),
-    h('span', { class: 'nbjobs-Meter-text' }, `${gpus(part)} / ${gpus(whole)}`)
+    h('span', { class: 'nbjobs-Meter-text' }, `${show(part)} / ${show(whole)}`)
   );
 }
 
@@ -164,7 +165,7 @@ class Dashboard {
     if (this.me?.admin || this.me?.teacher) {
       views.push(['approvals', 'Approvals'], ['classes', 'Classes']);
     }
-    views.push(['usage', 'Usage']);
+    views.push(['usage', 'Usage'], ['storage', 'Storage']);
     return views;
   }
 
@@ -219,7 +220,8 @@ class Dashboard {
       nodes: () => this.nodes(),
       approvals: () => this.approvals(),
       classes: () => this.classes(),
-      usage: () => this.usage()
+      usage: () => this.usage(),
+      storage: () => this.storage()
     };
     void (draw[id] ?? draw.usage)();
   }
@@ -793,6 +795,45 @@ class Dashboard {
       });
       return `Created class ${name.value.trim()} with ${students.length} student(s).`;
     }, status, extra);
+  }
+
+  // -- storage -----------------------------------------------------------------------
+
+  private async storage(): Promise<void> {
+    let report: IStorageReport;
+    try {
+      report = await this.api.get<IStorageReport>('storage');
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    const limit = report.max_job_files;
+    const days = report.retention_seconds === null ? null : report.retention_seconds / 86_400;
+    const rules = h(
+      'p',
+      {},
+      limit === null ? 'No limit on job files per user. ' : `Each user may keep ${bytes(limit)} of job files. `,
+      days === null
+        ? 'Ended jobs keep their inputs until they are deleted.'
+        : `An ended job's input is removed ${days} days after it ended; its log and output stay until the job is deleted.`
+    );
+    const rows = report.users.map(u => [
+      u.user,
+      String(u.jobs),
+      limit === null ? bytes(u.job_files) : meter(u.job_files, limit, `${u.user}'s job files`, bytes)
+    ]);
+    this.main.replaceChildren(
+      h('h2', {}, 'Storage'),
+      h(
+        'p',
+        {},
+        "The space nbjobs keeps for jobs in each folder (.nbjobs: the notebooks jobs ran, their logs and telemetry). Outputs are written beside the notebooks and are not counted."
+      ),
+      rules,
+      rows.length
+        ? table(['User', 'Jobs', 'Job files'], rows, 'Job files per user')
+        : h('p', {}, 'No jobs yet.')
+    );
   }
 
   // -- usage -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { csvField, gpus, hours, rosterNames, wait } from '../format';
+import { bytes, csvField, gpus, hours, rosterNames, wait } from '../format';
 
 describe('rosterNames', () => {
   it('takes one name per line or the first column of a CSV, skipping a header', () => {
@@ -43,5 +43,14 @@ describe('numbers for people', () => {
     expect(wait(125)).toBe('2 min');
     expect(wait(3 * 3600 + 5 * 60)).toBe('3 h 05 min');
     expect(wait(50 * 3600)).toBe('2 d 2 h');
+  });
+});
+
+describe('bytes', () => {
+  it('writes sizes in the largest binary unit they fill, to a tenth', () => {
+    expect(bytes(512)).toBe('512 B');
+    expect(bytes(3500)).toBe('3.4 KiB');
+    expect(bytes(2_000_000)).toBe('1.9 MiB');
+    expect(bytes(5 * 1024 ** 3)).toBe('5.0 GiB');
   });
 });

@@ -1,0 +1,195 @@
+"""What nbjobs keeps in users' folders, and for how long.
+
+Each job has a folder in its owner's ``.nbjobs/jobs/<id>/``: the input it ran (a copy of
+the notebook or script), its status, log and telemetry. Nothing used to remove those, so
+30 submit-and-cancel pairs of a 5 MiB notebook grew a folder by 150 MiB. Now:
+
+- an ended job's input goes ``storage.retention`` after it ended (one that never started,
+  at once): a round here every few minutes, in the service that holds the lease. The
+  log, status and output stay while the job is listed; a re-run reads the notebook anew;
+- a deleted job's folder goes with it (:meth:`~.service.JobService.forget`);
+- a submit is refused (507) while the user's ``.nbjobs`` holds more than
+  ``storage.max_job_files``, saying how much and what to do;
+- ``GET api/storage`` (``nbjobs storage``, the dashboard's Storage view) says how much
+  each user's ``.nbjobs`` holds: users their own, admins everyone's.
+
+Files are removed and measured without following links (:mod:`nbjobs.storage`), and no
+transaction is open while they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from nbjobs.config import StorageConfig
+from nbjobs.models import FINAL_STATES, StorageReport, UserStorage
+from nbjobs.storage import job_files_size, remove_from_job_dir
+
+from .db import JobRecord, utcnow
+from .errors import Caller, Forbidden, InsufficientStorage
+from .periodic import Periodic
+
+#: seconds between two rounds of removing old inputs
+ROUND = 300.0
+#: inputs removed per round, at most (the next round takes the rest)
+PER_ROUND = 500
+#: how long an admin's report of every user's space is reused
+REPORT_FRESH = 60.0
+
+InDb = Callable[..., Awaitable[Any]]
+
+
+class Retention:
+    """Removes the inputs of jobs that ended long enough ago; measures users' space."""
+
+    def __init__(
+        self,
+        storage: StorageConfig,
+        sessions: sessionmaker[Session],
+        in_db: InDb,
+        folder_for: Callable[[str], Path],
+        log: logging.Logger,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.storage = storage
+        self._sessions = sessions
+        self._in_db = in_db
+        self._folder_for = folder_for
+        self._log = log
+        self.clock = clock
+        self._rounds = Periodic(
+            self.sweep, lambda: ROUND, what="removing old job inputs", log=lambda: log
+        )
+        self._report: tuple[float, list[UserStorage]] | None = None
+
+    def run(self) -> None:
+        self._rounds.run()
+
+    async def stop(self) -> None:
+        await self._rounds.stop()
+
+    def halt(self) -> None:
+        self._rounds.halt()
+
+    # -- removing ------------------------------------------------------------------------
+
+    async def sweep(self) -> int:
+        """One round: remove the inputs that are due; how many were."""
+        due = await self._in_db(self._due)
+        freed = 0
+        for _job_id, job_dir, snapshot in due:
+            freed += await asyncio.to_thread(
+                remove_from_job_dir, Path(job_dir), Path(snapshot).name
+            )
+        if due:
+            await self._in_db(self._mark, [job_id for job_id, _, _ in due])
+            self._log.info(
+                "removed the inputs of %d ended jobs (%.1f MiB)", len(due), freed / 1024**2
+            )
+        return len(due)
+
+    def _due(self) -> list[tuple[str, str, str]]:
+        now = self.clock()
+        keep = timedelta(seconds=float(self.storage.retention or 0))
+        with self._sessions() as db:
+            rows = db.execute(
+                select(JobRecord.id, JobRecord.job_dir, JobRecord.snapshot_file)
+                .where(
+                    JobRecord.state.in_([state.value for state in FINAL_STATES]),
+                    JobRecord.finished_at.is_not(None),
+                    JobRecord.input_removed_at.is_(None),
+                    (JobRecord.finished_at <= now - keep) | JobRecord.started_at.is_(None),
+                )
+                .order_by(JobRecord.finished_at)
+                .limit(PER_ROUND)
+            ).all()
+        return [(r.id, r.job_dir, r.snapshot_file) for r in rows]
+
+    def _mark(self, ids: list[str]) -> None:
+        with self._sessions() as db:
+            db.execute(
+                update(JobRecord)
+                .where(JobRecord.id.in_(ids))
+                .values(input_removed_at=self.clock())
+                .execution_options(synchronize_session=False)
+            )
+            db.commit()
+
+    # -- measuring -----------------------------------------------------------------------
+
+    def check_room(self, user: str, folder: Path) -> None:
+        """Refuse a submit while ``user``'s job files are over ``storage.max_job_files``
+        (call off the event loop: it walks their ``.nbjobs``)."""
+        limit = self.storage.max_job_files
+        if limit is None:
+            return
+        held = job_files_size(folder)
+        if held >= limit:
+            raise InsufficientStorage(
+                f"your job files (.nbjobs in your folder: inputs, logs) take {_size(held)}, "
+                f"the most each user may keep here is {_size(limit)}; delete jobs you no "
+                "longer need (the Jobs panel's Delete, or `nbjobs delete ID`) and submit "
+                "again, or ask your admin to raise storage.max_job_files"
+            )
+
+    async def report(self, caller: Caller, user: str | None = None) -> StorageReport:
+        """The space users' job files take: the caller's own, or (admins) everyone's
+        with jobs, or one user's."""
+        if user is not None and user != caller.name and not caller.admin:
+            raise Forbidden("only admins see another user's space; leave out user to see yours")
+        if not caller.admin or user is not None:
+            name = user or caller.name
+            users = [await asyncio.to_thread(self._measure, name, await self._count(name))]
+        else:
+            users = await self._everyone()
+        return StorageReport(
+            retention_seconds=self.storage.retention,
+            max_job_files=self.storage.max_job_files,
+            users=users,
+        )
+
+    async def _count(self, user: str) -> int:
+        def count() -> int:
+            with self._sessions() as db:
+                query = select(func.count()).select_from(JobRecord).where(JobRecord.user == user)
+                return int(db.scalar(query) or 0)
+
+        return int(await self._in_db(count))
+
+    async def _everyone(self) -> list[UserStorage]:
+        fresh = self._report
+        if fresh is not None and time.monotonic() - fresh[0] < REPORT_FRESH:
+            return fresh[1]
+
+        def counts() -> list[tuple[str, int]]:
+            with self._sessions() as db:
+                rows = db.execute(
+                    select(JobRecord.user, func.count()).group_by(JobRecord.user)
+                ).all()
+            return [(r[0], int(r[1])) for r in rows]
+
+        users = [
+            await asyncio.to_thread(self._measure, name, jobs)
+            for name, jobs in await self._in_db(counts)
+        ]
+        users.sort(key=lambda u: (-u.job_files, u.user))
+        self._report = (time.monotonic(), users)
+        return users
+
+    def _measure(self, user: str, jobs: int) -> UserStorage:
+        return UserStorage(user=user, jobs=jobs, job_files=job_files_size(self._folder_for(user)))
+
+
+def _size(n: int) -> str:
+    if n >= 1024**3:
+        return f"{n / 1024**3:.1f} GiB"
+    return f"{n / 1024**2:.1f} MiB"
