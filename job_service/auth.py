@@ -20,6 +20,7 @@ import json
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import AdminConfig, TeachersConfig
 
-from .service import Caller
+from .errors import Caller
 
 ADMIN_SCOPE = "custom:nbjobs:admin"
 SUBMIT_SCOPE = "custom:nbjobs:submit"
@@ -77,6 +78,20 @@ class Authenticator(LoggingConfigurable):
         ``c.Authenticator.metrics_groups = ["monitoring"]``
         """,
     ).tag(config=True)
+
+    #: the names of the classes teachers made (hub groups); set by the app from its class
+    #: registry. Membership of one never counts as membership of a group nbjobs.yaml
+    #: gives meaning to: a class made before its name gained one (an admin later naming
+    #: it in a flavor's groups, a quota, admins) grants nothing of that
+    class_groups: Callable[[], Collection[str]]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.class_groups = lambda: ()
+
+    def meaningful(self, groups: Iterable[str] | None) -> frozenset[str]:
+        """The groups of a user that count for flavors, quotas, roles and metrics."""
+        return frozenset(groups or ()) - set(self.class_groups())
 
     async def caller_for_token(self, token: str) -> Caller | None:
         raise NotImplementedError
@@ -169,7 +184,7 @@ class StaticTokenAuth(Authenticator):
     async def user_now(self, name: str) -> Caller | None:
         if name not in self._known.values():
             return None  # no token names them any more: they are gone from this service
-        groups = frozenset(self.user_groups.get(name, []))
+        groups = self.meaningful(self.user_groups.get(name, []))
         return Caller(
             name, groups, self.is_admin(name, groups), teacher=self.is_teacher(name, groups)
         )
@@ -177,7 +192,7 @@ class StaticTokenAuth(Authenticator):
     async def caller_for_token(self, token: str) -> Caller | None:
         for known, name in self._known.items():
             if hmac.compare_digest(known.encode(), token.encode()):
-                groups = frozenset(self.user_groups.get(name, []))
+                groups = self.meaningful(self.user_groups.get(name, []))
                 return Caller(
                     name,
                     groups,
@@ -266,7 +281,7 @@ class HubTokenAuth(Authenticator):
         if not model or model.get("kind", "user") != "user":
             return None
         name = model["name"]
-        groups = frozenset(model.get("groups") or [])
+        groups = self.meaningful(model.get("groups"))
         scopes = set(model.get("scopes") or [])
         if not scopes & self.accepted_scopes():
             # a token made for something else (read:users:name!user=ada) is not a key
@@ -284,7 +299,7 @@ class HubTokenAuth(Authenticator):
         model = await hub.user(name)
         if model is None:
             return None
-        groups = frozenset(model.get("groups") or [])
+        groups = self.meaningful(model.get("groups"))
         admin = self.is_admin(name, groups, bool(model.get("admin")))
         return Caller(name, groups, admin, teacher=self.is_teacher(name, groups, False))
 
@@ -312,7 +327,7 @@ class HubTokenAuth(Authenticator):
         if model.get("kind", "user") != "user":
             return False
         name = model["name"]
-        groups = frozenset(model.get("groups") or [])
+        groups = self.meaningful(model.get("groups"))
         return self.is_admin(name, groups, bool(model.get("admin"))) or self.grants_scrape(
             name, groups
         )

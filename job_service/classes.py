@@ -190,6 +190,10 @@ class ClassRegistry:
         names = {c.name for c in static}
         return static + [c for n, c in sorted(self._hub_classes.items()) if n not in names]
 
+    def hub_class_names(self) -> set[str]:
+        """The classes teachers made (hub groups), as last read from the hub."""
+        return set(self._hub_classes)
+
     def get(self, name: str) -> ClassInfo | None:
         return next((c for c in self.all() if c.name == name), None)
 

@@ -133,6 +133,8 @@ class APIHandler(web.RequestHandler):
             query_token = self.get_query_argument("token", None)
         except web.HTTPError:  # not decodable: no token anyone could have been given
             query_token = None
+        # which hub groups are classes (never counted as the caller's groups), first
+        await self.service.classes.refresh()
         await self.authenticate(bearer_token(self.request.headers, query_token))
         declared = self.request.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.body_limit + LINGER_BYTES:
@@ -143,7 +145,6 @@ class APIHandler(web.RequestHandler):
             # rather than a reset connection; tornado's own cap is below that.
             connection: Any = self.request.connection
             connection.set_max_body_size(self.body_limit + LINGER_BYTES)
-        await self.service.classes.refresh()
 
     async def authenticate(self, token: str | None) -> None:
         """Set :attr:`caller` from the request's token; no caller is a 401."""

@@ -262,6 +262,7 @@ class Ticker:
         user_now = self.service.user_now
         if user_now is None or item.owner.admin:
             return None  # an admin's "run now" acts with the admin's own rights
+        await self.service.classes.refresh()  # which of their groups are classes, now
         try:
             owner = await user_now(item.owner.name)
         except NotImplementedError:

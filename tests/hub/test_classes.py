@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -222,6 +223,59 @@ def test_a_class_may_not_take_the_name_of_a_group_that_grants_something(hub, nam
     )
     group = hub.group(name)
     assert group is None or group["users"] == ["sam"]  # zed joined no such group
+
+
+def test_a_class_whose_name_gained_a_meaning_later_grants_nothing_of_it(hub):
+    """A class made before an admin named a group like it in nbjobs.yaml (here: big-cpu's
+    group "nobody"): its students are in a hub group of that name, and still get nothing
+    that group is given. Made as nbjobs makes a class (a group with the class property),
+    by the hub's API, since creating one of that name through nbjobs is refused now."""
+    assert hub.nbjobs("tess", "class", "create", "early", "zed2").returncode == 0
+    settings = hub.group("early")["properties"]
+    assert hub.nbjobs("tess", "class", "delete", "early").returncode == 0
+    api = f"{hub.url}/hub/api"
+    made = requests.post(
+        f"{api}/groups/nobody", headers=hub.admin, json={"users": ["zed2"]}, timeout=30
+    )
+    assert made.status_code in (201, 409), made.text
+    requests.post(
+        f"{api}/groups/nobody/users", headers=hub.admin, json={"users": ["zed2"]}, timeout=30
+    ).raise_for_status()
+    requests.put(
+        f"{api}/groups/nobody/properties", headers=hub.admin, json=settings, timeout=30
+    ).raise_for_status()
+    token = requests.post(
+        f"{api}/users/zed2/tokens", headers=hub.admin, json={"note": "t"}, timeout=30
+    ).json()["token"]
+    headers = {"Authorization": f"token {token}"}
+    try:
+        # the service reads the hub's classes at most every 10 s (and at its start, which
+        # is when a name given meaning in nbjobs.yaml takes effect)
+        deadline = time.monotonic() + 30
+        while "nobody" not in [c["name"] for c in hub.api("sam", "GET", "classes").json()]:
+            assert time.monotonic() < deadline, "the service never read the class"
+            time.sleep(0.5)
+        flavors = requests.get(hub.service + "api/flavors", headers=headers, timeout=60)
+        submit = requests.post(
+            hub.service + "api/jobs",
+            headers=headers,
+            json={"path": "x.ipynb", "flavor": "big-cpu"},
+            timeout=60,
+        )
+        classes = hub.api("sam", "GET", "classes")  # sam: an nbjobs admin (group staff)
+    finally:
+        requests.delete(f"{api}/groups/nobody", headers=hub.admin, timeout=30)
+
+    assert "zed2" in hub_group_users(settings, classes.json(), "nobody")
+    assert [f["name"] for f in flavors.json()] == ["cpu"]
+    assert submit.status_code == 403, submit.text
+    assert submit.json()["message"] == ("you may not use flavor 'big-cpu'; your flavors are: cpu")
+
+
+def hub_group_users(settings: dict, classes: list[dict], name: str) -> list[str]:
+    """The students of class ``name`` as the job service lists it (it is a class)."""
+    assert settings.get("nbjobs_class"), settings
+    return next(c["students"] for c in classes if c["name"] == name)
 
 
 def test_add_remove_and_delete_keep_students_and_their_work(hub):
