@@ -42,11 +42,11 @@ from typing import Any
 
 import httpx
 import nbformat
+from nbjobs.job_service.app import routes
 from nbjobs.job_service.auth import StaticTokenAuth
 from nbjobs.job_service.backends.base import LaunchSpec
 from nbjobs.job_service.backends.local import LocalBackend
 from nbjobs.job_service.db import JobRecord, connect
-from nbjobs.job_service.handlers import routes
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets

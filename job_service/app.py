@@ -23,15 +23,34 @@ from traitlets.config import Application
 
 from nbjobs.config import ConfigError, NbjobsConfig, load_config
 
+from . import handlers
+from .api_base import NotFoundHandler
 from .auth import Authenticator, HubTokenAuth, StaticTokenAuth, TokenConfigError
 from .backends import Backend
 from .backends.local import LocalBackend
 from .classes import ClassRegistry, HubGroups
 from .dashboard import dashboard_routes
+from .dashboard.handlers import api_routes as dashboard_api_routes
 from .db import DatabaseUnusable, connect
-from .handlers import NotFoundHandler, routes, scrape_routes
+from .handlers import scrape_routes
 from .lease import DispatcherLease, LeaseHeld
+from .notifications.handlers import api_routes as notification_routes
+from .schedules.handlers import api_routes as definition_routes
 from .service import JobService
+
+
+def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
+    """The API's URL patterns under ``prefix`` (``/`` standalone, ``/services/nbjobs/``
+    under a hub): each part's own, then a JSON 404 for every other path under ``api/``."""
+    api = prefix.rstrip("/") + "/api"
+    return [
+        *handlers.api_routes(api),
+        *dashboard_api_routes(api),
+        *definition_routes(api),
+        *notification_routes(api),
+        # last: every other path under api/ is a JSON 404, never tornado's HTML page
+        (api + r"(?:/.*)?", NotFoundHandler),
+    ]
 
 
 def backend_class_for(kind: str) -> type[Backend]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
 
+from nbjobs.config import PERIODS
 from nbjobs.models import ClassInfo
 
 from .db import BudgetExtension, utcnow
@@ -57,8 +58,6 @@ class Budgets:
 
     def extra(self, cls: ClassInfo, student: str, now: datetime | None = None) -> float:
         """The hours granted to ``student`` in ``cls`` that count now."""
-        from .service import PERIODS
-
         since = (now or utcnow()) - PERIODS[cls.period]
         with self._lock:
             granted = list(self._granted.get((cls.name, student), []))

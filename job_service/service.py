@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from nbjobs.config import PERIOD_WORDS, Flavor, NbjobsConfig, Quota
+from nbjobs.config import PERIOD_WORDS, PERIODS, Flavor, NbjobsConfig, Quota
 from nbjobs.models import (
     ACTIVE_STATES,
     ClassInfo,
@@ -112,8 +112,6 @@ __all__ = [  # what other modules import from here (the errors live in .errors)
 ]
 
 T = TypeVar("T")
-
-PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
 
 
 class JobService:

@@ -14,6 +14,7 @@ A minimal file (everything else has a default)::
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -1076,6 +1077,8 @@ class Profile(_Model):
 #: a quota period as people read it: GPU-hours count over a window that slides with the
 #: clock (the last 7 days for ``week``), not a calendar week that starts again on Monday
 PERIOD_WORDS = {"day": "the last 24 hours", "week": "the last 7 days", "month": "the last 30 days"}
+#: how long each budget period is (a rolling window ending now)
+PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
 
 
 class Quota(_Model):

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from nbjobs.job_runner.status import FINAL_STATES as RUNNER_FINAL_STATES
+
 
 class JobState(str, Enum):
     """Where a job is.
@@ -39,9 +41,8 @@ class JobState(str, Enum):
         return self.value
 
 
-FINAL_STATES = frozenset(
-    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT}
-)
+#: the states a job ends in, as the runner's status file names them
+FINAL_STATES = frozenset(JobState(state) for state in RUNNER_FINAL_STATES)
 ACTIVE_STATES = frozenset({JobState.STARTING, JobState.RUNNING})
 
 #: Every move a job makes between states, and what makes it: (from, to, why); ``None`` as

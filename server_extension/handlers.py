@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Awaitable
 from importlib.metadata import PackageNotFoundError, version
 from types import TracebackType
@@ -20,20 +19,22 @@ from urllib.parse import parse_qsl, urlencode
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import ensure_async, url_path_join
+
+# both light, as a user's server needs none of the service's dependencies: the job
+# states after which a job's output is written (the runner's status file names them
+# first), and how tokens are kept out of logs
+from nbjobs.job_runner.status import FINAL_STATES
 from tornado import httputil, web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
 from tornado.log import app_log, gen_log
 
+from nbjobs.redaction import redact_tokens
+
 #: response headers worth passing back to the browser
 PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control", "X-Log-Offset")
-#: a ``token=`` value in a query string (this server's own token), for keeping it out of logs
-_QUERY_TOKEN = re.compile(r"((?:^|[?&;])(?:access_)?token=)[^&;#]*", re.IGNORECASE)
 #: the largest log passed on (no limit in practice: it is streamed, never held)
 MAX_LOG_BYTES = 2**53
-#: the job states after which a job's output is written (nbjobs.models.FINAL_STATES; not
-#: imported: the user's server needs none of the service's dependencies)
-FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 #: the most of an error's body kept to answer it (the job service's are a sentence)
 MAX_ERROR_BYTES = 64 * 1024
 
@@ -66,7 +67,7 @@ class _NoTokenInLogs:
 
     def _request_summary(self) -> str:
         request = self.request
-        uri = _QUERY_TOKEN.sub(r"\1[secret]", request.uri or "")
+        uri = redact_tokens(request.uri or "")  # this server's own token, say
         return f"{request.method} {uri} ({request.remote_ip})"
 
     def log_exception(

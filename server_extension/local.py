@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_config_dir, jupyter_data_dir
+from nbjobs.job_service.app import routes
 from nbjobs.job_service.auth import StaticTokenAuth
 from nbjobs.job_service.backends.local import LocalBackend, discover_gpus
 from nbjobs.job_service.db import connect
-from nbjobs.job_service.handlers import routes
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets

@@ -13,9 +13,9 @@ from tornado import web
 import nbjobs
 from nbjobs.models import OutputDefaults
 
+from ..api_base import JOB_ID, APIHandler
 from ..approvals import pending_for
 from ..errors import ServiceError
-from ..handlers import JOB_ID, APIHandler
 from .models import DrainRequest, Me, MoveRequest
 from .nodes import drain_node, nodes_view, undrain_node
 from .overview import overview

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from ..handlers import APIHandler
+from ..api_base import APIHandler
 from .models import ConfirmAddress, NotifySettings
 
 

@@ -7,7 +7,7 @@ from http import HTTPStatus
 
 from tornado import web
 
-from ..handlers import JOB_ID, APIHandler
+from ..api_base import JOB_ID, APIHandler
 from .models import DefinitionRequest, DefinitionUpdate
 
 

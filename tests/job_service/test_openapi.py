@@ -10,8 +10,9 @@ import jsonschema
 import pytest
 import requests
 import yaml
+from nbjobs.job_service.api_base import NotFoundHandler
+from nbjobs.job_service.app import routes
 from nbjobs.job_service.dashboard import models as dashboard_models
-from nbjobs.job_service.handlers import NotFoundHandler, routes
 from nbjobs.job_service.notifications import models as notification_models
 from nbjobs.job_service.schedules import models as definition_models
 from openapi_core import OpenAPI
