@@ -11,14 +11,12 @@ import json
 import math
 import re
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tornado import web
-from tornado.log import app_log
 
-from nbjobs.redaction import redact_tokens
+from nbjobs.redaction import NoTokenInLogs
 
 from .auth import Authenticator, bearer_token
 from .errors import Caller, ServiceError
@@ -71,7 +69,7 @@ def _refusing_large_bodies(
 
 
 @web.stream_request_body
-class APIHandler(web.RequestHandler):
+class APIHandler(NoTokenInLogs, web.RequestHandler):
     """JSON in and out; every request authenticated; errors as ``{"message": ...}``.
 
     The body is streamed in (``data_received``) rather than read whole by tornado
@@ -157,23 +155,6 @@ class APIHandler(web.RequestHandler):
             f"the request body is {size_text(size)}; the job service reads at most "
             f"{size_text(self.body_limit)} (limits.request_body in nbjobs.yaml)",
         )
-
-    def _request_summary(self) -> str:
-        # what tornado's warnings and errors name the request by: never with a token
-        request = self.request
-        return f"{request.method} {redact_tokens(request.uri or '')} ({request.remote_ip})"
-
-    def log_exception(
-        self,
-        typ: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Like tornado's, but never logs the request's URI (it may carry ``?token=``)."""
-        if isinstance(value, web.HTTPError):
-            super().log_exception(typ, value, tb)  # through _request_summary, redacted
-            return
-        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=value)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         message = self._reason

@@ -13,7 +13,6 @@ import json
 import os
 from collections.abc import Awaitable
 from importlib.metadata import PackageNotFoundError, version
-from types import TracebackType
 from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode
 
@@ -24,12 +23,11 @@ from jupyter_server.utils import ensure_async, url_path_join
 # states after which a job's output is written (the runner's status file names them
 # first), and how tokens are kept out of logs
 from nbjobs.job_runner.status import FINAL_STATES
-from tornado import httputil, web
+from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
-from tornado.log import app_log, gen_log
 
-from nbjobs.redaction import redact_tokens
+from nbjobs.redaction import NoTokenInLogs
 
 #: response headers worth passing back to the browser
 PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control", "X-Log-Offset")
@@ -56,40 +54,7 @@ class Upstream:
         self.mode = mode  # "hub" or "local"
 
 
-class _NoTokenInLogs:
-    """Mixin: what tornado logs of a failed request names it without a ``?token=`` value.
-
-    jupyter-server's access log scrubs tokens from addresses; tornado's warnings for
-    an error (a 502 when the job service is down) and its tracebacks do not.
-    """
-
-    request: httputil.HTTPServerRequest
-
-    def _request_summary(self) -> str:
-        request = self.request
-        uri = redact_tokens(request.uri or "")  # this server's own token, say
-        return f"{request.method} {uri} ({request.remote_ip})"
-
-    def log_exception(
-        self,
-        typ: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # as tornado's, less the request's repr (it holds the address, token and all)
-        if isinstance(value, web.HTTPError):
-            if value.log_message:
-                gen_log.warning(
-                    "%d %s: " + value.log_message,
-                    value.status_code,
-                    self._request_summary(),
-                    *value.args,
-                )
-            return
-        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=value)
-
-
-class HealthHandler(_NoTokenInLogs, APIHandler):
+class HealthHandler(NoTokenInLogs, APIHandler):
     """``GET nbjobs/api/health``: the extension is loaded; which job service it uses."""
 
     @web.authenticated
@@ -105,7 +70,7 @@ class HealthHandler(_NoTokenInLogs, APIHandler):
         )
 
 
-class _ServiceHandler(_NoTokenInLogs, APIHandler):
+class _ServiceHandler(NoTokenInLogs, APIHandler):
     """What the handlers that call the job service share: finding it, saying in words
     when it is not answering, and errors in the job service's own shape."""
 

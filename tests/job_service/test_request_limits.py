@@ -243,7 +243,7 @@ def test_a_real_service_process_bounds_bodies_and_keeps_tokens_out_of_its_log(tm
 
 
 def test_redaction_leaves_the_rest_of_the_address():
-    from nbjobs.job_service.api_base import redact_tokens
+    from nbjobs.redaction import redact_tokens
 
     assert (
         redact_tokens("/api/jobs?token=abc&state=queued") == "/api/jobs?token=[secret]&state=queued"
