@@ -23,7 +23,7 @@ from typing import Any
 
 from traitlets.config import LoggingConfigurable
 
-from nbjobs.config import Flavor, NbjobsConfig
+from nbjobs.config import Flavor, LimitsConfig, NbjobsConfig, TelemetryConfig
 from nbjobs.storage import open_job_dir
 
 
@@ -58,6 +58,38 @@ class LaunchSpec:
     output_in_folder: bool = False
     #: the snapshot is a script (or a command's ``command.sh``), not a notebook
     script: bool = False
+
+    def runner_command(
+        self,
+        python: str,
+        where: Callable[[Path], str],
+        limits: LimitsConfig,
+        telemetry: TelemetryConfig,
+        *,
+        log_mode: int | None = None,
+    ) -> list[str]:
+        """The runner's command line for this job, for every backend: paths as ``where``
+        says the job sees them, nbjobs.yaml's ``limits`` and ``telemetry``. With
+        ``log_mode`` the runner writes the log into the job's folder itself, made with
+        that mode (a pod: the log is there when the pod is gone); without, its stdout
+        and stderr are the log already (one writer)."""
+        command = [python, "-m", "nbjobs.job_runner"]
+        command += [where(self.snapshot_file), where(self.output_file)]
+        command += ["--status-file", where(self.status_file), "--cwd", where(self.cwd)]
+        if log_mode is not None:
+            command += ["--log-file", where(self.log_file), "--log-file-mode", f"{log_mode:03o}"]
+        if self.source_name:
+            # one word with '=': a name such as --x.sh is a value, not an option
+            command.append(f"--source-name={self.source_name}")
+        command += self.choice_args(where)
+        if self.parameters:
+            # a file in the job's folder, never JSON in argv: every local user reads argv
+            # with ps, one argument may not exceed 128 KiB, and a Job's spec holds no
+            # user data
+            command += ["--parameters", where(self.parameters_file)]
+        if self.time_limit:
+            command += ["--timeout", f"{self.time_limit:g}"]
+        return command + limits.runner_args() + telemetry.runner_args()
 
     def choice_args(self, where: Callable[[Path], str]) -> list[str]:
         """The runner's options for what the owner chose at submit (a kernel, an HTML

@@ -120,23 +120,13 @@ def runner_command(
     ``telemetry`` (nbjobs.yaml's) says how often it samples the pod's GPUs, CPU and
     memory into the status file.
     """
-    where = lambda p: pod_path(storage, spec.user, p)  # noqa: E731
-    command = [settings.python, "-m", "nbjobs.job_runner"]
-    command += [where(spec.snapshot_file), where(spec.output_file)]
-    command += ["--status-file", where(spec.status_file), "--cwd", where(spec.cwd)]
-    command += ["--log-file", where(spec.log_file), "--log-file-mode", f"{log_mode:03o}"]
-    if spec.source_name:
-        # one word with '=': a name such as --x.sh is a value, not an option
-        command.append(f"--source-name={spec.source_name}")
-    command += spec.choice_args(where)
-    if spec.parameters:
-        # the file the backend writes into the job's folder, like the local backend:
-        # the Job's spec holds no user data, and an API object's size is limited
-        command += ["--parameters", where(spec.parameters_file)]
-    if spec.time_limit:
-        command += ["--timeout", f"{spec.time_limit:g}"]
-    command += (limits or LimitsConfig()).runner_args()
-    return command + (telemetry or TelemetryConfig()).runner_args()
+    return spec.runner_command(
+        settings.python,
+        lambda path: pod_path(storage, spec.user, path),
+        limits or LimitsConfig(),
+        telemetry or TelemetryConfig(),
+        log_mode=log_mode,
+    )
 
 
 def job_labels(spec: LaunchSpec) -> dict[str, str]:

@@ -430,24 +430,9 @@ class LocalBackend(Backend):
         return self._installed_kernels.names()
 
     def command(self, spec: LaunchSpec) -> list[str]:
-        """The runner's command line for this job."""
-        command = [self.python, "-m", "nbjobs.job_runner", str(spec.snapshot_file)]
-        command += [str(spec.output_file), "--status-file", str(spec.status_file)]
-        command += ["--cwd", str(spec.cwd)]
-        if spec.source_name:
-            # one word with '=': a name such as --x.sh is a value, not an option
-            command.append(f"--source-name={spec.source_name}")
-        command += spec.choice_args(str)
-        if spec.parameters:
-            # a file, not JSON in argv: every local user reads argv with ps, and one
-            # argument may not exceed 128 KiB
-            command += ["--parameters", str(spec.parameters_file)]
-        if spec.time_limit:
-            command += ["--timeout", f"{spec.time_limit:g}"]
-        # nbjobs.yaml's limits; the runner's stdout and stderr are the job's log file
-        # already (no --log-file: one writer)
-        command += self.nbjobs.limits.runner_args()
-        command += self.nbjobs.telemetry.runner_args()
+        """The runner's command line for this job (its stdout and stderr are the log)."""
+        nbjobs = self.nbjobs
+        command = spec.runner_command(self.python, str, nbjobs.limits, nbjobs.telemetry)
         return command + list(self.runner_args)
 
     def job_account(self, user: str) -> Account | None:
