@@ -128,18 +128,6 @@ class JobServiceApp(Application):
         whatever this is. ``c.JobServiceApp.database_threads = 8``
         """,
     ).tag(config=True)
-    time_limit_grace = Float(
-        60.0,
-        min=0,
-        help="""Seconds past a job's time limit before the service stops it.
-
-        The runner stops a notebook at its time limit itself; this is the backstop
-        for a runner that cannot (hung, stopped). The job is then marked ``timed_out``.
-        Backends that enforce limits themselves (Kubernetes' activeDeadlineSeconds)
-        need none. ``c.JobServiceApp.time_limit_grace = 120``
-        """,
-    ).tag(config=True)
-
     metrics_max_jobs = Integer(
         500,
         min=0,
@@ -208,7 +196,6 @@ class JobServiceApp(Application):
             sessions,
             log=self.log,
             classes=classes,
-            time_limit_grace=self.time_limit_grace,
             lease=DispatcherLease(sessions, seconds=self.lease_seconds, log=self.log),
             concurrent_starts=self.concurrent_starts,
             database_threads=self.database_threads,

@@ -87,7 +87,7 @@ class Follower:
             note = None
             try:
                 # The runner enforces the limit itself; this is the backstop.
-                grace = service.time_limit_grace
+                grace = service.config.limits.time_limit_grace or 0.0
                 backstop = limit + grace if limit and not backend.enforces_time_limit else None
                 outcome = await asyncio.wait_for(backend.wait(ref), timeout=backstop)
             except asyncio.TimeoutError:

@@ -125,7 +125,6 @@ class JobService:
         log: logging.Logger | None = None,
         folder_for: Callable[[str], Path] | None = None,
         classes: ClassRegistry | None = None,
-        time_limit_grace: float = 60.0,
         lease: DispatcherLease | None = None,
         concurrent_starts: int = 8,
         database_threads: int = 4,
@@ -145,7 +144,6 @@ class JobService:
         self.log = log or logging.getLogger("nbjobs.job_service")
         #: seconds past a job's time limit before the service stops a runner that did not
         #: stop itself (the backstop; a backend that enforces limits itself needs none)
-        self.time_limit_grace = time_limit_grace
         #: each queued job's place, worked out again after each change of the queue
         self.positions = QueuePositions(sessions)
         #: database work runs here, never on the event loop (which keeps answering)

@@ -431,6 +431,11 @@ class LimitsConfig(_Model):
     notebook_output: Size = 16 * 1024**2
     #: cell output a job's log gets (``--max-log-output``); the rest is counted
     log_output: Size = 32 * 1024**2
+    #: how long past its time limit a job may run before nbjobs stops it from outside
+    #: (the runner stops at the limit itself and saves its output; this is the backstop
+    #: for one that cannot): the job service stops a local runner then, and a Kubernetes
+    #: Job's ``activeDeadlineSeconds`` is the limit plus this
+    time_limit_grace: Duration = 120.0
     #: the most cells a notebook may have (400 at submit beyond them); 300 000 tiny
     #: cells, as teaching notebooks sometimes have, are within the default
     cells: int = Field(default=500_000, ge=1)
@@ -639,6 +644,16 @@ class KueueConfig(_Model):
 class KubernetesBackendConfig(_Model):
     """Jobs as Kubernetes ``batch/v1`` Jobs."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "deadline_grace_seconds" in data:
+            raise ValueError(
+                "deadline_grace_seconds is now limits.time_limit_grace (one grace for every "
+                "backend): move it there"
+            )
+        return data
+
     #: the namespace of the jobs (the job service's ServiceAccount has a Role there)
     namespace: str = "nbjobs"
     #: with Kueue, every job is created suspended and Kueue admits it; nbjobs does not wait
@@ -652,9 +667,6 @@ class KubernetesBackendConfig(_Model):
     default_image: str | None = None
     #: the Python in the image that runs ``-m nbjobs.job_runner``
     python: str = "python"
-    #: seconds Kubernetes adds to a flavor's time limit before it stops a job (the runner
-    #: stops at the limit itself and saves its output; this is the backstop)
-    deadline_grace_seconds: int = Field(default=120, ge=0)
     #: seconds a stopped job gets to save its partial output before it is killed
     termination_grace_seconds: int = Field(default=30, ge=0)
     #: nodes no new job may start on (maintenance); running jobs finish. Labelling a node

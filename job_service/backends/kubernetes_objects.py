@@ -300,9 +300,8 @@ def make_job(
         "template": {"metadata": template_meta, "spec": pod_spec},
     }
     if spec.time_limit:
-        job_spec["activeDeadlineSeconds"] = (
-            math.ceil(spec.time_limit) + settings.deadline_grace_seconds
-        )
+        grace = (limits or LimitsConfig()).time_limit_grace or 0
+        job_spec["activeDeadlineSeconds"] = math.ceil(spec.time_limit + grace)
     if settings.kueue is not None:
         if settings.kueue.priority_class:
             job_labels_[KUEUE_PRIORITY_LABEL] = settings.kueue.priority_class

@@ -109,6 +109,11 @@ def test_the_published_schema_is_generated_from_the_loader():
             "idle_gpu is for flavors with GPUs; this one has none",
         ),
         (
+            "backend:\n  kubernetes:\n    deadline_grace_seconds: 60\n",
+            "deadline_grace_seconds is now limits.time_limit_grace (one grace for every "
+            "backend): move it there",
+        ),
+        (
             "storage:\n  uid: 0\n",
             "line 2: storage.uid: 0 is root: notebook servers and jobs would run as root",
         ),

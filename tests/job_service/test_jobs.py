@@ -90,8 +90,7 @@ async def test_the_service_stops_a_runner_that_overruns_its_time_limit(start):
     # stopped) is stopped by the service once the limit and its grace have passed.
     six = {"name": "six", "gpus": 0, "time_limit": 6}
     svc = await start(
-        {"flavors": [*BASE_CONFIG["flavors"], six]},
-        argv=("--JobServiceApp.time_limit_grace=0.5",),
+        {"flavors": [*BASE_CONFIG["flavors"], six], "limits": {"time_limit_grace": 0.5}}
     )
     svc.service.backend.cancel_grace = 1  # a stopped runner ignores SIGTERM: kill it soon
     try:
