@@ -20,7 +20,7 @@ from .db import BudgetExtension, utcnow
 from .errors import Caller, Conflict, NotFound
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
 
 #: the most hours one extension may grant
 MOST_HOURS = 10_000.0
@@ -31,15 +31,15 @@ KEPT = timedelta(days=31)
 class Budgets:
     """The extensions in force, per class and student."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self._lock = threading.Lock()
         #: (class, student) -> [(granted_at, hours)]
         self._granted: dict[tuple[str, str], list[tuple[datetime, float]]] = {}
 
     def load(self) -> None:
         """Read the extensions (at start, after each grant), dropping expired ones."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             db.execute(delete(BudgetExtension).where(BudgetExtension.granted_at < utcnow() - KEPT))
             rows = db.execute(
                 select(
@@ -71,7 +71,7 @@ class Budgets:
 
     def grant(self, caller: Caller, name: str, student: str, hours: float) -> ClassInfo:
         """Give ``student`` of class ``name`` ``hours`` more GPU-hours for one period."""
-        classes = self.service.classes
+        classes = self.ctx.classes
         info = classes.get(name)
         if info is None or not (caller.admin or caller.name in info.teachers):
             raise NotFound(f"no class {name!r} of yours; `nbjobs class list` shows your classes")
@@ -84,7 +84,7 @@ class Budgets:
             )
         if not 0 < hours <= MOST_HOURS:
             raise Conflict(f"grant between 0 and {MOST_HOURS:g} hours, not {hours:g}")
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             db.add(
                 BudgetExtension(
                     class_name=name,
@@ -95,7 +95,7 @@ class Budgets:
                 )
             )
             db.commit()
-        self.service.log.info(
+        self.ctx.log.info(
             "class %s: %s gets %g more GPU-hours this %s, from %s",
             name,
             student,

@@ -17,7 +17,7 @@ from .db import DrainRecord, JobRecord, utcnow
 from .errors import Caller, Conflict, Forbidden, NotFound
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
 
 #: the longest reason an admin may give
 MAX_REASON = 500
@@ -25,28 +25,28 @@ MAX_REASON = 500
 STARTED = (JobState.STARTING.value, JobState.RUNNING.value)
 
 
-def drained_nodes(service: JobService) -> set[str]:
+def drained_nodes(ctx: Context) -> set[str]:
     """The nodes drained in the database (a database thread's work)."""
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         return set(db.scalars(select(DrainRecord.node)).all())
 
 
-async def apply(service: JobService) -> None:
+async def apply(ctx: Context) -> None:
     """Hand the drains to the backend (at start, after each change): read on a database
     thread, handed over on the event loop, where the backend's state lives."""
-    service.backend.set_drained(await service.in_db(drained_nodes, service))
+    ctx.backend.set_drained(await ctx.in_db(drained_nodes, ctx))
 
 
-def known_nodes(service: JobService) -> list[str]:
+def known_nodes(ctx: Context) -> list[str]:
     """The nodes the backend sees (those with GPUs of the flavors' kinds)."""
-    return sorted({n.node for n in service.backend.inventory()})
+    return sorted({n.node for n in ctx.backend.inventory()})
 
 
-def jobs_on(service: JobService, node: str, *, gpus_only: bool) -> list[str]:
+def jobs_on(ctx: Context, node: str, *, gpus_only: bool) -> list[str]:
     """Ids of the started jobs placed on ``node``; where the backend has one node and
     records none (one machine), every started job that holds a GPU there."""
-    single = known_nodes(service) == [node]
-    with service.sessions() as db:
+    single = known_nodes(ctx) == [node]
+    with ctx.sessions() as db:
         rows = db.execute(
             select(JobRecord.id, JobRecord.node, JobRecord.gpu_count).where(
                 JobRecord.state.in_(STARTED)
@@ -59,18 +59,18 @@ def jobs_on(service: JobService, node: str, *, gpus_only: bool) -> list[str]:
     ]
 
 
-def drain(service: JobService, caller: Caller, node: str, reason: str) -> DrainRecord:
+def drain(ctx: Context, caller: Caller, node: str, reason: str) -> DrainRecord:
     """Record the drain (admins); :func:`apply` hands it to the backend."""
     _admin_only(caller)
     reason = reason.strip()
     if len(reason) > MAX_REASON:
         raise Conflict(f"the reason is {len(reason)} characters; say it in {MAX_REASON} or fewer")
-    nodes = known_nodes(service)
+    nodes = known_nodes(ctx)
     if node not in nodes:
         raise NotFound(
             f"no node {node!r} with GPUs here; the nodes are: {', '.join(nodes) or 'none'}"
         )
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         record = db.get(DrainRecord, node)
         if record is None:
             record = DrainRecord(node=node)
@@ -79,21 +79,21 @@ def drain(service: JobService, caller: Caller, node: str, reason: str) -> DrainR
         db.commit()
         db.refresh(record)
         db.expunge(record)
-    service.log.info("node %s drained by %s (%s)", node, caller.name, reason or "no reason given")
+    ctx.log.info("node %s drained by %s (%s)", node, caller.name, reason or "no reason given")
     return record
 
 
-def undrain(service: JobService, caller: Caller, node: str) -> None:
+def undrain(ctx: Context, caller: Caller, node: str) -> None:
     """Take the drain off (admins); queued jobs may start there again (once :func:`apply`
     hands the change to the backend)."""
     _admin_only(caller)
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         record = db.get(DrainRecord, node)
         if record is None:
             raise NotFound(f"node {node!r} is not drained")
         db.delete(record)
         db.commit()
-    service.log.info("node %s undrained by %s", node, caller.name)
+    ctx.log.info("node %s undrained by %s", node, caller.name)
 
 
 def _admin_only(caller: Caller) -> None:

@@ -63,6 +63,7 @@ from .approvals import ApprovalExpiry, needs_approval, waiting_for_approval
 from .backends import Backend
 from .budgets import Budgets
 from .classes import ClassRegistry
+from .context import Context, InDb
 from .db import ACTIVE_VALUES, JobRecord, KeptUsage, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
@@ -155,6 +156,10 @@ class JobService:
         self.stopping = False
         #: what Prometheus scrapes beside the database (see metrics.py)
         self.metrics = ServiceMetrics()
+        #: what the collaborators share (they get this, not the service)
+        self.ctx = Context(
+            config, sessions, InDb(self.in_db), self.log, backend, self.classes, self.metrics
+        )
         self.dispatcher = Dispatcher(self, concurrent_starts=concurrent_starts)
         self.follower = Follower(self)
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
@@ -164,9 +169,9 @@ class JobService:
         self.approvals = ApprovalExpiry(self)
         self.definitions = Definitions(self)
         self.ticker = Ticker(self)
-        self.notify_settings = NotifySettingsStore(self)
-        self.outbox = Outbox(self)
-        self.budgets = Budgets(self)
+        self.notify_settings = NotifySettingsStore(self.ctx)
+        self.outbox = Outbox(self.ctx)
+        self.budgets = Budgets(self.ctx)
         #: the inputs of long-ended jobs removed, users' job files measured and capped
         self.retention = Retention(config.storage, sessions, self.in_db, self.folder_for, self.log)
         #: one dispatcher per database: taken at start, given back at stop
@@ -186,7 +191,7 @@ class JobService:
         await self.lease.take(wait=standby)
         self.lease.keep(self._lease_lost)
         self._seq = await self.in_db(self._last_seq)
-        await drains.apply(self)  # before the first job is placed
+        await drains.apply(self.ctx)  # before the first job is placed
         await self.in_db(self.budgets.load)
         await self.dispatcher.recover()
         self.dispatcher.run()

@@ -156,18 +156,20 @@ class OverviewHandler(APIHandler):
                 "the overview of GPUs and queues is for nbjobs admins; your usage is under "
                 "api/usage",
             )
-        self.send(await self._call_sync(overview, self.service))
+        self.send(await self._call_sync(overview, self.service.ctx))
 
 
 class QueueHandler(APIHandler):
     async def get(self) -> None:
-        self.send(await self._call_sync(queue_view, self.service, self.caller))
+        self.send(await self._call_sync(queue_view, self.service.ctx, self.caller))
 
 
 class QueueMoveHandler(APIHandler):
     async def post(self, job_id: str) -> None:
         request = self.body(MoveRequest)
-        self.send(await self._call_sync(move, self.service, self.caller, job_id, request.to))
+        wake = self.service.dispatcher.wake
+        ctx = self.service.ctx
+        self.send(await self._call_sync(move, ctx, self.caller, job_id, request.to, wake))
 
 
 class ApprovalsHandler(APIHandler):
@@ -180,15 +182,21 @@ class ApprovalsHandler(APIHandler):
 
 class NodesHandler(APIHandler):
     async def get(self) -> None:
-        self.send(await self._call_sync(nodes_view, self.service, self.caller))
+        self.send(await self._call_sync(nodes_view, self.service.ctx, self.caller))
 
 
 class DrainHandler(APIHandler):
     async def post(self, node: str) -> None:
         request = self.body(DrainRequest)
         try:
+            service = self.service
             views = await drain_node(
-                self.service, self.caller, node, request.reason, request.cancel_running
+                service.ctx,
+                self.caller,
+                node,
+                request.reason,
+                request.cancel_running,
+                service.cancel,
             )
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
@@ -196,7 +204,8 @@ class DrainHandler(APIHandler):
 
     async def delete(self, node: str) -> None:
         try:
-            views = await undrain_node(self.service, self.caller, node)
+            wake = self.service.dispatcher.wake
+            views = await undrain_node(self.service.ctx, self.caller, node, wake)
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
         self.send(views)

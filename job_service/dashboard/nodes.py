@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -12,14 +13,14 @@ from ..errors import Caller, Forbidden
 from .models import DrainInfo, NodeGpuRow, NodeJob, NodeView
 
 if TYPE_CHECKING:
-    from ..service import JobService
+    from ..context import Context
 
 
-def nodes_view(service: JobService, caller: Caller) -> list[NodeView]:
+def nodes_view(ctx: Context, caller: Caller) -> list[NodeView]:
     if not caller.admin:
         raise Forbidden("the nodes view is for nbjobs admins")
-    inventory = service.backend.inventory()
-    with service.sessions() as db:
+    inventory = ctx.backend.inventory()
+    with ctx.sessions() as db:
         drains = {d.node: d for d in db.scalars(select(DrainRecord)).all()}
         started = db.execute(
             select(JobRecord.id, JobRecord.user, JobRecord.name, JobRecord.flavor, JobRecord.node)
@@ -60,21 +61,29 @@ def nodes_view(service: JobService, caller: Caller) -> list[NodeView]:
 
 
 async def drain_node(
-    service: JobService, caller: Caller, node: str, reason: str, cancel_running: bool
+    ctx: Context,
+    caller: Caller,
+    node: str,
+    reason: str,
+    cancel_running: bool,
+    cancel: Callable[..., Awaitable[object]],
 ) -> list[NodeView]:
-    """Drain ``node``; with ``cancel_running``, cancel what runs there, saying why."""
-    await service.in_db(drain, service, caller, node, reason)
-    await apply(service)
+    """Drain ``node``; with ``cancel_running``, cancel what runs there (``cancel``: the
+    service's), saying why."""
+    await ctx.in_db(drain, ctx, caller, node, reason)
+    await apply(ctx)
     if cancel_running:
-        gpus_only = service.config.backend.kind == "local"  # its drain is of the GPUs
+        gpus_only = ctx.config.backend.kind == "local"  # its drain is of the GPUs
         why = f"node {node} was drained for maintenance" + (f" ({reason})" if reason else "")
-        for job_id in await service.in_db(jobs_on, service, node, gpus_only=gpus_only):
-            await service.cancel(caller, job_id, why=why)
-    return await service.in_db(nodes_view, service, caller)
+        for job_id in await ctx.in_db(jobs_on, ctx, node, gpus_only=gpus_only):
+            await cancel(caller, job_id, why=why)
+    return await ctx.in_db(nodes_view, ctx, caller)
 
 
-async def undrain_node(service: JobService, caller: Caller, node: str) -> list[NodeView]:
-    await service.in_db(undrain, service, caller, node)
-    await apply(service)
-    service.dispatcher.wake()
-    return await service.in_db(nodes_view, service, caller)
+async def undrain_node(
+    ctx: Context, caller: Caller, node: str, wake: Callable[[], None]
+) -> list[NodeView]:
+    await ctx.in_db(undrain, ctx, caller, node)
+    await apply(ctx)
+    wake()
+    return await ctx.in_db(nodes_view, ctx, caller)

@@ -24,7 +24,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from ..service import JobService
+    from ..context import Context
 
 #: the states of a job that holds its GPUs (the record says starting until the job ends;
 #: the runner's status file says when it runs)
@@ -34,9 +34,9 @@ FAILURES_SINCE = timedelta(hours=24)
 FAILURES_SHOWN = 10
 
 
-def _busy_per_job(service: JobService) -> dict[str, tuple[str | None, float]]:
+def _busy_per_job(ctx: Context) -> dict[str, tuple[str | None, float]]:
     """Each running job's node and busy GPU-equivalents from its latest sample."""
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         # the newest sample of each running job: the highest id (rows are added in order)
         latest = (
             select(func.max(JobSample.id).label("id"))
@@ -58,12 +58,12 @@ def _busy_per_job(service: JobService) -> dict[str, tuple[str | None, float]]:
     }
 
 
-def overview(service: JobService) -> Overview:
+def overview(ctx: Context) -> Overview:
     """The overview now (runs on a database thread)."""
     now = utcnow()
-    backend = service.backend
+    backend = ctx.backend
     ok, detail = backend.health()
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         active = db.execute(
             select(
                 JobRecord.id,
@@ -100,7 +100,7 @@ def overview(service: JobService) -> Overview:
             )
             for r in failed
         ]
-    busy = _busy_per_job(service)
+    busy = _busy_per_job(ctx)
     inventory = backend.inventory()
     single = len({n.node for n in inventory}) == 1
     nodes = []
@@ -149,7 +149,7 @@ def overview(service: JobService) -> Overview:
             if f.name in oldest
             else None,
         )
-        for f in service.config.flavors
+        for f in ctx.config.flavors
     ]
     first = min(queued, key=lambda a: a.submitted_at, default=None)
     longest = (
@@ -166,7 +166,7 @@ def overview(service: JobService) -> Overview:
     busy_nodes = [n.busy for n in nodes if n.busy is not None]
     return Overview(
         generated_at=now,
-        backend=BackendHealth(kind=service.config.backend.kind, ok=ok, detail=detail),
+        backend=BackendHealth(kind=ctx.config.backend.kind, ok=ok, detail=detail),
         gpus=GpuCount(
             total=sum(n.total for n in nodes),
             allocated=round(sum(n.allocated for n in nodes), 3),

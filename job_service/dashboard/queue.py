@@ -9,7 +9,7 @@ front one above the highest queued, back one below the lowest, within -100..100.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import select
@@ -24,7 +24,7 @@ from .models import QueuedJob
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from ..service import JobService
+    from ..context import Context
 
 Move = Literal["front", "up", "down", "back"]
 #: the priorities the API allows (nbjobs.models.UpdateRequest)
@@ -59,10 +59,10 @@ def _view(records: list[JobRecord], pending: Sequence[JobRecord] = ()) -> list[Q
     ]
 
 
-def queue_view(service: JobService, caller: Caller) -> list[QueuedJob]:
+def queue_view(ctx: Context, caller: Caller) -> list[QueuedJob]:
     """Every queued job, first to start first (admins)."""
     _admin_only(caller)
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         return _view(_queued(db), _pending(db))
 
 
@@ -72,10 +72,12 @@ def _pending(db: Session) -> list[JobRecord]:
     return list(db.scalars(pending.order_by(JobRecord.seq)).all())
 
 
-def move(service: JobService, caller: Caller, job_id: str, to: Move) -> list[QueuedJob]:
+def move(
+    ctx: Context, caller: Caller, job_id: str, to: Move, wake: Callable[[], None]
+) -> list[QueuedJob]:
     """Move a queued job; the queue after the move."""
     _admin_only(caller)
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         records = _queued(db)
         index = next((i for i, r in enumerate(records) if r.id == job_id), None)
         if index is None:
@@ -104,10 +106,10 @@ def move(service: JobService, caller: Caller, job_id: str, to: Move) -> list[Que
             record.priority = wanted
             record.priority_set_by, record.priority_set_at = caller.name, utcnow()
             db.commit()
-            service.log.info(
+            ctx.log.info(
                 "job %s: moved %s in the queue by %s (priority %d)", job_id, to, caller.name, wanted
             )
-            service.dispatcher.wake()
+            wake()
         return _view(_queued(db), _pending(db))
 
 

@@ -51,7 +51,7 @@ from .settings import email_problem, webhook_problem
 from .store import NotificationRecord, NotifySettingRecord, notification
 
 if TYPE_CHECKING:
-    from ..service import JobService
+    from ..context import Context
 
 #: ended jobs older than this are not told (a service upgraded onto a database of old
 #: jobs does not mail about all of them)
@@ -68,26 +68,26 @@ MAIL_THREADS = 4
 class Outbox:
     """Finds what to tell and sends it, while this service holds the lease."""
 
-    def __init__(self, service: JobService, clock: Callable[[], datetime] = utcnow) -> None:
-        self.service = service
+    def __init__(self, ctx: Context, clock: Callable[[], datetime] = utcnow) -> None:
+        self.ctx = ctx
         self.clock = clock
         self._finding = Periodic(
-            lambda: service.in_db(self.find),
+            lambda: ctx.in_db(self.find),
             lambda: 3.0,
             what="finding what to tell users",
-            log=lambda: service.log,
+            log=lambda: ctx.log,
         )
         self._mail_threads = ThreadPoolExecutor(MAIL_THREADS, thread_name_prefix="nbjobs-mail")
         self._sending = Periodic(
             self.send_due,
             lambda: 1.0,
             what="sending notifications",
-            log=lambda: service.log,
+            log=lambda: ctx.log,
         )
 
     @property
     def config(self) -> NotificationsConfig:
-        return self.service.config.notifications
+        return self.ctx.config.notifications
 
     def run(self) -> None:
         if self.config.email is not None or self.config.webhook is not None:
@@ -101,7 +101,7 @@ class Outbox:
 
     def close(self) -> None:
         """Let the mail threads go (the service is stopping): a mail in flight is left
-        to its timeout, and tried again by the next service."""
+        to its timeout, and tried again by the next ctx."""
         self._mail_threads.shutdown(wait=False, cancel_futures=True)
 
     def halt(self) -> None:
@@ -114,7 +114,7 @@ class Outbox:
         """Queue what there is to tell; how many messages were queued."""
         now = self.clock()
         queued = 0
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             ended = db.scalars(
                 select(JobRecord).where(
                     JobRecord.finished_at.is_not(None),
@@ -300,13 +300,13 @@ class Outbox:
     async def send_due(self) -> int:
         """Send what is due, all at once; how many were tried."""
         claim = uuid.uuid4().hex[:12]
-        due = await self.service.in_db(self._claim, claim)
+        due = await self.ctx.in_db(self._claim, claim)
         await asyncio.gather(*(self._send_one(item) for item in due))
         return len(due)
 
     def _claim(self, claim: str) -> list[dict[str, Any]]:
         now = self.clock()
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             ids = db.scalars(
                 select(NotificationRecord.id)
                 .where(
@@ -362,7 +362,7 @@ class Outbox:
             raise
         except Exception as exc:  # any failure of the far side is recorded, never raised
             error = _sentence(exc)
-        await self.service.in_db(self._record, item, error)
+        await self.ctx.in_db(self._record, item, error)
 
     def _mail(self, item: dict[str, Any]) -> None:
         config = self.config
@@ -421,7 +421,7 @@ class Outbox:
     def _record(self, item: dict[str, Any], error: str | None) -> None:
         now = self.clock()
         config = self.config
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = db.get(NotificationRecord, item["id"])
             if record is None or record.claim != item["claim"]:
                 return  # another sender took it over meanwhile
@@ -442,8 +442,8 @@ class Outbox:
                 )
             db.commit()
         if error is not None:
-            self.service.metrics.notification_failed()
-            self.service.log.warning(
+            self.ctx.metrics.notification_failed()
+            self.ctx.log.warning(
                 "notification %s (%s to %s): attempt %d failed: %s",
                 item["id"],
                 item["channel"],
@@ -460,7 +460,7 @@ class Outbox:
         who = user if caller.admin else caller.name
         if who is not None:
             query = query.where(NotificationRecord.user == who)
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             rows = db.scalars(
                 query.order_by(NotificationRecord.created_at.desc()).limit(limit)
             ).all()

@@ -32,7 +32,7 @@ from .models import AddressConfirmed, NotifySettings, NotifySettingsInfo, Notify
 from .store import NotifySettingRecord, notification
 
 if TYPE_CHECKING:
-    from ..service import JobService
+    from ..context import Context
 
 _ADDRESS = re.compile(r"^[^@\s<>\"',;]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)$")
 
@@ -117,12 +117,12 @@ def scope_of(settings: NotifySettings) -> str:
 class NotifySettingsStore:
     """Reading and saving users' notification settings."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self._wrong_codes = WrongCodes()
 
     def put(self, caller: Caller, settings: NotifySettings) -> NotifySettingsInfo:
-        config = self.service.config.notifications
+        config = self.ctx.config.notifications
         for problem in (
             settings.email and email_problem(config, settings.email),
             settings.webhook and webhook_problem(config, settings.webhook),
@@ -130,7 +130,7 @@ class NotifySettingsStore:
             if problem:
                 raise Invalid(problem)
         scope = scope_of(settings)
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             if settings.job_id:
                 job = db.get(JobRecord, settings.job_id)
                 if job is None or job.user != caller.name:
@@ -172,7 +172,7 @@ class NotifySettingsStore:
         code = new_code(db, user, address, now)
         if code is None:
             return
-        config = self.service.config.notifications
+        config = self.ctx.config.notifications
         message = confirm_message(user, address.strip().lower(), code, config.links_base)
         db.add(
             notification(
@@ -188,7 +188,7 @@ class NotifySettingsStore:
 
     def confirm(self, caller: Caller, code: str) -> AddressConfirmed:
         """The caller entered ``code``: the address it was mailed to is theirs."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             address = confirm(db, caller.name, code, utcnow(), self._wrong_codes)
         return AddressConfirmed(address=address)
 
@@ -203,7 +203,7 @@ class NotifySettingsStore:
             )
         except ValidationError as exc:
             raise Invalid(first_problem(exc)) from None
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             removed = rowcount(
                 db,
                 delete(NotifySettingRecord).where(
@@ -220,13 +220,13 @@ class NotifySettingsStore:
             )
 
     def list(self, caller: Caller) -> NotifySettingsList:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             records = db.scalars(
                 select(NotifySettingRecord)
                 .where(NotifySettingRecord.user == caller.name)
                 .order_by(NotifySettingRecord.scope)
             ).all()
-            config = self.service.config.notifications
+            config = self.ctx.config.notifications
             return NotifySettingsList(
                 settings=[
                     info(r, owns(db, config, caller.name, r.email) if r.email else None)
