@@ -7,6 +7,7 @@ saying so. Every decision is recorded in the job's message and the service's log
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,9 @@ from .errors import Caller, Conflict, NotFound
 from .periodic import Periodic
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .classes import ClassRegistry
+    from .context import Context
+    from .jobview import JobView
 
 PENDING = JobState.PENDING_APPROVAL.value
 #: the longest reason a rejection may give
@@ -37,9 +40,9 @@ def needs_approval(flavor: Flavor, caller: Caller) -> bool:
     return not policy.groups or bool(set(policy.groups) & set(caller.groups))
 
 
-def waiting_for_approval(service: JobService, caller: Caller, flavor: Flavor) -> str:
+def waiting_for_approval(classes: ClassRegistry, caller: Caller, flavor: Flavor) -> str:
     """The sentence a pending job shows its owner."""
-    teacher = any(c.teachers for c in service.classes.of_student(caller.name))
+    teacher = any(c.teachers for c in classes.of_student(caller.name))
     who = "an admin or your teacher" if teacher else "an admin"
     hours = (flavor.approval.expires_after or 0) / 3600 if flavor.approval else 0
     within = f"{hours / 24:g} days" if hours >= 48 else f"{hours:g} h"
@@ -49,85 +52,100 @@ def waiting_for_approval(service: JobService, caller: Caller, flavor: Flavor) ->
     )
 
 
-def may_decide(service: JobService, caller: Caller, owner: str) -> bool:
+def may_decide(classes: ClassRegistry, caller: Caller, owner: str) -> bool:
     """Admins decide every request; a teacher those of their classes' students."""
-    return caller.admin or service.classes.teaches(caller.name, owner)
+    return caller.admin or classes.teaches(caller.name, owner)
 
 
-def pending_for(service: JobService, caller: Caller) -> list[Job]:
-    """The requests ``caller`` may decide, oldest first."""
-    with service.sessions() as db:
-        records = db.scalars(
-            select(JobRecord).where(JobRecord.state == PENDING).order_by(JobRecord.seq)
-        ).all()
-        return [service._to_model(db, r) for r in records if may_decide(service, caller, r.user)]
+class Decisions:
+    """Approving and rejecting requests: the database work on the service's database
+    threads (call these there), then the queue told (``changed``, ``wake``) and the job
+    as it is now (``get``)."""
 
+    def __init__(
+        self,
+        ctx: Context,
+        view: JobView,
+        changed: Callable[[], None],
+        wake: Callable[[], None],
+        get: Callable[[Caller, str], Job],
+    ) -> None:
+        self.ctx, self.view = ctx, view
+        self._changed, self._wake, self._get = changed, wake, get
 
-def _decided(service: JobService, caller: Caller, job_id: str) -> JobRecord:
-    with service.sessions() as db:
-        record = db.get(JobRecord, job_id)
-        if record is None or not (
-            may_decide(service, caller, record.user) or record.user == caller.name
-        ):
-            raise NotFound(f"no job {job_id!r} you may approve")
-        if not may_decide(service, caller, record.user):
-            raise NotFound(
-                f"you may not approve your own job {job_id}; an admin or your teacher does"
-            )
-        if record.state != PENDING:
-            raise Conflict(f"job {job_id} is {record.state}, not waiting for approval")
-        db.expunge(record)
-        return record
+    def pending_for(self, caller: Caller) -> list[Job]:
+        """The requests ``caller`` may decide, oldest first."""
+        classes = self.ctx.classes
+        with self.ctx.sessions() as db:
+            records = db.scalars(
+                select(JobRecord).where(JobRecord.state == PENDING).order_by(JobRecord.seq)
+            ).all()
+            return [self.view.model(db, r) for r in records if may_decide(classes, caller, r.user)]
 
+    def approve(self, caller: Caller, job_id: str) -> Job:
+        """Queue a pending job (it then waits its turn like any other)."""
+        record = self._decided(caller, job_id)
+        self._settle(job_id, state=JobState.QUEUED.value, message=f"approved by {caller.name}")
+        self._changed()
+        self.ctx.log.info("job %s of %s: approved by %s", job_id, record.user, caller.name)
+        self._wake()
+        return self._get(caller, job_id)
 
-def _settle(service: JobService, job_id: str, **values: object) -> None:
-    """Record a decision, if the job still waits for one (a second decision, or a cancel
-    by its owner meanwhile, wins nothing)."""
-    with service.sessions() as db:
-        done = rowcount(
-            db,
-            update(JobRecord)
-            .where(JobRecord.id == job_id, JobRecord.state == PENDING)
-            .values(waiting_reason=None, **values),
+    def reject(self, caller: Caller, job_id: str, reason: str) -> Job:
+        """Cancel a pending job with the reason (its owner sees it)."""
+        reason = reason.strip()
+        if not reason:
+            raise Conflict("say why the job is rejected: its owner reads it")
+        record = self._decided(caller, job_id)
+        self._settle(
+            job_id,
+            state=JobState.CANCELLED.value,
+            finished_at=utcnow(),
+            message=f"rejected by {caller.name}: {reason}",
         )
-        db.commit()
-    if not done:
-        raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
+        self.ctx.log.info(
+            "job %s of %s: rejected by %s (%s)", job_id, record.user, caller.name, reason
+        )
+        return self._get(caller, job_id)
+
+    def _decided(self, caller: Caller, job_id: str) -> JobRecord:
+        classes = self.ctx.classes
+        with self.ctx.sessions() as db:
+            record = db.get(JobRecord, job_id)
+            if record is None or not (
+                may_decide(classes, caller, record.user) or record.user == caller.name
+            ):
+                raise NotFound(f"no job {job_id!r} you may approve")
+            if not may_decide(classes, caller, record.user):
+                raise NotFound(
+                    f"you may not approve your own job {job_id}; an admin or your teacher does"
+                )
+            if record.state != PENDING:
+                raise Conflict(f"job {job_id} is {record.state}, not waiting for approval")
+            db.expunge(record)
+            return record
+
+    def _settle(self, job_id: str, **values: object) -> None:
+        """Record a decision, if the job still waits for one (a second decision, or a
+        cancel by its owner meanwhile, wins nothing)."""
+        with self.ctx.sessions() as db:
+            done = rowcount(
+                db,
+                update(JobRecord)
+                .where(JobRecord.id == job_id, JobRecord.state == PENDING)
+                .values(waiting_reason=None, **values),
+            )
+            db.commit()
+        if not done:
+            raise Conflict(f"job {job_id} was decided or cancelled meanwhile")
 
 
-def approve(service: JobService, caller: Caller, job_id: str) -> Job:
-    """Queue a pending job (it then waits its turn like any other)."""
-    record = _decided(service, caller, job_id)
-    _settle(service, job_id, state=JobState.QUEUED.value, message=f"approved by {caller.name}")
-    service.positions.changed()
-    service.log.info("job %s of %s: approved by %s", job_id, record.user, caller.name)
-    service.dispatcher.wake()
-    return service.get(caller, job_id)
-
-
-def reject(service: JobService, caller: Caller, job_id: str, reason: str) -> Job:
-    """Cancel a pending job with the reason (its owner sees it)."""
-    reason = reason.strip()
-    if not reason:
-        raise Conflict("say why the job is rejected: its owner reads it")
-    record = _decided(service, caller, job_id)
-    _settle(
-        service,
-        job_id,
-        state=JobState.CANCELLED.value,
-        finished_at=utcnow(),
-        message=f"rejected by {caller.name}: {reason}",
-    )
-    service.log.info("job %s of %s: rejected by %s (%s)", job_id, record.user, caller.name, reason)
-    return service.get(caller, job_id)
-
-
-def expire(service: JobService) -> int:
+def expire(ctx: Context) -> int:
     """Cancel the requests older than their flavor's ``expires_after``; how many."""
     now = utcnow()
     expired = 0
-    with service.sessions() as db:
-        for flavor in service.config.flavors:
+    with ctx.sessions() as db:
+        for flavor in ctx.config.flavors:
             if flavor.approval is None or flavor.approval.expires_after is None:
                 continue
             after = flavor.approval.expires_after
@@ -151,7 +169,7 @@ def expire(service: JobService) -> int:
             )
         db.commit()
     if expired:
-        service.log.info("%d approval request(s) expired", expired)
+        ctx.log.info("%d approval request(s) expired", expired)
     return expired
 
 
@@ -166,17 +184,17 @@ def _span(seconds: float) -> str:
 class ApprovalExpiry:
     """Checks pending requests for expiry every :data:`EXPIRY_ROUND` seconds."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self._rounds = Periodic(
-            lambda: service.in_db(expire, service),
+            lambda: ctx.in_db(expire, ctx),
             lambda: EXPIRY_ROUND,
             what="expiring approval requests",
-            log=lambda: service.log,
+            log=lambda: ctx.log,
         )
 
     def run(self) -> None:
-        if any(f.approval for f in self.service.config.flavors):
+        if any(f.approval for f in self.ctx.config.flavors):
             self._rounds.run()
 
     async def stop(self) -> None:

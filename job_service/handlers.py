@@ -24,7 +24,6 @@ from nbjobs.models import (
 )
 
 from .api_base import JOB_ID, LOG_CHUNK, APIHandler, size_text
-from .approvals import approve, reject
 from .errors import ServiceError
 from .metrics import render as render_metrics
 
@@ -104,13 +103,15 @@ class CancelHandler(APIHandler):
 
 class ApproveHandler(APIHandler):
     async def post(self, job_id: str) -> None:
-        self.send(await self._call_sync(approve, self.service, self.caller, job_id))
+        decisions = self.service.decisions
+        self.send(await self._call_sync(decisions.approve, self.caller, job_id))
 
 
 class RejectHandler(APIHandler):
     async def post(self, job_id: str) -> None:
         request = self.body(RejectRequest)
-        self.send(await self._call_sync(reject, self.service, self.caller, job_id, request.reason))
+        decisions = self.service.decisions
+        self.send(await self._call_sync(decisions.reject, self.caller, job_id, request.reason))
 
 
 class RerunHandler(APIHandler):

@@ -19,24 +19,19 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
-from nbjobs.job_runner import StatusFileError
-from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from nbjobs.config import PERIOD_WORDS, PERIODS, Flavor, NbjobsConfig, Quota
 from nbjobs.models import (
-    ACTIVE_STATES,
     ClassInfo,
     FlavorInfo,
     Job,
-    JobError,
     JobList,
     JobState,
-    Progress,
     RerunChanges,
     SubmitRequest,
     UpdateRequest,
@@ -59,7 +54,7 @@ from nbjobs.storage import (
 )
 
 from . import drains, joblist, metering
-from .approvals import ApprovalExpiry, needs_approval, waiting_for_approval
+from .approvals import ApprovalExpiry, Decisions, needs_approval, waiting_for_approval
 from .backends import Backend
 from .budgets import Budgets
 from .classes import ClassRegistry
@@ -78,9 +73,9 @@ from .errors import (
     ServiceError,
     StorageFailed,
     TooLarge,
-    first_problem,
 )
 from .follow import Follower, read_status
+from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
 from .metrics import ServiceMetrics
@@ -147,6 +142,8 @@ class JobService:
         #: stop itself (the backstop; a backend that enforces limits itself needs none)
         #: each queued job's place, worked out again after each change of the queue
         self.positions = QueuePositions(sessions)
+        #: a record as the API shows it, with the runner's and the backend's latest word
+        self.view = JobView(backend, self.positions, lambda job_dir: read_status(job_dir, self.log))
         #: database work runs here, never on the event loop (which keeps answering)
         self._db_threads = ThreadPoolExecutor(
             max_workers=max(1, database_threads), thread_name_prefix="nbjobs-db"
@@ -166,7 +163,11 @@ class JobService:
         self.telemetry = TelemetryCollector(self)
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
         self.reclaimer = IdleReclaimer(self)
-        self.approvals = ApprovalExpiry(self)
+        self.approvals = ApprovalExpiry(self.ctx)
+        #: approving and rejecting requests
+        self.decisions = Decisions(
+            self.ctx, self.view, self.positions.changed, self.dispatcher.wake, self.get
+        )
         self.definitions = Definitions(self)
         self.ticker = Ticker(self)
         self.notify_settings = NotifySettingsStore(self.ctx)
@@ -566,7 +567,9 @@ class JobService:
                 or (_first_words(request.command) if request.command else source.stem),
                 flavor=flavor.name,
                 state=(JobState.PENDING_APPROVAL if pending else JobState.QUEUED).value,
-                waiting_reason=waiting_for_approval(self, caller, flavor) if pending else None,
+                waiting_reason=waiting_for_approval(self.classes, caller, flavor)
+                if pending
+                else None,
                 priority=request.priority or 0,
                 # a command's path is the folder it runs in, as the user gave it
                 path=relative_to_user(folder, source.parent if request.command else source),
@@ -1112,82 +1115,8 @@ class JobService:
     def _to_model(
         self, db: Session, record: JobRecord, positions: dict[str, int] | None = None
     ) -> Job:
-        """The API's view of a record; :class:`DamagedRecord` when the record cannot be one."""
-        try:
-            state = JobState(record.state)
-        except ValueError:
-            raise DamagedRecord(record.id, f"state {record.state!r} is not a job state") from None
-        try:
-            progress = Progress(
-                cells_done=record.cells_done,
-                cells_total=record.cells_total,
-                current_cell=record.current_cell,
-            )
-        except ValidationError as exc:
-            raise DamagedRecord(record.id, first_problem(exc)) from None
-        if state in ACTIVE_STATES:
-            with contextlib.suppress(StatusFileError, OSError):
-                live = read_status(record.job_dir, self.log)
-                if live is not None:
-                    progress = Progress(
-                        cells_done=live.cells_done,
-                        cells_total=live.cells_total,
-                        current_cell=live.current_cell,
-                    )
-                    if live.state == "running":
-                        state = JobState.RUNNING
-        waiting = record.waiting_reason
-        seen = None
-        if state in ACTIVE_STATES and record.backend_ref:
-            seen = self.backend.seen(record.backend_ref)
-        if seen is not None and seen.waiting:
-            # Handed to the cluster, which has not placed it yet: queued there, and why.
-            state, waiting = JobState.QUEUED, seen.waiting
-        position = None
-        if state is JobState.QUEUED:
-            positions = positions if positions is not None else self.positions.get(db)
-            position = positions.get(record.id)
-        if record.error is not None and not isinstance(record.error, dict):
-            raise DamagedRecord(record.id, f"error {record.error!r} is not an object")
-        try:
-            return Job(
-                id=record.id,
-                user=record.user,
-                name=record.name,
-                path=record.path,
-                output_path=record.output_path,
-                flavor=record.flavor,
-                state=state,
-                queue_position=position,
-                waiting_reason=waiting
-                if state in (JobState.QUEUED, JobState.PENDING_APPROVAL)
-                else None,
-                progress=progress,
-                parameters=record.parameters or {},
-                priority=record.priority,
-                gpus=record.gpus or [],
-                submitted_at=record.submitted_at,
-                started_at=record.started_at,
-                finished_at=record.finished_at,
-                exit_code=record.exit_code,
-                message=record.message,
-                error=JobError(**record.error) if record.error else None,
-                node=(seen.node if seen is not None and seen.node else None) or record.node,
-                rerun_of=record.rerun_of,
-                time_limit=record.time_limit,
-                requeues=record.requeues or 0,
-                warning=record.warning if state in ACTIVE_STATES else None,
-                kernel=record.kernel,
-                html_path=(
-                    str(PurePosixPath(record.output_path).with_suffix(".html"))
-                    if record.html
-                    else None
-                ),
-                kind=record.kind or "notebook",  # type: ignore[arg-type]
-                command=record.command,
-            )
-        except (ValidationError, TypeError) as exc:
-            raise DamagedRecord(record.id, first_problem(exc)) from None
+        """The API's view of a record (:class:`~.jobview.JobView`)."""
+        return self.view.model(db, record, positions)
 
 
 def _first_words(command: str, width: int = 40) -> str:

@@ -14,7 +14,6 @@ import nbjobs
 from nbjobs.models import OutputDefaults
 
 from ..api_base import JOB_ID, APIHandler
-from ..approvals import pending_for
 from ..errors import ServiceError
 from .models import DrainRequest, Me, MoveRequest
 from .nodes import drain_node, nodes_view, undrain_node
@@ -177,7 +176,7 @@ class ApprovalsHandler(APIHandler):
     students')."""
 
     async def get(self) -> None:
-        self.send(await self._call_sync(pending_for, self.service, self.caller))
+        self.send(await self._call_sync(self.service.decisions.pending_for, self.caller))
 
 
 class NodesHandler(APIHandler):

@@ -123,7 +123,7 @@ async def test_a_request_nobody_answers_expires_saying_so(svc):
             .values(submitted_at=utcnow() - timedelta(days=2, minutes=1))
         )
         db.commit()
-    assert await svc.service.in_db(expire, svc.service) == 1
+    assert await svc.service.in_db(expire, svc.service.ctx) == 1
     gone = await svc.job("ada", old["id"])
     assert gone["state"] == "cancelled"
     assert gone["message"] == (
