@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             db.commit()
         baseline = size(url)
         collector = TelemetryCollector.__new__(TelemetryCollector)
-        collector.service = SimpleNamespace(sessions=sessions)  # type: ignore[assignment]
+        collector.ctx = SimpleNamespace(sessions=sessions)  # type: ignore[assignment]
         collector.max_samples = MAX_SAMPLES
         per_hour = int(3600 / args.interval)
         print(

@@ -260,7 +260,7 @@ class PrometheusHandler(APIHandler):
             )
 
     async def get(self) -> None:
-        body = await render_metrics(self.service)
+        body = await render_metrics(self.service.ctx, self.service.telemetry)
         self.set_header("Content-Type", PROMETHEUS_CONTENT_TYPE)
         self.set_header("Cache-Control", "no-store")
         self.finish(body)

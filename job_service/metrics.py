@@ -44,7 +44,8 @@ from .db import (
 )
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
+    from .telemetry import TelemetryCollector
 
 #: seconds a queued job waited, as buckets: a second to a day
 QUEUE_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400)
@@ -185,9 +186,9 @@ class Snapshot:
     groups: dict[str, set[str]]
 
 
-def read_snapshot(service: JobService) -> Snapshot:
+def read_snapshot(ctx: Context) -> Snapshot:
     """The database's part of a scrape, in three grouped queries (database threads)."""
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         grouped = db.execute(
             select(
                 JobRecord.state,
@@ -289,11 +290,11 @@ def read_snapshot(service: JobService) -> Snapshot:
     return Snapshot(counts, oldest, list(started.values()), utcnow(), ended, groups)
 
 
-async def render(service: JobService) -> bytes:
+async def render(ctx: Context, telemetry: TelemetryCollector) -> bytes:
     """The service's metrics in Prometheus' text format (one scrape)."""
-    snapshot = await service.in_db(read_snapshot, service)
-    families = list(families_of(service, snapshot))  # the backend's view: on the event loop
-    families += [_without_created(f) for f in service.metrics.registry.collect()]
+    snapshot = await ctx.in_db(read_snapshot, ctx)
+    families = list(families_of(ctx, telemetry, snapshot))  # the backend's view: on the event loop
+    families += [_without_created(f) for f in ctx.metrics.registry.collect()]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(families))
     return generate_latest(registry)
@@ -316,18 +317,20 @@ class _Families:
         return iter(self.families)
 
 
-def families_of(service: JobService, snapshot: Snapshot) -> Iterable[Metric]:
+def families_of(
+    ctx: Context, telemetry: TelemetryCollector, snapshot: Snapshot
+) -> Iterable[Metric]:
     """The gauges of one scrape: the snapshot, with the backend's view read now."""
-    backend, config, metrics = service.backend, service.config, service.metrics
+    backend, config, metrics = ctx.backend, ctx.config, ctx.metrics
     flavors = sorted({f.name for f in config.flavors} | {f for _, f in snapshot.counts})
     for name in flavors:  # failed starts of every flavor show, 0 until one fails
         metrics.start_failures.labels(name)
     counts = Counter(snapshot.counts)
-    runner_says = service.telemetry.runner_states
+    runner_says = telemetry.runner_states
     allocated: defaultdict[tuple[str, str], float] = defaultdict(float)
     busy: dict[tuple[str, str], float] = {}
     listed: list[tuple[StartedJob, str]] = []
-    interval = service.telemetry.interval or 10.0
+    interval = telemetry.interval or 10.0
     fresh_after = snapshot.taken_at - timedelta(seconds=max(60.0, FRESH_INTERVALS * interval))
     for job in snapshot.started:
         seen = backend.seen(job.backend_ref) if job.backend_ref else None
@@ -395,7 +398,7 @@ def families_of(service: JobService, snapshot: Snapshot) -> Iterable[Metric]:
     yield working
 
     yield from _per_job(listed, metrics.max_jobs)
-    yield from _usage(snapshot, service.classes.all())
+    yield from _usage(snapshot, ctx.classes.all())
 
 
 def _usage(snapshot: Snapshot, classes: Iterable[ClassInfo]) -> Iterator[Metric]:

@@ -32,7 +32,8 @@ from .idle import IdlePolicy, IdleVerdict, judge
 from .periodic import Periodic
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
+    from .telemetry import TelemetryCollector
 
 #: the reclaimer looks at least this many seconds apart (and at the telemetry interval)
 MIN_PERIOD = 5.0
@@ -65,11 +66,12 @@ def policy_of(flavor: Flavor) -> IdlePolicy | None:
 class IdleReclaimer:
     """Judges the running jobs of flavors with an idle-GPU policy, every interval."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(self, ctx: Context, telemetry: TelemetryCollector) -> None:
+        self.ctx = ctx
+        self.telemetry = telemetry
         self._rounds = Periodic(
             self.check,
-            lambda: max(MIN_PERIOD, service.telemetry.interval),
+            lambda: max(MIN_PERIOD, telemetry.interval),
             what="idle-GPU check",
             log=lambda: self.log,
             first_wait=True,
@@ -77,12 +79,12 @@ class IdleReclaimer:
 
     @property
     def log(self) -> logging.Logger:
-        return self.service.log
+        return self.ctx.log
 
     def policies(self) -> dict[str, tuple[IdlePolicy, frozenset[str]]]:
         """Each flavor with a policy: the policy and the groups it exempts."""
         found = {}
-        for flavor in self.service.config.flavors:
+        for flavor in self.ctx.config.flavors:
             policy = policy_of(flavor)
             if policy is not None and flavor.idle_gpu is not None:
                 found[flavor.name] = (policy, frozenset(flavor.idle_gpu.exempt_groups))
@@ -90,7 +92,7 @@ class IdleReclaimer:
 
     def run(self) -> None:
         """Look every interval from now on (nothing to do without a policy or telemetry)."""
-        if self.policies() and self.service.telemetry.interval:
+        if self.policies() and self.telemetry.interval:
             self._rounds.run()
 
     def halt(self) -> None:
@@ -102,19 +104,19 @@ class IdleReclaimer:
     async def check(self, now: datetime | None = None) -> dict[str, IdleVerdict]:
         """One look at every watched job; what was decided for each (for tests and logs)."""
         now = now or datetime.now(timezone.utc)
-        service = self.service
+        ctx = self.ctx
         policies = self.policies()
-        interval = service.telemetry.interval
+        interval = self.telemetry.interval
         if not policies or not interval:
             return {}
-        watched = await service.in_db(self._read, policies, interval, now)
+        watched = await ctx.in_db(self._read, policies, interval, now)
         verdicts = {
             w.job_id: judge(
                 w.samples, policy=w.policy, interval=interval, now=now, warned_at=w.warned_at
             )
             for w in watched
         }
-        await service.in_db(self._record, watched, verdicts, now)
+        await ctx.in_db(self._record, watched, verdicts, now)
         for job_id, verdict in verdicts.items():
             if verdict.action == "cancel" and verdict.message:
                 await self._stop(job_id, verdict.message)
@@ -132,7 +134,7 @@ class IdleReclaimer:
         longest = max(p.after + p.grace for p, _ in policies.values()) * LOOK_BACK
         since = now - timedelta(seconds=longest + 3 * interval)
         watched = []
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             jobs = db.execute(
                 select(
                     JobRecord.id,
@@ -164,7 +166,7 @@ class IdleReclaimer:
         self, watched: list[_Watched], verdicts: dict[str, IdleVerdict], now: datetime
     ) -> None:
         """Warnings given, changed or taken back (only for jobs still running)."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             for w in watched:
                 verdict = verdicts[w.job_id]
                 values: dict[str, Any]
@@ -187,8 +189,8 @@ class IdleReclaimer:
 
     async def _stop(self, job_id: str, reason: str) -> None:
         """Stop a job as a cancel does, saying why (its record, its output's banner)."""
-        service = self.service
-        ref, job_dir = await service.in_db(self._ask_stop, job_id, reason)
+        ctx = self.ctx
+        ref, job_dir = await ctx.in_db(self._ask_stop, job_id, reason)
         if ref is None:
             return  # ended (or cancelled) meanwhile
         self.log.warning("job %s: %s", job_id, reason)
@@ -196,10 +198,10 @@ class IdleReclaimer:
             await asyncio.to_thread(leave_stop_reason, job_dir, reason)
         except OSError as exc:  # the banner then says "cancelled by SIGTERM"; the record says why
             self.log.warning("job %s: the stop reason not left for its runner: %s", job_id, exc)
-        await service.backend.cancel(ref)
+        await ctx.backend.cancel(ref)
 
     def _ask_stop(self, job_id: str, reason: str) -> tuple[str | None, str]:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = db.get(JobRecord, job_id)
             if record is None or record.state not in ACTIVE_VALUES or record.cancel_requested:
                 return None, ""

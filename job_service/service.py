@@ -160,9 +160,9 @@ class JobService:
         self.dispatcher = Dispatcher(self, concurrent_starts=concurrent_starts)
         self.follower = Follower(self)
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
-        self.telemetry = TelemetryCollector(self)
+        self.telemetry = TelemetryCollector(self.ctx, self._visible)
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
-        self.reclaimer = IdleReclaimer(self)
+        self.reclaimer = IdleReclaimer(self.ctx, self.telemetry)
         self.approvals = ApprovalExpiry(self.ctx)
         #: approving and rejecting requests
         self.decisions = Decisions(
@@ -474,7 +474,7 @@ class JobService:
         descriptor it reads (see :func:`~nbjobs.storage.open_notebook`): a link
         swapped meanwhile cannot make the snapshot someone else's notebook. The check
         takes its turn (:class:`~.notebooks.NotebookChecks`): a big notebook is read
-        only once there is room for it, and parsed outside the service.
+        only once there is room for it, and parsed outside the ctx.
         """
         limit = self.config.limits.notebook
         try:

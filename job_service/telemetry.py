@@ -28,6 +28,7 @@ import dataclasses
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,7 +56,7 @@ from .errors import Caller, DamagedRecord
 from .periodic import Periodic
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
 
 #: seconds between samples when nbjobs.yaml says nothing (the runner's default too)
 DEFAULT_INTERVAL = 10.0
@@ -448,8 +449,12 @@ def clear_summary(record: JobRecord) -> None:
 class TelemetryCollector:
     """Reads the started jobs' telemetry every interval and keeps it (see the module)."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(
+        self, ctx: Context, visible: Callable[[Caller, JobRecord | None, str], JobRecord]
+    ) -> None:
+        self.ctx = ctx
+        #: the record of a job the caller may see (else NotFound): the service's rule
+        self._visible = visible
         #: samples kept per job (past it, the older half is thinned)
         self.max_samples = MAX_SAMPLES
         #: each started job's state as its runner last said (``running``): the database
@@ -467,12 +472,12 @@ class TelemetryCollector:
 
     @property
     def log(self) -> logging.Logger:
-        return self.service.log
+        return self.ctx.log
 
     @property
     def interval(self) -> float:
         """Seconds between samples (nbjobs.yaml ``telemetry.interval``; 0: off)."""
-        return telemetry_interval(self.service.config)
+        return telemetry_interval(self.ctx.config)
 
     def run(self) -> None:
         """Collect every interval from now on (with telemetry off, every
@@ -498,12 +503,12 @@ class TelemetryCollector:
             return await self._collect()
 
     async def _collect(self) -> int:
-        service = self.service
+        ctx = self.ctx
         sweep = self._passes % SWEEP_EVERY == 0
         self._passes += 1
         if sweep:
-            await service.in_db(self._sweep)
-        jobs = await service.in_db(self._started_jobs)
+            await ctx.in_db(self._sweep)
+        jobs = await ctx.in_db(self._started_jobs)
         if not jobs:
             self.runner_states = {}
             return 0
@@ -516,11 +521,11 @@ class TelemetryCollector:
             if reading is not None and reading.state
         }
         known = {job_id: (last, count) for job_id, _, last, count in jobs}
-        return await service.in_db(self._store, readings, known)
+        return await ctx.in_db(self._store, readings, known)
 
     def _started_jobs(self) -> list[tuple[str, str, datetime | None, int]]:
         """Each started job: its folder, its latest stored sample's time, its sample count."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             rows = db.execute(
                 select(
                     JobRecord.id,
@@ -540,7 +545,7 @@ class TelemetryCollector:
         known: dict[str, tuple[datetime | None, int]],
     ) -> int:
         stored = 0
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             for job_id, reading in readings.items():
                 if reading is None:
                     continue
@@ -582,7 +587,7 @@ class TelemetryCollector:
 
     def _sweep(self) -> None:
         """Remove samples whose job's record is gone (forgotten, or removed by hand)."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             db.execute(
                 delete(JobSample)
                 .where(JobSample.job_id.not_in(select(JobRecord.id)))
@@ -593,7 +598,7 @@ class TelemetryCollector:
     # -- the API -------------------------------------------------------------------
 
     def _hint_after(self) -> float:
-        settings = getattr(self.service.config, "telemetry", None)
+        settings = getattr(self.ctx.config, "telemetry", None)
         after = getattr(settings, "hint_after", None)
         return float(after) if after is not None else HINT_MIN_SAMPLED_SECONDS
 
@@ -604,9 +609,9 @@ class TelemetryCollector:
         A started job's latest sample and summary come from its status file now, so
         the answer is live even between two passes of the collector.
         """
-        service = self.service
-        with service.sessions() as db:
-            record = service._visible(caller, db.get(JobRecord, job_id), job_id)
+        ctx = self.ctx
+        with ctx.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             query = select(JobSample).where(JobSample.job_id == job_id)
             if since is not None:
                 query = query.where(JobSample.at > since)

@@ -21,11 +21,8 @@ STILL_IMPORT_SERVICE = {
     "api_base",
     "dispatch",
     "follow",
-    "metrics",
-    "reclaim",
     "schedules.definitions",
     "schedules.ticker",
-    "telemetry",
 }
 
 
