@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from .db import JobRecord, utcnow
 from .telemetry import clear_summary, record_final
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
 
 #: a status file bigger than this is not the runner's (it writes a few KiB)
 STATUS_FILE_LIMIT = 8 * 1024**2
@@ -57,13 +58,15 @@ def read_status(job_dir: str, log: logging.Logger) -> RunStatus | None:
 class Follower:
     """Waits on every started job and records its end."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(self, ctx: Context, wake: Callable[[], None]) -> None:
+        self.ctx = ctx
+        #: the dispatcher's: a job's end frees what it held
+        self._wake = wake
         self.tasks: dict[str, asyncio.Task[None]] = {}
 
     @property
     def log(self) -> logging.Logger:
-        return self.service.log
+        return self.ctx.log
 
     def follow(self, job_id: str, ref: str) -> None:
         self.tasks[job_id] = asyncio.ensure_future(self._follow(job_id, ref))
@@ -81,13 +84,13 @@ class Follower:
                 await task
 
     async def _follow(self, job_id: str, ref: str) -> None:
-        service, backend = self.service, self.service.backend
+        ctx, backend = self.ctx, self.ctx.backend
         try:
-            limit = await service.in_db(_time_limit_of, service, job_id)
+            limit = await ctx.in_db(_time_limit_of, ctx, job_id)
             note = None
             try:
                 # The runner enforces the limit itself; this is the backstop.
-                grace = service.config.limits.time_limit_grace or 0.0
+                grace = ctx.config.limits.time_limit_grace or 0.0
                 backstop = limit + grace if limit and not backend.enforces_time_limit else None
                 outcome = await asyncio.wait_for(backend.wait(ref), timeout=backstop)
             except asyncio.TimeoutError:
@@ -96,16 +99,16 @@ class Follower:
                 note = "timed_out"
             seen = backend.seen(ref)  # read here, on the loop that keeps the backend's view
             node = seen.node if seen is not None else None
-            await service.in_db(self._record_end, job_id, outcome, note, node)
+            await ctx.in_db(self._record_end, job_id, outcome, note, node)
         finally:
             backend.release(ref)
             self.tasks.pop(job_id, None)
-            service.dispatcher.wake()
+            self._wake()
 
     def _record_end(
         self, job_id: str, outcome: Outcome, note: str | None, node: str | None
     ) -> None:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = db.get(JobRecord, job_id)
             if record is None:
                 return  # forgotten meanwhile
@@ -126,7 +129,7 @@ class Follower:
 
     def _may_requeue(self, record: JobRecord, outcome: Outcome, forced: str | None) -> bool:
         """A job the cluster disrupted goes back to the queue if its flavor allows more."""
-        flavor = self.service.config.flavor(record.flavor)
+        flavor = self.ctx.config.flavor(record.flavor)
         return (
             outcome.disrupted
             and forced is None
@@ -143,7 +146,7 @@ class Follower:
         held is not charged (the cluster, not the user, cut it short).
         """
         attempt = (record.requeues or 0) + 1
-        flavor = self.service.config.flavor(record.flavor)
+        flavor = self.ctx.config.flavor(record.flavor)
         allowed = flavor.requeue_on_eviction if flavor is not None else attempt
         try:
             with opened_job_dir(Path(record.job_dir)) as folder:
@@ -256,7 +259,7 @@ class Follower:
         )
 
 
-def _time_limit_of(service: JobService, job_id: str) -> float | None:
-    with service.sessions() as db:
+def _time_limit_of(ctx: Context, job_id: str) -> float | None:
+    with ctx.sessions() as db:
         record = db.get(JobRecord, job_id)
         return record.time_limit if record else None

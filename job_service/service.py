@@ -158,7 +158,7 @@ class JobService:
             config, sessions, InDb(self.in_db), self.log, backend, self.classes, self.metrics
         )
         self.dispatcher = Dispatcher(self, concurrent_starts=concurrent_starts)
-        self.follower = Follower(self)
+        self.follower = Follower(self.ctx, self.dispatcher.wake)
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
         self.telemetry = TelemetryCollector(self.ctx, self._visible)
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
