@@ -61,6 +61,8 @@ def _refusing_large_bodies(
 
     @functools.wraps(method)
     async def checked(self: APIHandler, *args: Any, **kwargs: Any) -> None:
+        if self._refusal is not None:
+            raise self._refusal
         if self._body_received > self.body_limit:
             self._refuse_body(self._body_received)
         await method(self, *args, **kwargs)
@@ -82,6 +84,11 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
     caller: Caller
     _body_parts: list[bytes]
     _body_received: int = 0
+    #: the 401 or 403 of a request that sent no body, raised once its (empty) body is
+    #: read: tornado closes a connection answered before its request was read, and a
+    #: proxy that sends the next request on it (JupyterHub's, keeping connections
+    #: alive) answers that one 503 ("socket hang up")
+    _refusal: web.HTTPError | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every HTTP method of every API handler first refuses a body over the limit."""
@@ -116,8 +123,15 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             query_token = None
         # which hub groups are classes (never counted as the caller's groups), first
         await self.service.classes.refresh()
-        await self.authenticate(bearer_token(self.request.headers, query_token))
         declared = self.request.headers.get("Content-Length", "")
+        try:
+            await self.authenticate(bearer_token(self.request.headers, query_token))
+        except web.HTTPError as refusal:
+            sends_body = declared not in ("", "0") or "Transfer-Encoding" in self.request.headers
+            if sends_body or self.request.method not in self.allowed_methods():
+                raise  # a body nobody may send is not read: the connection closes
+            self._refusal = refusal
+            return
         if declared.isdigit() and int(declared) > self.body_limit + LINGER_BYTES:
             self._refuse_body(int(declared))  # tornado then closes the connection
         if not declared.isdigit() or int(declared) > self.body_limit:
@@ -339,8 +353,22 @@ def _http_error(exc: ServiceError) -> web.HTTPError:
 class NotFoundHandler(APIHandler):
     """Any path under ``api/`` that is no resource: a JSON 404 (after the token check)."""
 
-    async def prepare(self) -> None:
-        await super().prepare()
+    async def get(self) -> None:
+        self._not_found()
+
+    async def post(self) -> None:
+        self._not_found()
+
+    async def put(self) -> None:
+        self._not_found()
+
+    async def patch(self) -> None:
+        self._not_found()
+
+    async def delete(self) -> None:
+        self._not_found()
+
+    def _not_found(self) -> NoReturn:
         path = self.request.path
         job = path.split("/api/jobs/", 1)[1].split("/")[0] if "/api/jobs/" in path else ""
         if job and not re.fullmatch(JOB_ID, job):

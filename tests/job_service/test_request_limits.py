@@ -8,6 +8,7 @@ in-process and on a real ``nbjobs service`` process (tornado's own body cap on).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -254,3 +255,43 @@ def test_redaction_leaves_the_rest_of_the_address():
     assert redact_tokens("/api/x?access_token=abc#frag") == "/api/x?access_token=[secret]#frag"
     assert redact_tokens("/api/x?mytoken=abc") == "/api/x?mytoken=abc"
     assert redact_tokens("/api/token=abc") == "/api/token=abc"  # a path, not a query
+
+
+async def exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, token: str | None
+) -> int:
+    """One request on an open connection; its status (0: the server had closed it)."""
+    auth = f"Authorization: token {token}\r\n" if token else ""
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}\r\n".encode())
+    await writer.drain()
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return 0
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    await reader.readexactly(length)
+    return int(head.split()[1])
+
+
+async def test_a_refused_request_leaves_its_connection_open_for_the_next(svc):
+    """JupyterHub's proxy keeps connections to the service open and sends the next
+    request on one; a connection the service closed after a 401 or 403 made that next
+    request a 503 ("socket hang up"). Found as a flaky test of the metrics under a hub."""
+    url = httpx.URL(svc.url)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    api = url.path + "api/"
+    try:
+        statuses = [
+            await exchange(reader, writer, api + "jobs", None),  # 401
+            await exchange(reader, writer, url.path + "metrics", "ada-token"),  # 403
+            await exchange(reader, writer, api + "nothing-here", None),  # 401, not 404
+            await exchange(reader, writer, api + "jobs", "ada-token"),
+        ]
+    finally:
+        writer.close()
+
+    assert statuses == [401, 403, 401, 200]
