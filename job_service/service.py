@@ -168,8 +168,8 @@ class JobService:
         self.decisions = Decisions(
             self.ctx, self.view, self.positions.changed, self.dispatcher.wake, self.get
         )
-        self.definitions = Definitions(self)
-        self.ticker = Ticker(self)
+        self.definitions = Definitions(self.ctx, self.check_request, lambda: self.ticker.clock())
+        self.ticker = Ticker(self.ctx, self.definitions, self.submit, lambda: self.user_now)
         self.notify_settings = NotifySettingsStore(self.ctx)
         self.outbox = Outbox(self.ctx)
         self.budgets = Budgets(self.ctx)

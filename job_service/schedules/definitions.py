@@ -11,6 +11,7 @@ what the owner may do then.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,7 @@ from .store import (
 )
 
 if TYPE_CHECKING:
-    from ..service import JobService
+    from ..context import Context
 
 
 def schedule_of(record: DefinitionRecord) -> Schedule | None:
@@ -66,13 +67,21 @@ def next_run(record: DefinitionRecord, after: datetime) -> datetime | None:
 class Definitions:
     """The service's job definitions (one per service)."""
 
-    def __init__(self, service: JobService) -> None:
-        self.service = service
+    def __init__(
+        self,
+        ctx: Context,
+        check_request: Callable[..., object],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.ctx = ctx
+        #: what a submit refuses at once (the service's check_request)
+        self._check_request = check_request
+        self._clock = clock
 
     def now(self) -> datetime:
         """The time by the ticker's clock (a test's own, where it injects one), so that
         a schedule's next tick is worked out on the clock that will start it."""
-        return self.service.ticker.clock()
+        return self._clock()
 
     # -- checks ----------------------------------------------------------------------
 
@@ -85,10 +94,10 @@ class Definitions:
             )
         except ValidationError as exc:  # an edit that set path or flavor to null
             raise Invalid(first_problem(exc)) from None
-        self.service.check_request(caller, request, placeable=False)
+        self._check_request(caller, request, placeable=False)
 
     def _schedule(self, spec: ScheduleSpec, now: datetime) -> Schedule:
-        config = self.service.config.schedules
+        config = self.ctx.config.schedules
         try:
             schedule = parse_schedule(
                 spec.cron,
@@ -114,13 +123,13 @@ class Definitions:
         self._check_submission(caller, settings)
         now = self.now()
         schedule = self._schedule(request.schedule, now) if request.schedule else None
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             kept = db.scalar(
                 select(func.count())
                 .select_from(DefinitionRecord)
                 .where(DefinitionRecord.user == caller.name, DefinitionRecord.deleted_at.is_(None))
             )
-            limit = self.service.config.schedules.max_per_user
+            limit = self.ctx.config.schedules.max_per_user
             if (kept or 0) >= limit:
                 raise Conflict(
                     f"you keep {kept} job definitions, the most this service allows "
@@ -142,13 +151,13 @@ class Definitions:
             db.add(record)
             db.add(_version_of(record, caller.name, now))
             db.commit()
-            self.service.log.info(
+            self.ctx.log.info(
                 "definition %s saved by %s (%s)", record.id, caller.name, record.cron or "on demand"
             )
             return self._to_model(db, record)
 
     def get(self, caller: Caller, definition_id: str) -> Definition:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             return self._to_model(db, self.visible(caller, db, definition_id))
 
     def list(self, caller: Caller, *, user: str | None = None) -> DefinitionList:
@@ -157,7 +166,7 @@ class Definitions:
         query = select(DefinitionRecord).where(DefinitionRecord.deleted_at.is_(None))
         if user is not None:
             if user != caller.name and not (
-                caller.admin or self.service.classes.teaches(caller.name, user)
+                caller.admin or self.ctx.classes.teaches(caller.name, user)
             ):
                 raise Forbidden(
                     "only admins and the user's teachers may list another user's definitions"
@@ -166,14 +175,14 @@ class Definitions:
         elif not caller.admin:
             students = self._students_of(caller)
             query = query.where(DefinitionRecord.user.in_({caller.name, *students}))
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             records = db.scalars(query.order_by(DefinitionRecord.created_at.desc())).all()
             self._refresh_groups(db, caller, records)
             return DefinitionList(definitions=[self._to_model(db, r) for r in records])
 
     def update(self, caller: Caller, definition_id: str, change: DefinitionUpdate) -> Definition:
         now = self.now()
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = self.visible(caller, db, definition_id, act=True)
             given = change.model_fields_set
             settings = dict(record.settings)
@@ -199,7 +208,7 @@ class Definitions:
 
     def set_paused(self, caller: Caller, definition_id: str, paused: bool) -> Definition:
         now = self.now()
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = self.visible(caller, db, definition_id, act=True)
             record.paused = int(paused)
             record.updated_at = now
@@ -210,7 +219,7 @@ class Definitions:
 
     def delete(self, caller: Caller, definition_id: str) -> None:
         """Delete a definition: no more runs; its runs' jobs and outputs stay."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = self.visible(caller, db, definition_id, act=True)
             record.deleted_at = self.now()
             record.next_run_at = None
@@ -218,7 +227,7 @@ class Definitions:
 
     def runs(self, caller: Caller, definition_id: str, *, limit: int = 50) -> RunList:
         """A definition's runs, newest first, with what their jobs became."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = self.visible(caller, db, definition_id, deleted_ok=True)
             rows = db.scalars(
                 select(DefinitionRunRecord)
@@ -247,7 +256,7 @@ class Definitions:
 
     def run(self, caller: Caller, run_id: str) -> DefinitionRun:
         """One run, as its history shows it."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             run = db.get(DefinitionRunRecord, run_id)
             if run is None:
                 raise NotFound(f"no run {run_id!r}")
@@ -259,7 +268,7 @@ class Definitions:
     def _students_of(self, caller: Caller) -> set[str]:
         return {
             student
-            for cls in self.service.classes.visible_to(caller)
+            for cls in self.ctx.classes.visible_to(caller)
             if caller.name in cls.teachers
             for student in cls.students
         }
@@ -281,7 +290,7 @@ class Definitions:
             raise missing
         if record.user == caller.name or caller.admin:
             return record
-        if self.service.classes.teaches(caller.name, record.user):
+        if self.ctx.classes.teaches(caller.name, record.user):
             if act:
                 raise Forbidden(
                     f"definition {definition_id} is {record.user}'s; teachers see their "

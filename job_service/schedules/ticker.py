@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from nbjobs.models import SubmitRequest
+from nbjobs.models import Job, SubmitRequest
 
 from ..db import JobRecord, rowcount, utcnow
 from ..errors import Caller, Conflict, ServiceError
@@ -43,7 +43,8 @@ from .models import DefinitionRun
 from .store import DefinitionRecord, DefinitionRunRecord, DefinitionVersionRecord
 
 if TYPE_CHECKING:
-    from ..service import JobService
+    from ..context import Context
+    from .definitions import Definitions
 
 #: at most this many due definitions are started per round (the rest in the next)
 BATCH = 500
@@ -66,14 +67,26 @@ class Due:
 class Ticker:
     """Starts due definition runs while this service holds the dispatcher lease."""
 
-    def __init__(self, service: JobService, clock: Callable[[], datetime] = utcnow) -> None:
-        self.service = service
+    def __init__(
+        self,
+        ctx: Context,
+        definitions: Definitions,
+        submit: Callable[..., Awaitable[Job]],
+        owner_now: Callable[[], Callable[[str], Awaitable[Caller | None]] | None],
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.ctx = ctx
+        self.definitions = definitions
+        #: the service's submit: a run is submitted as its owner would
+        self._submit = submit
+        #: how the authenticator sees a user now (None: no authenticator to ask)
+        self._owner_now = owner_now
         self.clock = clock
         self._rounds = Periodic(
             self.round,
-            lambda: float(service.config.schedules.check_every or 15),
+            lambda: float(ctx.config.schedules.check_every or 15),
             what="starting scheduled job definitions",
-            log=lambda: service.log,
+            log=lambda: ctx.log,
         )
 
     def run(self) -> None:
@@ -88,13 +101,13 @@ class Ticker:
     @property
     def grace(self) -> timedelta:
         """How late a tick may start and still be its own time (not a catch-up)."""
-        return timedelta(seconds=2 * float(self.service.config.schedules.check_every or 15) + 30)
+        return timedelta(seconds=2 * float(self.ctx.config.schedules.check_every or 15) + 30)
 
     async def round(self) -> int:
         """One round: record the due runs, then submit their jobs; how many were started."""
-        service = self.service
-        due = await service.in_db(self.record_due)
-        due += await service.in_db(self.unfinished)
+        ctx = self.ctx
+        due = await ctx.in_db(self.record_due)
+        due += await ctx.in_db(self.unfinished)
         for item in due:
             await self.submit(item)
         return len(due)
@@ -103,7 +116,7 @@ class Ticker:
 
     def record_due(self) -> list[Due]:
         now = self.clock()
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             plans = db.execute(
                 select(DefinitionRecord.id, DefinitionRecord.next_run_at)
                 .where(
@@ -125,8 +138,8 @@ class Ticker:
     def _record_one(
         self, definition_id: str, read_tick: datetime | None, now: datetime
     ) -> Due | None:
-        service = self.service
-        with service.sessions() as db:
+        ctx = self.ctx
+        with ctx.sessions() as db:
             record = db.get(DefinitionRecord, definition_id)
             if record is None or read_tick is None or record.next_run_at != read_tick:
                 return None  # moved on meanwhile (another process, an edit)
@@ -176,7 +189,7 @@ class Ticker:
             except IntegrityError:  # the same tick recorded by another process
                 db.rollback()
                 return None
-            service.log.info(
+            ctx.log.info(
                 "definition %s of %s: %s for %s%s",
                 record.id,
                 record.user,
@@ -204,7 +217,7 @@ class Ticker:
         """Runs left ``starting`` by an interrupted round: their job if it was queued,
         else submitted now."""
         before = self.clock() - STALE_START
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             stale = db.scalars(
                 select(DefinitionRunRecord).where(
                     DefinitionRunRecord.state == "starting",
@@ -227,15 +240,15 @@ class Ticker:
     # -- step 3: the job, outside any transaction --------------------------------------
 
     async def submit(self, item: Due) -> None:
-        service = self.service
+        ctx = self.ctx
         state, job_id, reason = "submitted", None, None
         try:
             gone = await self._owner_as_now(item)
             if gone is not None:
                 state, reason = "refused", gone
-                await service.in_db(self._pause_for, item.definition_id, gone)
+                await ctx.in_db(self._pause_for, item.definition_id, gone)
             else:
-                job = await service.submit(
+                job = await self._submit(
                     item.owner, item.request, definition=(item.definition_id, item.run_id)
                 )
                 job_id = job.id
@@ -247,11 +260,11 @@ class Ticker:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # recorded, and the next round goes on
-            service.log.exception("definition %s: its run could not start", item.definition_id)
+            ctx.log.exception("definition %s: its run could not start", item.definition_id)
             state, reason = "refused", f"the service could not start it: {exc}"
-        await service.in_db(self._record_outcome, item.run_id, state, job_id, reason)
+        await ctx.in_db(self._record_outcome, item.run_id, state, job_id, reason)
         if state == "refused":
-            service.log.info(
+            ctx.log.info(
                 "definition %s of %s: run refused: %s", item.definition_id, item.owner.name, reason
             )
 
@@ -259,10 +272,10 @@ class Ticker:
         """Make ``item`` act for its owner as they are now (their groups, hence flavors,
         quotas and class, as the authenticator sees them at this tick), not as when the
         definition was saved; why it cannot run when the owner is gone (None: it can)."""
-        user_now = self.service.user_now
+        user_now = self._owner_now()
         if user_now is None or item.owner.admin:
             return None  # an admin's "run now" acts with the admin's own rights
-        await self.service.classes.refresh()  # which of their groups are classes, now
+        await self.ctx.classes.refresh()  # which of their groups are classes, now
         try:
             owner = await user_now(item.owner.name)
         except NotImplementedError:
@@ -276,17 +289,17 @@ class Ticker:
         return None
 
     def _pause_for(self, definition_id: str, why: str) -> None:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = db.get(DefinitionRecord, definition_id)
             if record is not None and not record.paused:
                 record.paused, record.next_run_at = 1, None
                 db.commit()
-                self.service.log.warning("definition %s paused: %s", definition_id, why)
+                self.ctx.log.warning("definition %s paused: %s", definition_id, why)
 
     def _record_outcome(
         self, run_id: str, state: str, job_id: str | None, reason: str | None
     ) -> None:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             rowcount(
                 db,
                 update(DefinitionRunRecord)
@@ -300,13 +313,13 @@ class Ticker:
 
     async def run_now(self, caller: Caller, definition_id: str) -> DefinitionRun:
         """Run a definition now (its owner, or an admin: the job is the owner's)."""
-        item = await self.service.in_db(self._record_manual, caller, definition_id)
+        item = await self.ctx.in_db(self._record_manual, caller, definition_id)
         await self.submit(item)
-        return await self.service.in_db(self.service.definitions.run, caller, item.run_id)
+        return await self.ctx.in_db(self.definitions.run, caller, item.run_id)
 
     def _record_manual(self, caller: Caller, definition_id: str) -> Due:
-        definitions = self.service.definitions
-        with self.service.sessions() as db:
+        definitions = self.definitions
+        with self.ctx.sessions() as db:
             record = definitions.visible(caller, db, definition_id, act=True)
             now = self.clock()
             version = record.version

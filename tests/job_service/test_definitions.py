@@ -133,7 +133,8 @@ async def test_two_tickers_on_one_database_start_a_tick_once(ticking):
     svc.write("ada", "p.ipynb", "1")
     made = await create(svc, path="p.ipynb", flavor="cpu", schedule={"cron": "*/5 * * * *"})
     clock.now += timedelta(minutes=6)
-    other = Ticker(svc.service, clock)  # a second process, racing on the same rows
+    service = svc.service  # a second ticker, as of a second process, racing on the same rows
+    other = Ticker(service.ctx, service.definitions, service.submit, lambda: None, clock)
     recorded: list[int] = []
     start = threading.Barrier(2)
 

@@ -20,8 +20,6 @@ ROOT = Path(__file__).resolve().parents[2] / "job_service"
 STILL_IMPORT_SERVICE = {
     "api_base",
     "dispatch",
-    "schedules.definitions",
-    "schedules.ticker",
 }
 
 
