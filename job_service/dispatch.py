@@ -37,10 +37,12 @@ import time
 import uuid
 from asyncio import FIRST_COMPLETED
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Text, cast, select, update
+from sqlalchemy.orm import Session
 
 from nbjobs.config import PERIOD_WORDS, Flavor, Quota
 from nbjobs.models import JobState
@@ -51,7 +53,10 @@ from .errors import Caller
 from .queue import fair_share, in_queue_order
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .context import Context
+    from .follow import Follower
+    from .lease import DispatcherLease
+    from .queue import QueuePositions
 
 #: jobs whose GPU-hours are summed per query when a pass reads the budgets
 _CHUNK = 500
@@ -60,8 +65,29 @@ _CHUNK = 500
 class Dispatcher:
     """The service's scheduling loop: passes over the queue, started jobs recorded."""
 
-    def __init__(self, service: JobService, *, concurrent_starts: int = 8) -> None:
-        self.service = service
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        lease: DispatcherLease,
+        positions: QueuePositions,
+        quota_for: Callable[[Caller], Quota],
+        gpu_hours: Callable[[Session, str, str], float],
+        follower: Callable[[], Follower],
+        stopping: Callable[[], bool],
+        concurrent_starts: int = 8,
+    ) -> None:
+        self.ctx = ctx
+        #: only the service that holds it dispatches
+        self._lease = lease
+        #: each queued job's place (told when a start changes the queue)
+        self._positions = positions
+        #: the service's rules for a user's limits and their GPU-hours in a period
+        self._quota_for, self._gpu_hours = quota_for, gpu_hours
+        #: who watches a started job to its end (made after the dispatcher)
+        self._follower = follower
+        #: whether the service is stopping (or lost its lease)
+        self._service_stopping = stopping
         #: backend starts at most in flight at once
         self.concurrent_starts = max(1, concurrent_starts)
         #: the starts in flight, by job id (a cancel waits for one to be recorded)
@@ -75,7 +101,7 @@ class Dispatcher:
 
     @property
     def log(self) -> logging.Logger:
-        return self.service.log
+        return self.ctx.log
 
     # -- life --------------------------------------------------------------------
 
@@ -146,12 +172,12 @@ class Dispatcher:
         A pass starts nothing unless this service still holds the dispatcher lease
         (renewed here when it is getting old), so two services never both start jobs.
         """
-        service = self.service
-        if self._stopping or service.stopping:
+        ctx = self.ctx
+        if self._stopping or self._service_stopping():
             return
-        if not await service.in_db(service.lease.fresh):
+        if not await ctx.in_db(self._lease.fresh):
             return
-        plan = await service.in_db(self._read_queue)
+        plan = await ctx.in_db(self._read_queue)
         if plan is None:
             return
         queued, running_jobs, running_gpus, last_start, hours = plan
@@ -175,7 +201,7 @@ class Dispatcher:
             while len(self.launches) >= self.concurrent_starts:
                 await asyncio.wait(list(self.launches.values()), return_when=FIRST_COMPLETED)
             token = uuid.uuid4().hex
-            spec = await service.in_db(self._claim, row.id, token)
+            spec = await ctx.in_db(self._claim, row.id, token)
             if spec is None:
                 continue  # cancelled (or changed) since the queue was read
             self.launches[row.id] = asyncio.ensure_future(self._launch(spec, token))
@@ -192,7 +218,7 @@ class Dispatcher:
             if reason is not None and reason != row.waiting_reason:
                 changed.setdefault(reason, []).append(row.id)
         if changed:
-            await service.in_db(_write_reasons, service, changed)
+            await ctx.in_db(_write_reasons, ctx, changed)
 
     def _read_queue(
         self,
@@ -208,8 +234,8 @@ class Dispatcher:
     ):
         """What a pass decides from: the queued jobs as plain rows, each user's share,
         and the GPU-hours used by each user whose quota has a budget."""
-        service = self.service
-        with service.sessions() as db:
+        ctx = self.ctx
+        with ctx.sessions() as db:
             queued = db.execute(
                 select(
                     JobRecord.id,
@@ -232,10 +258,10 @@ class Dispatcher:
                     continue
                 seen.add((row.user, row.groups or "[]"))
                 groups = json.loads(row.groups) if row.groups else []
-                quota = service.quota_for(Caller(row.user, frozenset(groups or [])))
+                quota = self._quota_for(Caller(row.user, frozenset(groups or [])))
                 key = (row.user, quota.period)
                 if quota.gpu_hours is not None and key not in hours:
-                    hours[key] = service.gpu_hours(db, row.user, quota.period)
+                    hours[key] = self._gpu_hours(db, row.user, quota.period)
         return list(queued), running_jobs, running_gpus, last_start, hours
 
     def _why_waiting(
@@ -247,11 +273,11 @@ class Dispatcher:
         hours: dict[tuple[str, str], float],
     ) -> str | None:
         """Why a job of ``user`` (in ``groups``) on ``flavor_name`` cannot start now, or None."""
-        service = self.service
-        flavor = service.config.flavor(flavor_name)
+        ctx = self.ctx
+        flavor = ctx.config.flavor(flavor_name)
         if flavor is None:
             return f"flavor {flavor_name!r} no longer exists; cancel and resubmit"
-        quota = service.quota_for(Caller(user, frozenset(groups)))
+        quota = self._quota_for(Caller(user, frozenset(groups)))
         gpus = flavor.gpu_equivalents
         if quota.max_running_gpus is not None and gpus > quota.max_running_gpus:
             # queued before the quota shrank: it waits, and says it never fits
@@ -272,7 +298,7 @@ class Dispatcher:
                     f"your {quota.gpu_hours:g} GPU-hours in {PERIOD_WORDS[quota.period]} are "
                     "used up; it starts as your older GPU time leaves that window, or cancel it"
                 )
-        backend = service.backend
+        backend = ctx.backend
         if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:
             waiting = f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
             maintenance = backend.maintenance(flavor)
@@ -283,8 +309,8 @@ class Dispatcher:
 
     def _claim(self, job_id: str, token: str) -> LaunchSpec | None:
         """queued -> starting under ``token``, if still queued; what the backend needs."""
-        service = self.service
-        with service.sessions() as db:
+        ctx = self.ctx
+        with ctx.sessions() as db:
             claimed = rowcount(
                 db,
                 update(JobRecord)
@@ -296,14 +322,14 @@ class Dispatcher:
                 return None
             record = db.get(JobRecord, job_id)
             assert record is not None
-            flavor = service.config.flavor(record.flavor)
+            flavor = ctx.config.flavor(record.flavor)
             if flavor is None:  # removed from nbjobs.yaml this very moment
                 record.state = JobState.QUEUED.value
                 record.claim = None
                 db.commit()
                 return None
             db.commit()
-        service.positions.changed()
+        self._positions.changed()
         jobdir = Path(record.job_dir)
         return LaunchSpec(
             job_id=record.id,
@@ -317,7 +343,7 @@ class Dispatcher:
             parameters=record.parameters,
             time_limit=record.time_limit,
             attempt=record.requeues or 0,
-            queue=service.classes.queue_for(record.user, flavor.name),
+            queue=ctx.classes.queue_for(record.user, flavor.name),
             source_name="the command"
             if record.kind == "command"
             else Path(record.source_file).name,
@@ -329,38 +355,38 @@ class Dispatcher:
 
     async def _launch(self, spec: LaunchSpec, token: str) -> None:
         """Start one claimed job on the backend, outside any transaction; record it."""
-        service, job_id = self.service, spec.job_id
+        ctx, job_id = self.ctx, spec.job_id
         claimed = time.monotonic()
         try:
             try:
-                launched = await service.backend.start(spec)
+                launched = await ctx.backend.start(spec)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.log.exception("job %s: could not start", job_id)
-                service.metrics.start_failed(spec.flavor.name)
-                await service.in_db(self._record_failed_start, job_id, token, str(exc))
+                ctx.metrics.start_failed(spec.flavor.name)
+                await ctx.in_db(self._record_failed_start, job_id, token, str(exc))
                 return
             try:
-                cancel = await service.in_db(self._record_start, job_id, token, launched)
+                cancel = await ctx.in_db(self._record_start, job_id, token, launched)
             except Exception:
                 # Not recorded: a job nobody follows must not run on.
                 self.log.exception("job %s: its start could not be recorded; stopping it", job_id)
-                await service.backend.cancel(launched.ref)
-                service.backend.release(launched.ref)
-                await service.in_db(
+                await ctx.backend.cancel(launched.ref)
+                ctx.backend.release(launched.ref)
+                await ctx.in_db(
                     self._record_failed_start, job_id, token, "its start could not be recorded"
                 )
                 return
             if cancel is None:
                 self.log.warning("job %s: changed while it started; left to its new owner", job_id)
                 return
-            service.metrics.job_dispatched(spec.flavor.name, time.monotonic() - claimed)
+            ctx.metrics.job_dispatched(spec.flavor.name, time.monotonic() - claimed)
             if cancel:
                 # Cancelled while the backend was starting it: stop what was made.
                 self.log.info("job %s: cancelled while it started; stopping it", job_id)
-                await service.backend.cancel(launched.ref)
-            service.follower.follow(job_id, launched.ref)
+                await ctx.backend.cancel(launched.ref)
+            self._follower().follow(job_id, launched.ref)
         finally:
             self.launches.pop(job_id, None)
             self.wake()
@@ -368,7 +394,7 @@ class Dispatcher:
     def _record_start(self, job_id: str, token: str, launched: Launched) -> bool | None:
         """The backend's handle for a claimed job; whether a cancel came meanwhile
         (None: the claim is no longer this pass's)."""
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             done = rowcount(
                 db,
                 update(JobRecord)
@@ -391,13 +417,13 @@ class Dispatcher:
                 ).where(JobRecord.id == job_id)
             ).one()
             db.commit()
-        self.service.positions.changed()
+        self._positions.changed()
         if submitted is not None and started is not None:
-            self.service.metrics.job_started(flavor, (started - submitted).total_seconds())
+            self.ctx.metrics.job_started(flavor, (started - submitted).total_seconds())
         return bool(cancel)
 
     def _record_failed_start(self, job_id: str, token: str, why: str) -> None:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             record = db.get(JobRecord, job_id)
             if record is None or record.claim != token or record.state != "starting":
                 return
@@ -415,31 +441,31 @@ class Dispatcher:
         """Catch up with what a previous run of the service left: adopt the jobs that
         still run, record the ones that ended meanwhile, queue again the starts it
         did not record."""
-        service, backend = self.service, self.service.backend
-        wanted = await service.in_db(_ids_in, service, [JobState.QUEUED.value, *ACTIVE_VALUES])
+        ctx, backend = self.ctx, self.ctx.backend
+        wanted = await ctx.in_db(_ids_in, ctx, [JobState.QUEUED.value, *ACTIVE_VALUES])
         # The backend catches up with what runs (and stops what no job wants) first.
         await backend.reconcile(set(wanted))
-        active = await service.in_db(_active_jobs, service)
+        active = await ctx.in_db(_active_jobs, ctx)
         lost: list[str] = []
         again: list[str] = []
         for job_id, ref, gpus, flavor_name in active:
-            flavor = service.config.flavor(flavor_name)
+            flavor = ctx.config.flavor(flavor_name)
             if ref and flavor is not None and backend.adopt(ref, gpus, flavor):
                 self.log.info("job %s: adopted after restart", job_id)
-                service.follower.follow(job_id, ref)
+                self._follower().follow(job_id, ref)
             elif not ref and backend.idempotent_starts:
                 again.append(job_id)
             else:
                 # Gone while we were away: the status file says how it ended, if it did.
                 lost.append(job_id)
-        await service.in_db(self._record_recovery, lost, again)
+        await ctx.in_db(self._record_recovery, lost, again)
 
     def _record_recovery(self, lost: list[str], again: list[str]) -> None:
-        with self.service.sessions() as db:
+        with self.ctx.sessions() as db:
             for job_id in lost:
                 record = db.get(JobRecord, job_id)
                 if record is not None:
-                    self.service.follower.finish(record, None, None, lost=True)
+                    self._follower().finish(record, None, None, lost=True)
             for job_id in again:
                 record = db.get(JobRecord, job_id)
                 if record is None:
@@ -454,13 +480,13 @@ class Dispatcher:
             db.commit()
 
 
-def _ids_in(service: JobService, states: list[str]) -> list[str]:
-    with service.sessions() as db:
+def _ids_in(ctx: Context, states: list[str]) -> list[str]:
+    with ctx.sessions() as db:
         return list(db.scalars(select(JobRecord.id).where(JobRecord.state.in_(states))).all())
 
 
-def _active_jobs(service: JobService) -> list[tuple[str, str | None, list[str], str]]:
-    with service.sessions() as db:
+def _active_jobs(ctx: Context) -> list[tuple[str, str | None, list[str], str]]:
+    with ctx.sessions() as db:
         rows = db.execute(
             select(JobRecord.id, JobRecord.backend_ref, JobRecord.gpus, JobRecord.flavor).where(
                 JobRecord.state.in_(ACTIVE_VALUES)
@@ -469,9 +495,9 @@ def _active_jobs(service: JobService) -> list[tuple[str, str | None, list[str], 
         return [(r[0], r[1], list(r[2] or []), r[3]) for r in rows]
 
 
-def _write_reasons(service: JobService, changed: dict[str, list[str]]) -> None:
+def _write_reasons(ctx: Context, changed: dict[str, list[str]]) -> None:
     """Record why queued jobs wait (only reasons that changed; still queued only)."""
-    with service.sessions() as db:
+    with ctx.sessions() as db:
         for reason, ids in changed.items():
             for i in range(0, len(ids), _CHUNK):
                 db.execute(

@@ -157,7 +157,18 @@ class JobService:
         self.ctx = Context(
             config, sessions, InDb(self.in_db), self.log, backend, self.classes, self.metrics
         )
-        self.dispatcher = Dispatcher(self, concurrent_starts=concurrent_starts)
+        #: one dispatcher per database: taken at start, given back at stop
+        self.lease = lease or DispatcherLease(sessions, log=self.log)
+        self.dispatcher = Dispatcher(
+            self.ctx,
+            lease=self.lease,
+            positions=self.positions,
+            quota_for=self.quota_for,
+            gpu_hours=self.gpu_hours,
+            follower=lambda: self.follower,
+            stopping=lambda: self.stopping,
+            concurrent_starts=concurrent_starts,
+        )
         self.follower = Follower(self.ctx, self.dispatcher.wake)
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
         self.telemetry = TelemetryCollector(self.ctx, self._visible)
@@ -175,8 +186,6 @@ class JobService:
         self.budgets = Budgets(self.ctx)
         #: the inputs of long-ended jobs removed, users' job files measured and capped
         self.retention = Retention(config.storage, sessions, self.in_db, self.folder_for, self.log)
-        #: one dispatcher per database: taken at start, given back at stop
-        self.lease = lease or DispatcherLease(sessions, log=self.log)
         #: called when another service took the lease over (the app stops then)
         self.on_lease_lost: Callable[[], None] | None = None
 

@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2] / "job_service"
 #: handed what it needs instead (issue 32). Remove a name when its module stops.
 STILL_IMPORT_SERVICE = {
     "api_base",
-    "dispatch",
 }
 
 
