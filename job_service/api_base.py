@@ -22,7 +22,7 @@ from .auth import Authenticator, bearer_token
 from .errors import Caller, ServiceError
 
 if TYPE_CHECKING:
-    from .service import JobService
+    from .facade import ServiceFacade
 
 Body = TypeVar("Body", bound=BaseModel)
 #: how much of a log one read takes (and a reader of the log costs the service)
@@ -98,8 +98,8 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
                 setattr(cls, name, _refusing_large_bodies(cls.__dict__[name]))
 
     @property
-    def service(self) -> JobService:
-        service: JobService = self.settings["nbjobs_service"]
+    def service(self) -> ServiceFacade:
+        service: ServiceFacade = self.settings["nbjobs_service"]
         return service
 
     @property

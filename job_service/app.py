@@ -32,6 +32,7 @@ from .classes import ClassRegistry, HubGroups
 from .dashboard import dashboard_routes
 from .dashboard.handlers import api_routes as dashboard_api_routes
 from .db import DatabaseUnusable, connect
+from .facade import ServiceFacade
 from .handlers import scrape_routes
 from .lease import DispatcherLease, LeaseHeld
 from .notifications.handlers import api_routes as notification_routes
@@ -216,8 +217,9 @@ class JobServiceApp(Application):
         service.user_now = auth.user_now
         # a teacher's class is a hub group, but never one that grants what nbjobs.yaml gives
         auth.class_groups = service.classes.hub_class_names
+        facade: ServiceFacade = service  # the handlers' view of it: checked here
         settings: dict[str, Any] = {
-            "nbjobs_service": service,
+            "nbjobs_service": facade,
             "nbjobs_auth": auth,
             "log_function": self._log_request,
             # paths outside api/ too get a JSON 404, not tornado's HTML page

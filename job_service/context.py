@@ -20,7 +20,7 @@ from nbjobs.config import NbjobsConfig
 if TYPE_CHECKING:
     from .backends import Backend
     from .classes import ClassRegistry
-    from .metrics import ServiceMetrics
+    from .counters import ServiceMetrics
 
 T = TypeVar("T")
 

@@ -59,6 +59,7 @@ from .backends import Backend
 from .budgets import Budgets
 from .classes import ClassRegistry
 from .context import Context, InDb
+from .counters import ServiceMetrics
 from .db import ACTIVE_VALUES, JobRecord, KeptUsage, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
@@ -78,7 +79,6 @@ from .follow import Follower, read_status
 from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
-from .metrics import ServiceMetrics
 from .notebooks import NotebookChecks
 from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore

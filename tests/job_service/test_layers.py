@@ -2,9 +2,9 @@
 
 - No circle among the handler modules: each part's handlers build on ``api_base`` and
   only ``app.py`` puts the routes together.
-- No module imports ``service.py`` but ``app.py``, and those that still do (the
-  collaborators that are handed the whole service, issue 32) are named here: the list
-  may only shrink. A new module that imports it fails this test.
+- No module imports ``service.py`` but ``app.py`` (not even for a type): the parts get
+  a context and callables, the handlers a protocol of the service
+  (:mod:`~nbjobs.job_service.facade`).
 - No circle at run time (imports inside ``if TYPE_CHECKING:`` aside).
 """
 
@@ -14,12 +14,6 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "job_service"
-
-#: modules that still import service.py (for its type, under TYPE_CHECKING): each is to be
-#: handed what it needs instead (issue 32). Remove a name when its module stops.
-STILL_IMPORT_SERVICE = {
-    "api_base",
-}
 
 
 def module_name(path: Path) -> str:
@@ -69,17 +63,11 @@ def graph(*, runtime_only: bool) -> dict[str, set[str]]:
     return edges
 
 
-def test_no_module_but_app_imports_service_and_the_rest_only_shrink():
-    importers = {
-        name for name, targets in graph(runtime_only=False).items() if "service" in targets
-    }
+def test_no_module_but_app_imports_service():
+    edges = graph(runtime_only=False)
+    importers = {name for name, targets in edges.items() if "service" in targets}
 
-    new = importers - STILL_IMPORT_SERVICE - {"app"}
-    assert not new, f"these modules import service.py; pass them what they need instead: {new}"
-    assert importers >= STILL_IMPORT_SERVICE, (
-        f"no longer importing service.py: take them off the list: "
-        f"{STILL_IMPORT_SERVICE - importers}"
-    )
+    assert importers == {"app"}
 
 
 def test_only_app_imports_the_handler_modules():
