@@ -8,6 +8,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+
+class Loop(Protocol):
+    """A part of the service that works in the background while this service holds the
+    dispatcher lease (the dispatcher, the telemetry collector, the ticker...): started
+    once, stopped cleanly at the end, halted at once when the lease is lost."""
+
+    def run(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def halt(self) -> None: ...
 
 
 class Periodic:

@@ -82,6 +82,7 @@ from .lease import DispatcherLease
 from .notebooks import NotebookChecks
 from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore
+from .periodic import Loop
 from .queue import QueuePositions, in_queue_order, queue_order
 from .reclaim import IdleReclaimer, leave_stop_reason
 from .retention import Retention
@@ -186,6 +187,17 @@ class JobService:
         self.budgets = Budgets(self.ctx)
         #: the inputs of long-ended jobs removed, users' job files measured and capped
         self.retention = Retention(config.storage, sessions, self.in_db, self.folder_for, self.log)
+        #: what works in the background while this service holds the lease, in the order
+        #: it starts (and halts); it stops in the reverse order
+        self.loops: list[Loop] = [
+            self.dispatcher,
+            self.telemetry,
+            self.reclaimer,
+            self.approvals,
+            self.outbox,
+            self.retention,
+            self.ticker,
+        ]
         #: called when another service took the lease over (the app stops then)
         self.on_lease_lost: Callable[[], None] | None = None
 
@@ -204,13 +216,8 @@ class JobService:
         await drains.apply(self.ctx)  # before the first job is placed
         await self.in_db(self.budgets.load)
         await self.dispatcher.recover()
-        self.dispatcher.run()
-        self.telemetry.run()
-        self.reclaimer.run()
-        self.approvals.run()
-        self.ticker.run()
-        self.outbox.run()
-        self.retention.run()
+        for loop in self.loops:
+            loop.run()
 
     def _last_seq(self) -> int:
         with self.sessions() as db:
@@ -224,14 +231,9 @@ class JobService:
         the followers are dropped, and no database call is waited on for longer.
         """
         self.stopping = True
-        await self.ticker.stop()
-        await self.retention.stop()
-        await self.outbox.stop()
+        for loop in reversed(self.loops):  # what starts runs stops first (the ticker)
+            await loop.stop()
         self.outbox.close()
-        await self.reclaimer.stop()
-        await self.approvals.stop()
-        await self.telemetry.stop()
-        await self.dispatcher.stop()
         await self.follower.stop()
         await self.backend.shutdown()
         await self.lease.aclose()
@@ -240,13 +242,8 @@ class JobService:
     def _lease_lost(self) -> None:
         """Another service dispatches from this database now: stop scheduling at once."""
         self.stopping = True
-        self.dispatcher.halt()
-        self.telemetry.halt()
-        self.reclaimer.halt()
-        self.approvals.halt()
-        self.ticker.halt()
-        self.outbox.halt()
-        self.retention.halt()
+        for loop in self.loops:
+            loop.halt()
         if self.on_lease_lost is not None:
             self.on_lease_lost()
 
