@@ -435,6 +435,7 @@ def upgrade_schema(engine: Engine) -> None:
             conn.execute(
                 text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
             )
+    migrated = run_migrations(engine)
     made = sorted(t.name for t in Base.metadata.sorted_tables if t.name not in existing)
     if existing & {t.name for t in Base.metadata.sorted_tables} and (
         current != SCHEMA_VERSION or made or added
@@ -447,6 +448,41 @@ def upgrade_schema(engine: Engine) -> None:
             ", ".join(made) or "none",
             ", ".join(f"{t}.{c}" for t, c in sorted(added)) or "none",
         )
+    if migrated:
+        log.info("nbjobs: applied the job database's migrations %s", ", ".join(migrated))
+
+
+#: where the job database's Alembic revisions are (job_service/migrations)
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def run_migrations(engine: Engine) -> list[str]:
+    """Bring the database to the newest Alembic revision; the revisions applied.
+
+    The base revision stands for schema version 4, which :func:`upgrade_schema`'s own
+    steps reach first (a new database is made there); each later change to the tables
+    is a revision after it.
+    """
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its steps; ours says what ran
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    script = ScriptDirectory.from_config(config)
+    with engine.connect() as conn:
+        before = MigrationContext.configure(conn).get_current_revision()
+    head = script.get_current_head()
+    if before == head:
+        return []
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    passed = script.iterate_revisions(head, before)
+    # the base stands for what upgrade_schema made: only the revisions after it are news
+    return sorted(rev.revision for rev in passed if rev.down_revision is not None)
 
 
 def _fill_gpu_seconds_held(conn: Any) -> None:

@@ -11,9 +11,13 @@ failed=()
 scripts/lint.sh || failed+=("lint")
 
 echo "==> pytest"
-# tests/hub_mock runs JupyterHub's own test fixtures (MockHub), which cannot share a
-# pytest process with the other groups: it gets an invocation (and pytest.ini) of its own.
-python -m pytest tests --ignore=tests/hub_mock "$@" || failed+=("pytest")
+# Two workers (pytest-xdist; NBJOBS_TEST_WORKERS=0 runs in this process): each test file
+# runs whole in one worker, and the files that change the machine (OS accounts, control
+# groups) all in one (tests/conftest.py). tests/hub_mock runs JupyterHub's own test
+# fixtures (MockHub), which cannot share a pytest process with the other groups: it gets
+# an invocation (and pytest.ini) of its own.
+workers=(-n "${NBJOBS_TEST_WORKERS:-2}" --dist loadgroup)
+python -m pytest tests --ignore=tests/hub_mock "${workers[@]}" "$@" || failed+=("pytest")
 
 echo "==> pytest tests/hub_mock"
 python -m pytest tests/hub_mock "$@" || failed+=("pytest tests/hub_mock")

@@ -6,13 +6,17 @@ from __future__ import annotations
 import hashlib
 import logging
 
+import pytest
 import sqlalchemy
+from alembic.script import ScriptDirectory
 from nbjobs.job_service import db as jobdb
-from nbjobs.job_service.db import SCHEMA_VERSION, Base, connect
+from nbjobs.job_service.db import MIGRATIONS, SCHEMA_VERSION, Base, connect
 
 # every table the service keeps
 from nbjobs.job_service.notifications import store as _notifications  # noqa: F401
 from nbjobs.job_service.schedules import store as _schedules  # noqa: F401
+
+from .conftest import new_postgres_database
 
 #: each schema version's outline (its hash): a change to the tables without a new
 #: version fails here
@@ -100,3 +104,65 @@ def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, 
         said.getMessage()
     )
     assert "restore the backup taken before the upgrade" in said.getMessage()
+
+
+#: what each schema version lacked of the next, to make an older database from today's:
+#: tables that came later, and columns (table, column)
+CAME_LATER = {
+    4: (["nbjobs_mail_addresses"], [("nbjobs_jobs", "input_removed_at")]),
+    3: (["nbjobs_usage_kept"], []),
+    2: ([], []),  # version 2 numbered the same tables
+    1: (["nbjobs_definition_runs"], [("nbjobs_jobs", "gpu_seconds_held")]),
+}
+
+
+def as_of(url: str, version: int) -> None:
+    """Make the database at ``url`` (today's tables) look as ``version`` left it, from
+    before Alembic: no alembic_version, and none of what came after it."""
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text("DROP TABLE alembic_version"))
+        for later in range(SCHEMA_VERSION, version, -1):
+            tables, columns = CAME_LATER[later]
+            for table in tables:
+                conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
+            for table, column in columns:
+                conn.execute(sqlalchemy.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        conn.execute(sqlalchemy.text(f"UPDATE nbjobs_schema SET version = {version}"))
+    engine.dispose()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_each_earlier_schema_upgrades_to_the_newest_revision(tmp_path, request, database, version):
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    else:
+        url = new_postgres_database(request.getfixturevalue("postgres_url"), tmp_path)
+    connect(url).kw["bind"].dispose()
+    as_of(url, version)
+
+    connect(url).kw["bind"].dispose()
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        revision = conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).all()
+        inspector = sqlalchemy.inspect(conn)
+        have = {
+            (table, column["name"])
+            for table in inspector.get_table_names()
+            for column in inspector.get_columns(table)
+        }
+    engine.dispose()
+    head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
+    assert revision == [(head,)]
+    assert versions(url) == [SCHEMA_VERSION]
+    wanted = {(t.name, c.name) for t in Base.metadata.sorted_tables for c in t.columns}
+    assert wanted <= have  # every table and column of today's
+
+
+def test_the_migrations_start_from_the_base_revision_of_schema_4():
+    script = ScriptDirectory(str(MIGRATIONS))
+    [base] = script.get_bases()
+    assert base == "0004"
+    assert SCHEMA_VERSION >= 4
