@@ -275,7 +275,9 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
 ):
     teacher.goto(hub.url + DASHBOARD + "#classes")
     expect(teacher.locator(".nbjobs-Who")).to_contain_text("tess (teacher)")
-    expect(teacher.locator(".nbjobs-Tabs a")).to_have_text(["Approvals", "Classes", "Usage"])
+    expect(teacher.locator(".nbjobs-Tabs a")).to_have_text(
+        ["Approvals", "Classes", "Usage", "Storage"]
+    )
     # her class from nbjobs.yaml is there, read-only
     demo = teacher.locator("section[aria-label='Class demo-class']")
     expect(demo).to_contain_text("from nbjobs.yaml (read-only here)")

@@ -5,11 +5,27 @@ history, open its run's job, pause, resume and delete it."""
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 
 from playwright.sync_api import Page, expect
 
 from .conftest import Hub, api, shot
 from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
+
+
+def definition_settings(
+    lab: Page, definition_id: str | None, until: Callable[[list[dict]], bool]
+) -> list[dict]:
+    """The definition's own notification settings, once ``until`` holds of them (10 s)."""
+    deadline = time.monotonic() + 10
+    while True:
+        _, settings = api(lab, "GET", API + "notifications/settings")
+        assert isinstance(settings, dict)
+        found = [s for s in settings["settings"] if s["definition_id"] == definition_id]
+        if until(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page, hub: Hub):
@@ -124,18 +140,15 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     notify.locator("input[name='succeeded']").check()
     notify.locator("button", has_text="Save").click()
     expect(notify).to_be_hidden()
-    _, settings = api(lab, "GET", API + "notifications/settings")
-    assert isinstance(settings, dict)
-    [own] = [s for s in settings["settings"] if s["definition_id"] == definition_id]
+    # the dialog closes as the save is sent: what the service then holds
+    [own] = definition_settings(lab, definition_id, until=lambda found: bool(found))
     assert "succeeded" in own["on"]
     row.locator("button", has_text="Notify…").click()
     expect(notify.locator("input[name='succeeded']")).to_be_checked()
     shot(lab, "37-definition-notifications")
     notify.locator("button", has_text="Use my usual setting").click()
     expect(notify).to_be_hidden()
-    _, settings = api(lab, "GET", API + "notifications/settings")
-    assert isinstance(settings, dict)
-    assert [s for s in settings["settings"] if s["definition_id"] == definition_id] == []
+    assert definition_settings(lab, definition_id, until=lambda found: not found) == []
 
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
     row.locator("button", has_text="Pause").click()
