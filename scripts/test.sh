@@ -17,7 +17,9 @@ echo "==> pytest"
 # fixtures (MockHub), which cannot share a pytest process with the other groups: it gets
 # an invocation (and pytest.ini) of its own.
 workers=(-n "${NBJOBS_TEST_WORKERS:-2}" --dist loadgroup)
-python -m pytest tests --ignore=tests/hub_mock "${workers[@]}" "$@" || failed+=("pytest")
+# --durations: the slowest tests, named at the end of every run (docs/development.md)
+python -m pytest tests --ignore=tests/hub_mock "${workers[@]}" --durations=20 "$@" ||
+    failed+=("pytest")
 
 echo "==> pytest tests/hub_mock"
 python -m pytest tests/hub_mock "$@" || failed+=("pytest tests/hub_mock")
