@@ -550,15 +550,18 @@ class NotebookJob:
         are not, and the kernel has no reason to warn about plain-text TCP.
         Where no short private path can be had, TCP on loopback it stays.
         """
-        try:
-            self._socket_dir = tempfile.mkdtemp(prefix="nbjobs-kernel-")
-        except OSError:
+        # sun_path holds about 100 bytes, and ports add "-NNNNN": the temporary folder
+        # (TMPDIR) first, /tmp where that path is too long
+        for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
+            if len(os.path.join(base, "nbjobs-kernel-XXXXXXXX", "k")) > 90:
+                continue
+            try:
+                self._socket_dir = tempfile.mkdtemp(prefix="nbjobs-kernel-", dir=base)
+            except OSError:
+                continue
+            km.transport = "ipc"
+            km.ip = os.path.join(self._socket_dir, "k")
             return
-        prefix = os.path.join(self._socket_dir, "k")
-        if len(prefix) > 90:  # sun_path holds about 100 bytes, and ports add "-NNNNN"
-            return
-        km.transport = "ipc"
-        km.ip = prefix
 
     async def _shutdown_kernel(self, client: NotebookClient) -> None:
         """Stop a kernel whose start was cancelled half-way."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -369,13 +371,20 @@ def test_the_kernel_is_reached_through_sockets_only_its_user_can_open(make_noteb
         "print(app.transport, oct(stat.S_IMODE(os.stat(folder).st_mode)), folder)"
     )
     output = tmp_path / "out.ipynb"
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    short = Path(tempfile.mkdtemp(prefix="t-", dir="/tmp"))  # a TMPDIR sockets fit in
+    long = tmp_path / ("x" * 80)  # one they do not: /tmp then
+    long.mkdir()
+    try:
+        found = []
+        for tmpdir in (short, long):
+            proc = run_cli(source, output, env={**os.environ, "TMPDIR": str(tmpdir)})
+            assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+            assert "without encryption" not in proc.stderr
+            found.append(nbformat.read(output, as_version=4).cells[0].outputs[0].text.split())
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
-    proc = run_cli(source, output, env=env)
-
-    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
-    transport, mode, folder = nbformat.read(output, as_version=4).cells[0].outputs[0].text.split()
-    assert (transport, mode) == ("ipc", "0o700")
-    assert Path(folder).parent == tmp_path
-    assert not Path(folder).exists()  # the sockets go with the job
-    assert "without encryption" not in proc.stderr
+    for (transport, mode, folder), parent in zip(found, (short, Path("/tmp")), strict=True):
+        assert (transport, mode) == ("ipc", "0o700")
+        assert Path(folder).parent == parent
+        assert not Path(folder).exists()  # the sockets go with the job
