@@ -8,10 +8,11 @@ small cells take about a GiB and many seconds of CPU in nbformat. So at submit:
   always was: cheap, and most notebooks are small;
 - a bigger one waits for one of ``limits.checks_at_once`` places (all users together)
   *before* its bytes are read into the service, then is checked in a process of its
-  own, at low priority, with ``limits.check_memory`` as its address-space limit and a
-  CPU-time limit. Running out of either is a refusal that says what to do; the
-  service's own memory holds only the bytes it snapshots, and its event loop and
-  threads are never busy with the parse.
+  own, at low priority, as ``nobody`` when the service is root, with
+  ``limits.check_memory`` as its address-space limit and a CPU-time limit. Running
+  out of either is a refusal that says what to do; the service's own memory holds
+  only the bytes it snapshots, and its event loop and threads are never busy with the
+  parse.
 
 ``limits.cells`` is counted right after the JSON is read, in both ways, before the
 costly validation.
@@ -27,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import resource
 import signal
 import sys
@@ -146,6 +148,8 @@ class NotebookChecks:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             env=_worker_env(),
+            cwd="/",
+            **_unprivileged(),
         )
         try:
             await _feed(process, data)
@@ -204,6 +208,18 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
         pass  # the worker ended early (out of memory): its answer says why
     finally:
         process.stdin.close()
+
+
+def _unprivileged() -> dict[str, Any]:
+    """A service running as root parses users' notebooks as ``nobody``: what a crafted
+    file could do to the parser, it does with no rights at all."""
+    if os.geteuid() != 0:
+        return {}
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        return {}
+    return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
 
 
 def _worker_env() -> dict[str, str]:

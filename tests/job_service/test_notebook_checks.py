@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pwd
 import resource
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,15 @@ def write_cells(
     return path.stat().st_size
 
 
+def uid_of(pid: int) -> int | None:
+    """The real uid of process ``pid`` (None: gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+    except OSError:
+        return None
+
+
 def workers() -> set[int]:
     """The notebook checkers running now as children of this process."""
     found = set()
@@ -72,17 +82,23 @@ def workers() -> set[int]:
     return found
 
 
+#: the uids the checkers ran as, over the last :func:`submit_all`
+UIDS: set[int | None] = set()
+
+
 async def submit_all(svc: Any, submits: list[tuple[str, str]]) -> tuple[list[Any], int, int]:
     """Submit ``(user, path)`` on flavor held all at once; the responses, the most
-    checkers seen at once and how many were seen in all."""
+    checkers seen at once and how many were seen in all (their uids: :data:`UIDS`)."""
     most, seen = 0, set()
     done = asyncio.Event()
+    UIDS.clear()
 
     async def watch() -> None:
         nonlocal most
         while not done.is_set():
             now = workers()
             most, _ = max(most, len(now)), seen.update(now)
+            UIDS.update(uid_of(pid) for pid in now)
             await asyncio.sleep(0.02)
 
     async def one(user: str, path: str) -> Any:
@@ -172,6 +188,8 @@ async def test_big_notebooks_are_checked_a_few_at_once_in_all(tmp_path):
     assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
     assert seen >= 2  # the watch saw the checks
     assert most == 1
+    if os.geteuid() == 0:  # a root service parses users' notebooks as nobody
+        assert UIDS - {None} == {pwd.getpwnam("nobody").pw_uid}
 
 
 async def test_one_users_notebooks_are_checked_one_at_a_time(tmp_path):
