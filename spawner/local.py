@@ -18,6 +18,7 @@ process the kernel killed for memory is logged with its limit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -192,10 +193,15 @@ class LocalCPUSpawner(LocalProcessSpawner):
         return group
 
     def _group_name(self) -> str:
+        """``server-<hub>-<user>[--<name>]``: ``<hub>`` tells this hub's servers from
+        another's on the same machine (its storage root), so that starting ada's server
+        here never stops ada's server of another hub (a second class's, the demo's)."""
         server = escape_username(self.user.name)
         if self.name:
             server += "--" + escape_username(self.name)
-        return f"server-{server}"
+        root = os.path.realpath(self.nbjobs_config().storage.root)
+        hub = hashlib.sha256(root.encode()).hexdigest()[:8]
+        return f"server-{hub}-{server}"
 
     async def poll(self) -> int | None:
         status = await super().poll()

@@ -121,3 +121,24 @@ def test_under_a_base_url_the_server_reaches_the_job_service(hub):
         assert [f["name"] for f in flavors.json()], flavors.text
     finally:
         requests.delete(f"{api}/server", headers=headers, timeout=60)
+
+
+def test_a_second_hub_on_the_machine_leaves_the_first_ones_servers_alone(hub, tmp_path):
+    """Two hubs on one machine (two classes, or the demo beside an install) with a user
+    of the same name: starting her server on the second put it in the same control group
+    as her server on the first, which was stopped first as "what a crashed server left"
+    (found by running the browser tests of two hubs at once)."""
+    url, headers, _ = hub
+    api, model = new_user_with_a_server(url, headers, "twin")
+    pid = model["servers"][""]["state"]["pid"]
+    port, hub_port = free_port(), free_port()
+    token = secrets.token_hex(16)
+    nbjobs_yaml = local_nbjobs_yaml(tmp_path)
+    config = HUB_CONFIG.format(config=str(nbjobs_yaml), service_port=free_port(), token=token)
+    with running_hub(tmp_path, basics(tmp_path, port, hub_port) + config, port) as other:
+        new_user_with_a_server(other, {"Authorization": f"token {token}"}, "twin")
+        time.sleep(1)
+        alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+    requests.delete(f"{api}/server", headers=headers, timeout=60)
+
+    assert alive, "starting twin's server on the second hub stopped it on the first"
