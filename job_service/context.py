@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,14 +25,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class InDb:
-    """Runs database work on the service's database threads (see ``JobService.in_db``)."""
+class InDb(Protocol):
+    """Runs database work on the service's database threads (``JobService.in_db``)."""
 
-    def __init__(self, run: Callable[..., Awaitable[Any]]) -> None:
-        self._run = run
-
-    def __call__(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]:
-        return self._run(func, *args, **kwargs)
+    def __call__(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]: ...
 
 
 @dataclass(frozen=True)

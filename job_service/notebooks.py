@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from nbjobs.cgroups import human_bytes
 from nbjobs.config import LimitsConfig
 
 from .errors import Invalid, ServiceError, TooLarge
@@ -167,10 +168,10 @@ class NotebookChecks:
             return checked(answer, where)
         if answer.get("memory") or process.returncode in (-9, -11):
             raise TooLarge(
-                f"checking {where!r} needs more than the {_size(memory)} of memory a notebook "
-                "may take here (it has very many cells or very large ones); clear its outputs "
-                "(Edit > Clear Outputs of All Cells) or split it, or ask your admin to raise "
-                "limits.check_memory"
+                f"checking {where!r} needs more than the {human_bytes(memory)} of memory a "
+                "notebook may take here (it has very many cells or very large ones); clear its "
+                "outputs (Edit > Clear Outputs of All Cells) or split it, or ask your admin to "
+                "raise limits.check_memory"
             )
         if process.returncode == -signal.SIGXCPU:
             raise TooLarge(
@@ -226,10 +227,6 @@ def _worker_env() -> dict[str, str]:
     """The worker's environment: what finds Python and nbjobs, nothing of the service's."""
     keep = ("PATH", "PYTHONPATH", "LANG", "LC_ALL")
     return {name: os.environ[name] for name in keep if name in os.environ}
-
-
-def _size(n: int) -> str:
-    return f"{n / 1024**3:g} GiB" if n >= 1024**3 else f"{n / 1024**2:g} MiB"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,23 +20,24 @@ transaction is open while they are.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, sessionmaker
 
-from nbjobs.config import StorageConfig
 from nbjobs.models import FINAL_STATES, StorageReport, UserStorage
 from nbjobs.storage import job_files_size, remove_from_job_dir
+from nbjobs.units import format_size
 
 from .db import JobRecord, utcnow
 from .errors import Caller, Forbidden, InsufficientStorage
 from .periodic import Periodic
+
+if TYPE_CHECKING:
+    from .context import Context
 
 #: seconds between two rounds of removing old inputs
 ROUND = 300.0
@@ -45,29 +46,21 @@ PER_ROUND = 500
 #: how long an admin's report of every user's space is reused
 REPORT_FRESH = 60.0
 
-InDb = Callable[..., Awaitable[Any]]
-
 
 class Retention:
     """Removes the inputs of jobs that ended long enough ago; measures users' space."""
 
     def __init__(
         self,
-        storage: StorageConfig,
-        sessions: sessionmaker[Session],
-        in_db: InDb,
+        ctx: Context,
         folder_for: Callable[[str], Path],
-        log: logging.Logger,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.storage = storage
-        self._sessions = sessions
-        self._in_db = in_db
+        self.ctx = ctx
         self._folder_for = folder_for
-        self._log = log
         self.clock = clock
         self._rounds = Periodic(
-            self.sweep, lambda: ROUND, what="removing old job inputs", log=lambda: log
+            self.sweep, lambda: ROUND, what="removing old job inputs", log=lambda: ctx.log
         )
         self._report: tuple[float, list[UserStorage]] | None = None
 
@@ -84,23 +77,23 @@ class Retention:
 
     async def sweep(self) -> int:
         """One round: remove the inputs that are due; how many were."""
-        due = await self._in_db(self._due)
+        due = await self.ctx.in_db(self._due)
         freed = 0
         for _job_id, job_dir, snapshot in due:
             freed += await asyncio.to_thread(
                 remove_from_job_dir, Path(job_dir), Path(snapshot).name
             )
         if due:
-            await self._in_db(self._mark, [job_id for job_id, _, _ in due])
-            self._log.info(
+            await self.ctx.in_db(self._mark, [job_id for job_id, _, _ in due])
+            self.ctx.log.info(
                 "removed the inputs of %d ended jobs (%.1f MiB)", len(due), freed / 1024**2
             )
         return len(due)
 
     def _due(self) -> list[tuple[str, str, str]]:
         now = self.clock()
-        keep = timedelta(seconds=float(self.storage.retention or 0))
-        with self._sessions() as db:
+        keep = timedelta(seconds=float(self.ctx.config.storage.retention or 0))
+        with self.ctx.sessions() as db:
             rows = db.execute(
                 select(JobRecord.id, JobRecord.job_dir, JobRecord.snapshot_file)
                 .where(
@@ -115,7 +108,7 @@ class Retention:
         return [(r.id, r.job_dir, r.snapshot_file) for r in rows]
 
     def _mark(self, ids: list[str]) -> None:
-        with self._sessions() as db:
+        with self.ctx.sessions() as db:
             db.execute(
                 update(JobRecord)
                 .where(JobRecord.id.in_(ids))
@@ -129,14 +122,14 @@ class Retention:
     def check_room(self, user: str, folder: Path) -> None:
         """Refuse a submit while ``user``'s job files are over ``storage.max_job_files``
         (call off the event loop: it walks their ``.nbjobs``)."""
-        limit = self.storage.max_job_files
+        limit = self.ctx.config.storage.max_job_files
         if limit is None:
             return
         held = job_files_size(folder)
         if held >= limit:
             raise InsufficientStorage(
-                f"your job files (.nbjobs in your folder: inputs, logs) take {_size(held)}, "
-                f"the most each user may keep here is {_size(limit)}; delete jobs you no "
+                f"your job files (.nbjobs in your folder: inputs, logs) take {format_size(held)}, "
+                f"the most each user may keep here is {format_size(limit)}; delete jobs you no "
                 "longer need (the Jobs panel's Delete, or `nbjobs delete ID`) and submit "
                 "again, or ask your admin to raise storage.max_job_files"
             )
@@ -152,18 +145,18 @@ class Retention:
         else:
             users = await self._everyone()
         return StorageReport(
-            retention_seconds=self.storage.retention,
-            max_job_files=self.storage.max_job_files,
+            retention_seconds=self.ctx.config.storage.retention,
+            max_job_files=self.ctx.config.storage.max_job_files,
             users=users,
         )
 
     async def _count(self, user: str) -> int:
         def count() -> int:
-            with self._sessions() as db:
+            with self.ctx.sessions() as db:
                 query = select(func.count()).select_from(JobRecord).where(JobRecord.user == user)
                 return int(db.scalar(query) or 0)
 
-        return int(await self._in_db(count))
+        return int(await self.ctx.in_db(count))
 
     async def _everyone(self) -> list[UserStorage]:
         fresh = self._report
@@ -171,7 +164,7 @@ class Retention:
             return fresh[1]
 
         def counts() -> list[tuple[str, int]]:
-            with self._sessions() as db:
+            with self.ctx.sessions() as db:
                 rows = db.execute(
                     select(JobRecord.user, func.count()).group_by(JobRecord.user)
                 ).all()
@@ -179,7 +172,7 @@ class Retention:
 
         users = [
             await asyncio.to_thread(self._measure, name, jobs)
-            for name, jobs in await self._in_db(counts)
+            for name, jobs in await self.ctx.in_db(counts)
         ]
         users.sort(key=lambda u: (-u.job_files, u.user))
         self._report = (time.monotonic(), users)
@@ -187,9 +180,3 @@ class Retention:
 
     def _measure(self, user: str, jobs: int) -> UserStorage:
         return UserStorage(user=user, jobs=jobs, job_files=job_files_size(self._folder_for(user)))
-
-
-def _size(n: int) -> str:
-    if n >= 1024**3:
-        return f"{n / 1024**3:.1f} GiB"
-    return f"{n / 1024**2:.1f} MiB"

@@ -58,7 +58,7 @@ from .approvals import ApprovalExpiry, Decisions, needs_approval, waiting_for_ap
 from .backends import Backend
 from .budgets import Budgets
 from .classes import ClassRegistry
-from .context import Context, InDb
+from .context import Context
 from .counters import ServiceMetrics
 from .db import ACTIVE_VALUES, JobRecord, KeptUsage, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
@@ -139,8 +139,6 @@ class JobService:
         self.backend = backend
         self.sessions = sessions
         self.log = log or logging.getLogger("nbjobs.job_service")
-        #: seconds past a job's time limit before the service stops a runner that did not
-        #: stop itself (the backstop; a backend that enforces limits itself needs none)
         #: each queued job's place, worked out again after each change of the queue
         self.positions = QueuePositions(sessions)
         #: a record as the API shows it, with the runner's and the backend's latest word
@@ -156,7 +154,7 @@ class JobService:
         self.metrics = ServiceMetrics()
         #: what the collaborators share (they get this, not the service)
         self.ctx = Context(
-            config, sessions, InDb(self.in_db), self.log, backend, self.classes, self.metrics
+            config, sessions, self.in_db, self.log, backend, self.classes, self.metrics
         )
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
@@ -186,7 +184,7 @@ class JobService:
         self.outbox = Outbox(self.ctx)
         self.budgets = Budgets(self.ctx)
         #: the inputs of long-ended jobs removed, users' job files measured and capped
-        self.retention = Retention(config.storage, sessions, self.in_db, self.folder_for, self.log)
+        self.retention = Retention(self.ctx, self.folder_for)
         #: what works in the background while this service holds the lease, in the order
         #: it starts (and halts); it stops in the reverse order
         self.loops: list[Loop] = [
@@ -480,7 +478,7 @@ class JobService:
         descriptor it reads (see :func:`~nbjobs.storage.open_notebook`): a link
         swapped meanwhile cannot make the snapshot someone else's notebook. The check
         takes its turn (:class:`~.notebooks.NotebookChecks`): a big notebook is read
-        only once there is room for it, and parsed outside the ctx.
+        only once there is room for it, and parsed outside the service.
         """
         limit = self.config.limits.notebook
         try:

@@ -29,6 +29,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
+from nbjobs.units import format_size
+
 #: the command line (or $NBJOBS_URL / the token) is unusable; nothing was sent
 EXIT_USAGE = 2
 #: the job service (or a check it would make, such as the notebook's folder) refused
@@ -569,13 +571,15 @@ def storage_text(body: dict[str, Any]) -> str:
     rows = [["USER", "JOBS", "JOB FILES", "OF LIMIT"]]
     for u in body["users"]:
         share = f"{100 * u['job_files'] / limit:.0f} %" if limit else "-"
-        rows.append([u["user"], str(u["jobs"]), _bytes(u["job_files"]), share])
+        rows.append([u["user"], str(u["jobs"]), format_size(u["job_files"]), share])
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     keep = body.get("retention_seconds")
     lines.append("")
     lines.append(
-        f"each user may keep {_bytes(limit)} of job files" if limit else "no limit on job files"
+        f"each user may keep {format_size(limit)} of job files"
+        if limit
+        else "no limit on job files"
     )
     lines.append(
         f"an ended job's input is removed {keep / 86400:g} days after it ended (its log and "
@@ -584,13 +588,6 @@ def storage_text(body: dict[str, Any]) -> str:
         else "ended jobs keep their inputs until they are deleted"
     )
     return "\n".join(lines)
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def usage_parser() -> _Parser:
