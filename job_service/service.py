@@ -608,7 +608,7 @@ class JobService:
                 record.path,
                 flavor.name,
             )
-            return self._to_model(db, record)
+            return self.view.model(db, record)
 
     def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         quota = self.quota_for(caller)
@@ -687,7 +687,7 @@ class JobService:
         """One job, with its live progress."""
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
-            return self._to_model(db, record)
+            return self.view.model(db, record)
 
     def list_jobs(
         self,
@@ -753,7 +753,7 @@ class JobService:
             jobs = []
             for record in records:
                 try:
-                    jobs.append(self._to_model(db, record, positions))
+                    jobs.append(self.view.model(db, record, positions))
                 except DamagedRecord as exc:
                     self.log.warning("%s; left out of a job list", exc.message)
         # A damaged record still counts in ``total``: it is there, only not shown.
@@ -1024,7 +1024,7 @@ class JobService:
                 self.positions.changed()
                 db.expire_all()
                 record = self._visible(caller, db.get(JobRecord, job_id), job_id)
-                return self._to_model(db, record), None, record.job_dir
+                return self.view.model(db, record), None, record.job_dir
             return None, ref, record.job_dir
 
     async def rerun(
@@ -1112,15 +1112,9 @@ class JobService:
             db.commit()
             self.log.info("job %s: priority %d, set by %s", job_id, request.priority, caller.name)
             self.dispatcher.wake()
-            return self._to_model(db, record)
+            return self.view.model(db, record)
 
     # -- views -------------------------------------------------------------------
-
-    def _to_model(
-        self, db: Session, record: JobRecord, positions: dict[str, int] | None = None
-    ) -> Job:
-        """The API's view of a record (:class:`~.jobview.JobView`)."""
-        return self.view.model(db, record, positions)
 
 
 def _first_words(command: str, width: int = 40) -> str:
