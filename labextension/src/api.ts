@@ -21,6 +21,7 @@ import type {
   IMe,
   INotification,
   INotifySettings,
+  INotifySettingsInfo,
   ISubmitRequest
 } from './types';
 
@@ -99,9 +100,9 @@ export class NbjobsAPI {
 
   /** A definition's runs, newest first. */
   definitionRuns(id: string): Promise<IDefinitionRun[]> {
-    return this.json<{ runs: IDefinitionRun[] }>(
-      `definitions/${encodeURIComponent(id)}/runs`
-    ).then(a => a.runs);
+    return this.json<{ runs: IDefinitionRun[] }>(`definitions/${encodeURIComponent(id)}/runs`).then(
+      a => a.runs
+    );
   }
 
   /** Pause, resume or run a definition now. */
@@ -130,8 +131,8 @@ export class NbjobsAPI {
   }
 
   /** The user's notification settings (all jobs, and per job or definition). */
-  notifySettings(): Promise<INotifySettings[]> {
-    return this.json<{ settings: INotifySettings[] }>('notifications/settings').then(
+  notifySettings(): Promise<INotifySettingsInfo[]> {
+    return this.json<{ settings: INotifySettingsInfo[] }>('notifications/settings').then(
       a => a.settings
     );
   }
@@ -142,8 +143,8 @@ export class NbjobsAPI {
     await this.fetch(`notifications/settings?${query}`, { method: 'DELETE' });
   }
 
-  saveNotifySettings(settings: INotifySettings): Promise<INotifySettings> {
-    return this.json<INotifySettings>('notifications/settings', {
+  saveNotifySettings(settings: INotifySettings): Promise<INotifySettingsInfo> {
+    return this.json<INotifySettingsInfo>('notifications/settings', {
       method: 'PUT',
       body: JSON.stringify(settings)
     });
@@ -268,7 +269,9 @@ export class NbjobsAPI {
     if (status === 502 || status === 503 || status === 504) {
       return new NbjobsError(
         message ??
-          this.trans('The nbjobs job service is not answering; try again in a minute, or ask your admin.'),
+          this.trans(
+            'The nbjobs job service is not answering; try again in a minute, or ask your admin.'
+          ),
         'unreachable',
         status
       );

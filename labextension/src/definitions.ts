@@ -209,7 +209,11 @@ export class DefinitionsView {
       when.className = 'nbjobs-Definition-runWhen';
       when.textContent = localTime(run.scheduled_for);
       const what = [
-        run.kind === 'manual' ? trans('run now') : run.kind === 'catch_up' ? trans('caught up') : '',
+        run.kind === 'manual'
+          ? trans('run now')
+          : run.kind === 'catch_up'
+            ? trans('caught up')
+            : '',
         `v${run.version}`
       ].filter(Boolean);
       item.append(when, ` · ${what.join(' · ')} · `);

@@ -64,19 +64,44 @@ export class JobDetail extends Widget {
         ? [trans('Command'), `${job.command ?? ''} (${trans('in %1', job.path)})`]
         : [
             job.kind === 'script' ? trans('Script') : trans('Notebook'),
-            this.link(job.path, () => this.actions.openPath(job.path), job.user === this.me || this.me === null)
+            this.link(
+              job.path,
+              () => this.actions.openPath(job.path),
+              job.user === this.me || this.me === null
+            )
           ],
       [trans('Flavor'), this.flavorText(job)],
       [trans('Kernel'), job.kernel ?? trans("the notebook's own")],
       [trans('Time limit'), job.time_limit ? formatLimit(job.time_limit, trans) : trans('none')],
-      [trans('Parameters'), Object.keys(job.parameters).length ? JSON.stringify(job.parameters) : trans('none')],
+      [
+        trans('Parameters'),
+        Object.keys(job.parameters).length ? JSON.stringify(job.parameters) : trans('none')
+      ],
       [trans('Queue'), this.list(queueHistory(job, new Date(), trans))],
-      [trans('Output'), this.file(job.output_path, () => void this.actions.openOutput(job), can.output)],
+      [
+        trans('Output'),
+        this.file(job.output_path, () => void this.actions.openOutput(job), can.output)
+      ],
       ...(job.html_path
-        ? ([[trans('HTML copy'), this.file(job.html_path, () => this.actions.openPath(job.html_path!), can.output)]] as [string, Node][])
+        ? ([
+            [
+              trans('HTML copy'),
+              this.file(job.html_path, () => this.actions.openPath(job.html_path!), can.output)
+            ]
+          ] as [string, Node][])
         : []),
-      [trans('Log'), can.log.enabled ? this.link(trans('View log'), () => void this.actions.viewLog(job), true) : can.log.why],
-      [trans('Re-run of'), job.rerun_of ? this.link(job.rerun_of, () => this.actions.showJob(job.rerun_of!), true) : '–'],
+      [
+        trans('Log'),
+        can.log.enabled
+          ? this.link(trans('View log'), () => void this.actions.viewLog(job), true)
+          : can.log.why
+      ],
+      [
+        trans('Re-run of'),
+        job.rerun_of
+          ? this.link(job.rerun_of, () => this.actions.showJob(job.rerun_of!), true)
+          : '–'
+      ],
       [trans('Job id'), this.copyable(job.id)]
     ];
     const table = document.createElement('dl');
@@ -129,7 +154,11 @@ export class JobDetail extends Widget {
       return document.createTextNode(`${path} (${can.why})`);
     }
     const wrap = document.createElement('span');
-    const download = this.link(this.trans('Download'), () => void this.actions.download(path), true);
+    const download = this.link(
+      this.trans('Download'),
+      () => void this.actions.download(path),
+      true
+    );
     (download as HTMLElement).setAttribute('aria-label', this.trans('Download %1', path));
     wrap.append(this.link(path, open, true), ' · ', download);
     return wrap;

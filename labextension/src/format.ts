@@ -128,7 +128,8 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
   if (flavor.gpus > 0) {
     // Simulated GPUs (trying nbjobs without one) say so wherever the GPU is named.
     const type =
-      (flavor.simulated ? ` ${trans('simulated')}` : '') + (flavor.gpu_type ? ` ${flavor.gpu_type}` : '');
+      (flavor.simulated ? ` ${trans('simulated')}` : '') +
+      (flavor.gpu_type ? ` ${flavor.gpu_type}` : '');
     const fraction = flavor.fraction;
     parts.push(
       typeof fraction === 'number'
@@ -166,20 +167,26 @@ export function flavorAvailability(flavor: IFlavor, trans: Translate = plain): s
 }
 
 function capacityText(flavor: IFlavor, trans: Translate): string {
-  const waiting =
-    flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
+  const waiting = flavor.queued > 0 ? trans('%1 waiting', flavor.queued) : trans('no queue');
   if (flavor.placement) {
     // An engine (KAI Scheduler, Volcano) decides: no count nbjobs cannot know.
     return joinFacts([flavor.placement, waiting], trans);
   }
   const freeGpus = flavor.free_gpus;
   const totalGpus = flavor.total_gpus;
-  if (typeof flavor.fraction === 'number' && typeof freeGpus === 'number' && typeof totalGpus === 'number') {
+  if (
+    typeof flavor.fraction === 'number' &&
+    typeof freeGpus === 'number' &&
+    typeof totalGpus === 'number'
+  ) {
     const slices =
       totalGpus === 1
         ? trans('%1 of 1 slice free', freeGpus)
         : trans('%1 of %2 slices free', freeGpus, totalGpus);
-    return joinFacts([freeGpus > 0 ? slices : trans('%1: a job will wait', slices), waiting], trans);
+    return joinFacts(
+      [freeGpus > 0 ? slices : trans('%1: a job will wait', slices), waiting],
+      trans
+    );
   }
   if (flavor.gpus > 0 && typeof freeGpus === 'number' && typeof totalGpus === 'number') {
     const gpus =
@@ -199,7 +206,11 @@ function capacityText(flavor: IFlavor, trans: Translate): string {
 
 /** A share of a GPU as people say it: `a quarter`, `half`, `0.15`. */
 export function formatFraction(fraction: number): string {
-  const named: Record<string, string> = { '0.5': 'half', '0.25': 'a quarter', '0.75': 'three quarters' };
+  const named: Record<string, string> = {
+    '0.5': 'half',
+    '0.25': 'a quarter',
+    '0.75': 'three quarters'
+  };
   return named[String(fraction)] ?? String(Math.round(fraction * 1000) / 1000);
 }
 
@@ -269,7 +280,7 @@ export function jobActions(
   };
   return {
     cancel: active
-      ? ok(theirs ? trans('Cancel %1\'s job', job.user) : trans('Cancel'))
+      ? ok(theirs ? trans("Cancel %1's job", job.user) : trans('Cancel'))
       : no(trans('ended: nothing to cancel')),
     rerun: theirs
       ? no(trans('%1: its owner re-runs it', owner))
@@ -288,7 +299,11 @@ export function jobActions(
 
 /** Whether a job matches what was typed in the panel's search box and the state chosen:
  * words (all must match) against its name, notebook path, id, flavor, owner and state. */
-export function jobMatches(job: IJob, search: string, show: 'all' | 'active' | 'ended' | 'failed'): boolean {
+export function jobMatches(
+  job: IJob,
+  search: string,
+  show: 'all' | 'active' | 'ended' | 'failed'
+): boolean {
   if (show === 'active' && !isActive(job.state)) {
     return false;
   }
@@ -364,7 +379,12 @@ export function queueHistory(job: IJob, now: Date, trans: Translate): string[] {
   const at = (iso: string) => Date.parse(iso);
   const lines = [trans('submitted %1', localTime(job.submitted_at))];
   if (job.started_at) {
-    lines.push(trans('waited %1 in the queue', formatLimit((at(job.started_at) - at(job.submitted_at)) / 1000, trans)));
+    lines.push(
+      trans(
+        'waited %1 in the queue',
+        formatLimit((at(job.started_at) - at(job.submitted_at)) / 1000, trans)
+      )
+    );
   } else if (!job.finished_at) {
     const waited = formatLimit((now.getTime() - at(job.submitted_at)) / 1000, trans);
     const place = job.queue_position ? trans(', #%1 in the queue', job.queue_position) : '';
@@ -373,12 +393,21 @@ export function queueHistory(job: IJob, now: Date, trans: Translate): string[] {
   if (job.requeues) {
     lines.push(
       job.requeues === 1
-        ? trans('sent back to the queue once by the cluster (evicted or preempted), then started again')
-        : trans('sent back to the queue %1 times by the cluster (evicted or preempted)', job.requeues)
+        ? trans(
+            'sent back to the queue once by the cluster (evicted or preempted), then started again'
+          )
+        : trans(
+            'sent back to the queue %1 times by the cluster (evicted or preempted)',
+            job.requeues
+          )
     );
   }
   if (job.started_at) {
-    lines.push(job.node ? trans('started %1 on %2', localTime(job.started_at), job.node) : trans('started %1', localTime(job.started_at)));
+    lines.push(
+      job.node
+        ? trans('started %1 on %2', localTime(job.started_at), job.node)
+        : trans('started %1', localTime(job.started_at))
+    );
   }
   if (job.finished_at) {
     const ran = job.started_at

@@ -121,7 +121,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         // Gone from older pages too, which the poll does not ask for again.
-        if ((await report(api.remove(job.id).then(() => true), trans)) !== null) {
+        if (
+          (await report(
+            api.remove(job.id).then(() => true),
+            trans
+          )) !== null
+        ) {
           model.forget(job.id);
         }
         await model.refresh();
@@ -249,13 +254,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
             }
           );
         } else if (sent) {
-          Notification.success(
-            trans('Job "%1" submitted to flavor %2.', sent.name, sent.flavor),
-            {
-              autoClose: 5000,
-              actions: [{ label: trans('Show Jobs'), callback: showJobs }]
-            }
-          );
+          Notification.success(trans('Job "%1" submitted to flavor %2.', sent.name, sent.flavor), {
+            autoClose: 5000,
+            actions: [{ label: trans('Show Jobs'), callback: showJobs }]
+          });
           await model.refresh();
         }
       }
@@ -290,8 +292,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     model.ended.connect((_, jobs) => {
       for (const job of jobs) {
-        notifyEnded(job, trans, () => void openOutput(app, api, job), () =>
-          void actions.viewLog(job)
+        notifyEnded(
+          job,
+          trans,
+          () => void openOutput(app, api, job),
+          () => void actions.viewLog(job)
         );
       }
     });
@@ -304,9 +309,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
 async function cellsDiffer(app: JupyterFrontEnd, path: string, open: unknown): Promise<boolean> {
   const cells = (nb: unknown) =>
     JSON.stringify(
-      (((nb as { cells?: unknown[] })?.cells ?? []) as { cell_type?: string; source?: unknown }[]).map(
-        c => [c.cell_type, Array.isArray(c.source) ? c.source.join('') : c.source]
-      )
+      (
+        ((nb as { cells?: unknown[] })?.cells ?? []) as { cell_type?: string; source?: unknown }[]
+      ).map(c => [c.cell_type, Array.isArray(c.source) ? c.source.join('') : c.source])
     );
   try {
     const saved = await app.serviceManager.contents.get(path, { content: true, type: 'notebook' });
@@ -517,19 +522,29 @@ async function rerunDialog(
       trans('Re-run'),
       error instanceof NbjobsError
         ? error.message
-        : trans('%1 cannot be read any more (moved or deleted?); a re-run runs its current version.', job.path)
+        : trans(
+            '%1 cannot be read any more (moved or deleted?); a re-run runs its current version.',
+            job.path
+          )
     );
     return null;
   }
   const source = parametersSource(notebook);
-  const form = new SubmitForm(job.path, flavors, source, trans, {
-    flavor: job.flavor,
-    parameters: job.parameters,
-    name: job.name,
-    kernel: job.kernel,
-    outputs: outputLocation(job),
-    html: Boolean(job.html_path)
-  }, { notebookKernel: kernelName(notebook), outputs: await outputDefaults(api) });
+  const form = new SubmitForm(
+    job.path,
+    flavors,
+    source,
+    trans,
+    {
+      flavor: job.flavor,
+      parameters: job.parameters,
+      name: job.name,
+      kernel: job.kernel,
+      outputs: outputLocation(job),
+      html: Boolean(job.html_path)
+    },
+    { notebookKernel: kernelName(notebook), outputs: await outputDefaults(api) }
+  );
   const dialog = new SubmitDialog(
     form,
     request =>
@@ -603,12 +618,7 @@ async function openOutput(app: JupyterFrontEnd, api: NbjobsAPI, job: IJob): Prom
 }
 
 /** A notification for a job that ended, with what the user may want next. */
-function notifyEnded(
-  job: IJob,
-  trans: Translate,
-  openIt: () => void,
-  showLog: () => void
-): void {
+function notifyEnded(job: IJob, trans: Translate, openIt: () => void, showLog: () => void): void {
   const took = formatDuration(elapsedSeconds(job, new Date()), trans);
   const open = { label: trans('Open output'), callback: openIt };
   const log = { label: trans('View log'), callback: showLog };
@@ -627,10 +637,10 @@ function notifyEnded(
       );
       break;
     case 'timed_out':
-      Notification.warning(
-        trans('Job "%1" reached its time limit and was stopped.', job.name),
-        { autoClose: false, actions: job.started_at ? [open, log] : [log] }
-      );
+      Notification.warning(trans('Job "%1" reached its time limit and was stopped.', job.name), {
+        autoClose: false,
+        actions: job.started_at ? [open, log] : [log]
+      });
       break;
     case 'cancelled':
       Notification.info(trans('Job "%1" was cancelled.', job.name), {
@@ -657,7 +667,9 @@ async function report<T>(call: Promise<T>, trans: Translate): Promise<T | null> 
     return await call;
   } catch (error) {
     Notification.error(
-      error instanceof NbjobsError ? error.message : trans('Something went wrong: %1', String(error)),
+      error instanceof NbjobsError
+        ? error.message
+        : trans('Something went wrong: %1', String(error)),
       { autoClose: 8000 }
     );
     return null;

@@ -136,7 +136,12 @@ export class LogView extends Widget {
       }
       if (!this._trimmed) {
         this._trimmed = true;
-        this._note(this.trans('Older lines are no longer shown; `nbjobs logs %1` prints it whole.', this.job.id));
+        this._note(
+          this.trans(
+            'Older lines are no longer shown; `nbjobs logs %1` prints it whole.',
+            this.job.id
+          )
+        );
       }
     }
     if (atBottom) {

@@ -205,9 +205,7 @@ export class JobsModel {
       [jobs, page] = await Promise.all([own.then(list => list.jobs), shown]);
     } catch (error) {
       this._error =
-        error instanceof NbjobsError
-          ? error
-          : new NbjobsError(String(error), 'refused', 0);
+        error instanceof NbjobsError ? error : new NbjobsError(String(error), 'refused', 0);
       this._loaded = true;
       this._changed.emit();
       if (this._error.kind === 'missing') {

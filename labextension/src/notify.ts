@@ -12,12 +12,15 @@ import { Widget } from '@lumino/widgets';
 import { type NbjobsAPI, NbjobsError } from './api';
 import type { Translate } from './translate';
 import { DEFAULT_EVENTS, eventChoices, messageLine, settingsBody } from './notifysettings';
-import type { INotification, INotifySettings, NotifyEvent } from './types';
+import type { INotification, INotifySettings, INotifySettingsInfo, NotifyEvent } from './types';
+
+/** What the form starts from: a saved setting, or what was typed before a refusal. */
+type FormStart = INotifySettings & Partial<Pick<INotifySettingsInfo, 'email_confirmed'>>;
 
 /** The form: the user's setting, editable, and the latest messages below it. */
 export class NotifyForm extends Widget {
   constructor(
-    settings: INotifySettings | null,
+    settings: FormStart | null,
     latest: INotification[],
     trans: Translate,
     error: string | null = null,
@@ -189,8 +192,8 @@ export async function notificationsDialog(
   api: NbjobsAPI,
   trans: Translate,
   definition: { id: string; name: string } | null = null
-): Promise<INotifySettings | null> {
-  let settings: INotifySettings | null;
+): Promise<INotifySettingsInfo | null> {
+  let settings: FormStart | null;
   let latest: INotification[];
   let own = false; // the definition has a setting of its own
   try {

@@ -44,7 +44,10 @@ export function messageLine(message: INotification, trans: Translate): string {
     message.state === 'sent'
       ? trans('sent')
       : message.state === 'failed'
-        ? trans('not sent: %1', message.attempts[message.attempts.length - 1]?.error ?? trans('gave up'))
+        ? trans(
+            'not sent: %1',
+            message.attempts[message.attempts.length - 1]?.error ?? trans('gave up')
+          )
         : message.state === 'held'
           ? trans('held: more came than you are sent at once; they follow in one summary')
           : message.state === 'summarised'
@@ -52,4 +55,3 @@ export function messageLine(message: INotification, trans: Translate): string {
             : trans('waiting to be sent (attempt %1)', message.attempts.length + 1);
   return `${message.subject}: ${message.channel} to ${message.target}, ${outcome} (${when})`;
 }
-

@@ -134,8 +134,10 @@ export class JobsPanel extends Widget {
       tools.append(link);
     }
     if (actions.notifications) {
-      const bell = iconButton(bellIcon, trans('Notifications: be told by email or webhook when jobs end'), () =>
-        actions.notifications!()
+      const bell = iconButton(
+        bellIcon,
+        trans('Notifications: be told by email or webhook when jobs end'),
+        () => actions.notifications!()
       );
       bell.classList.add('nbjobs-JobsPanel-notifications');
       tools.append(bell);
@@ -491,15 +493,37 @@ class JobRow {
 
     const buttons = div('nbjobs-Job-actions');
     const run = (fn: (job: IJob) => Promise<void>) => () => fn(this._job!);
-    this._cancel = iconButton(stopIcon, trans('Cancel'), run(j => actions.cancel(j)), trans('Cancel'));
-    this._rerun = iconButton(redoIcon, trans('Re-run'), run(j => actions.rerun(j)), trans('Re-run'));
-    this._open = iconButton(launchIcon, trans('Open output'), run(j => actions.openOutput(j)), trans('Output'));
-    this._log = iconButton(listIcon, trans('View log'), run(j => actions.viewLog(j)), trans('Log'));
-    this._remove = iconButton(deleteIcon, trans('Remove from list'), run(j => actions.remove(j)));
-    // Icon only, like Remove: the row's buttons fit the panel's usual width on one line.
-    this._usage = iconButton(usageIcon, trans('GPU and CPU use'), async () =>
-      this._toggleUsage()
+    this._cancel = iconButton(
+      stopIcon,
+      trans('Cancel'),
+      run(j => actions.cancel(j)),
+      trans('Cancel')
     );
+    this._rerun = iconButton(
+      redoIcon,
+      trans('Re-run'),
+      run(j => actions.rerun(j)),
+      trans('Re-run')
+    );
+    this._open = iconButton(
+      launchIcon,
+      trans('Open output'),
+      run(j => actions.openOutput(j)),
+      trans('Output')
+    );
+    this._log = iconButton(
+      listIcon,
+      trans('View log'),
+      run(j => actions.viewLog(j)),
+      trans('Log')
+    );
+    this._remove = iconButton(
+      deleteIcon,
+      trans('Remove from list'),
+      run(j => actions.remove(j))
+    );
+    // Icon only, like Remove: the row's buttons fit the panel's usual width on one line.
+    this._usage = iconButton(usageIcon, trans('GPU and CPU use'), async () => this._toggleUsage());
     buttons.append(this._cancel, this._rerun, this._open, this._log, this._usage, this._remove);
 
     this._telemetry = new TelemetryView(api, trans);
@@ -535,7 +559,13 @@ class JobRow {
     const notebook = job.path.split('/').pop() ?? job.path;
     const whose = this._me !== null && job.user !== this._me ? ` · ${job.user}` : '';
     this._source.textContent = `${notebook} · ${submittedAt(job.submitted_at)}${whose}`;
-    this._source.title = trans('%1, submitted %2 by %3 (job %4)', job.path, job.submitted_at, job.user, job.id);
+    this._source.title = trans(
+      '%1, submitted %2 by %3 (job %4)',
+      job.path,
+      job.submitted_at,
+      job.user,
+      job.id
+    );
 
     const fraction = progressFraction(job);
     const showProgress = job.state === 'running' || job.state === 'starting';
@@ -548,8 +578,11 @@ class JobRow {
     this._progress.setAttribute('aria-label', label);
     this._progressText.textContent = label;
 
-    const message =
-      isWaiting(job.state) ? job.waiting_reason : isActive(job.state) ? null : job.message;
+    const message = isWaiting(job.state)
+      ? job.waiting_reason
+      : isActive(job.state)
+        ? null
+        : job.message;
     this._message.textContent = message ?? '';
     this._message.hidden = !message;
     const warning = jobWarning(job);

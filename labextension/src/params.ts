@@ -11,22 +11,10 @@ import { type Translate, plain } from './translate';
 
 /** A JSON value, as the REST API carries parameters. */
 export type JSONValue =
-  | null
-  | boolean
-  | number
-  | string
-  | JSONValue[]
-  | { [key: string]: JSONValue };
+  null | boolean | number | string | JSONValue[] | { [key: string]: JSONValue };
 
 /** What a parameter holds, from its default; typed values must keep it. */
-export type ValueKind =
-  | 'int'
-  | 'float'
-  | 'str'
-  | 'bool'
-  | 'none'
-  | 'list'
-  | 'dict';
+export type ValueKind = 'int' | 'float' | 'str' | 'bool' | 'none' | 'list' | 'dict';
 
 /** One `name = literal` assignment of the parameters cell. */
 export interface IParameter {
@@ -44,9 +32,7 @@ export interface IParameterCell {
 }
 
 /** The result of reading a typed value. */
-export type Checked =
-  | { ok: true; value: JSONValue }
-  | { ok: false; error: string };
+export type Checked = { ok: true; value: JSONValue } | { ok: false; error: string };
 
 /**
  * Read a parameters cell's source into editable parameters.
@@ -59,9 +45,7 @@ export function parseParameterCell(source: string): IParameterCell {
   const parameters: IParameter[] = [];
   const skipped: string[] = [];
   for (const statement of splitStatements(source)) {
-    const match = /^([A-Za-z_][A-Za-z0-9_]*)\s*(?::[^=]+)?=(?!=)\s*([\s\S]+)$/.exec(
-      statement
-    );
+    const match = /^([A-Za-z_][A-Za-z0-9_]*)\s*(?::[^=]+)?=(?!=)\s*([\s\S]+)$/.exec(statement);
     if (!match) {
       skipped.push(statement);
       continue;
@@ -108,10 +92,7 @@ export function checkValue(
     return { ok: false, error: expectation(name, kind, trans) };
   }
   const got = kindOf(value, trimmed);
-  const fits =
-    kind === 'none' ||
-    got === kind ||
-    (kind === 'float' && got === 'int');
+  const fits = kind === 'none' || got === kind || (kind === 'float' && got === 'int');
   if (!fits) {
     return { ok: false, error: expectation(name, kind, trans) };
   }
@@ -141,9 +122,7 @@ export function pythonRepr(value: JSONValue): string {
   if (Array.isArray(value)) {
     return `[${value.map(pythonRepr).join(', ')}]`;
   }
-  const items = Object.entries(value).map(
-    ([k, v]) => `${JSON.stringify(k)}: ${pythonRepr(v)}`
-  );
+  const items = Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pythonRepr(v)}`);
   return `{${items.join(', ')}}`;
 }
 
@@ -215,10 +194,7 @@ function splitStatements(source: string): string[] {
 }
 
 /** Visit a line's characters outside string literals. */
-function outsideStrings(
-  line: string,
-  visit: (ch: string, index: number) => boolean | void
-): void {
+function outsideStrings(line: string, visit: (ch: string, index: number) => boolean | void): void {
   let quote: string | null = null;
   for (let i = 0; i < line.length; i++) {
     const ch = line[i];
@@ -338,9 +314,7 @@ class LiteralParser {
   }
 
   private number(): number {
-    const match = /^[+-]?(\d[\d_]*)?(\.\d*)?([eE][+-]?\d+)?/.exec(
-      this.text.slice(this.pos)
-    );
+    const match = /^[+-]?(\d[\d_]*)?(\.\d*)?([eE][+-]?\d+)?/.exec(this.text.slice(this.pos));
     const raw = match ? match[0] : '';
     if (!/\d/.test(raw)) {
       throw new Error('not a number');

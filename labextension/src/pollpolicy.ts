@@ -113,11 +113,7 @@ export interface IMetricsPollInputs {
  * nobody sees it, when telemetry is off, or once the job is over (its summary is
  * final: one last answer is enough).
  */
-export function planMetricsPoll({
-  shown,
-  state,
-  intervalSeconds
-}: IMetricsPollInputs): IPollPlan {
+export function planMetricsPoll({ shown, state, intervalSeconds }: IMetricsPollInputs): IPollPlan {
   if (!shown || !isActive(state) || intervalSeconds === null) {
     return { run: false, interval: IDLE_MAX };
   }

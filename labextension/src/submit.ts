@@ -18,14 +18,7 @@ import {
   pythonRepr
 } from './params';
 import type { Translate } from './translate';
-import {
-  type Every,
-  browserTimezone,
-  cronFor,
-  dayIn,
-  everyChoices,
-  windowFor
-} from './schedule';
+import { type Every, browserTimezone, cronFor, dayIn, everyChoices, windowFor } from './schedule';
 import type {
   IDefinition,
   IFlavor,
@@ -39,7 +32,8 @@ import type {
 /** What a re-run starts from: the job it repeats (its flavor, parameters and name). */
 export interface IPrefill {
   flavor: string;
-  parameters: { [name: string]: JSONValue };
+  /** as the API sent them: parsed from JSON, so each is a JSON value */
+  parameters: { [name: string]: unknown };
   name: string;
   /** the kernel it was given instead of the notebook's */
   kernel?: string | null;
@@ -158,7 +152,10 @@ export class SubmitForm extends Widget {
     if (!this._kernelRow.hidden) {
       if (!this._kernel.value) {
         this.showError(
-          this.trans('Flavor %1 has no kernel to run this notebook on; pick another flavor.', flavor)
+          this.trans(
+            'Flavor %1 has no kernel to run this notebook on; pick another flavor.',
+            flavor
+          )
         );
         return null;
       }
@@ -179,7 +176,12 @@ export class SubmitForm extends Widget {
     if (!this._scheduled?.checked || !this._every || !this._time || !this._cron || !this._zone) {
       return null;
     }
-    const found = cronFor(this._every.value as Every, this._time.value, this._cron.value, this.trans);
+    const found = cronFor(
+      this._every.value as Every,
+      this._time.value,
+      this._cron.value,
+      this.trans
+    );
     if ('error' in found) {
       this.showError(found.error);
       return undefined;
@@ -229,7 +231,9 @@ export class SubmitForm extends Widget {
     fieldset.append(legend);
     if (this.flavors.length === 0) {
       const none = document.createElement('p');
-      none.textContent = trans('No flavor is available to you. Ask your admin or teacher for access.');
+      none.textContent = trans(
+        'No flavor is available to you. Ask your admin or teacher for access.'
+      );
       fieldset.append(none);
       return fieldset;
     }
@@ -305,7 +309,7 @@ export class SubmitForm extends Widget {
     )
       ? this.trans('Kernel')
       : this.trans(
-          'This notebook\'s kernel “%1” is not available on %2. Run it on:',
+          "This notebook's kernel “%1” is not available on %2. Run it on:",
           notebookKernel,
           flavor.display_name || flavor.name
         );
@@ -476,9 +480,7 @@ export class SubmitForm extends Widget {
     const note = document.createElement('p');
     note.className = 'nbjobs-Parameters-note';
     if (this._parameters === null) {
-      note.textContent = trans(
-        'This notebook has no cell tagged "parameters"; it runs as saved.'
-      );
+      note.textContent = trans('This notebook has no cell tagged "parameters"; it runs as saved.');
       fieldset.append(note);
       return fieldset;
     }
@@ -498,7 +500,7 @@ export class SubmitForm extends Widget {
       input.name = parameter.name;
       // A re-run starts from the values the job ran with.
       const before = this.prefill?.parameters[parameter.name];
-      input.value = before === undefined ? parameter.text : pythonRepr(before);
+      input.value = before === undefined ? parameter.text : pythonRepr(before as JSONValue);
       input.spellcheck = false;
       const kind = document.createElement('span');
       kind.className = 'nbjobs-Parameter-kind';
@@ -550,7 +552,10 @@ export class SubmitDialog extends Dialog<IJob | null> {
     trans: Translate,
     title?: string,
     /** how a submission with a schedule is saved (as a job definition) */
-    private readonly save?: (request: ISubmitRequest, schedule: IScheduleSpec) => Promise<IDefinition>
+    private readonly save?: (
+      request: ISubmitRequest,
+      schedule: IScheduleSpec
+    ) => Promise<IDefinition>
   ) {
     const buttons = [
       Dialog.cancelButton({ label: trans('Cancel') }),

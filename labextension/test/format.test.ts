@@ -150,7 +150,14 @@ describe('stateLabel', () => {
   });
 
   it('names every other state', () => {
-    const states = ['starting', 'running', 'succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+    const states = [
+      'starting',
+      'running',
+      'succeeded',
+      'failed',
+      'cancelled',
+      'timed_out'
+    ] as const;
     expect(states.map(state => stateLabel(job({ state })))).toEqual([
       'Starting',
       'Running',
@@ -187,9 +194,11 @@ describe('progress', () => {
 describe('flavors', () => {
   it('says what a flavor gives', () => {
     expect(flavorResources(flavor({}))).toBe('1 × A100 GPU · 8 CPU · 32Gi memory · up to 1 h');
-    expect(flavorResources(flavor({ gpus: 0, gpu_type: null, cpu: null, memory: null, time_limit: null }))).toBe(
-      'no GPU'
-    );
+    expect(
+      flavorResources(
+        flavor({ gpus: 0, gpu_type: null, cpu: null, memory: null, time_limit: null })
+      )
+    ).toBe('no GPU');
     expect(flavorResources(flavor({ shared: true, gpu_type: 'A100 MIG 1g.10gb' }))).toContain(
       'shared A100 MIG 1g.10gb GPU'
     );
@@ -205,10 +214,14 @@ describe('flavors', () => {
 
   it('counts free GPUs, not job slots, for a GPU flavor', () => {
     const gpus = (overrides: Partial<IFlavor>) =>
-      flavorAvailability(flavor({ free_gpus: 2, total_gpus: 4, available: 2, queued: 3, ...overrides }));
+      flavorAvailability(
+        flavor({ free_gpus: 2, total_gpus: 4, available: 2, queued: 3, ...overrides })
+      );
     expect(gpus({})).toBe('2 of 4 GPUs free · 3 waiting');
     expect(gpus({ queued: 0 })).toBe('2 of 4 GPUs free · no queue');
-    expect(gpus({ free_gpus: 0, available: 0 })).toBe('0 of 4 GPUs free: a job will wait · 3 waiting');
+    expect(gpus({ free_gpus: 0, available: 0 })).toBe(
+      '0 of 4 GPUs free: a job will wait · 3 waiting'
+    );
     // Two GPUs per job, one free: the GPU is free, the job still waits.
     expect(gpus({ gpus: 2, free_gpus: 1, available: 0, queued: 0 })).toBe(
       '1 of 4 GPUs free: a job will wait · no queue'
@@ -218,9 +231,11 @@ describe('flavors', () => {
   });
 
   it('says when the GPUs are simulated', () => {
-    expect(flavorResources(flavor({ simulated: true, gpu_type: null, cpu: null, memory: null, time_limit: null }))).toBe(
-      '1 × simulated GPU'
-    );
+    expect(
+      flavorResources(
+        flavor({ simulated: true, gpu_type: null, cpu: null, memory: null, time_limit: null })
+      )
+    ).toBe('1 × simulated GPU');
   });
 
   it('says how much of a flavor is in maintenance', () => {
@@ -238,13 +253,24 @@ describe('flavors', () => {
 
   it('counts slices of a shared GPU and says so for a fraction flavor', () => {
     const quarter = (overrides: Partial<IFlavor>) =>
-      flavor({ fraction: 0.25, free_gpus: 3, total_gpus: 4, available: 3, queued: 0, ...overrides });
+      flavor({
+        fraction: 0.25,
+        free_gpus: 3,
+        total_gpus: 4,
+        available: 3,
+        queued: 0,
+        ...overrides
+      });
     expect(flavorAvailability(quarter({}))).toBe('3 of 4 slices free · no queue');
     expect(flavorAvailability(quarter({ free_gpus: 0, available: 0, queued: 2 }))).toBe(
       '0 of 4 slices free: a job will wait · 2 waiting'
     );
-    expect(flavorResources(quarter({}))).toBe('a quarter of one A100 GPU · 8 CPU · 32Gi memory · up to 1 h');
-    expect(flavorResources(quarter({ fraction: 0.143, gpu_type: null }))).toContain('0.143 of one GPU');
+    expect(flavorResources(quarter({}))).toBe(
+      'a quarter of one A100 GPU · 8 CPU · 32Gi memory · up to 1 h'
+    );
+    expect(flavorResources(quarter({ fraction: 0.143, gpu_type: null }))).toContain(
+      '0.143 of one GPU'
+    );
   });
 
   it('names the engine that queues a flavor instead of counting what it cannot see', () => {
@@ -262,9 +288,9 @@ describe('flavors', () => {
 
   it('falls back to job slots where GPUs are not counted', () => {
     // A CPU flavor, or a backend that cannot see its GPUs.
-    expect(flavorAvailability(flavor({ gpus: 0, free_gpus: null, total_gpus: null, available: 1 }))).toBe(
-      '1 free now · no queue'
-    );
+    expect(
+      flavorAvailability(flavor({ gpus: 0, free_gpus: null, total_gpus: null, available: 1 }))
+    ).toBe('1 free now · no queue');
     expect(flavorAvailability(flavor({ free_gpus: null, total_gpus: null, available: 3 }))).toBe(
       '3 free now · no queue'
     );
@@ -350,7 +376,13 @@ describe('jobActions', () => {
 });
 
 describe('jobMatches', () => {
-  const one = job({ name: 'clean data', path: 'work/clean.ipynb', id: 'f00d', state: 'failed', user: 'ada' });
+  const one = job({
+    name: 'clean data',
+    path: 'work/clean.ipynb',
+    id: 'f00d',
+    state: 'failed',
+    user: 'ada'
+  });
 
   it('matches every typed word against name, notebook, id, flavor and owner', () => {
     expect(jobMatches(one, '', 'all')).toBe(true);
@@ -369,20 +401,24 @@ describe('jobMatches', () => {
 
 describe('outputLocation', () => {
   it('tells a result next to its notebook from one in an outputs folder', () => {
-    expect(outputLocation({ path: 'a/train.ipynb', output_path: 'a/train.2026.ipynb' })).toBe('beside');
+    expect(outputLocation({ path: 'a/train.ipynb', output_path: 'a/train.2026.ipynb' })).toBe(
+      'beside'
+    );
     expect(outputLocation({ path: 'train.ipynb', output_path: 'train.2026.ipynb' })).toBe('beside');
-    expect(outputLocation({ path: 'a/train.ipynb', output_path: 'a/nbjobs-outputs/t.ipynb' })).toBe('folder');
+    expect(outputLocation({ path: 'a/train.ipynb', output_path: 'a/nbjobs-outputs/t.ipynb' })).toBe(
+      'folder'
+    );
     expect(outputLocation({ path: 'train.ipynb', output_path: 'out/t.ipynb' })).toBe('folder');
   });
 });
 
 describe('kernelChoice', () => {
   const gpu = flavor({ kernels: ['python3', 'ir'] });
-  it('asks nothing when the flavor has the notebook\'s kernel (compared as Jupyter does)', () => {
+  it("asks nothing when the flavor has the notebook's kernel (compared as Jupyter does)", () => {
     expect(kernelChoice(gpu, 'IR')).toBeNull();
     expect(kernelChoice(gpu, null)).toBeNull(); // no kernel named: python3
   });
-  it('offers the flavor\'s kernels when it lacks the notebook\'s, or one was chosen before', () => {
+  it("offers the flavor's kernels when it lacks the notebook's, or one was chosen before", () => {
     expect(kernelChoice(gpu, 'julia-1.10')).toEqual(['python3', 'ir']);
     expect(kernelChoice(gpu, 'python3', 'ir')).toEqual(['python3', 'ir']);
   });
@@ -400,7 +436,7 @@ describe('queueHistory', () => {
     expect(lines[0]).toMatch(/^submitted /);
     expect(lines[1]).toBe('waiting for 30 min so far, #2 in the queue');
   });
-  it('tells a finished job\'s wait, disruptions, start and end', () => {
+  it("tells a finished job's wait, disruptions, start and end", () => {
     const lines = queueHistory(
       job({
         state: 'succeeded',

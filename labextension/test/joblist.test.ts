@@ -49,7 +49,9 @@ describe('listParams', () => {
   });
 
   it('asks for every waiting or running state under "Waiting or running"', () => {
-    const params = new URLSearchParams(listParams({ ...DEFAULT_QUERY, show: 'active' }, { limit: 1 }));
+    const params = new URLSearchParams(
+      listParams({ ...DEFAULT_QUERY, show: 'active' }, { limit: 1 })
+    );
     expect(params.get('state')).toBe('pending_approval,queued,starting,running');
   });
 
@@ -70,10 +72,12 @@ describe('queries', () => {
   });
 
   it('calls two searches the same when their words are', () => {
-    expect(sameQuery({ ...DEFAULT_QUERY, search: 'a  B' }, { ...DEFAULT_QUERY, search: 'a b ' })).toBe(
-      true
+    expect(
+      sameQuery({ ...DEFAULT_QUERY, search: 'a  B' }, { ...DEFAULT_QUERY, search: 'a b ' })
+    ).toBe(true);
+    expect(sameQuery({ ...DEFAULT_QUERY, search: 'a' }, { ...DEFAULT_QUERY, search: 'ab' })).toBe(
+      false
     );
-    expect(sameQuery({ ...DEFAULT_QUERY, search: 'a' }, { ...DEFAULT_QUERY, search: 'ab' })).toBe(false);
   });
 
   it('matches as the service does: every word, in a field or at the start of the id', () => {
@@ -127,7 +131,13 @@ describe('mergeNewest', () => {
 describe('appendOlder', () => {
   it('adds an older page after the list, skipping what the list holds', () => {
     const shown = ['5', '4', '3'].map(id => job(id));
-    expect(ids(appendOlder(shown, [job('3'), job('2'), job('1')]))).toEqual(['5', '4', '3', '2', '1']);
+    expect(ids(appendOlder(shown, [job('3'), job('2'), job('1')]))).toEqual([
+      '5',
+      '4',
+      '3',
+      '2',
+      '1'
+    ]);
   });
 
   it('pages through thousands without a job twice', () => {

@@ -9,14 +9,20 @@ describe('parametersSource', () => {
       cells: [
         { cell_type: 'markdown', metadata: { tags: ['parameters'] }, source: 'not me' },
         { cell_type: 'code', metadata: {}, source: 'x = 0' },
-        { cell_type: 'code', metadata: { tags: ['setup', 'parameters'] }, source: ['a = 1\n', 'b = 2'] }
+        {
+          cell_type: 'code',
+          metadata: { tags: ['setup', 'parameters'] },
+          source: ['a = 1\n', 'b = 2']
+        }
       ]
     };
     expect(parametersSource(notebook)).toBe('a = 1\nb = 2');
   });
 
   it('is null without one', () => {
-    expect(parametersSource({ cells: [{ cell_type: 'code', metadata: {}, source: '' }] })).toBeNull();
+    expect(
+      parametersSource({ cells: [{ cell_type: 'code', metadata: {}, source: '' }] })
+    ).toBeNull();
     expect(parametersSource(null)).toBeNull();
   });
 });

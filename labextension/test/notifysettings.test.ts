@@ -57,7 +57,11 @@ describe('messageLine', () => {
   });
 
   it('counts the attempt a pending message waits for', () => {
-    const pending = { ...message, state: 'pending' as const, attempts: message.attempts.slice(0, 1) };
+    const pending = {
+      ...message,
+      state: 'pending' as const,
+      attempts: message.attempts.slice(0, 1)
+    };
     expect(messageLine(pending, plain)).toContain('waiting to be sent (attempt 2)');
   });
 

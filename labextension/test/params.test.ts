@@ -98,7 +98,10 @@ describe('checkValue', () => {
     const upper = (msg: string, ...args: unknown[]) =>
       msg.toUpperCase().replace('%1', String(args[0]));
 
-    expect(checkValue('n', 'bool', 'x', upper)).toEqual({ ok: false, error: 'n MUST BE TRUE OR FALSE' });
+    expect(checkValue('n', 'bool', 'x', upper)).toEqual({
+      ok: false,
+      error: 'n MUST BE TRUE OR FALSE'
+    });
   });
 });
 

@@ -80,7 +80,12 @@ describe('change detection', () => {
       ['wait', 'queued'],
       ['old', 'failed']
     ]);
-    const now = [job('run', 'succeeded'), job('wait', 'cancelled'), job('old', 'failed'), job('new', 'succeeded')];
+    const now = [
+      job('run', 'succeeded'),
+      job('wait', 'cancelled'),
+      job('old', 'failed'),
+      job('new', 'succeeded')
+    ];
 
     expect(newlyEnded(seen, now).map(j => j.id)).toEqual(['run', 'wait']);
     const next = new Map(now.map(j => [j.id, j.state] as [string, JobState]));
@@ -94,7 +99,12 @@ describe('change detection', () => {
       ['still', 'pending_approval'],
       ['ran', 'pending_approval']
     ]);
-    const now = [job('yes', 'queued'), job('no', 'cancelled'), job('still', 'pending_approval'), job('ran', 'running')];
+    const now = [
+      job('yes', 'queued'),
+      job('no', 'cancelled'),
+      job('still', 'pending_approval'),
+      job('ran', 'running')
+    ];
     expect(newlyApproved(seen, now).map(j => j.id)).toEqual(['yes', 'ran']);
     // a rejection ends the job: it is told as its end
     expect(newlyEnded(seen, now).map(j => j.id)).toEqual(['no']);

@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import {
-  cronFor,
-  dayIn,
-  dayStart,
-  everyChoices,
-  windowFor,
-  windowWords
-} from '../src/schedule';
+import { cronFor, dayIn, dayStart, everyChoices, windowFor, windowWords } from '../src/schedule';
 import { plain } from '../src/translate';
 
 describe('cronFor', () => {
@@ -95,9 +88,9 @@ describe('dayIn', () => {
 
 describe('windowWords', () => {
   it('says the days on the schedule clock, or nothing', () => {
-    expect(
-      windowWords('2026-11-30T23:00:00Z', '2026-12-20T22:59:59Z', 'Europe/Paris', plain)
-    ).toBe('from 2026-12-01 until 2026-12-20');
+    expect(windowWords('2026-11-30T23:00:00Z', '2026-12-20T22:59:59Z', 'Europe/Paris', plain)).toBe(
+      'from 2026-12-01 until 2026-12-20'
+    );
     expect(windowWords('2026-11-30T23:00:00Z', null, 'UTC', plain)).toBe('from 2026-11-30');
     expect(windowWords(null, '2026-12-20T22:59:59Z', 'UTC', plain)).toBe('until 2026-12-20');
     expect(windowWords(null, null, 'UTC', plain)).toBe('');

@@ -184,11 +184,34 @@ describe('sparklinePath', () => {
 
   it('is empty without any reading, and survives a scale of 0 and bad times', () => {
     expect(sparklinePath([])).toBe('');
-    expect(sparklinePath([{ t: T0, v: null }, { t: T0 + 1000, v: null }])).toBe('');
-    expect(sparklinePath([{ t: T0, v: 0 }, { t: T0 + 1000, v: 0 }], 100, 24, 0)).toBe(
-      'M0,23L100,23'
-    );
-    expect(sparklinePath([{ t: NaN, v: 3 }, { t: T0, v: 50 }], 100, 24, 100)).toBe('M100,12L100,12');
+    expect(
+      sparklinePath([
+        { t: T0, v: null },
+        { t: T0 + 1000, v: null }
+      ])
+    ).toBe('');
+    expect(
+      sparklinePath(
+        [
+          { t: T0, v: 0 },
+          { t: T0 + 1000, v: 0 }
+        ],
+        100,
+        24,
+        0
+      )
+    ).toBe('M0,23L100,23');
+    expect(
+      sparklinePath(
+        [
+          { t: NaN, v: 3 },
+          { t: T0, v: 50 }
+        ],
+        100,
+        24,
+        100
+      )
+    ).toBe('M100,12L100,12');
   });
 
   it('uses the default box of the job view', () => {
@@ -403,7 +426,9 @@ describe('describeTelemetry', () => {
       allocated_seconds: 300
     }));
     const facts = summaryFacts(summary({ gpus }), true);
-    expect(facts.filter(f => f.key.startsWith('gpu-')).map(f => [f.label, f.value, f.title])).toEqual([
+    expect(
+      facts.filter(f => f.key.startsWith('gpu-')).map(f => [f.label, f.value, f.title])
+    ).toEqual([
       ['GPU 0', '55 % on average, peak 97 %', 'GPU 0 (T4)'],
       ['GPU 1', '2 % on average, peak 4 %', 'GPU 1 (T4)']
     ]);

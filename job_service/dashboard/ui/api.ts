@@ -1,12 +1,13 @@
 /** The job service's API as the dashboard calls it: with the caller's token, JSON in and out,
  * and the service's own sentence when it says no. */
 
+import type * as api from '../../../api/openapi';
+
+/* The API's bodies, generated from api/openapi.yaml (api/openapi.d.ts, shared with the
+ * Lab extension), by the names the dashboard uses. */
+
 /** One bad roster entry, as the service names it. */
-export interface IRosterProblem {
-  index: number;
-  student: string;
-  reason: string;
-}
+export type IRosterProblem = NonNullable<api.Error['problems']>[number];
 
 export class ApiError extends Error {
   constructor(
@@ -18,162 +19,25 @@ export class ApiError extends Error {
   }
 }
 
-export interface IMe {
-  name: string;
-  admin: boolean;
-  teacher: boolean;
-  groups: string[];
-  classes: string[];
-}
-
-export interface IGpuCount {
-  total: number;
-  allocated: number;
-  busy: number | null;
-}
-
-export interface INodeRow extends IGpuCount {
-  node: string;
-  gpu_type: string;
-  resource: string;
-  drained: boolean;
-  jobs: string[];
-}
-
-export interface ITypeRow extends IGpuCount {
-  gpu_type: string;
-  nodes: number;
-}
-
-export interface IFlavorRow {
-  name: string;
-  display_name: string;
-  running: number;
-  queued: number;
-  longest_wait_seconds: number | null;
-}
-
-export interface IFailure {
-  id: string;
-  user: string;
-  name: string;
-  flavor: string;
-  state: string;
-  message: string | null;
-  finished_at: string | null;
-}
-
-export interface IOverview {
-  generated_at: string;
-  backend: { kind: string; ok: boolean; detail: string };
-  gpus: IGpuCount;
-  nodes: INodeRow[];
-  types: ITypeRow[];
-  flavors: IFlavorRow[];
-  longest_wait: {
-    id: string;
-    user: string;
-    flavor: string;
-    waited_seconds: number;
-    reason: string | null;
-  } | null;
-  recent_failures: IFailure[];
-}
-
-export interface IQueuedJob {
-  id: string;
-  name: string;
-  user: string;
-  flavor: string;
-  place: number | null;
-  priority: number;
-  submitted_at: string;
-  waited_seconds: number;
-  reason: string | null;
-  moved_by: string | null;
-  moved_at: string | null;
-}
-
+export type IMe = api.Me;
+export type IGpuCount = api.GpuCount;
+export type INodeRow = api.NodeRow;
+export type ITypeRow = api.TypeRow;
+export type IFlavorRow = api.FlavorRow;
+export type IFailure = api.Failure;
+export type IOverview = api.Overview;
+export type IQueuedJob = api.QueuedJob;
 /** A job as the API shows it (what the approvals view reads of it). */
-export interface IJob {
-  id: string;
-  user: string;
-  name: string;
-  path: string;
-  flavor: string;
-  state: string;
-  submitted_at: string;
-  waiting_reason: string | null;
-  parameters: Record<string, unknown>;
-}
-
-export interface IClass {
-  name: string;
-  teachers: string[];
-  students: string[];
-  flavors: string[];
-  gpu_hours: number | null;
-  period: string;
-  queue: string | null;
-  source: string;
-  extra_hours: Record<string, number>;
-}
-
-export interface IFlavor {
-  name: string;
-  display_name: string;
-  gpus: number;
-}
-
-export interface INodeView {
-  node: string;
-  gpus: { gpu_type: string; resource: string; total: number; allocated: number }[];
-  drained: boolean;
-  drain: { by: string; at: string; reason: string } | null;
-  jobs: { id: string; user: string; name: string; flavor: string }[];
-}
-
-export interface IUsageDay {
-  date: string;
-  gpu_hours_allocated: number;
-  gpu_hours_busy: number;
-}
-
-export interface IUsageLine {
-  name: string;
-  jobs: number;
-  gpu_hours_allocated: number;
-  gpu_hours_busy: number;
-  busy_percent: number | null;
-  cost: number | null;
-  days: IUsageDay[];
-}
-
-export interface IUsageRow {
-  name: string;
-  jobs: number;
-  running: number;
-  queued: number;
-  gpu_hours: number;
-  gpu_hours_limit: number | null;
-}
-
+export type IJob = api.Job;
+export type IClass = api.Class;
+export type IFlavor = api.Flavor;
+export type INodeView = api.NodeView;
+export type IUsageLine = api.UsageLine;
+export type IUsageDay = IUsageLine['days'][number];
+export type IUsageRow = api.UsageRow;
 /** `GET api/storage`: the space users' job files take, and its rules. */
-export interface IStorageReport {
-  retention_seconds: number | null;
-  max_job_files: number | null;
-  users: { user: string; job_files: number; jobs: number }[];
-}
-
-export interface IUsage {
-  period: string;
-  users: IUsageRow[];
-  range_since: string | null;
-  range_until: string | null;
-  by: string | null;
-  breakdown: IUsageLine[];
-  total: IUsageLine | null;
-}
+export type IStorageReport = api.StorageReport;
+export type IUsage = api.Usage;
 
 export class Api {
   constructor(

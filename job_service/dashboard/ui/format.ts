@@ -80,7 +80,11 @@ export function csvField(value: string | number | null): string {
 export function rosterNames(text: string): string[] {
   const names: string[] = [];
   for (const line of text.split(/\r?\n/)) {
-    const first = line.split(/[,;\t]/)[0].trim().replace(/^"(.*)"$/, '$1').trim();
+    const first = line
+      .split(/[,;\t]/)[0]
+      .trim()
+      .replace(/^"(.*)"$/, '$1')
+      .trim();
     if (!first) {
       continue;
     }

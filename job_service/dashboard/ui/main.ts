@@ -44,7 +44,16 @@ Chart.register(
 
 /** Colours for the breakdown's series; each series also has its own pattern of dashes in
  * the legend and the table beside the chart, so no reader depends on colour alone. */
-const COLOURS = ['#1f6feb', '#d9480f', '#2b8a3e', '#862e9c', '#e67700', '#0b7285', '#c2255c', '#5c940d'];
+const COLOURS = [
+  '#1f6feb',
+  '#d9480f',
+  '#2b8a3e',
+  '#862e9c',
+  '#e67700',
+  '#0b7285',
+  '#c2255c',
+  '#5c940d'
+];
 const SERIES_SHOWN = 7;
 const REFRESH_MS = 10_000;
 
@@ -77,13 +86,22 @@ function table(headers: string[], rows: Child[][], label: string): HTMLElement {
 }
 
 /** A bar of `part` out of `whole` with the numbers written beside it. */
-function meter(part: number, whole: number, label: string, show: (n: number) => string = gpus): HTMLElement {
+function meter(
+  part: number,
+  whole: number,
+  label: string,
+  show: (n: number) => string = gpus
+): HTMLElement {
   const percent = whole > 0 ? Math.min(100, (100 * part) / whole) : 0;
   const bar = h('span', { class: 'nbjobs-Meter-fill' });
   bar.style.width = `${percent}%`;
   return h(
     'span',
-    { class: 'nbjobs-Meter', role: 'img', 'aria-label': `${label}: ${show(part)} of ${show(whole)}` },
+    {
+      class: 'nbjobs-Meter',
+      role: 'img',
+      'aria-label': `${label}: ${show(part)} of ${show(whole)}`
+    },
     h('span', { class: 'nbjobs-Meter-track' }, bar),
     h('span', { class: 'nbjobs-Meter-text' }, `${show(part)} / ${show(whole)}`)
   );
@@ -117,7 +135,9 @@ class Dashboard {
         this.askForToken('the service does not know that token');
         return;
       }
-      this.root.replaceChildren(h('p', { class: 'nbjobs-Error', role: 'alert' }, String((error as Error).message)));
+      this.root.replaceChildren(
+        h('p', { class: 'nbjobs-Error', role: 'alert' }, String((error as Error).message))
+      );
       return;
     }
     this.layout();
@@ -136,7 +156,12 @@ class Dashboard {
 
   /** Standalone (no hub): one of the service's API tokens, kept in this tab only. */
   private askForToken(problem: string): void {
-    const input = h('input', { type: 'password', id: 'nbjobs-token', autocomplete: 'off', required: '' });
+    const input = h('input', {
+      type: 'password',
+      id: 'nbjobs-token',
+      autocomplete: 'off',
+      required: ''
+    });
     const form = h(
       'form',
       { class: 'nbjobs-Login' },
@@ -144,7 +169,11 @@ class Dashboard {
       h('label', { for: 'nbjobs-token' }, 'API token'),
       input,
       problem ? h('p', { class: 'nbjobs-Error', role: 'alert' }, problem) : null,
-      h('p', { class: 'nbjobs-Hint' }, 'A token from the job service’s tokens file; it stays in this browser tab.'),
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        'A token from the job service’s tokens file; it stays in this browser tab.'
+      ),
       h('button', { type: 'submit' }, 'Open')
     );
     form.addEventListener('submit', event => {
@@ -227,7 +256,9 @@ class Dashboard {
   }
 
   private fail(error: unknown): void {
-    this.main.replaceChildren(h('p', { class: 'nbjobs-Error', role: 'alert' }, (error as Error).message));
+    this.main.replaceChildren(
+      h('p', { class: 'nbjobs-Error', role: 'alert' }, (error as Error).message)
+    );
   }
 
   // -- overview ----------------------------------------------------------------------
@@ -249,14 +280,26 @@ class Dashboard {
     const cards = h(
       'section',
       { class: 'nbjobs-Cards', 'aria-label': 'Now' },
-      h('div', { class: 'nbjobs-Card' }, h('h2', {}, 'GPUs held'), meter(data.gpus.allocated, data.gpus.total, 'GPUs held')),
+      h(
+        'div',
+        { class: 'nbjobs-Card' },
+        h('h2', {}, 'GPUs held'),
+        meter(data.gpus.allocated, data.gpus.total, 'GPUs held')
+      ),
       h(
         'div',
         { class: 'nbjobs-Card' },
         h('h2', {}, 'GPUs busy'),
-        busy === null ? h('p', {}, 'no telemetry from running jobs') : meter(busy, data.gpus.total, 'GPUs busy')
+        busy === null
+          ? h('p', {}, 'no telemetry from running jobs')
+          : meter(busy, data.gpus.total, 'GPUs busy')
       ),
-      h('div', { class: 'nbjobs-Card' }, h('h2', {}, 'Jobs'), h('p', { class: 'nbjobs-Big' }, `${running} running · ${queued} queued`)),
+      h(
+        'div',
+        { class: 'nbjobs-Card' },
+        h('h2', {}, 'Jobs'),
+        h('p', { class: 'nbjobs-Big' }, `${running} running · ${queued} queued`)
+      ),
       h(
         'div',
         { class: `nbjobs-Card ${data.backend.ok ? 'nbjobs-Ok' : 'nbjobs-Bad'}` },
@@ -278,7 +321,13 @@ class Dashboard {
     );
     const types = table(
       ['GPU type', 'Nodes', 'Total', 'Held', 'Busy'],
-      data.types.map(t => [t.gpu_type, String(t.nodes), gpus(t.total), gpus(t.allocated), t.busy === null ? '–' : gpus(t.busy)]),
+      data.types.map(t => [
+        t.gpu_type,
+        String(t.nodes),
+        gpus(t.total),
+        gpus(t.allocated),
+        t.busy === null ? '–' : gpus(t.busy)
+      ]),
       'GPUs per type'
     );
     const flavors = table(
@@ -295,13 +344,24 @@ class Dashboard {
     const failures = data.recent_failures.length
       ? table(
           ['Ended', 'User', 'Job', 'Flavor', 'Why'],
-          data.recent_failures.map(f => [when(f.finished_at), f.user, `${f.name} (${f.id})`, f.flavor, `${f.state.replace('_', ' ')}: ${f.message ?? ''}`]),
+          data.recent_failures.map(f => [
+            when(f.finished_at),
+            f.user,
+            `${f.name} (${f.id})`,
+            f.flavor,
+            `${f.state.replace('_', ' ')}: ${f.message ?? ''}`
+          ]),
           'Recent failures'
         )
       : h('p', {}, 'No job failed in the last 24 hours.');
     this.main.replaceChildren(
       cards,
-      h('section', {}, h('h2', {}, 'GPUs per node'), data.nodes.length ? nodes : h('p', {}, 'No GPU nodes seen.')),
+      h(
+        'section',
+        {},
+        h('h2', {}, 'GPUs per node'),
+        data.nodes.length ? nodes : h('p', {}, 'No GPU nodes seen.')
+      ),
       h('section', {}, h('h2', {}, 'GPUs per type'), types),
       h(
         'section',
@@ -317,7 +377,11 @@ class Dashboard {
         )
       ),
       h('section', {}, h('h2', {}, 'Failures in the last 24 hours'), failures),
-      h('p', { class: 'nbjobs-Hint' }, `As of ${when(data.generated_at)}; refreshed every ${REFRESH_MS / 1000} s.`)
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        `As of ${when(data.generated_at)}; refreshed every ${REFRESH_MS / 1000} s.`
+      )
     );
     this.timer = window.setTimeout(() => {
       if (this.view === 'overview') {
@@ -344,24 +408,44 @@ class Dashboard {
     const act = async (job: IQueuedJob, what: string): Promise<void> => {
       try {
         if (what === 'cancel') {
-          if (!window.confirm(`Cancel ${job.user}'s job "${job.name}" (${job.id})? It never ran; ${job.user} is told.`)) {
+          if (
+            !window.confirm(
+              `Cancel ${job.user}'s job "${job.name}" (${job.id})? It never ran; ${job.user} is told.`
+            )
+          ) {
             return;
           }
           await this.api.post(`jobs/${job.id}/cancel`);
           await this.queue(undefined, `Cancelled ${job.user}'s job ${job.id}.`);
         } else {
-          const after = await this.api.post<IQueuedJob[]>(`dashboard/queue/${job.id}/move`, { to: what });
+          const after = await this.api.post<IQueuedJob[]>(`dashboard/queue/${job.id}/move`, {
+            to: what
+          });
           const place = after.find(j => j.id === job.id)?.place;
           const queued = after.filter(j => j.place !== null).length;
-          await this.queue(after, `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${queued}.`);
+          await this.queue(
+            after,
+            `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${queued}.`
+          );
         }
       } catch (error) {
         status.textContent = (error as Error).message;
         status.className = 'nbjobs-Error';
       }
     };
-    const button = (job: IQueuedJob, what: string, label: string, title: string, disabled: boolean): HTMLElement => {
-      const b = h('button', { type: 'button', title, 'aria-label': `${title}: ${job.name} (${job.id})`, 'data-move': what });
+    const button = (
+      job: IQueuedJob,
+      what: string,
+      label: string,
+      title: string,
+      disabled: boolean
+    ): HTMLElement => {
+      const b = h('button', {
+        type: 'button',
+        title,
+        'aria-label': `${title}: ${job.name} (${job.id})`,
+        'data-move': what
+      });
       b.textContent = label;
       (b as HTMLButtonElement).disabled = disabled;
       b.addEventListener('click', () => void act(job, what));
@@ -375,24 +459,50 @@ class Dashboard {
       job.flavor,
       wait(job.waited_seconds),
       job.reason ?? 'not looked at yet',
-      job.moved_by ? `${job.priority} (set by ${job.moved_by}, ${when(job.moved_at)})` : String(job.priority),
+      job.moved_by
+        ? `${job.priority} (set by ${job.moved_by}, ${when(job.moved_at)})`
+        : String(job.priority),
       h(
         'span',
         { class: 'nbjobs-Actions' },
         button(job, 'front', 'Front', 'Move to the front', job.place === 1 || job.place === null),
-        button(job, 'up', 'Up', 'Move ahead of the job before it', job.place === 1 || job.place === null),
-        button(job, 'down', 'Down', 'Move behind the job after it', job.place === last || job.place === null),
+        button(
+          job,
+          'up',
+          'Up',
+          'Move ahead of the job before it',
+          job.place === 1 || job.place === null
+        ),
+        button(
+          job,
+          'down',
+          'Down',
+          'Move behind the job after it',
+          job.place === last || job.place === null
+        ),
         button(job, 'back', 'Back', 'Move to the back', job.place === last || job.place === null),
         button(job, 'cancel', 'Cancel', 'Cancel this job', false)
       )
     ]);
     this.main.replaceChildren(
-      h('h2', {}, `Queue: ${last} waiting${jobs.length > last ? `, ${jobs.length - last} awaiting approval (see Approvals)` : ''}`),
+      h(
+        'h2',
+        {},
+        `Queue: ${last} waiting${jobs.length > last ? `, ${jobs.length - last} awaiting approval (see Approvals)` : ''}`
+      ),
       status,
       jobs.length
-        ? table(['#', 'Job', 'User', 'Flavor', 'Waited', 'Why it waits', 'Priority', ''], rows, 'Queue')
+        ? table(
+            ['#', 'Job', 'User', 'Flavor', 'Waited', 'Why it waits', 'Priority', ''],
+            rows,
+            'Queue'
+          )
         : h('p', {}, 'Nobody waits.'),
-      h('p', { class: 'nbjobs-Hint' }, 'A move changes the job’s priority; jobs of equal priority take turns by fair share. Quotas and free GPUs may still pass a job over.')
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        'A move changes the job’s priority; jobs of equal priority take turns by fair share. Quotas and free GPUs may still pass a job over.'
+      )
     );
   }
 
@@ -417,7 +527,12 @@ class Dashboard {
     };
     const drainForm = (node: INodeView): HTMLElement => {
       const id = `nbjobs-reason-${node.node}`;
-      const reason = h('input', { type: 'text', id, maxlength: '500', placeholder: 'why (shown to admins)' }) as HTMLInputElement;
+      const reason = h('input', {
+        type: 'text',
+        id,
+        maxlength: '500',
+        placeholder: 'why (shown to admins)'
+      }) as HTMLInputElement;
       const cancel = h('input', { type: 'checkbox', id: `${id}-cancel` }) as HTMLInputElement;
       const go = h('button', { type: 'submit', 'data-action': 'drain' }, 'Drain');
       const form = h(
@@ -430,16 +545,27 @@ class Dashboard {
       );
       form.addEventListener('submit', event => {
         event.preventDefault();
-        if (cancel.checked && !window.confirm(`Cancel the ${node.jobs.length} job(s) running on ${node.node}? They keep their partial output; their owners are told why.`)) {
+        if (
+          cancel.checked &&
+          !window.confirm(
+            `Cancel the ${node.jobs.length} job(s) running on ${node.node}? They keep their partial output; their owners are told why.`
+          )
+        ) {
           return;
         }
         void (async () => {
           try {
-            const after = await this.api.post<INodeView[]>(`dashboard/nodes/${encodeURIComponent(node.node)}/drain`, {
-              reason: reason.value,
-              cancel_running: cancel.checked
-            });
-            await this.nodes(after, `Drained ${node.node}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`);
+            const after = await this.api.post<INodeView[]>(
+              `dashboard/nodes/${encodeURIComponent(node.node)}/drain`,
+              {
+                reason: reason.value,
+                cancel_running: cancel.checked
+              }
+            );
+            await this.nodes(
+              after,
+              `Drained ${node.node}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`
+            );
           } catch (error) {
             failed(error);
           }
@@ -452,7 +578,9 @@ class Dashboard {
       b.addEventListener('click', () => {
         void (async () => {
           try {
-            const after = await this.api.delete<INodeView[]>(`dashboard/nodes/${encodeURIComponent(node.node)}/drain`);
+            const after = await this.api.delete<INodeView[]>(
+              `dashboard/nodes/${encodeURIComponent(node.node)}/drain`
+            );
             await this.nodes(after, `Undrained ${node.node}: jobs may start there again.`);
           } catch (error) {
             failed(error);
@@ -463,8 +591,32 @@ class Dashboard {
     };
     const rows = nodes.map(node => [
       node.node,
-      h('span', {}, ...node.gpus.map(g => h('span', { class: 'nbjobs-NodeGpu' }, `${g.gpu_type}: `, meter(g.allocated, g.total, `${node.node} ${g.gpu_type} held`)))),
-      node.jobs.length ? h('span', {}, ...node.jobs.map(j => h('span', { class: 'nbjobs-NodeJob' }, `${j.name} (${j.user}, ${j.flavor}) `, h('code', {}, j.id)))) : 'none',
+      h(
+        'span',
+        {},
+        ...node.gpus.map(g =>
+          h(
+            'span',
+            { class: 'nbjobs-NodeGpu' },
+            `${g.gpu_type}: `,
+            meter(g.allocated, g.total, `${node.node} ${g.gpu_type} held`)
+          )
+        )
+      ),
+      node.jobs.length
+        ? h(
+            'span',
+            {},
+            ...node.jobs.map(j =>
+              h(
+                'span',
+                { class: 'nbjobs-NodeJob' },
+                `${j.name} (${j.user}, ${j.flavor}) `,
+                h('code', {}, j.id)
+              )
+            )
+          )
+        : 'none',
       node.drain
         ? `drained by ${node.drain.by}, ${when(node.drain.at)}${node.drain.reason ? `: ${node.drain.reason}` : ''}`
         : node.drained
@@ -475,8 +627,14 @@ class Dashboard {
     this.main.replaceChildren(
       h('h2', {}, 'Nodes'),
       status,
-      nodes.length ? table(['Node', 'GPUs held', 'Jobs', 'State', ''], rows, 'Nodes') : h('p', {}, 'No GPU nodes seen.'),
-      h('p', { class: 'nbjobs-Hint' }, 'A drained node takes no new job; its running jobs finish unless you cancel them. Users of an affected flavor see how much of it is in maintenance.')
+      nodes.length
+        ? table(['Node', 'GPUs held', 'Jobs', 'State', ''], rows, 'Nodes')
+        : h('p', {}, 'No GPU nodes seen.'),
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        'A drained node takes no new job; its running jobs finish unless you cancel them. Users of an affected flavor see how much of it is in maintenance.'
+      )
     );
   }
 
@@ -500,7 +658,12 @@ class Dashboard {
     };
     const decide = (job: IJob): HTMLElement => {
       const id = `nbjobs-why-${job.id}`;
-      const why = h('input', { type: 'text', id, maxlength: '500', placeholder: 'why not (its owner reads it)' }) as HTMLInputElement;
+      const why = h('input', {
+        type: 'text',
+        id,
+        maxlength: '500',
+        placeholder: 'why not (its owner reads it)'
+      }) as HTMLInputElement;
       const approve = h('button', { type: 'button', 'data-action': 'approve' }, 'Approve');
       const reject = h('button', { type: 'button', 'data-action': 'reject' }, 'Reject');
       approve.addEventListener('click', () => {
@@ -552,7 +715,11 @@ class Dashboard {
       jobs.length
         ? table(['Job', 'User', 'Flavor', 'Notebook', 'Parameters', 'Asked', ''], rows, 'Approvals')
         : h('p', {}, 'No job waits for your approval.'),
-      h('p', { class: 'nbjobs-Hint' }, 'An approved job joins the queue; a rejected one is cancelled with your reason. Requests nobody answers expire (nbjobs.yaml, the flavor’s approval.expires_after).')
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        'An approved job joins the queue; a rejected one is cancelled with your reason. Requests nobody answers expire (nbjobs.yaml, the flavor’s approval.expires_after).'
+      )
     );
   }
 
@@ -603,13 +770,24 @@ class Dashboard {
       const line = used.get(student);
       const extra = cls.extra_hours[student] ?? 0;
       const budget = cls.gpu_hours === null ? null : cls.gpu_hours + extra;
-      const amount = h('input', { type: 'number', min: '0.5', step: '0.5', value: '1', 'aria-label': `Hours more for ${student}` }) as HTMLInputElement;
+      const amount = h('input', {
+        type: 'number',
+        min: '0.5',
+        step: '0.5',
+        value: '1',
+        'aria-label': `Hours more for ${student}`
+      }) as HTMLInputElement;
       const extend = h('button', { type: 'button', 'data-action': 'extend' }, 'Extend');
       extend.addEventListener('click', () => {
         void (async () => {
           try {
-            await this.api.post(`classes/${encodeURIComponent(cls.name)}/students/${encodeURIComponent(student)}/budget`, { hours: Number(amount.value) });
-            await this.classes(`${student} may use ${amount.value} more GPU-hours in ${cls.name} this ${cls.period}.`);
+            await this.api.post(
+              `classes/${encodeURIComponent(cls.name)}/students/${encodeURIComponent(student)}/budget`,
+              { hours: Number(amount.value) }
+            );
+            await this.classes(
+              `${student} may use ${amount.value} more GPU-hours in ${cls.name} this ${cls.period}.`
+            );
           } catch (error) {
             this.failIn(status, error);
           }
@@ -622,7 +800,12 @@ class Dashboard {
         }
         void (async () => {
           try {
-            await this.api.call('DELETE', `classes/${encodeURIComponent(cls.name)}/students`, {}, { students: [student] });
+            await this.api.call(
+              'DELETE',
+              `classes/${encodeURIComponent(cls.name)}/students`,
+              {},
+              { students: [student] }
+            );
             await this.classes(`Removed ${student} from ${cls.name}.`);
           } catch (error) {
             this.failIn(status, error);
@@ -636,18 +819,37 @@ class Dashboard {
           ? `${hours(line?.gpu_hours_allocated ?? 0)} (no budget)`
           : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`),
         extra ? `+${gpus(extra)} h` : '–',
-        h('span', { class: 'nbjobs-Actions' }, cls.gpu_hours === null ? null : amount, cls.gpu_hours === null ? null : extend, fromHub ? remove : null)
+        h(
+          'span',
+          { class: 'nbjobs-Actions' },
+          cls.gpu_hours === null ? null : amount,
+          cls.gpu_hours === null ? null : extend,
+          fromHub ? remove : null
+        )
       ];
     });
-    const add = fromHub ? this.rosterForm(`Add students to ${cls.name}`, 'Add', async names => {
-      await this.api.post(`classes/${encodeURIComponent(cls.name)}/students`, { students: names });
-      return `Added ${names.length} student(s) to ${cls.name}.`;
-    }, status) : null;
+    const add = fromHub
+      ? this.rosterForm(
+          `Add students to ${cls.name}`,
+          'Add',
+          async names => {
+            await this.api.post(`classes/${encodeURIComponent(cls.name)}/students`, {
+              students: names
+            });
+            return `Added ${names.length} student(s) to ${cls.name}.`;
+          },
+          status
+        )
+      : null;
     let drop: HTMLElement | null = null;
     if (fromHub) {
       drop = h('button', { type: 'button', 'data-action': 'delete-class' }, `Delete ${cls.name}`);
       drop.addEventListener('click', () => {
-        if (!window.confirm(`Delete class ${cls.name}? Its students' accounts, files and jobs stay; they lose the class's flavors and budget.`)) {
+        if (
+          !window.confirm(
+            `Delete class ${cls.name}? Its students' accounts, files and jobs stay; they lose the class's flavors and budget.`
+          )
+        ) {
           return;
         }
         void (async () => {
@@ -672,7 +874,11 @@ class Dashboard {
           `${cls.queue ? ` · queue ${cls.queue}` : ''} · ${fromHub ? 'made in the dashboard or the CLI' : 'from nbjobs.yaml (read-only here)'}`
       ),
       cls.students.length
-        ? table(['Student', 'Jobs', `GPU-hours, last ${days} day(s)`, 'Granted', ''], rows, `Students of ${cls.name}`)
+        ? table(
+            ['Student', 'Jobs', `GPU-hours, last ${days} day(s)`, 'Granted', ''],
+            rows,
+            `Students of ${cls.name}`
+          )
         : h('p', {}, 'No students yet.'),
       add
     );
@@ -681,7 +887,11 @@ class Dashboard {
   /** A student's job count, a button that lists their latest jobs under it. */
   private studentJobs(student: string, count: number, status: HTMLElement): HTMLElement {
     const cell = h('span', { class: 'nbjobs-StudentJobs' });
-    const toggle = h('button', { type: 'button', 'data-action': 'student-jobs', 'aria-expanded': 'false' }, String(count));
+    const toggle = h(
+      'button',
+      { type: 'button', 'data-action': 'student-jobs', 'aria-expanded': 'false' },
+      String(count)
+    );
     toggle.setAttribute('aria-label', `${student}'s jobs`);
     const list = h('div', { class: 'nbjobs-StudentJobs-list' });
     list.hidden = true;
@@ -699,7 +909,12 @@ class Dashboard {
             page.jobs.length
               ? table(
                   ['Job', 'State', 'Flavor', 'Submitted'],
-                  page.jobs.map(j => [`${j.name} (${j.id})`, j.state.replace('_', ' '), j.flavor, when(j.submitted_at)]),
+                  page.jobs.map(j => [
+                    `${j.name} (${j.id})`,
+                    j.state.replace('_', ' '),
+                    j.flavor,
+                    when(j.submitted_at)
+                  ]),
                   `${student}'s latest jobs`
                 )
               : h('p', { class: 'nbjobs-Hint' }, `${student} has no jobs.`)
@@ -715,10 +930,24 @@ class Dashboard {
 
   /** A roster: pasted names or a CSV file, previewed row by row, the service's refusals
    * shown on their rows. `send` returns the sentence to show when it worked. */
-  private rosterForm(label: string, verb: string, send: (names: string[]) => Promise<string>, status: HTMLElement, extra: HTMLElement[] = []): HTMLElement {
+  private rosterForm(
+    label: string,
+    verb: string,
+    send: (names: string[]) => Promise<string>,
+    status: HTMLElement,
+    extra: HTMLElement[] = []
+  ): HTMLElement {
     const id = `nbjobs-roster-${Math.random().toString(36).slice(2)}`;
-    const text = h('textarea', { id, rows: '3', placeholder: 'one user name per line, or choose a CSV file' }) as HTMLTextAreaElement;
-    const file = h('input', { type: 'file', accept: '.csv,.txt,text/csv', 'aria-label': `${label}: CSV file` }) as HTMLInputElement;
+    const text = h('textarea', {
+      id,
+      rows: '3',
+      placeholder: 'one user name per line, or choose a CSV file'
+    }) as HTMLTextAreaElement;
+    const file = h('input', {
+      type: 'file',
+      accept: '.csv,.txt,text/csv',
+      'aria-label': `${label}: CSV file`
+    }) as HTMLInputElement;
     const preview = h('div', { class: 'nbjobs-Preview' });
     const show = (problems: { index: number; reason: string }[] = []): void => {
       const names = rosterNames(text.value);
@@ -747,7 +976,17 @@ class Dashboard {
       }
     });
     const go = h('button', { type: 'submit' }, verb);
-    const form = h('form', { class: 'nbjobs-Roster', 'aria-label': label }, h('h4', {}, label), ...extra, h('label', { for: id }, 'Students'), text, file, preview, go);
+    const form = h(
+      'form',
+      { class: 'nbjobs-Roster', 'aria-label': label },
+      h('h4', {}, label),
+      ...extra,
+      h('label', { for: id }, 'Students'),
+      text,
+      file,
+      preview,
+      go
+    );
     form.addEventListener('submit', event => {
       event.preventDefault();
       void (async () => {
@@ -767,10 +1006,33 @@ class Dashboard {
   }
 
   private createClassForm(flavors: IFlavor[], status: HTMLElement): HTMLElement {
-    const name = h('input', { type: 'text', id: 'nbjobs-class-name', required: '', maxlength: '63', placeholder: 'e.g. physics-101' }) as HTMLInputElement;
-    const budget = h('input', { type: 'number', id: 'nbjobs-class-hours', min: '0', step: '0.5', placeholder: 'none' }) as HTMLInputElement;
-    const period = h('select', { id: 'nbjobs-class-period' }, ...['week', 'day', 'month'].map(p => h('option', { value: p }, p))) as HTMLSelectElement;
-    const boxes = flavors.map(f => h('input', { type: 'checkbox', value: f.name, id: `nbjobs-flavor-${f.name}` }) as HTMLInputElement);
+    const name = h('input', {
+      type: 'text',
+      id: 'nbjobs-class-name',
+      required: '',
+      maxlength: '63',
+      placeholder: 'e.g. physics-101'
+    }) as HTMLInputElement;
+    const budget = h('input', {
+      type: 'number',
+      id: 'nbjobs-class-hours',
+      min: '0',
+      step: '0.5',
+      placeholder: 'none'
+    }) as HTMLInputElement;
+    const period = h(
+      'select',
+      { id: 'nbjobs-class-period' },
+      ...['week', 'day', 'month'].map(p => h('option', { value: p }, p))
+    ) as HTMLSelectElement;
+    const boxes = flavors.map(
+      f =>
+        h('input', {
+          type: 'checkbox',
+          value: f.name,
+          id: `nbjobs-flavor-${f.name}`
+        }) as HTMLInputElement
+    );
     const extra = [
       h('label', { for: 'nbjobs-class-name' }, 'Name'),
       name,
@@ -778,23 +1040,36 @@ class Dashboard {
         'fieldset',
         {},
         h('legend', {}, 'Flavors its students may use (none ticked: as usual)'),
-        ...flavors.map((f, i) => h('label', { for: `nbjobs-flavor-${f.name}`, class: 'nbjobs-Check' }, boxes[i], ` ${f.display_name} (${f.name})`))
+        ...flavors.map((f, i) =>
+          h(
+            'label',
+            { for: `nbjobs-flavor-${f.name}`, class: 'nbjobs-Check' },
+            boxes[i],
+            ` ${f.display_name} (${f.name})`
+          )
+        )
       ),
       h('label', { for: 'nbjobs-class-hours' }, 'GPU-hours per student'),
       budget,
       h('label', { for: 'nbjobs-class-period' }, 'per'),
       period
     ];
-    return this.rosterForm('Create a class', 'Create class', async students => {
-      await this.api.post('classes', {
-        name: name.value.trim(),
-        students,
-        flavors: boxes.filter(b => b.checked).map(b => b.value),
-        gpu_hours: budget.value === '' ? null : Number(budget.value),
-        period: period.value
-      });
-      return `Created class ${name.value.trim()} with ${students.length} student(s).`;
-    }, status, extra);
+    return this.rosterForm(
+      'Create a class',
+      'Create class',
+      async students => {
+        await this.api.post('classes', {
+          name: name.value.trim(),
+          students,
+          flavors: boxes.filter(b => b.checked).map(b => b.value),
+          gpu_hours: budget.value === '' ? null : Number(budget.value),
+          period: period.value
+        });
+        return `Created class ${name.value.trim()} with ${students.length} student(s).`;
+      },
+      status,
+      extra
+    );
   }
 
   // -- storage -----------------------------------------------------------------------
@@ -812,7 +1087,9 @@ class Dashboard {
     const rules = h(
       'p',
       {},
-      limit === null ? 'No limit on job files per user. ' : `Each user may keep ${bytes(limit)} of job files. `,
+      limit === null
+        ? 'No limit on job files per user. '
+        : `Each user may keep ${bytes(limit)} of job files. `,
       days === null
         ? 'Ended jobs keep their inputs until they are deleted.'
         : `An ended job's input is removed ${days} days after it ended; its log and output stay until the job is deleted.`
@@ -820,14 +1097,16 @@ class Dashboard {
     const rows = report.users.map(u => [
       u.user,
       String(u.jobs),
-      limit === null ? bytes(u.job_files) : meter(u.job_files, limit, `${u.user}'s job files`, bytes)
+      limit === null
+        ? bytes(u.job_files)
+        : meter(u.job_files, limit, `${u.user}'s job files`, bytes)
     ]);
     this.main.replaceChildren(
       h('h2', {}, 'Storage'),
       h(
         'p',
         {},
-        "The space nbjobs keeps for jobs in each folder (.nbjobs: the notebooks jobs ran, their logs and telemetry). Outputs are written beside the notebooks and are not counted."
+        'The space nbjobs keeps for jobs in each folder (.nbjobs: the notebooks jobs ran, their logs and telemetry). Outputs are written beside the notebooks and are not counted.'
       ),
       rules,
       rows.length
@@ -846,7 +1125,11 @@ class Dashboard {
       : this.me?.teacher
         ? ['user', 'class', 'flavor']
         : ['flavor'];
-    const by = h('select', { id: 'nbjobs-by', name: 'by' }, ...choices.map(c => h('option', { value: c }, c)));
+    const by = h(
+      'select',
+      { id: 'nbjobs-by', name: 'by' },
+      ...choices.map(c => h('option', { value: c }, c))
+    );
     return h(
       'form',
       { class: 'nbjobs-Controls', 'aria-label': 'Report' },
@@ -872,7 +1155,9 @@ class Dashboard {
       try {
         last = await this.api.get<IUsage>('usage', query);
       } catch (error) {
-        result.replaceChildren(h('p', { class: 'nbjobs-Error', role: 'alert' }, (error as Error).message));
+        result.replaceChildren(
+          h('p', { class: 'nbjobs-Error', role: 'alert' }, (error as Error).message)
+        );
         return;
       }
       this.drawUsage(result, last);
@@ -897,14 +1182,21 @@ class Dashboard {
     const days = dayLabels(usage.range_since, usage.range_until);
     const total = usage.total;
     if (!total || usage.breakdown.length === 0) {
-      into.replaceChildren(h('p', {}, `No GPU use from ${usage.range_since} to ${usage.range_until}.`));
+      into.replaceChildren(
+        h('p', {}, `No GPU use from ${usage.range_since} to ${usage.range_until}.`)
+      );
       return;
     }
-    const lines = [...usage.breakdown].sort((a, b) => b.gpu_hours_allocated - a.gpu_hours_allocated);
+    const lines = [...usage.breakdown].sort(
+      (a, b) => b.gpu_hours_allocated - a.gpu_hours_allocated
+    );
     const shown = lines.slice(0, SERIES_SHOWN);
     const rest = lines.slice(SERIES_SHOWN);
     const series = rest.length ? [...shown, merge(`${rest.length} others`, rest)] : shown;
-    const perDay = (line: IUsageLine, field: 'gpu_hours_allocated' | 'gpu_hours_busy'): number[] => {
+    const perDay = (
+      line: IUsageLine,
+      field: 'gpu_hours_allocated' | 'gpu_hours_busy'
+    ): number[] => {
       const byDay = new Map(line.days.map(d => [d.date, d[field]]));
       return days.map(d => byDay.get(d) ?? 0);
     };
@@ -953,8 +1245,18 @@ class Dashboard {
       : null;
     into.replaceChildren(
       ...(budgets ? [budgets] : []),
-      h('section', {}, h('h3', {}, `Allocated per day, by ${usage.by}`), h('div', { class: 'nbjobs-Chart' }, stacked)),
-      h('section', {}, h('h3', {}, 'Allocated and busy per day'), h('div', { class: 'nbjobs-Chart' }, versus)),
+      h(
+        'section',
+        {},
+        h('h3', {}, `Allocated per day, by ${usage.by}`),
+        h('div', { class: 'nbjobs-Chart' }, stacked)
+      ),
+      h(
+        'section',
+        {},
+        h('h3', {}, 'Allocated and busy per day'),
+        h('div', { class: 'nbjobs-Chart' }, versus)
+      ),
       h('section', {}, h('h3', {}, `From ${usage.range_since} to ${usage.range_until}`), summary)
     );
     this.charts.push(
@@ -973,7 +1275,10 @@ class Dashboard {
         options: {
           animation: false,
           maintainAspectRatio: false,
-          scales: { x: { stacked: true }, y: { stacked: true, title: { display: true, text: 'GPU-hours' } } }
+          scales: {
+            x: { stacked: true },
+            y: { stacked: true, title: { display: true, text: 'GPU-hours' } }
+          }
         }
       }),
       new Chart(versus, {
@@ -1016,14 +1321,21 @@ function dayLabels(since: string | null, until: string | null): string[] {
     return [];
   }
   const days: string[] = [];
-  for (let t = Date.parse(`${since}T00:00:00Z`); t <= Date.parse(`${until}T00:00:00Z`); t += 86_400_000) {
+  for (
+    let t = Date.parse(`${since}T00:00:00Z`);
+    t <= Date.parse(`${until}T00:00:00Z`);
+    t += 86_400_000
+  ) {
     days.push(new Date(t).toISOString().slice(0, 10));
   }
   return days;
 }
 
 function merge(name: string, lines: IUsageLine[]): IUsageLine {
-  const days = new Map<string, { date: string; gpu_hours_allocated: number; gpu_hours_busy: number }>();
+  const days = new Map<
+    string,
+    { date: string; gpu_hours_allocated: number; gpu_hours_busy: number }
+  >();
   for (const line of lines) {
     for (const d of line.days) {
       const day = days.get(d.date) ?? { date: d.date, gpu_hours_allocated: 0, gpu_hours_busy: 0 };
@@ -1048,7 +1360,9 @@ function download(usage: IUsage): void {
   const rows = [['date', usage.by ?? 'key', 'gpu_hours_allocated', 'gpu_hours_busy'].join(',')];
   for (const line of usage.breakdown) {
     for (const d of line.days) {
-      rows.push([d.date, line.name, d.gpu_hours_allocated, d.gpu_hours_busy].map(csvField).join(','));
+      rows.push(
+        [d.date, line.name, d.gpu_hours_allocated, d.gpu_hours_busy].map(csvField).join(',')
+      );
     }
   }
   const link = document.createElement('a');
