@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .backends import Backend
     from .classes import ClassRegistry
     from .counters import ServiceMetrics
+    from .live import RunnerStatuses
 
 T = TypeVar("T")
 
@@ -47,3 +48,5 @@ class Context:
     classes: ClassRegistry
     #: what Prometheus scrapes beside the database
     metrics: ServiceMetrics
+    #: each started job's status as its runner last wrote it, read once for everyone
+    runners: RunnerStatuses

@@ -18,41 +18,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nbjobs.job_runner import (
-    STATE_FOR_EXIT_CODE,
-    ExitCode,
-    RunStatus,
-    StatusFileError,
-    parse_status,
-)
+from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode
 
 from nbjobs.models import JobState
-from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
+from nbjobs.storage import opened_job_dir
 
 from .backends import Outcome
 from .db import JobRecord, utcnow
+from .live import read_status
 from .telemetry import clear_summary, record_final
 
 if TYPE_CHECKING:
     from .context import Context
-
-#: a status file bigger than this is not the runner's (it writes a few KiB)
-STATUS_FILE_LIMIT = 8 * 1024**2
-
-
-def read_status(job_dir: str, log: logging.Logger) -> RunStatus | None:
-    """The runner's status file in ``job_dir``; None when there is none or it cannot
-    be read. Read without following links: a status file (or a folder on the way)
-    that the user replaced with a link to someone else's file is not read."""
-    try:
-        with opened_job_dir(Path(job_dir)) as folder:
-            data = read_file_at(folder, "status.json", limit=STATUS_FILE_LIMIT)
-        return parse_status(data) if data is not None else None
-    except FilesChanged as exc:
-        log.warning("status file of %s not read: %s", job_dir, exc)
-    except (StatusFileError, OSError, ValueError):
-        pass
-    return None
 
 
 class Follower:
@@ -174,6 +151,7 @@ class Follower:
         record.current_cell = None
         record.exit_code = None
         clear_summary(record)  # the attempt's GPU time is not charged, nor its busy time
+        self.ctx.runners.forget(record.id)  # the attempt's status went with its files
         record.message = (
             f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
             f"the top (the log so far is kept as log.attempt-{attempt}.txt)"
@@ -203,7 +181,8 @@ class Follower:
             record.node = node
         # who asked for the cancel (set by cancel()); the runner only knows the signal
         cancelled_by = record.message if record.cancel_requested else None
-        status = read_status(record.job_dir, self.log)
+        status = read_status(record.job_dir, self.log)  # the final word, read now
+        self.ctx.runners.forget(record.id)
         final_status = status is not None and status.exit_code is not None
         if status is not None:
             record.cells_done, record.cells_total = status.cells_done, status.cells_total

@@ -25,16 +25,16 @@ if TYPE_CHECKING:
 class JobView:
     """Turns job records into the API's :class:`~nbjobs.models.Job`.
 
-    ``live`` reads the runner's status of a started job (from its job folder): its
-    progress and whether it runs yet; the backend says where the cluster placed it, or
-    why not yet.
+    ``live`` gives the runner's latest status of a started job (by its id and folder;
+    :class:`~.live.RunnerStatuses`): its progress and whether it runs yet; the backend
+    says where the cluster placed it, or why not yet.
     """
 
     def __init__(
         self,
         backend: Backend,
         positions: QueuePositions,
-        live: Callable[[str], RunStatus | None],
+        live: Callable[[str, str], RunStatus | None],
     ) -> None:
         self.backend = backend
         self.positions = positions
@@ -56,7 +56,7 @@ class JobView:
             raise DamagedRecord(record.id, first_problem(exc)) from None
         if state in ACTIVE_STATES:
             with contextlib.suppress(StatusFileError, OSError):
-                live = self._live(record.job_dir)
+                live = self._live(record.id, record.job_dir)
                 if live is not None:
                     progress = Progress(
                         cells_done=live.cells_done,

@@ -229,7 +229,7 @@ def families_of(
     for name in flavors:  # failed starts of every flavor show, 0 until one fails
         metrics.start_failures.labels(name)
     counts = Counter(snapshot.counts)
-    runner_says = telemetry.runner_states
+    runner_says = ctx.runners.states()
     allocated: defaultdict[tuple[str, str], float] = defaultdict(float)
     busy: dict[tuple[str, str], float] = {}
     listed: list[tuple[StartedJob, str]] = []

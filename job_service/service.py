@@ -75,10 +75,11 @@ from .errors import (
     StorageFailed,
     TooLarge,
 )
-from .follow import Follower, read_status
+from .follow import Follower
 from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
+from .live import RunnerStatuses
 from .notebooks import NotebookChecks
 from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore
@@ -142,7 +143,9 @@ class JobService:
         #: each queued job's place, worked out again after each change of the queue
         self.positions = QueuePositions(sessions)
         #: a record as the API shows it, with the runner's and the backend's latest word
-        self.view = JobView(backend, self.positions, lambda job_dir: read_status(job_dir, self.log))
+        #: each started job's status file, read once however many ask (see live.py)
+        self.runners = RunnerStatuses(self.log)
+        self.view = JobView(backend, self.positions, self.runners.latest)
         #: database work runs here, never on the event loop (which keeps answering)
         self._db_threads = ThreadPoolExecutor(
             max_workers=max(1, database_threads), thread_name_prefix="nbjobs-db"
@@ -154,7 +157,14 @@ class JobService:
         self.metrics = ServiceMetrics()
         #: what the collaborators share (they get this, not the service)
         self.ctx = Context(
-            config, sessions, self.in_db, self.log, backend, self.classes, self.metrics
+            config,
+            sessions,
+            self.in_db,
+            self.log,
+            backend,
+            self.classes,
+            self.metrics,
+            self.runners,
         )
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
@@ -820,7 +830,7 @@ class JobService:
         ).all()
         running = []
         for job_id, job_dir in starting:
-            live = read_status(job_dir, self.log)
+            live = self.runners.latest(job_id, job_dir)
             if live is not None and live.state == JobState.RUNNING.value:
                 running.append(job_id)
         if running:

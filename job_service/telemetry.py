@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbjobs.job_runner import RunStatus, StatusFileError, parse_status
+from nbjobs.job_runner import RunStatus
 from pydantic import ValidationError
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, object_session
@@ -49,10 +47,10 @@ from nbjobs.models import (
     TelemetrySample,
     TelemetrySummary,
 )
-from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
 from .db import ACTIVE_VALUES, JobRecord, JobSample
 from .errors import Caller, DamagedRecord
+from .live import read_status
 from .periodic import Periodic
 
 if TYPE_CHECKING:
@@ -70,8 +68,6 @@ HINT_MIN_SAMPLED_SECONDS = 300.0
 IDLE_GPU_PERCENT = 5.0
 #: collector passes between sweeps for samples whose job is gone (about an hour at 10 s)
 SWEEP_EVERY = 360
-#: a status file bigger than this is not the runner's (it writes a few KiB)
-STATUS_FILE_LIMIT = 8 * 1024**2
 #: the most GPUs one sample or summary may list (more are left out)
 MAX_GPUS = 64
 #: the longest text kept from a GPU's reading (its name, uuid, error)
@@ -96,53 +92,15 @@ class Reading:
     state: str | None = None
 
 
-def read_telemetry(job_dir: str, log: logging.Logger) -> Reading | None:
-    """The telemetry in the status file of ``job_dir``; None when there is no status
-    file or it cannot be read. Read without following links, as the service reads
-    every status file."""
-    try:
-        with opened_job_dir(Path(job_dir)) as folder:
-            data = read_file_at(folder, "status.json", limit=STATUS_FILE_LIMIT)
-    except FilesChanged as exc:
-        log.warning("telemetry of %s not read: %s", job_dir, exc)
+def reading_of(status: RunStatus | None) -> Reading | None:
+    """The telemetry of a runner's status, checked (None without a status)."""
+    if status is None:
         return None
-    except (OSError, ValueError):
-        return None
-    return reading_from_bytes(data) if data is not None else None
-
-
-def reading_from_bytes(data: bytes) -> Reading | None:
-    """The telemetry of a status file's bytes (None: not a runner status)."""
-    try:
-        status = parse_status(data)
-    except StatusFileError:
-        return None
-    raw: dict[str, Any] | None = None
-    values = []
-    for name in ("telemetry", "telemetry_summary"):
-        if hasattr(status, name):  # a runner status that carries telemetry
-            values.append(_plain(getattr(status, name)))
-            continue
-        if raw is None:  # an older RunStatus that drops fields it does not know
-            try:
-                loaded = json.loads(data)
-            except ValueError:
-                loaded = None
-            raw = loaded if isinstance(loaded, dict) else {}
-        values.append(raw.get(name))
-    return Reading(clean_sample(values[0]), clean_summary(values[1]), status.state)
-
-
-def reading_of(status: RunStatus | None, job_dir: str, log: logging.Logger) -> Reading | None:
-    """The telemetry of a status already read, or of the file again where the runner's
-    RunStatus does not carry it."""
-    if status is not None and hasattr(status, "telemetry_summary"):
-        return Reading(
-            clean_sample(_plain(getattr(status, "telemetry", None))),
-            clean_summary(_plain(getattr(status, "telemetry_summary", None))),
-            status.state,
-        )
-    return read_telemetry(job_dir, log)
+    return Reading(
+        clean_sample(_plain(status.telemetry)),
+        clean_summary(_plain(status.telemetry_summary)),
+        status.state,
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -424,7 +382,7 @@ def record_final(record: JobRecord, status: RunStatus | None, log: logging.Logge
 
 
 def _record_final(record: JobRecord, status: RunStatus | None, log: logging.Logger) -> None:
-    reading = reading_of(status, record.job_dir, log)
+    reading = reading_of(status)
     if reading is None:
         return
     if reading.summary is not None:
@@ -457,9 +415,6 @@ class TelemetryCollector:
         self._visible = visible
         #: samples kept per job (past it, the older half is thinned)
         self.max_samples = MAX_SAMPLES
-        #: each started job's state as its runner last said (``running``): the database
-        #: records ``starting`` until someone asks, the metrics count what runs
-        self.runner_states: dict[str, str] = {}
         self._rounds = Periodic(
             self.collect,
             lambda: max(1.0, self.interval or DEFAULT_INTERVAL),
@@ -509,19 +464,21 @@ class TelemetryCollector:
         if sweep:
             await ctx.in_db(self._sweep)
         jobs = await ctx.in_db(self._started_jobs)
+        ctx.runners.keep_only(job_id for job_id, _, _, _ in jobs)
         if not jobs:
-            self.runner_states = {}
             return 0
-        readings = await asyncio.to_thread(
-            lambda: {job_id: read_telemetry(job_dir, self.log) for job_id, job_dir, _, _ in jobs}
-        )
-        self.runner_states = {
-            job_id: reading.state
-            for job_id, reading in readings.items()
-            if reading is not None and reading.state
-        }
+        readings = await asyncio.to_thread(self._read, [(j[0], j[1]) for j in jobs])
         known = {job_id: (last, count) for job_id, _, last, count in jobs}
         return await ctx.in_db(self._store, readings, known)
+
+    def _read(self, jobs: list[tuple[str, str]]) -> dict[str, Reading | None]:
+        """Each job's status file, read now; what it says is everyone's latest word."""
+        readings = {}
+        for job_id, job_dir in jobs:
+            status = read_status(job_dir, self.log)
+            self.ctx.runners.put(job_id, status)
+            readings[job_id] = reading_of(status)
+        return readings
 
     def _started_jobs(self) -> list[tuple[str, str, datetime | None, int]]:
         """Each started job: its folder, its latest stored sample's time, its sample count."""
@@ -626,7 +583,7 @@ class TelemetryCollector:
             except (ValueError, TypeError, ValidationError) as exc:
                 raise DamagedRecord(job_id, f"its telemetry cannot be read: {exc}") from None
         if state in ACTIVE_STATES:
-            live = read_telemetry(job_dir, self.log)
+            live = reading_of(self.ctx.runners.latest(job_id, job_dir))
             if live is not None and live.sample is not None:
                 at = live.sample["at"]
                 if (not samples or at > samples[-1].at) and (since is None or at > since):

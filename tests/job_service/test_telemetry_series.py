@@ -102,6 +102,10 @@ async def test_a_running_jobs_samples_are_kept_once_each_and_served(svc):
 
 
 async def test_the_answer_is_live_between_two_passes_of_the_collector(svc):
+    """Between passes (10 s apart by default) the answer is the status file's as it was
+    at most RunnerStatuses.max_age (1 s) ago: read again once that old."""
+    now = [0.0]
+    svc.service.runners.clock = lambda: now[0]
     job_id, jobdir = insert_job(svc.service, "ada")
     write_status(jobdir / "status.json", telemetry=sample(NOW - timedelta(seconds=20), [10.0]))
     await svc.service.telemetry.collect()
@@ -110,6 +114,7 @@ async def test_the_answer_is_live_between_two_passes_of_the_collector(svc):
         telemetry=sample(NOW - timedelta(seconds=10), [70.0]),
         telemetry_summary=summary([40.0], 10.0),
     )
+    now[0] += svc.service.runners.max_age
 
     body = await metrics(svc, "ada", job_id)
 
