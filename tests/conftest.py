@@ -23,11 +23,13 @@ def _collect_what_the_test_left() -> Iterator[None]:
 MACHINE_WIDE = (
     "tests/common/test_accounts.py",
     "tests/common/test_cgroups.py",
+    "tests/docs/test_guide_commands.py",  # the demo's accounts (demo-ada, ...)
     "tests/hub/test_accounts_hub.py",
     "tests/hub/test_demo.py",
     "tests/hub/test_install.py",
     "tests/job_service/test_job_environment.py",
     "tests/job_service/test_job_limits.py",
+    "tests/lab/test_lab_newcomer.py",  # runs `nbjobs demo`: its accounts too
 )
 
 
