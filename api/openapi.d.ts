@@ -80,6 +80,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What changes among the jobs and definitions the caller may see, as server-sent events
+         * @description A stream (text/event-stream) that stays open: first `hello` (ask the API for what you show), then one event per change, each a JSON `data` line: `job` (JobEvent: a job appeared, moved in the queue, ran a cell or ended, wherever the change came from), `job_removed` (JobRemovedEvent), `definitions` (DefinitionsEvent: a user's definitions or their runs changed), `resync` (the stream fell behind: ask for everything again). The owner, admins and the owner's teachers get a job's events. Comments keep an idle stream open every 15 s; the stream ends after 5 minutes and the client opens another.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The stream of events */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/event-stream": string;
+                    };
+                };
+                401: components["responses"]["Unauthorized"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/jobs": {
         parameters: {
             query?: never;
@@ -1918,6 +1959,25 @@ export interface components {
             cells_total: number;
             current_cell: number | null;
         };
+        /** @description `event: job` of /events: a job appeared or changed; ask for it again */
+        JobEvent: {
+            id: string;
+            user: string;
+            state: components["schemas"]["JobState"];
+            progress: components["schemas"]["Progress"];
+            /** @description 1: the next to start; null when not queued */
+            queue_position: number | null;
+            waiting_reason: string | null;
+        };
+        /** @description `event: job_removed` of /events: a job went before it ended (deleted) */
+        JobRemovedEvent: {
+            id: string;
+            user: string;
+        };
+        /** @description `event: definitions` of /events: a user's definitions or their runs changed */
+        DefinitionsEvent: {
+            user: string;
+        };
         JobError: {
             cell_index: number | null;
             ename: string;
@@ -2597,6 +2657,9 @@ export type JobState = components['schemas']['JobState'];
 export type SubmitRequest = components['schemas']['SubmitRequest'];
 export type UpdateRequest = components['schemas']['UpdateRequest'];
 export type Progress = components['schemas']['Progress'];
+export type JobEvent = components['schemas']['JobEvent'];
+export type JobRemovedEvent = components['schemas']['JobRemovedEvent'];
+export type DefinitionsEvent = components['schemas']['DefinitionsEvent'];
 export type JobError = components['schemas']['JobError'];
 export type Job = components['schemas']['Job'];
 export type JobList = components['schemas']['JobList'];

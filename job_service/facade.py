@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .classes import ClassRegistry
     from .context import Context
     from .dispatch import Dispatcher
+    from .events import ChangeFeed
     from .notifications.outbox import Outbox
     from .notifications.settings import NotifySettingsStore
     from .retention import Retention
@@ -46,6 +47,7 @@ class ServiceFacade(Protocol):
     decisions: Decisions
     definitions: Definitions
     dispatcher: Dispatcher
+    feed: ChangeFeed
     notify_settings: NotifySettingsStore
     outbox: Outbox
     retention: Retention

@@ -25,6 +25,7 @@ from nbjobs.models import (
 
 from .api_base import JOB_ID, LOG_CHUNK, APIHandler, size_text
 from .errors import ServiceError
+from .events import KEEPALIVE_SECONDS, STREAM_SECONDS, Stream
 from .metrics import render as render_metrics
 
 
@@ -208,6 +209,43 @@ class LogsHandler(APIHandler):
         return offset
 
 
+class EventsHandler(APIHandler):
+    """``GET api/events``: what changed among the jobs and definitions the caller may
+    see, as server-sent events (see :mod:`.events`), until the service stops, the client
+    goes, or :data:`~.events.STREAM_SECONDS` pass (the client then opens another)."""
+
+    _stream: Stream | None = None
+
+    async def get(self) -> None:
+        self.set_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")  # a proxy passes each event at once
+        stream = self._stream = self.service.feed.open(self.caller)
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + STREAM_SECONDS
+        try:
+            self.write("retry: 3000\n\n")  # a browser's EventSource reconnects after 3 s
+            await self.flush()
+            while (left := ends - loop.time()) > 0:
+                try:
+                    frame = await asyncio.wait_for(stream.queue.get(), min(KEEPALIVE_SECONDS, left))
+                except asyncio.TimeoutError:
+                    frame = ": still here\n\n"  # a comment: keeps proxies from timing out
+                if not frame:
+                    break  # ended: the service stops or the client went
+                self.write(frame)
+                await self.flush()
+            self.finish()
+        except StreamClosedError:
+            pass  # the client went
+        finally:
+            self.service.feed.close_stream(stream)
+
+    def on_connection_close(self) -> None:
+        if self._stream is not None:
+            self.service.feed.close_stream(self._stream)
+
+
 class JobMetricsHandler(APIHandler):
     """``GET api/jobs/{id}/metrics``: the job's telemetry series, summary and hint.
 
@@ -355,6 +393,7 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
     return [
         (api + "/health", HealthHandler),
         (api + "/flavors", FlavorsHandler),
+        (api + "/events", EventsHandler),
         (api + "/jobs/?", JobsHandler),
         (api + job + "/?", JobHandler),
         (api + job + "/cancel", CancelHandler),

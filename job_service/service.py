@@ -75,6 +75,7 @@ from .errors import (
     StorageFailed,
     TooLarge,
 )
+from .events import ChangeFeed
 from .follow import Follower
 from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
@@ -193,6 +194,9 @@ class JobService:
         self.notify_settings = NotifySettingsStore(self.ctx)
         self.outbox = Outbox(self.ctx)
         self.budgets = Budgets(self.ctx)
+        #: what changed, pushed to the open ``api/events`` streams (see events.py); it
+        #: watches while one is open, whether or not this service dispatches
+        self.feed = ChangeFeed(self.ctx, self.positions)
         #: the inputs of long-ended jobs removed, users' job files measured and capped
         self.retention = Retention(self.ctx, self.folder_for)
         #: what works in the background while this service holds the lease, in the order
@@ -239,6 +243,7 @@ class JobService:
         the followers are dropped, and no database call is waited on for longer.
         """
         self.stopping = True
+        await self.feed.close()
         for loop in reversed(self.loops):  # what starts runs stops first (the ticker)
             await loop.stop()
         self.outbox.close()

@@ -163,6 +163,31 @@ class Progress(BaseModel):
     current_cell: int | None = None
 
 
+class JobEvent(BaseModel):
+    """``event: job`` of ``GET api/events``: a job appeared or changed; ask for it again."""
+
+    id: str
+    user: str
+    state: JobState
+    progress: Progress
+    #: 1: the next to start; None when not queued
+    queue_position: int | None
+    waiting_reason: str | None
+
+
+class JobRemovedEvent(BaseModel):
+    """``event: job_removed``: a job went before it ended (deleted)."""
+
+    id: str
+    user: str
+
+
+class DefinitionsEvent(BaseModel):
+    """``event: definitions``: a user's definitions or their runs changed."""
+
+    user: str
+
+
 class JobError(BaseModel):
     cell_index: int | None = None
     ename: str

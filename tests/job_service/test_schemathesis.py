@@ -124,6 +124,10 @@ def cancel_every_job(svc: Service) -> None:
             time.sleep(0.2)
 
 
+#: operations that answer with a stream that stays open (server-sent events)
+STREAMS = {"GET /events"}
+
+
 def run_operations(
     base_url: str,
     mode: GenerationMode,
@@ -141,6 +145,8 @@ def run_operations(
         operation = result.ok()
         if only is not None and operation.label not in only:
             continue
+        if operation.label in STREAMS:
+            continue  # open for minutes by design: tests/job_service/test_events.py
 
         @bounded(examples)
         @given(case=operation.as_strategy(generation_mode=mode), pick=st.integers(0, 3))

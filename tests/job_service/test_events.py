@@ -1,0 +1,215 @@
+"""``GET api/events``: changes reach the streams of whoever may see them, within 2 s,
+wherever they came from; nobody else's; and a stream costs nothing while nothing moves.
+
+The streams are read as a client reads them (server-sent events over HTTP); jobs are
+put into the database directly where the test plays another job service or the command
+line, and submitted through the API where it plays the user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from nbjobs.job_service import handlers
+from nbjobs.job_service.db import JobRecord
+from nbjobs.job_service.events import QUEUE_LIMIT, Stream, frame_of
+
+from nbjobs.models import JobEvent
+
+from .conftest import start_service, stop_all
+from .telemetry_helpers import insert_job, write_status
+
+CLASSES = {"classes": [{"name": "ml", "teachers": ["eve"], "students": ["ada"]}]}
+
+
+@pytest.fixture
+async def svc(tmp_path):
+    s = await start_service(tmp_path, CLASSES)
+    s.service.feed.interval = 0.2  # the tests wait less; the 2 s promise holds at 1 s
+    try:
+        yield s
+    finally:
+        await stop_all(s)
+
+
+class Events:
+    """One open stream, read in the background: its events in order, as they came."""
+
+    def __init__(self) -> None:
+        self.received: asyncio.Queue[tuple[str, dict[str, Any], float]] = asyncio.Queue()
+        self.status: int | None = None
+        self.ended = asyncio.Event()
+
+    async def next(self, kind: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
+        """The next event (of ``kind``), its data and when it arrived."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {kind or 'event'} within {timeout} s")
+            event, data, at = await asyncio.wait_for(self.received.get(), left)
+            if kind is None or event == kind:
+                return {"event": event, "data": data, "at": at}
+
+    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        while not self.received.empty():
+            event, data, _ = self.received.get_nowait()
+            out.append((event, data))
+        return out
+
+
+@contextlib.asynccontextmanager
+async def stream(svc, user: str | None) -> AsyncIterator[Events]:
+    """``GET api/events`` as ``user``, open for the block."""
+    events = Events()
+    client = svc.client(user)
+
+    async def read() -> None:
+        async with client.stream("GET", "events", timeout=None) as r:
+            events.status = r.status_code
+            if r.status_code != 200:
+                await r.aread()
+                events.body = r.text  # type: ignore[attr-defined]
+                events.ended.set()
+                return
+            event, data = "message", ""
+            async for line in r.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = line[5:].strip()
+                elif line == "" and data:
+                    events.received.put_nowait((event, json.loads(data), time.monotonic()))
+                    event, data = "message", ""
+        events.ended.set()
+
+    task = asyncio.ensure_future(read())
+    try:
+        yield events
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await client.aclose()
+
+
+async def test_a_job_put_in_anywhere_reaches_whoever_may_see_it_within_2_s(svc):
+    async with (
+        stream(svc, "ada") as ada,
+        stream(svc, "bob") as bob,
+        stream(svc, "root") as admin,
+        stream(svc, "eve") as teacher,
+    ):
+        for events in (ada, bob, admin, teacher):
+            assert (await events.next())["event"] == "hello"  # ask for everything now
+        await asyncio.sleep(0.5)  # the feed's first look is its baseline
+        # another service (or the command line) records a job of ada's
+        sent = time.monotonic()
+        job_id, _ = insert_job(svc.service, "ada", state="queued", started_ago=None)
+
+        for events in (ada, admin, teacher):
+            got = await events.next("job")
+            assert got["data"]["id"] == job_id
+            assert got["data"]["state"] == "queued"
+            assert got["data"]["queue_position"] == 1
+            assert got["at"] - sent < 2.0
+        JobEvent.model_validate(got["data"])  # what api/openapi.yaml says it is
+        await asyncio.sleep(1.0)
+        assert bob.drain() == []  # not his, not his class
+
+
+async def test_a_submitted_job_is_followed_to_its_end_and_a_removed_one_is_said_gone(svc):
+    svc.write("ada", "a.ipynb", "print('hi')")
+    async with stream(svc, "ada") as ada:
+        await ada.next("hello")
+        await asyncio.sleep(0.5)
+        job = await svc.submit("ada", "a.ipynb")
+        states = []
+        while not states or states[-1] not in ("succeeded", "failed"):
+            got = await ada.next("job", timeout=60)
+            assert got["data"]["id"] == job["id"]
+            states.append(got["data"]["state"])
+        assert states[-1] == "succeeded", states
+        assert states.index("succeeded") > 0  # it was seen waiting or running first
+
+        # a job removed before it ended (by an admin's cleanup, another service)
+        gone, _ = insert_job(svc.service, "ada", state="queued", started_ago=None)
+        assert (await ada.next("job"))["data"]["id"] == gone
+        with svc.service.sessions() as db:
+            db.delete(db.get(JobRecord, gone))
+            db.commit()
+        assert (await ada.next("job_removed"))["data"] == {"id": gone, "user": "ada"}
+
+
+async def test_a_running_jobs_progress_arrives_as_its_runner_writes_it(svc):
+    job_id, jobdir = insert_job(svc.service, "ada")
+    async with stream(svc, "ada") as ada:
+        await ada.next("hello")
+        await asyncio.sleep(0.5)
+        write_status(jobdir / "status.json", cells_done=3, cells_total=8, current_cell=3)
+        got = await ada.next("job", timeout=3)
+        assert got["data"]["state"] == "running"
+        assert got["data"]["progress"] == {"cells_done": 3, "cells_total": 8, "current_cell": 3}
+
+
+async def test_a_definition_saved_is_an_event_for_its_owner(svc):
+    svc.write("ada", "a.ipynb", "print('hi')")
+    async with stream(svc, "ada") as ada, stream(svc, "bob") as bob:
+        await ada.next("hello")
+        await bob.next("hello")
+        await asyncio.sleep(0.5)
+        async with svc.client("ada") as c:
+            r = await c.post("definitions", json={"path": "a.ipynb", "flavor": "cpu"})
+            assert r.status_code == 201, r.text
+        assert (await ada.next("definitions"))["data"] == {"user": "ada"}
+        await asyncio.sleep(0.6)
+        assert bob.drain() == []
+
+
+async def test_a_stream_needs_a_token_and_ends_to_be_opened_again(svc, monkeypatch):
+    async with stream(svc, None) as nobody:
+        await asyncio.wait_for(nobody.ended.wait(), 5)
+        assert nobody.status == 401
+    async with svc.client("ada") as c:
+        r = await c.get("events", headers={"Authorization": "token not-a-token"})
+        assert r.status_code == 401
+
+    monkeypatch.setattr(handlers, "STREAM_SECONDS", 1.0)
+    async with stream(svc, "ada") as ada:
+        await ada.next("hello")
+        await asyncio.wait_for(ada.ended.wait(), 5)  # the client opens another, re-checked
+    assert ada.status == 200
+
+
+async def test_the_feed_looks_only_while_a_stream_is_open_and_stops_with_the_service(svc):
+    looks = svc.service.feed.looks
+    await asyncio.sleep(0.6)
+    assert svc.service.feed.looks == looks  # nobody watches: no query at all
+    async with stream(svc, "ada") as ada:
+        await ada.next("hello")
+        await asyncio.sleep(0.6)
+        assert svc.service.feed.looks > looks
+        await svc.service.feed.close()  # as the service stopping does
+        await asyncio.wait_for(ada.ended.wait(), 5)
+    assert not svc.service.feed.streams
+
+
+def test_a_stream_that_falls_behind_is_told_to_start_again():
+    async def fill() -> list[str]:
+        stream = Stream(caller=None)  # type: ignore[arg-type]
+        for n in range(QUEUE_LIMIT + 5):
+            stream.offer(frame_of("job", {"n": n}, n))
+        return [stream.queue.get_nowait() for _ in range(stream.queue.qsize())]
+
+    frames = asyncio.run(fill())
+    assert len(frames) == 5  # what it missed is dropped (the one that overflowed too) ...
+    assert frames[0].startswith("event: resync")  # ... and it asks for everything again
+    assert '"n":260' in frames[-1]
+
