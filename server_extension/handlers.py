@@ -132,8 +132,9 @@ class ForwardHandler(_ServiceHandler):
         if self.request.method == "DELETE" and self.request.body:
             body = self.request.body  # removing students names them in the body
         # A log (followed or not) is passed on as it comes, a chunk at a time, never
-        # held whole: it may be bigger than this server's memory.
-        streaming = self.request.method == "GET" and path.endswith("/logs")
+        # held whole: it may be bigger than this server's memory. So is the stream of
+        # events (api/events), which stays open for minutes.
+        streaming = self.request.method == "GET" and (path.endswith("/logs") or path == "events")
         self._upstream_status: int | None = None
         self._held = bytearray()  # an error's body, answered whole below
         self._streamed = False

@@ -149,7 +149,7 @@ async def test_a_submitted_job_is_followed_to_its_end_and_a_removed_one_is_said_
 
 
 async def test_a_running_jobs_progress_arrives_as_its_runner_writes_it(svc):
-    job_id, jobdir = insert_job(svc.service, "ada")
+    _, jobdir = insert_job(svc.service, "ada")
     async with stream(svc, "ada") as ada:
         await ada.next("hello")
         await asyncio.sleep(0.5)

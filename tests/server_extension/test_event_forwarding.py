@@ -1,0 +1,61 @@
+"""The stream of events (``nbjobs/api/events``) passes through the server extension as
+it comes: the Jobs panel learns of a job submitted elsewhere within 2 s.
+
+A real jupyter-server without a hub, hosting its job service; the job is submitted
+through the API while the stream is open, as the command line would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import threading
+import time
+
+import requests
+
+from .test_jobs import notebook, wait_done, wait_ready
+
+
+def read_events(response, into: queue.Queue) -> None:
+    """Each event of a server-sent event stream, with when it arrived."""
+    event, data = "message", ""
+    # the test closes the response when done: reading it then fails, and that is the end
+    with contextlib.suppress(requests.RequestException, AttributeError, ValueError):
+        for line in response.iter_lines(decode_unicode=True):
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data = line[5:].strip()
+            elif line == "" and data:
+                into.put((event, json.loads(data), time.monotonic()))
+                event, data = "message", ""
+
+
+def test_events_pass_through_the_server_as_they_come(server):
+    notebook(server.root / "hello.ipynb", "print('hello')")
+    wait_ready(server)
+    received: queue.Queue = queue.Queue()
+    with server.get("nbjobs/api/events", stream=True) as r:
+        assert r.status_code == 200
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        reader = threading.Thread(target=read_events, args=(r, received), daemon=True)
+        reader.start()
+        event, data, _ = received.get(timeout=10)
+        assert event == "hello"
+        time.sleep(1.5)  # past the feed's first look (its baseline)
+
+        sent = time.monotonic()
+        submitted = server.request(
+            "POST", "nbjobs/api/jobs", json={"path": "hello.ipynb", "flavor": "cpu"}
+        ).json()
+        event, data, at = received.get(timeout=10)
+        assert (event, data["id"]) == ("job", submitted["id"])
+        assert at - sent < 2.0
+        wait_done(server, submitted["id"])
+        states = [data["state"]]
+        while states[-1] != "succeeded":
+            event, data, _ = received.get(timeout=10)
+            states.append(data["state"])
+        assert states[-1] == "succeeded"
