@@ -212,4 +212,3 @@ def test_a_stream_that_falls_behind_is_told_to_start_again():
     assert len(frames) == 5  # what it missed is dropped (the one that overflowed too) ...
     assert frames[0].startswith("event: resync")  # ... and it asks for everything again
     assert '"n":260' in frames[-1]
-
