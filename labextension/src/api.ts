@@ -204,6 +204,11 @@ export class NbjobsAPI {
     return this.json<IJobMetrics>(`jobs/${encodeURIComponent(id)}/metrics${query}`);
   }
 
+  /** The service's stream of events (`events.ts` reads it), until `signal` aborts it. */
+  events(signal: AbortSignal): Promise<Response> {
+    return this.fetch('events', { signal });
+  }
+
   /**
    * The log from `offset` bytes on, or its last `tail` bytes; with `follow`, a stream
    * that lasts until the job ends. The response's `X-Log-Offset` header says at which

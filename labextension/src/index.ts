@@ -32,6 +32,7 @@ import { dashboardUrl } from './dashboard';
 import { type JobDetail, createDetailWidget } from './detail';
 import { submitIcon } from './icons';
 import { type LogView, createLogWidget } from './logview';
+import { EventStream } from './events';
 import { JobsModel } from './model';
 import { JobsPanel } from './panel';
 import { kernelName, parametersSource } from './notebookjson';
@@ -74,6 +75,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const trans: Translate = (msgid, ...args) => bundle.__(msgid, ...(args as string[]));
     const api = new NbjobsAPI(trans, app.serviceManager.serverSettings);
     const model = new JobsModel(api);
+    // changes pushed by the service: the lists ask again when something changed
+    const events = new EventStream(signal => api.events(signal));
+    model.listen(events);
+    events.start();
     const logs = new WidgetTracker<MainAreaWidget<LogView>>({ namespace: 'nbjobs-logs' });
     const details = new WidgetTracker<MainAreaWidget<JobDetail>>({ namespace: 'nbjobs-jobs' });
     const me = PageConfig.getOption('hubUser') || null;

@@ -13,6 +13,7 @@ import { Poll } from '@lumino/polling';
 import { type ISignal, Signal } from '@lumino/signaling';
 
 import { NbjobsAPI, NbjobsError } from './api';
+import type { EventStream, ServiceEvent } from './events';
 import { isActive } from './format';
 import {
   DEFAULT_QUERY,
@@ -160,6 +161,38 @@ export class JobsModel {
     return this._approved;
   }
 
+  /** Emitted with each event the service pushed (after the model acted on it). */
+  get pushed(): ISignal<this, ServiceEvent> {
+    return this._pushed;
+  }
+
+  /**
+   * Follow the service's stream of events: any change to the user's jobs (or, for
+   * admins and teachers, to jobs they may see) asks again at once; while the stream is
+   * open, polling is only a slow safety net.
+   */
+  listen(events: EventStream): void {
+    this._events = events;
+    events.received.connect((_, event) => {
+      if (event.event !== 'definitions') {
+        this._refreshSoon();
+      }
+      this._pushed.emit(event);
+    }, this);
+    events.connectedChanged.connect(() => this._plan(), this);
+  }
+
+  /** Ask again shortly: a burst of events (a job running cell after cell) asks once. */
+  private _refreshSoon(): void {
+    if (this._soon) {
+      return;
+    }
+    this._soon = setTimeout(() => {
+      this._soon = 0;
+      void this.refresh();
+    }, REFRESH_DELAY);
+  }
+
   /** Tell the model whether the panel is shown; polling follows. */
   setVisible(visible: boolean): void {
     if (visible === this._visible) {
@@ -188,6 +221,7 @@ export class JobsModel {
 
   /** Stop polling for good. */
   dispose(): void {
+    clearTimeout(this._soon);
     this._poll.dispose();
     Signal.clearData(this);
   }
@@ -246,7 +280,8 @@ export class JobsModel {
     const plan = planPoll({
       panelVisible: this._visible,
       activeJobs: this._active,
-      quietPolls: this._quietPolls
+      quietPolls: this._quietPolls,
+      pushed: this._events?.connected ?? false
     });
     if (!plan.run) {
       void this._poll.stop();
@@ -282,7 +317,14 @@ export class JobsModel {
   private _changed = new Signal<this, void>(this);
   private _ended = new Signal<this, IJob[]>(this);
   private _approved = new Signal<this, IJob[]>(this);
+  private _pushed = new Signal<this, ServiceEvent>(this);
+  private _events: EventStream | null = null;
+  private _soon = 0;
 }
+
+/** How long after an event the list is asked for again (ms): events that come together
+ * are answered by one request. */
+export const REFRESH_DELAY = 150;
 
 /** Jobs waiting or running among those a poll got, each once. */
 function countActive(...lists: IJob[][]): number {

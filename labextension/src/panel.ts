@@ -20,6 +20,7 @@ import {
 } from '@jupyterlab/ui-components';
 import type { Message } from '@lumino/messaging';
 import { Debouncer } from '@lumino/polling';
+import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import type { NbjobsAPI } from './api';
@@ -213,6 +214,15 @@ export class JobsPanel extends Widget {
     this.node.append(header, filters, this._notice, this._list, this._definitions.node);
     this._showView('jobs');
     model.changed.connect(this._render, this);
+    // Schedules shown: a change to the user's definitions, or a job (a run's) queued or
+    // ended, is drawn again at once ("last: starting" turns "succeeded" as it ends); a
+    // running job's next cell changes nothing there
+    model.pushed.connect((_, event) => {
+      const moved = event.event !== 'job' || event.data.state !== 'running';
+      if (this._visible && this._view === 'schedules' && moved) {
+        void this._definitions.refresh();
+      }
+    }, this);
   }
 
   /** Show the job definitions (Schedules) instead of the jobs. */
@@ -242,6 +252,7 @@ export class JobsPanel extends Widget {
 
   dispose(): void {
     this.model.changed.disconnect(this._render, this);
+    Signal.disconnectReceiver(this);
     this._searchLater.dispose();
     window.clearInterval(this._clock);
     for (const row of this._rows.values()) {

@@ -16,6 +16,11 @@ export const ACTIVE_INTERVAL = 2000;
  * the user when it ends.
  */
 export const HIDDEN_ACTIVE_INTERVAL = 10000;
+/**
+ * Period while the service pushes changes (its stream of events is open): a safety net
+ * only, as every change arrives by itself.
+ */
+export const PUSHED_INTERVAL = 30000;
 /** First period once nothing is active; it doubles per quiet poll... */
 export const IDLE_INTERVAL = 5000;
 /** ...up to this. */
@@ -28,6 +33,8 @@ export interface IPollInputs {
   activeJobs: number;
   /** polls in a row that saw nothing active and nothing changed */
   quietPolls: number;
+  /** the service's stream of events is open: changes arrive without asking */
+  pushed?: boolean;
 }
 
 export interface IPollPlan {
@@ -38,7 +45,17 @@ export interface IPollPlan {
 }
 
 /** The next polling period, or none. */
-export function planPoll({ panelVisible, activeJobs, quietPolls }: IPollInputs): IPollPlan {
+export function planPoll({
+  panelVisible,
+  activeJobs,
+  quietPolls,
+  pushed = false
+}: IPollInputs): IPollPlan {
+  if (pushed) {
+    // Changes arrive as events: a slow poll only in case one was missed, none when
+    // nothing runs and nobody looks.
+    return { run: activeJobs > 0 || panelVisible, interval: PUSHED_INTERVAL };
+  }
   if (activeJobs > 0) {
     return {
       run: true,

@@ -2,7 +2,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import type { NbjobsAPI } from '../src/api';
 import { DEFAULT_QUERY, type IJobQuery, matchesQuery } from '../src/joblist';
-import { JobsModel } from '../src/model';
+import type { Signal } from '@lumino/signaling';
+
+import { EventStream, type ServiceEvent } from '../src/events';
+import { JobsModel, REFRESH_DELAY } from '../src/model';
 import type { IJob, IJobList } from '../src/types';
 
 /**
@@ -128,5 +131,32 @@ describe('JobsModel pages', () => {
     model.forget(gone);
     expect(model.find(gone)).toBeUndefined();
     expect(model.jobs).toHaveLength(149);
+  });
+});
+
+describe('JobsModel with pushed changes', () => {
+  it('asks again once for a burst of events, and shows the job they announce', async () => {
+    const service = new ServiceStandIn();
+    service.add(2);
+    const model = modelOver(service);
+    const events = new EventStream(() => new Promise<Response>(() => undefined), {
+      hidden: true,
+      addEventListener: () => undefined,
+      removeEventListener: () => undefined
+    });
+    model.listen(events);
+    await model.refresh();
+    const before = service.calls.length;
+
+    service.add(1, 'from the terminal'); // submitted elsewhere
+    const emit = (events as unknown as { _received: Signal<EventStream, ServiceEvent> })._received;
+    for (let cell = 0; cell < 5; cell++) {
+      emit.emit({ event: 'job', data: { id: 'x', user: 'ada', state: 'running' } as never });
+    }
+    await new Promise(resolve => setTimeout(resolve, REFRESH_DELAY + 50));
+    await model.refresh(); // waits for the poll's tick in flight
+    expect(service.calls.length - before).toBe(2); // the events' one, and this one
+    expect(model.jobs[0].name).toMatch(/^from the terminal/);
+    events.dispose();
   });
 });
