@@ -201,6 +201,25 @@ def test_the_admin_moves_a_queued_job_to_the_front_and_cancels_one(
         api(lab, "POST", API + f"jobs/{job['id']}/cancel")
 
 
+def test_the_queue_view_shows_a_job_queued_elsewhere_within_2_s(lab: Page, admin: Page, hub: Hub):
+    hold = submit_by_api(lab, "slow.ipynb", "cpu", "dash-hold2", seconds=30)
+    wait_for(lab, hold["id"], "running")
+    admin.goto(hub.url + DASHBOARD + "#queue")
+    rows = admin.locator("table[aria-label='Queue'] tbody tr")
+    expect(admin.locator("#nbjobs-main")).not_to_contain_text("Loading")
+    expect(rows).to_have_count(0)
+    time.sleep(1.5)  # the page is drawn and its stream open
+
+    waiting = submit_by_api(lab, "slow.ipynb", "cpu", "dash-pushed", seconds=0.1)
+    sent = time.monotonic()
+    expect(rows).to_have_count(1, timeout=2500)  # no reload: the service said so
+    assert time.monotonic() - sent < 2.5
+    expect(rows.nth(0)).to_contain_text(waiting["id"])
+    for job in (waiting, hold):
+        api(lab, "POST", API + f"jobs/{job['id']}/cancel")
+    expect(rows).to_have_count(0, timeout=5000)
+
+
 def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Page, hub: Hub):
     admin.goto(hub.url + DASHBOARD + "#nodes")
     row = admin.locator("table[aria-label='Nodes'] tbody tr").first

@@ -57,6 +57,20 @@ export class Api {
     return this.call<T>('DELETE', path);
   }
 
+  /** The service's stream of events (`GET api/events`), until `signal` aborts it. */
+  async events(signal: AbortSignal): Promise<Response> {
+    const url = new URL(this.base + 'events', window.location.href);
+    const response = await fetch(url.toString(), {
+      headers: { Authorization: `token ${this.token}` },
+      credentials: 'omit',
+      signal
+    });
+    if (!response.ok) {
+      throw new ApiError(response.status, `the job service answered ${response.status}`);
+    }
+    return response;
+  }
+
   async call<T>(
     method: string,
     path: string,

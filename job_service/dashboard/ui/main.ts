@@ -28,6 +28,7 @@ import {
   IUsage,
   IUsageLine
 } from './api';
+import { EventStream, type ServiceEvent } from '../../../labextension/src/events';
 import { bytes, csvField, gpus, hours, isoDay, rosterNames, wait, when } from './format';
 
 Chart.register(
@@ -56,6 +57,8 @@ const COLOURS = [
 ];
 const SERIES_SHOWN = 7;
 const REFRESH_MS = 10_000;
+/** how long after a pushed change a view draws again: a burst draws once */
+const REDRAW_DELAY_MS = 500;
 
 type Child = Node | string | null | undefined | false;
 
@@ -115,6 +118,9 @@ class Dashboard {
   private view = '';
   private timer = 0;
   private charts: Chart[] = [];
+  /** changes the service pushes: the views that list jobs draw again by themselves */
+  private events: EventStream | null = null;
+  private redrawSoon = 0;
 
   constructor(root: HTMLElement) {
     this.root = root;
@@ -141,6 +147,10 @@ class Dashboard {
       return;
     }
     this.layout();
+    this.events?.dispose();
+    this.events = new EventStream(signal => this.api.events(signal));
+    this.events.received.connect((_, event) => this.pushed(event));
+    this.events.start();
     const fromHash = (): string => {
       const wanted = window.location.hash.slice(1);
       return this.views().some(([id]) => id === wanted) ? wanted : this.views()[0][0];
@@ -152,6 +162,36 @@ class Dashboard {
       }
     });
     this.show(fromHash());
+  }
+
+  /**
+   * A change the service pushed: the Overview, Queue and Approvals views draw again (once
+   * for a burst), unless someone is typing in them (a reason, a roster); the others hold
+   * no job that moves.
+   */
+  private pushed(event: ServiceEvent): void {
+    if (event.event === 'definitions' || this.redrawSoon) {
+      return;
+    }
+    // what the view last said (a move, a decision) stays said
+    const said = () => this.main.querySelector('.nbjobs-Status')?.textContent ?? '';
+    const redraw: Record<string, () => Promise<void>> = {
+      overview: () => this.overview(),
+      queue: () => this.queue(undefined, said()),
+      approvals: () => this.approvals(said())
+    };
+    const view = this.view;
+    if (!redraw[view]) {
+      return;
+    }
+    this.redrawSoon = window.setTimeout(() => {
+      this.redrawSoon = 0;
+      const typing = document.activeElement?.closest('#nbjobs-main input, textarea, select');
+      if (this.view === view && !typing) {
+        window.clearTimeout(this.timer);
+        void redraw[view]();
+      }
+    }, REDRAW_DELAY_MS);
   }
 
   /** Standalone (no hub): one of the service's API tokens, kept in this tab only. */
