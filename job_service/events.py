@@ -7,7 +7,9 @@ command line, a schedule, or another job service on the same database. So they a
 API again when something changed, rather than polling on a timer.
 
 One :class:`ChangeFeed` per service watches the database for everyone: while at least
-one stream is open it takes a small snapshot every ``interval`` (1 s) of the jobs not
+one stream is open it takes a small snapshot, right after each commit of this service's
+(coalesced over :data:`COALESCE` s) and at least every ``interval`` (1 s, for what other
+services and the command line write), of the jobs not
 yet ended and those ended since the last look (only of users someone watches: the
 stream's callers, their students for teachers, everyone for an admin), with each started
 job's progress from its runner (:class:`~.live.RunnerStatuses`), and compares it with
@@ -36,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from nbjobs.job_runner.status import FINAL_STATES
 from sqlalchemy import case, func, or_, select
+from sqlalchemy import event as sa_event
 
 from nbjobs.models import DefinitionsEvent, JobEvent, JobRemovedEvent, JobState, Progress
 
@@ -49,6 +52,9 @@ if TYPE_CHECKING:
 
 #: seconds between two looks at the database while a stream is open
 INTERVAL = 1.0
+#: after a commit of this service's, the look waits this long for the commits that follow
+#: (a burst of submissions is looked at once)
+COALESCE = 0.05
 #: events a stream may fall behind by before it is told to start again (``resync``)
 QUEUE_LIMIT = 256
 #: a stream ends after this many seconds; the client opens another (authenticated again)
@@ -136,6 +142,10 @@ class ChangeFeed:
         self._watched: frozenset[str] | None = frozenset()
         self._next_id = 0
         self._closed = False
+        #: set by a commit of this service's: look now rather than at the next interval
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        sa_event.listen(ctx.sessions, "after_commit", self._committed)
         #: looks taken (for tests and benchmarks)
         self.looks = 0
 
@@ -152,6 +162,8 @@ class ChangeFeed:
             return stream
         self.streams.add(stream)
         if self._task is None or self._task.done():
+            self._loop = asyncio.get_running_loop()
+            self._wake = asyncio.Event()
             self._task = asyncio.ensure_future(self._watch())
         return stream
 
@@ -170,6 +182,12 @@ class ChangeFeed:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def _committed(self, _session: object) -> None:
+        """A commit (any thread): wake the watcher, if it watches."""
+        loop, wake = self._loop, self._wake
+        if self.streams and loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
+
     async def _watch(self) -> None:
         # The first look is the baseline (each new stream starts with hello and asks
         # for everything); a user watched anew has their jobs sent once, as news.
@@ -181,9 +199,21 @@ class ChangeFeed:
                 first = False
             except Exception:
                 self.log.exception("events: a look at the database failed; trying again")
-            await asyncio.sleep(self.interval)
+            await self._until_next_look()
         self._jobs.clear()
         self._definitions.clear()
+
+    async def _until_next_look(self) -> None:
+        """Wait for a commit of this service's (then a little more, for those that follow
+        it) or the interval, whichever comes first."""
+        wake = self._wake
+        assert wake is not None
+        try:
+            await asyncio.wait_for(wake.wait(), self.interval)
+            await asyncio.sleep(COALESCE)
+        except asyncio.TimeoutError:
+            pass
+        wake.clear()
 
     def _watched_users(self) -> frozenset[str] | None:
         """The users whose jobs some stream may see; None: everyone's (an admin watches)."""
