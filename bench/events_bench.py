@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -109,10 +110,8 @@ async def wait_seen(panel: Panel, job_id: str, timeout: float = 10.0) -> float:
         left = deadline - time.perf_counter()
         if left <= 0:
             raise SystemExit(f"no event for job {job_id} on {panel.user}'s stream in {timeout} s")
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(panel.arrived.wait(), left)
-        except asyncio.TimeoutError:
-            pass
     return panel.seen[job_id]
 
 
@@ -130,7 +129,7 @@ async def measure_cpu(process: psutil.Process, seconds: float) -> float:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def run(args: argparse.Namespace, root: Path) -> int:
@@ -200,9 +199,12 @@ async def run(args: argparse.Namespace, root: Path) -> int:
                 await asyncio.sleep(1.5)
                 submitted = await asyncio.gather(*(submit(client, f"token-{u}") for u in users))
                 arrivals = await asyncio.gather(
-                    *(wait_seen(panels[u], job_id) for u, (job_id, _) in zip(users, submitted))
+                    *(
+                        wait_seen(panels[u], job_id)
+                        for u, (job_id, _) in zip(users, submitted, strict=True)
+                    )
                 )
-                delays = [a - s for a, (_, s) in zip(arrivals, submitted)]
+                delays = [a - s for a, (_, s) in zip(arrivals, submitted, strict=True)]
                 bursts.append((pct(delays, 0.5), pct(delays, 0.95), max(delays)))
                 await asyncio.sleep(1.5)
             for follower in followers:
