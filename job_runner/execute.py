@@ -663,7 +663,7 @@ class NotebookJob:
         except OSError as exc:  # the job service falls back on the exit code
             self._log(could_not_write("the status file", self.status_path or "", exc))
         outcome = f"{state} ({message})" if message else state
-        self._log(f"done: {outcome}; executed notebook: {self.output_path}")
+        self._log(f"done: {outcome}; executed notebook: {self._shown(self.output_path)}")
         return RunResult(
             exit_code=exit_code,
             state=state,
@@ -691,7 +691,7 @@ class NotebookJob:
             except Exception as exc:  # nbconvert's templates and filters raise anything
                 problem = f"nbconvert failed: {type(exc).__name__}: {exc}"
             else:
-                self._log(f"HTML copy: {path}")
+                self._log(f"HTML copy: {self._shown(path)}")
                 return
         warning = f"no HTML copy: {problem}"
         self.warnings.append(warning)
@@ -804,6 +804,14 @@ class NotebookJob:
             self._write_status()
         else:
             self._deferred_write = asyncio.get_running_loop().call_later(wait, self._write_status)
+
+    def _shown(self, path: str | os.PathLike[str]) -> str:
+        """A path as the log shows it: from the job's folder (where its notebook is) when
+        it lies inside it, as its owner sees their files; never the server's full path."""
+        try:
+            return str(Path(path).absolute().relative_to(self.cwd))
+        except ValueError:
+            return Path(path).name
 
     def _log(self, line: str) -> None:
         if self.echo:

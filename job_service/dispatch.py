@@ -287,16 +287,17 @@ class Dispatcher:
             and quota.max_running_gpus is not None
             and running_gpus[user] + gpus > quota.max_running_gpus + 1e-9
         ):
+            # said of the owner by name: admins and teachers read it too
             return (
-                f"waiting for your other jobs: you may use {quota.max_running_gpus:g} GPU(s) "
-                f"at once and are using {running_gpus[user]:g}"
+                f"waiting for {user}'s running jobs: {user} may use "
+                f"{quota.max_running_gpus:g} GPU(s) at once and uses {running_gpus[user]:g}"
             )
         if flavor.gpus and quota.gpu_hours is not None:
             used = hours.get((user, quota.period), 0.0)
             if used >= quota.gpu_hours:
                 return (
-                    f"your {quota.gpu_hours:g} GPU-hours in {PERIOD_WORDS[quota.period]} are "
-                    "used up; it starts as your older GPU time leaves that window, or cancel it"
+                    f"{user}'s {quota.gpu_hours:g} GPU-hours in {PERIOD_WORDS[quota.period]} "
+                    "are used up; it starts as older GPU time leaves that window, or cancel it"
                 )
         backend = ctx.backend
         if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:

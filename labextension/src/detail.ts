@@ -143,7 +143,12 @@ export class JobDetail extends Widget {
       parts.push(flavorResources(flavor, trans));
     }
     if (job.gpus.length) {
-      parts.push(trans('GPUs %1', job.gpus.join(', ')));
+      // the devices it was given, by number: "GPU 0" is the first GPU, not "no GPU"
+      parts.push(
+        job.gpus.length === 1
+          ? trans('on GPU %1', job.gpus[0])
+          : trans('on GPUs %1', job.gpus.join(', '))
+      );
     }
     return parts.join(' · ');
   }

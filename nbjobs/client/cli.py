@@ -284,7 +284,8 @@ def _details(job: dict[str, Any]) -> str:
     if job.get("waiting_reason"):
         rows.append(("waiting", job["waiting_reason"]))
     if job.get("gpus"):
-        rows.append(("gpus", ",".join(job["gpus"])))
+        # the devices it was given, by number ("GPU 0" is the first, not "no GPU")
+        rows.append(("on GPUs" if len(job["gpus"]) > 1 else "on GPU", ", ".join(job["gpus"])))
     if job.get("node"):
         rows.append(("node", job["node"]))
     if job.get("message"):
@@ -388,7 +389,8 @@ def submit(argv: Sequence[str]) -> int:
 
 def _after_submit(client: Client, job: dict[str, Any], args: argparse.Namespace) -> int:
     if not args.wait:
-        print(json.dumps(job) if args.json else f"submitted {job['id']}: {_show(job)}")
+        # the line starts with the id, as `nbjobs list` shows a job: said once
+        print(json.dumps(job) if args.json else f"submitted: {_show(job)}")
         return 0
     if not args.json:
         # At once, so that another terminal can follow or cancel it while we wait.

@@ -23,7 +23,10 @@ def test_an_html_copy_is_written_beside_the_output_in_a_folder_made_for_it(make_
     result = nbformat.read(out, as_version=4)
     assert result.cells[0].outputs[0]["text"] == "in both\n"
     assert result.metadata["nbjobs"]["warnings"] == []
-    assert f"HTML copy: {html}" in proc.stderr
+    # the log names the files as their owner sees them, from the notebook's folder
+    assert "HTML copy: nbjobs-outputs/run.html\n" in proc.stderr
+    assert "executed notebook: nbjobs-outputs/run.ipynb\n" in proc.stderr
+    assert str(tmp_path) not in proc.stderr  # never the server's full path
 
 
 def test_without_nbconvert_the_job_still_succeeds_and_says_why_there_is_no_copy(

@@ -76,7 +76,7 @@ async def test_running_gpu_quota_makes_jobs_wait_with_the_reason(svc):
 
     assert waiting["state"] == "queued"
     assert waiting["waiting_reason"] == (
-        "waiting for your other jobs: you may use 2 GPU(s) at once and are using 2"
+        "waiting for ada's running jobs: ada may use 2 GPU(s) at once and uses 2"
     )
     assert (await svc.wait("ada", more["id"]))["state"] == "succeeded"
 
@@ -344,7 +344,7 @@ async def test_a_local_fraction_flavor_counts_free_slices_and_charges_its_share(
         # two halves make the one GPU ada's quota allows: the third waits for them
         waiting = await svc.wait("ada", jobs[2]["id"], lambda j: j["waiting_reason"] is not None)
         assert waiting["waiting_reason"] == (
-            "waiting for your other jobs: you may use 1 GPU(s) at once and are using 1"
+            "waiting for ada's running jobs: ada may use 1 GPU(s) at once and uses 1"
         )
         assert ((await half())["free_gpus"], (await half())["total_gpus"]) == (2, 4)
         assert (await svc.wait("ada", jobs[2]["id"]))["state"] == "succeeded"

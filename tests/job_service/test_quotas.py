@@ -79,8 +79,8 @@ async def test_a_queued_job_waits_with_the_reason_while_the_gpu_hours_are_used_u
         )
         assert waiting["state"] == "queued"
         assert waiting["waiting_reason"] == (
-            "your 1 GPU-hours in the last 24 hours are used up; "
-            "it starts as your older GPU time leaves that window, or cancel it"
+            "ada's 1 GPU-hours in the last 24 hours are used up; "
+            "it starts as older GPU time leaves that window, or cancel it"
         )
 
         # A day on, that work lies before the window, and the job starts.

@@ -62,7 +62,7 @@ async def test_four_quarter_gpu_jobs_share_one_gpu_and_are_charged_a_quarter_eac
     fifth = await svc.wait("ada", jobs[4]["id"], lambda j: j["waiting_reason"] is not None)
     assert fifth["state"] == "queued"
     assert fifth["waiting_reason"] == (
-        "waiting for your other jobs: you may use 1 GPU(s) at once and are using 1"
+        "waiting for ada's running jobs: ada may use 1 GPU(s) at once and uses 1"
     )
     assert fake.get("jobs", NAMESPACE, names[4]) is None
     info = await flavor_info(svc, "ada", "a100-quarter")

@@ -758,7 +758,7 @@ class Dashboard {
       h(
         'p',
         { class: 'nbjobs-Hint' },
-        'An approved job joins the queue; a rejected one is cancelled with your reason. Requests nobody answers expire (nbjobs.yaml, the flavor’s approval.expires_after).'
+        'An approved job joins the queue; a rejected one is cancelled with your reason. A request nobody answers in time is cancelled: its student was told when.'
       )
     );
   }
