@@ -121,7 +121,17 @@ def account_for(hub_name: str, settings: AccountsConfig, home: Path) -> Account 
     if settings.mode == "create" and entry.pw_dir != str(home) and os.geteuid() == 0:
         # nbjobs' own account, its storage moved (a new root in nbjobs.yaml): follow it
         usermod = shutil.which("usermod") or "/usr/sbin/usermod"
-        subprocess.run([usermod, "--home", str(home), name], capture_output=True, check=False)
+        moved = subprocess.run(
+            [usermod, "--home", str(home), name], capture_output=True, text=True, check=False
+        )
+        if moved.returncode != 0:
+            # its processes still run from the old home (an earlier demo's servers): a
+            # server started now would not find its folder
+            raise AccountRefused(
+                f"the OS account {name!r} has its home at {entry.pw_dir}, not {home}, and "
+                f"cannot be moved: {moved.stderr.strip() or 'usermod failed'}; stop what "
+                "runs as it (an earlier nbjobs demo or hub), then start again"
+            )
         entry = pwd.getpwnam(name)
     return Account.of(entry)
 

@@ -265,9 +265,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the hub, the service, the servers and the jobs make private files: the hub's
     # database and secrets, the job records, each user's results
     os.umask(0o077)
-    hub_config = prepare(
-        workdir, args.ip, args.port, args.hub_port, args.service_port, args.proxy_api_port
-    )
+    from nbjobs.accounts import AccountRefused
+
+    try:
+        hub_config = prepare(
+            workdir, args.ip, args.port, args.hub_port, args.service_port, args.proxy_api_port
+        )
+    except AccountRefused as exc:
+        print(f"nbjobs demo: {exc}", file=sys.stderr)
+        return 2
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")

@@ -10,6 +10,7 @@ import os
 import pwd
 import stat
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,26 @@ def test_create_makes_the_account_once_with_the_folder_as_its_home(prefix, tmp_p
     prepare_home(first, home)
     assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (first.uid, 0o700)
     assert f"{prefix}ada" in accounts_made()
+
+
+@as_root
+def test_a_home_moved_follows_unless_the_account_still_runs_from_the_old_one(prefix, tmp_path):
+    settings = AccountsConfig(mode="create", prefix=prefix)
+    old, new, newer = tmp_path / "old", tmp_path / "new", tmp_path / "newer"
+    account_for("ada", settings, old)
+    moved = account_for("ada", settings, new)  # storage moved: the account follows
+    assert moved is not None and pwd.getpwnam(f"{prefix}ada").pw_dir == str(new)
+
+    # a process of the account still runs (an earlier demo's server): no half-moved start
+    sleeper = subprocess.Popen(["runuser", "-u", f"{prefix}ada", "--", "sleep", "30"])
+    try:
+        time.sleep(0.3)
+        with pytest.raises(AccountRefused, match="cannot be moved: .*stop what runs as it"):
+            account_for("ada", settings, newer)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert pwd.getpwnam(f"{prefix}ada").pw_dir == str(new)
 
 
 @as_root

@@ -144,6 +144,7 @@ def test_the_typescript_build_writes_only_inside_its_checkout(tmp_path):
     for clone in clones:
         (clone / "labextension").mkdir(parents=True)
         (clone / "labextension" / "src").symlink_to(ROOT / "labextension" / "src")
+        (clone / "api").symlink_to(ROOT / "api")  # the API's types, generated there
         (clone / "tsconfig.json").write_text((ROOT / "tsconfig.json").read_text())
         (clone / "node_modules").symlink_to(ROOT / "node_modules")
     for clone in clones:
