@@ -88,7 +88,8 @@ def test_a_home_moved_follows_unless_the_account_still_runs_from_the_old_one(pre
     old, new, newer = tmp_path / "old", tmp_path / "new", tmp_path / "newer"
     account_for("ada", settings, old)
     moved = account_for("ada", settings, new)  # storage moved: the account follows
-    assert moved is not None and pwd.getpwnam(f"{prefix}ada").pw_dir == str(new)
+    assert moved is not None
+    assert pwd.getpwnam(f"{prefix}ada").pw_dir == str(new)
 
     # a process of the account still runs (an earlier demo's server): no half-moved start
     sleeper = subprocess.Popen(["runuser", "-u", f"{prefix}ada", "--", "sleep", "30"])
