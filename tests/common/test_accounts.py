@@ -95,7 +95,7 @@ def test_a_home_moved_follows_unless_the_account_still_runs_from_the_old_one(pre
     sleeper = subprocess.Popen(["runuser", "-u", f"{prefix}ada", "--", "sleep", "30"])
     try:
         time.sleep(0.3)
-        with pytest.raises(AccountRefused, match="cannot be moved: .*stop what runs as it"):
+        with pytest.raises(AccountRefused, match=r"cannot be moved: .*stop what runs as it"):
             account_for("ada", settings, newer)
     finally:
         sleeper.kill()
