@@ -2316,6 +2316,8 @@ export interface components {
             /** @description classes whose usage the caller may see */
             classes: string[];
             outputs: components["schemas"]["OutputDefaults"];
+            /** @description the channels this service can send messages on (notifications in nbjobs.yaml); the settings offer only these */
+            notify_channels: ("email" | "webhook")[];
         };
         /** @description where results go unless a submission says otherwise (outputs in nbjobs.yaml) */
         OutputDefaults: {

@@ -142,6 +142,11 @@ class MeHandler(APIHandler):
                 groups=sorted(caller.groups),
                 classes=sorted(c.name for c in self.service.classes.visible_to(caller)),
                 outputs=OutputDefaults(**self.service.config.outputs.model_dump()),
+                notify_channels=[
+                    channel
+                    for channel in ("email", "webhook")
+                    if getattr(self.service.config.notifications, channel) is not None
+                ],
             )
         )
 

@@ -22,6 +22,9 @@ class Me(BaseModel):
     classes: list[str]
     #: where results go unless a submission says otherwise (the Submit dialog's defaults)
     outputs: OutputDefaults
+    #: the channels this service can send messages on (set up in nbjobs.yaml's
+    #: notifications): the notification settings offer only these
+    notify_channels: list[Literal["email", "webhook"]]
 
 
 class GpuCount(BaseModel):

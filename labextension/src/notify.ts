@@ -24,7 +24,9 @@ export class NotifyForm extends Widget {
     latest: INotification[],
     trans: Translate,
     error: string | null = null,
-    scope: string | null = null
+    scope: string | null = null,
+    /** the channels the service can send on: only these are offered */
+    channels: readonly string[] = ['email', 'webhook']
   ) {
     super();
     this.addClass('nbjobs-NotifyForm');
@@ -143,17 +145,31 @@ export class NotifyForm extends Widget {
       trans(
         'Leave a field empty to stop that channel; your admins decide which addresses and hosts are allowed.'
       );
+    const email = channels.includes('email');
+    const webhook = channels.includes('webhook');
+    if (!email && !webhook) {
+      // nothing to set: say so, and what still tells the user
+      hint.textContent = trans(
+        'This nbjobs sends no email or webhook messages: your admins have set up neither. JupyterLab tells you when a job ends while it is open.'
+      );
+      this.node.append(hint, recent);
+      this.sendsNothing = true;
+      return;
+    }
     this.node.append(
       hint,
-      field(trans('Email me at'), this._email),
-      this._unconfirmed,
-      field(trans('Webhook'), this._webhook),
-      field(trans('Webhook format'), this._format),
+      ...(email ? [field(trans('Email me at'), this._email), this._unconfirmed] : []),
+      ...(webhook
+        ? [field(trans('Webhook'), this._webhook), field(trans('Webhook format'), this._format)]
+        : []),
       events,
       this._error,
       recent
     );
   }
+
+  /** The service has no channel to offer: the form only shows the latest messages. */
+  sendsNothing = false;
 
   /** What the form holds, as the service's request body. */
   getValue(): INotifySettings {
@@ -194,10 +210,16 @@ export async function notificationsDialog(
   definition: { id: string; name: string } | null = null
 ): Promise<INotifySettingsInfo | null> {
   let settings: FormStart | null;
+  let channels: readonly string[] = [];
   let latest: INotification[];
   let own = false; // the definition has a setting of its own
   try {
-    const [all, messages] = await Promise.all([api.notifySettings(), api.notifications(5)]);
+    const [all, messages, me] = await Promise.all([
+      api.notifySettings(),
+      api.notifications(5),
+      api.me().catch(() => null) // an older service: both channels offered, as before
+    ]);
+    channels = me?.notify_channels ?? ['email', 'webhook'];
     const users = all.find(s => !s.job_id && !s.definition_id) ?? null;
     const scoped = definition ? all.find(s => s.definition_id === definition.id) : undefined;
     own = Boolean(scoped);
@@ -217,7 +239,15 @@ export async function notificationsDialog(
     ? trans('Notifications for "%1"', definition.name)
     : trans('Notifications');
   for (;;) {
-    const form = new NotifyForm(settings, latest, trans, error, definition?.name ?? null);
+    const form = new NotifyForm(settings, latest, trans, error, definition?.name ?? null, channels);
+    if (form.sendsNothing) {
+      await showDialog({
+        title,
+        body: form,
+        buttons: [Dialog.okButton({ label: trans('Close') })]
+      });
+      return null;
+    }
     const reset = Dialog.createButton({
       label: trans('Use my usual setting'),
       displayType: 'default',

@@ -427,6 +427,18 @@ def test_a_job_submitted_elsewhere_appears_in_the_idle_panel_within_2_s(lab: Pag
     assert wait_for(lab, job["id"], "succeeded")["state"] == "succeeded"
 
 
+def test_without_mail_or_webhooks_the_bell_says_so_and_asks_for_nothing(lab: Page):
+    """This hub's nbjobs.yaml sets up no notifications: no field to fill in vain."""
+    jobs_panel(lab).locator(".nbjobs-JobsPanel-notifications").click()
+    dialog = lab.locator(".jp-Dialog")
+    expect(dialog.locator(".jp-Dialog-header")).to_have_text("Notifications")
+    expect(dialog).to_contain_text("This nbjobs sends no email or webhook messages")
+    expect(dialog.locator("input[name='email'], input[name='webhook']")).to_have_count(0)
+    expect(dialog.locator("button", has_text="Save")).to_have_count(0)
+    dialog.locator("button", has_text="Close").click()
+    expect(dialog).to_be_hidden()
+
+
 def test_rerun_queues_a_new_job_that_runs(lab: Page):
     old = finished_job(lab, "run twice")
     refresh_panel(lab)
