@@ -214,10 +214,13 @@ export function formatFraction(fraction: number): string {
   return named[String(fraction)] ?? String(Math.round(fraction * 1000) / 1000);
 }
 
-/** The flavor to pre-select: the first that can start now, else the first usable. */
-export function defaultFlavor(flavors: IFlavor[]): IFlavor | null {
+/** The flavor to pre-select: the one picked last (``preferred``) while it is usable, else
+ * the first that can start now, else the first usable. */
+export function defaultFlavor(flavors: IFlavor[], preferred: string | null = null): IFlavor | null {
   const usable = flavors.filter(f => !f.unavailable);
-  return usable.find(f => f.available > 0) ?? usable[0] ?? null;
+  // the one the user picked last, while it can run here (busy or not: the dialog says so)
+  const chosen = preferred ? usable.find(f => f.name === preferred) : undefined;
+  return chosen ?? usable.find(f => f.available > 0) ?? usable[0] ?? null;
 }
 
 /** A byte count for people: "512 B", "3.2 KiB", "1.5 MiB", "2 GiB". */

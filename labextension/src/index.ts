@@ -629,8 +629,10 @@ function notifyEnded(job: IJob, trans: Translate, openIt: () => void, showLog: (
   const log = { label: trans('View log'), callback: showLog };
   switch (job.state) {
     case 'succeeded':
+      // long enough to reach for "Open output" after looking up from other work; it
+      // stays in the notification list after
       Notification.success(trans('Job "%1" succeeded after %2.', job.name, took), {
-        autoClose: 8000,
+        autoClose: 30000,
         actions: [open]
       });
       break;

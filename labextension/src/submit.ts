@@ -29,6 +29,26 @@ import type {
   OutputLocation
 } from './types';
 
+const LAST_FLAVOR = 'nbjobs:last-flavor';
+
+/** The flavor of the user's last submission in this browser; null: none, or no storage. */
+export function lastFlavor(): string | null {
+  try {
+    return localStorage.getItem(LAST_FLAVOR);
+  } catch {
+    return null; // storage off (a private window's settings): the usual default
+  }
+}
+
+/** Remember the flavor just submitted to, for the next Submit dialog. */
+export function rememberFlavor(name: string): void {
+  try {
+    localStorage.setItem(LAST_FLAVOR, name);
+  } catch {
+    // storage off or full: the next dialog picks as it would have
+  }
+}
+
 /** What a re-run starts from: the job it repeats (its flavor, parameters and name). */
 export interface IPrefill {
   flavor: string;
@@ -238,7 +258,8 @@ export class SubmitForm extends Widget {
       return fieldset;
     }
     const again = this.flavors.find(f => f.name === this.prefill?.flavor && !f.unavailable);
-    const preselected = again ?? defaultFlavor(this.flavors);
+    // a re-run or an edit: what it ran on; a new submission: what the user picked last
+    const preselected = again ?? defaultFlavor(this.flavors, this.prefill ? null : lastFlavor());
     for (const flavor of this.flavors) {
       const label = document.createElement('label');
       label.className = 'nbjobs-Flavor';
@@ -608,6 +629,7 @@ export class SubmitDialog extends Dialog<IJob | null> {
           })
         : this.send(request).then(job => {
             this._job = job;
+            rememberFlavor(request.flavor); // the next Submit dialog starts from it
           });
     sent
       .then(() => {

@@ -315,6 +315,15 @@ describe('flavors', () => {
     expect(defaultFlavor([broken, busy])?.name).toBe('busy');
     expect(defaultFlavor([broken])).toBeNull();
   });
+
+  it('pre-selects the flavor picked last while it can run here, busy or not', () => {
+    const busy = flavor({ name: 'busy', available: 0 });
+    const broken = flavor({ name: 'broken', unavailable: 'no' });
+    const free = flavor({ name: 'free', available: 1 });
+    expect(defaultFlavor([broken, busy, free], 'busy')?.name).toBe('busy');
+    expect(defaultFlavor([broken, busy, free], 'broken')?.name).toBe('free');
+    expect(defaultFlavor([busy, free], 'gone')?.name).toBe('free');
+  });
 });
 
 describe('formatBytes', () => {

@@ -439,6 +439,16 @@ def test_without_mail_or_webhooks_the_bell_says_so_and_asks_for_nothing(lab: Pag
     expect(dialog).to_be_hidden()
 
 
+def test_the_submit_dialog_starts_from_the_flavor_picked_last(lab: Page):
+    panel = open_notebook(lab, "hello.ipynb")
+    submit(lab, panel, "on half a T4", flavor="t4-half", steps="3")
+    panel.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit'] button").click()
+    dialog = submit_dialog(lab)
+    expect(dialog.locator(".nbjobs-Flavor[data-flavor='t4-half'] input")).to_be_checked()
+    dialog.press("Escape")
+    expect(dialog).to_be_hidden()
+
+
 def test_rerun_queues_a_new_job_that_runs(lab: Page):
     old = finished_job(lab, "run twice")
     refresh_panel(lab)
