@@ -4,7 +4,7 @@
  * and Delete. The history lists each run: when, which version, what its job became,
  * how long it took, and what changed in its parameters (or why it did not run).
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 
 import { NbjobsError, type NbjobsAPI } from './api';
 import { formatLimit } from './format';
@@ -39,8 +39,30 @@ export class DefinitionsView {
     this.node.append(this._status, this._list);
   }
 
-  /** Ask the service again and draw what it says. */
-  async refresh(): Promise<void> {
+  /**
+   * Ask the service again and draw what it says. One drawing at a time: a refresh asked
+   * while one runs (a pushed change during Run now's) draws once more after it.
+   */
+  refresh(): Promise<void> {
+    if (this._drawing) {
+      this._again = true;
+      return this._drawing;
+    }
+    this._drawing = (async () => {
+      do {
+        this._again = false;
+        await this._draw();
+      } while (this._again);
+    })().finally(() => {
+      this._drawing = null;
+    });
+    return this._drawing;
+  }
+
+  private _drawing: Promise<void> | null = null;
+  private _again = false;
+
+  private async _draw(): Promise<void> {
     let definitions: IDefinition[];
     try {
       definitions = await this.api.definitions();
@@ -145,6 +167,15 @@ export class DefinitionsView {
         await this.refresh();
         if (run.state !== 'submitted') {
           this._say(trans('The run did not start: %1', run.reason ?? run.state));
+        } else {
+          // said where the user looks, with the way to its job
+          const jobId = run.job_id;
+          Notification.info(trans('"%1" runs now.', definition.name), {
+            autoClose: 6000,
+            actions: jobId
+              ? [{ label: trans('Show job'), callback: () => void this.actions.openJob(jobId) }]
+              : []
+          });
         }
       }),
       definition.paused
@@ -186,6 +217,7 @@ export class DefinitionsView {
     );
     row.append(name, when, facts, buttons, history);
     if (historyOpen) {
+      row.dataset.open = '1'; // open at once: a drawing that follows keeps it open
       void showHistory();
     }
     return row;

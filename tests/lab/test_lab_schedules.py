@@ -4,14 +4,25 @@ history, open its run's job, pause, resume and delete it."""
 
 from __future__ import annotations
 
+import copy
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import Hub, api, shot
+from .conftest import HUB_JOBS_CONFIG, Hub, api, run_hub, shot
 from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory) -> Iterator[Hub]:
+    """The usual test hub, with webhooks set up: a definition's own notification settings
+    are offered only where the service can send something (none is sent here)."""
+    config = copy.deepcopy(HUB_JOBS_CONFIG)
+    config["notifications"] = {"webhook": {"allowed_hosts": ["127.0.0.1:9"], "allow_http": True}}
+    yield from run_hub(tmp_path_factory.mktemp("hub"), config)
 
 
 def definition_settings(
@@ -83,6 +94,10 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     assert saved["schedule"]["start_at"] == "2026-11-30T23:00:00Z"
     assert saved["schedule"]["end_at"] == "2027-03-31T21:59:59Z"
     row.locator("button", has_text="Run now").click()
+    # said where the user looks, with the way to the job it started
+    toast = lab.locator(".Toastify__toast", has_text='"weekday hello" runs now.')
+    expect(toast).to_be_visible()
+    expect(toast.locator("button", has_text="Show job")).to_be_visible()
     expect(row.locator(".nbjobs-Definition-facts")).to_contain_text("last: ", timeout=JOB_TIMEOUT)
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
     row.locator("button", has_text="History").click()
