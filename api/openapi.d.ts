@@ -1663,6 +1663,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/roster-check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a roster would be refused for, entry by entry (teachers; nothing changes)
+         * @description The checks of creating a class (class_name null) or of adding students to class_name, without making anything: the roster form previews with it.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["RosterCheck"];
+                };
+            };
+            responses: {
+                /** @description Every entry that would be refused (none - all would be taken) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["RosterChecked"];
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                404: components["responses"]["NotFound"];
+                409: components["responses"]["Conflict"];
+                413: components["responses"]["TooLarge"];
+                502: components["responses"]["HubRefused"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/classes/{name}": {
         parameters: {
             query?: never;
@@ -1912,6 +1962,18 @@ export interface components {
             period?: "day" | "week" | "month";
             /** @description co-teachers */
             teachers?: string[];
+        };
+        RosterCheck: {
+            students: string[];
+            /** @description the class they would join; null - a new class */
+            class_name?: string | null;
+        };
+        RosterChecked: {
+            problems: {
+                index: number;
+                student: string;
+                reason: string;
+            }[];
         };
         RosterChange: {
             students: string[];
@@ -2653,6 +2715,8 @@ export interface components {
 export type Error = components['schemas']['Error'];
 export type Class = components['schemas']['Class'];
 export type CreateClass = components['schemas']['CreateClass'];
+export type RosterCheck = components['schemas']['RosterCheck'];
+export type RosterChecked = components['schemas']['RosterChecked'];
 export type RosterChange = components['schemas']['RosterChange'];
 export type Health = components['schemas']['Health'];
 export type JobState = components['schemas']['JobState'];

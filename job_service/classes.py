@@ -246,6 +246,23 @@ class ClassRegistry:
                 "custom:nbjobs:teach scope); ask your admin to add you to nbjobs.yaml's teachers"
             )
 
+    async def preview_roster(
+        self, caller: Caller, students: list[str], class_name: str | None
+    ) -> list[RosterProblem]:
+        """What :meth:`create` (or :meth:`add_students` to ``class_name``) would refuse of
+        ``students``, every entry that would be; nothing changes. The roster form asks
+        this as the teacher types, so its preview says "ok" only of who would be taken."""
+        self._check_may_teach(caller)
+        self._need_hub()
+        await self.refresh()
+        if class_name is not None:
+            self._owned(caller, class_name)
+        try:
+            await self.check_roster(students, class_name or "")
+        except RosterRefused as refused:
+            return refused.problems
+        return []
+
     async def check_roster(self, students: list[str], class_name: str) -> list[str]:
         """The roster's names, normalized, or :class:`RosterRefused` naming every bad entry.
 

@@ -19,6 +19,8 @@ from nbjobs.models import (
     RejectRequest,
     RerunChanges,
     RosterChange,
+    RosterCheck,
+    RosterChecked,
     SubmitRequest,
     UpdateRequest,
 )
@@ -318,6 +320,16 @@ class ClassesHandler(APIHandler):
         self.send(info, status=HTTPStatus.CREATED)
 
 
+class RosterCheckHandler(APIHandler):
+    """``POST api/roster-check``: what a roster would be refused for, entry by entry."""
+
+    async def post(self) -> None:
+        request = self.body(RosterCheck)
+        check = self.service.classes.preview_roster
+        problems = await self._call(check(self.caller, request.students, request.class_name))
+        self.send(RosterChecked(problems=problems))
+
+
 class ClassHandler(APIHandler):
     """``GET`` / ``DELETE api/classes/{name}``."""
 
@@ -405,6 +417,7 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + "/usage", UsageHandler),
         (api + "/storage", StorageHandler),
         (api + "/classes/?", ClassesHandler),
+        (api + "/roster-check", RosterCheckHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
         (api + r"/classes/(?P<name>[^/]+)/students/(?P<student>[^/]+)/budget", BudgetHandler),

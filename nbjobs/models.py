@@ -511,3 +511,18 @@ class RosterProblem(BaseModel):
     index: int
     student: str
     reason: str
+
+
+class RosterCheck(_Body):
+    """``POST api/roster-check``: would these students be accepted (nothing changes)?"""
+
+    students: list[str] = Field(max_length=5000)
+    #: the class they would join; None: a new class
+    class_name: str | None = Field(default=None, max_length=63)
+
+
+class RosterChecked(BaseModel):
+    """What creating the class (or adding the students) would refuse: every bad entry,
+    by its place in the list; none: all would be accepted."""
+
+    problems: list[RosterProblem]

@@ -162,6 +162,33 @@ def test_a_bad_roster_names_every_line_and_changes_nothing(hub):
     assert not hub.user_exists("frank")
 
 
+def test_a_roster_is_checked_before_it_is_sent_and_nothing_changes(hub):
+    assert hub.nbjobs("tess", "class", "create", "checked", "gil").returncode == 0
+    names = ["hal", "Not A Name", "HAL", "gil", "ivy"]
+
+    r = hub.api("tom", "POST", "roster-check", json={"students": names})
+
+    assert r.status_code == 200, r.text
+    problems = {p["index"]: p["reason"] for p in r.json()["problems"]}
+    assert sorted(problems) == [1, 2, 3]  # hal and ivy would be taken
+    assert "not a valid user name" in problems[1]
+    assert "listed twice" in problems[2]
+    assert "already a student of class 'checked'" in problems[3]
+    assert not hub.user_exists("hal")  # a preview makes nobody
+    assert not hub.user_exists("ivy")
+    # into her own class gil is no problem; another teacher's class is not hers to check
+    mine = hub.api(
+        "tess", "POST", "roster-check", json={"students": ["gil"], "class_name": "checked"}
+    )
+    assert mine.json() == {"problems": []}
+    theirs = hub.api(
+        "tom", "POST", "roster-check", json={"students": ["x"], "class_name": "checked"}
+    )
+    assert theirs.status_code == 404
+    # students do not provision classes
+    assert hub.api("ada", "POST", "roster-check", json={"students": ["x"]}).status_code == 403
+
+
 def test_a_class_belongs_to_its_teachers(hub):
     created = hub.nbjobs("tess", "class", "create", "owned", "eve", "--json")
     # without --gpu-hours the class gets the most the admin allows

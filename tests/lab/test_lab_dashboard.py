@@ -311,14 +311,21 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     form.locator("#nbjobs-flavor-t4").check()
     form.locator("#nbjobs-class-hours").fill("2")
     roster = tmp_path / "roster.csv"
-    roster.write_text("username,email\ncarl,carl@example.org\nada,ada@example.org\nCarl,c@x\n")
+    roster.write_text(
+        "username,email\ncarl,carl@example.org\nada,ada@example.org\nCarl,c@x\nDave Smith,d@x\n"
+    )
     form.locator("input[type='file']").set_input_files(str(roster))
     preview = form.locator("table[aria-label='Create a class: preview'] tbody tr")
-    expect(preview).to_have_count(3)
-    form.locator("button[type='submit']").click()
-    # the service refuses the whole roster and says what is wrong on each row
+    expect(preview).to_have_count(4)
+    # before anything is sent, the preview says what the service would refuse: "ok"
+    # only of who it would take (it once said "ok" of every row, then refused four)
     expect(preview.nth(1)).to_contain_text("already a student of class 'demo-class'")
     expect(preview.nth(2)).to_contain_text("listed twice")
+    expect(preview.nth(3)).to_contain_text("not a valid user name")
+    expect(preview.nth(0)).to_contain_text("ok")
+    form.locator("button[type='submit']").click()
+    # sent anyway: the service refuses the whole roster, the same problems on their rows
+    expect(preview.nth(1)).to_contain_text("already a student of class 'demo-class'")
     expect(preview.nth(0)).to_contain_text("ok")
     teacher.screenshot(path=str(ARTIFACTS / "26-dashboard-roster-problems.png"), full_page=True)
 

@@ -24,6 +24,7 @@ import {
   INodeView,
   IOverview,
   IQueuedJob,
+  IRosterProblem,
   IStorageReport,
   IUsage,
   IUsageLine
@@ -878,7 +879,9 @@ class Dashboard {
             });
             return `Added ${names.length} student(s) to ${cls.name}.`;
           },
-          status
+          status,
+          [],
+          cls.name
         )
       : null;
     let drop: HTMLElement | null = null;
@@ -975,7 +978,9 @@ class Dashboard {
     verb: string,
     send: (names: string[]) => Promise<string>,
     status: HTMLElement,
-    extra: HTMLElement[] = []
+    extra: HTMLElement[] = [],
+    /** the class the students would join; null: a new one */
+    joining: string | null = null
   ): HTMLElement {
     const id = `nbjobs-roster-${Math.random().toString(36).slice(2)}`;
     const text = h('textarea', {
@@ -989,14 +994,21 @@ class Dashboard {
       'aria-label': `${label}: CSV file`
     }) as HTMLInputElement;
     const preview = h('div', { class: 'nbjobs-Preview' });
-    const show = (problems: { index: number; reason: string }[] = []): void => {
+    // "ok" only once the service said it would take that name (a name's form, a name
+    // listed twice, someone in another class or who teaches): asked as the list changes
+    let asked = 0;
+    const show = (problems: IRosterProblem[] | null = null, failed = false): void => {
       const names = rosterNames(text.value);
-      const why = new Map(problems.map(p => [p.index, p.reason]));
+      const why = new Map((problems ?? []).map(p => [p.index, p.reason]));
       preview.replaceChildren(
         names.length
           ? table(
               ['#', 'User name', 'Problem'],
-              names.map((name, i) => [String(i + 1), name, why.get(i) ?? 'ok']),
+              names.map((name, i) => [
+                String(i + 1),
+                name,
+                why.get(i) ?? (problems !== null ? 'ok' : failed ? 'not checked yet' : 'checking…')
+              ]),
               `${label}: preview`
             )
           : h('p', { class: 'nbjobs-Hint' }, 'Nobody listed yet.')
@@ -1005,13 +1017,32 @@ class Dashboard {
         preview.querySelectorAll('tbody tr')[i]?.classList.add('nbjobs-Bad');
       }
     };
-    text.addEventListener('input', () => show());
+    let later = 0;
+    const check = (): void => {
+      const names = rosterNames(text.value);
+      show(null);
+      window.clearTimeout(later);
+      if (!names.length) {
+        return;
+      }
+      const mine = ++asked;
+      later = window.setTimeout(() => {
+        void this.api
+          .post<{ problems: IRosterProblem[] }>('roster-check', {
+            students: names,
+            class_name: joining
+          })
+          .then(answer => mine === asked && show(answer.problems))
+          .catch(() => mine === asked && show(null, true)); // checked again when sent
+      }, 300);
+    };
+    text.addEventListener('input', check);
     file.addEventListener('change', () => {
       const chosen = file.files?.[0];
       if (chosen) {
         void chosen.text().then(content => {
           text.value = content;
-          show();
+          check();
         });
       }
     });
