@@ -108,13 +108,19 @@ def prepare(
     hub_port: int,
     service_port: int,
     proxy_api_port: int = 8001,
+    accounts: bool | None = None,
 ) -> Path:
-    """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config."""
+    """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config.
+
+    ``accounts``: give the users OS accounts (demo-ada, ...); None: where the machine
+    allows it (as root). The accounts are the machine's, shared by every demo on it.
+    """
     from nbjobs.hub_config import local_hub_lines
     from nbjobs.job_service.backends.local import discover_gpus
 
     workdir.mkdir(parents=True, exist_ok=True)
-    accounts = accounts_possible(workdir) is None
+    if accounts is None:
+        accounts = accounts_possible(workdir) is None
     if accounts:
         # the users reach their folders through workdir, and nothing else in it
         workdir.chmod(0o711)

@@ -226,7 +226,7 @@ def test_without_a_gpu_the_demo_simulates_some_and_says_so_everywhere(demo):
         assert time.monotonic() < deadline
         time.sleep(0.3)
     assert waiting["state"] == "queued"
-    assert "you may use 1 GPU(s) at once" in waiting["waiting_reason"]
+    assert "may use 1 GPU(s) at once" in waiting["waiting_reason"]
     while (done := s.get(api + f"jobs/{first['id']}").json())["state"] not in (
         "succeeded",
         "failed",

@@ -130,7 +130,9 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
     `hub` fixture with this (the `lab` fixture then logs in there).
     """
     port = free_port()
-    hub_config = prepare(workdir, "127.0.0.1", port, free_port(), free_port())
+    # no OS accounts: the demo's (demo-ada, ...) are the machine's, and moving them to
+    # this hub's folder would take them from a demo running beside it (another worker)
+    hub_config = prepare(workdir, "127.0.0.1", port, free_port(), free_port(), accounts=False)
     (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(jobs_config, sort_keys=False))
     # The proxy's API port defaults to 8001: another hub on this machine may hold it.
     with hub_config.open("a") as f:
