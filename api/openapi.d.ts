@@ -2086,6 +2086,8 @@ export interface components {
              */
             kind: "notebook" | "script" | "command";
             command: string | null;
+            /** @description the GPU-hours it counts for, so far if it runs (GPUs, a slice as its share, x the time it held them): what quotas, budgets and usage count */
+            gpu_hours: number;
         };
         JobList: {
             jobs: components["schemas"]["Job"][];

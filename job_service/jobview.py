@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from nbjobs.models import ACTIVE_STATES, Job, JobError, JobState, Progress
 
-from .db import JobRecord
+from .db import JobRecord, utcnow
 from .errors import DamagedRecord, first_problem
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ class JobView:
                 ),
                 kind=record.kind or "notebook",  # type: ignore[arg-type]
                 command=record.command,
+                gpu_hours=record.gpu_seconds(utcnow()) / 3600,
             )
         except (ValidationError, TypeError) as exc:
             raise DamagedRecord(record.id, first_problem(exc)) from None

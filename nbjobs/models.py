@@ -236,6 +236,9 @@ class Job(BaseModel):
     #: shell command (``command``, run in the folder ``path``)
     kind: Literal["notebook", "script", "command"] = "notebook"
     command: str | None = None
+    #: the GPU-hours it counts for, so far if it runs: GPUs (a slice as its share) x the
+    #: time it held them; what quotas, budgets and ``nbjobs usage`` count
+    gpu_hours: float = 0.0
 
 
 class OutputDefaults(BaseModel):

@@ -69,7 +69,7 @@ export interface ITelemetryView {
 /** What to show for a job's telemetry. */
 export function describeTelemetry(
   metrics: IJobMetrics,
-  job: Pick<IJob, 'gpus'>,
+  job: Pick<IJob, 'gpus'> & Partial<Pick<IJob, 'gpu_hours'>>,
   trans: Translate = plain
 ): ITelemetryView {
   const hint = metrics.hint || null;
@@ -80,7 +80,7 @@ export function describeTelemetry(
   }
   const summary = metrics.summary;
   if (isFinal(metrics.state) && summary && summary.samples > 0) {
-    const facts = summaryFacts(summary, gpu, trans);
+    const facts = summaryFacts(summary, gpu, trans, job.gpu_hours ?? null);
     return { kind: 'summary', line: null, sparks: [], facts, hint };
   }
   if (!metrics.samples.length) {
@@ -205,7 +205,9 @@ function spanText(times: number[], trans: Translate): string {
 export function summaryFacts(
   summary: ITelemetrySummary,
   gpu: boolean,
-  trans: Translate = plain
+  trans: Translate = plain,
+  /** the GPU-hours the job counts for (the job's own figure, as usage counts it) */
+  charged: number | null = null
 ): IFact[] {
   const facts: IFact[] = [];
   const meanPeak = (mean: number | null, top: number | null) =>
@@ -244,18 +246,22 @@ export function summaryFacts(
       )
     });
     const busy = summary.gpu_busy_seconds;
-    const allocated = summary.gpu_allocated_seconds;
+    // what it counts for, as usage and budgets count it (the job's own figure); the
+    // readings' sampled time only where the service did not say
+    const held = charged !== null ? charged * 3600 : summary.gpu_allocated_seconds;
     facts.push({
       key: 'gpuHours',
       label: trans('GPU-hours'),
       value:
-        allocated === null
+        held === null
           ? NO_VALUE
-          : trans('%1 busy of %2 allocated', formatGpuHours(busy), formatGpuHours(allocated)),
+          : busy === null
+            ? trans('%1 (no busy readings)', formatGpuHours(held))
+            : trans('%1 busy of %2', formatGpuHours(busy), formatGpuHours(held)),
       title: trans(
-        'GPU time measured busy %1 of %2 sampled',
-        formatDuration(busy ?? 0, trans),
-        formatDuration(allocated ?? 0, trans)
+        'GPU time held %1 (what usage counts), measured busy %2',
+        formatDuration(held ?? 0, trans),
+        formatDuration(busy ?? 0, trans)
       )
     });
     const perGpu = summary.gpus ?? [];

@@ -391,11 +391,11 @@ describe('describeTelemetry', () => {
     expect(view.facts.map(f => [f.label, f.value])).toEqual([
       ['GPU busy', '6 % on average, peak 40 %'],
       ['GPU memory', 'peak 3.2 GiB of 16 GiB'],
-      ['GPU-hours', '0.005 busy of 0.086 allocated'],
+      ['GPU-hours', '0.005 busy of 0.086'],
       ['CPU', '85 % on average, peak 110 %'],
       ['Memory', 'peak 1.3 GiB']
     ]);
-    expect(view.facts[2].title).toBe('GPU time measured busy 18s of 5m 10s sampled');
+    expect(view.facts[2].title).toBe('GPU time held 5m 10s (what usage counts), measured busy 18s');
     expect(view.facts[0].title).toBe('GPU utilisation: 6 % on average, peak 40 %');
   });
 
@@ -496,5 +496,36 @@ describe('mergeSamples', () => {
     expect(merged).toHaveLength(MAX_SAMPLES);
     expect(merged[0].at).toBe(sample(2).at);
     expect(merged[merged.length - 1].at).toBe(sample(MAX_SAMPLES + 1).at);
+  });
+});
+
+describe('GPU-hours on the card', () => {
+  it('are what the job counts for, as usage counts them, even without GPU readings', () => {
+    const metrics = {
+      job_id: 'a',
+      state: 'succeeded',
+      interval_seconds: 10,
+      samples: [],
+      hint: null,
+      summary: {
+        samples: 30,
+        since: null,
+        until: null,
+        gpu_busy_seconds: null,
+        gpu_allocated_seconds: null,
+        gpu_utilization_mean_percent: null,
+        gpu_utilization_peak_percent: null,
+        gpu_memory_peak_bytes: null,
+        gpu_memory_total_bytes: null,
+        cpu_mean_percent: 90,
+        cpu_peak_percent: 100,
+        memory_peak_bytes: 1024,
+        gpus: []
+      }
+    } as unknown as IJobMetrics;
+    // simulated GPUs: no readings, but 5 minutes on one GPU counted
+    const view = describeTelemetry(metrics, { gpus: ['0'], gpu_hours: 5 / 60 });
+    const hours = view.facts.find(f => f.key === 'gpuHours');
+    expect(hours?.value).toBe('0.083 (no busy readings)');
   });
 });

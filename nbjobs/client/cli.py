@@ -286,6 +286,9 @@ def _details(job: dict[str, Any]) -> str:
     if job.get("gpus"):
         # the devices it was given, by number ("GPU 0" is the first, not "no GPU")
         rows.append(("on GPUs" if len(job["gpus"]) > 1 else "on GPU", ", ".join(job["gpus"])))
+    if job.get("gpu_hours"):
+        # what it counts for, as `nbjobs usage` and budgets count it
+        rows.append(("GPU-hours", f"{job['gpu_hours']:.3g}"))
     if job.get("node"):
         rows.append(("node", job["node"]))
     if job.get("message"):

@@ -857,8 +857,8 @@ class Dashboard {
         student,
         this.studentJobs(student, line?.jobs ?? 0, status),
         budget === null
-          ? `${hours(line?.gpu_hours_allocated ?? 0)} (no budget)`
-          : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`),
+          ? `${hours(line?.gpu_hours_allocated ?? 0)} (no class budget)`
+          : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`, hours),
         extra ? `+${gpus(extra)} h` : '–',
         h(
           'span',
@@ -1282,7 +1282,15 @@ class Dashboard {
       'aria-label': `GPU-hours allocated and busy per day: ${hours(total.gpu_hours_allocated)} allocated, ${hours(total.gpu_hours_busy)} busy`
     }) as HTMLCanvasElement;
     const summary = table(
-      [usage.by ?? 'key', 'Jobs', 'GPU-hours allocated', 'GPU-hours busy', 'Busy %', 'Cost'],
+      // the days chosen above, not the budget's period: its own count of jobs
+      [
+        usage.by ?? 'key',
+        'Jobs in these days',
+        'GPU-hours allocated',
+        'GPU-hours busy',
+        'Busy %',
+        'Cost'
+      ],
       [...lines, { ...total, name: 'all' }].map(line => [
         line.name,
         String(line.jobs),
@@ -1300,7 +1308,7 @@ class Dashboard {
           {},
           h('h3', {}, `Top users this ${usage.period}, against their budgets`),
           table(
-            ['User', 'Jobs', 'Running', 'Queued', 'GPU-hours used'],
+            ['User', `Jobs this ${usage.period}`, 'Running', 'Queued', 'GPU-hours used'],
             top.map(u => [
               u.name,
               String(u.jobs),
@@ -1308,7 +1316,7 @@ class Dashboard {
               String(u.queued),
               u.gpu_hours_limit === null
                 ? `${hours(u.gpu_hours)} (no budget)`
-                : meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`)
+                : meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`, hours)
             ]),
             `Top users this ${usage.period}`
           )
