@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -33,13 +34,24 @@ MACHINE_WIDE = (
 )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``--dist loadgroup`` each test file runs whole in one worker (its module
-    fixtures, a hub or a browser, start once), and the files in :data:`MACHINE_WIDE`
-    share one worker."""
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        path = item.nodeid.split("::", 1)[0]
-        group = "machine-wide" if path in MACHINE_WIDE else path
-        item.add_marker(pytest.mark.xdist_group(group))
+    fixtures, a hub, the demo or a browser, start once), and the files in
+    :data:`MACHINE_WIDE` all in one worker, one after the other.
+
+    A scheduler of our own rather than ``xdist_group`` marks: pytest-xdist 3.8 groups
+    marked tests by renaming their node ids, which pytest 9 ignores (its ids are
+    structured), so every test went to either worker and a file's module fixtures
+    started once in each: two demos at once on one set of OS accounts.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrMachineWide(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "machine-wide" if path in MACHINE_WIDE else path
+
+    return FileOrMachineWide(config, log)

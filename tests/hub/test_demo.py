@@ -75,6 +75,19 @@ def demo():
     shutil.rmtree(public, ignore_errors=True)
 
 
+def servers_of(workdir: Path, user: str, attrs: tuple[str, ...] = ()) -> list[psutil.Process]:
+    """``user``'s notebook server processes of this demo (its folder in NBJOBS_ROOT): a
+    hub of another test beside it on the machine has its own ada."""
+    found = []
+    for p in psutil.process_iter(["environ", "cmdline", *attrs]):
+        env = p.info["environ"] or {}
+        if env.get("JUPYTERHUB_USER") == user and env.get("NBJOBS_ROOT", "").startswith(
+            str(workdir) + "/"
+        ):
+            found.append(p)
+    return found
+
+
 def test_the_demo_prints_where_to_go_and_who_to_be(demo):
     url, _, _, out = demo
     assert f"nbjobs demo is running at {url}" in out
@@ -114,11 +127,7 @@ def test_notebook_servers_are_cpu_only_and_know_the_service(demo):
     url, workdir, _, _ = demo
     s = login(url, "bob")
     start_server(url, s, "bob")
-    servers = [
-        p
-        for p in psutil.process_iter(["cmdline", "environ"])
-        if p.info["environ"] and p.info["environ"].get("JUPYTERHUB_USER") == "bob"
-    ]
+    servers = servers_of(workdir, "bob")
     assert servers
     env = servers[0].info["environ"]
     assert env["CUDA_VISIBLE_DEVICES"] == ""
@@ -131,11 +140,7 @@ def test_the_teacher_provisions_a_class_from_a_terminal_in_her_server(demo):
     url, workdir, _, _ = demo
     s = login(url, "tess")
     start_server(url, s, "tess")
-    server = next(
-        p
-        for p in psutil.process_iter(["environ"])
-        if p.info["environ"] and p.info["environ"].get("JUPYTERHUB_USER") == "tess"
-    )
+    server = servers_of(workdir, "tess")[0]
     env = server.info["environ"]  # what a JupyterLab terminal of hers has
     roster = workdir / "home" / "tess" / "roster.csv"
     roster.write_text("username\ncarl\ndee\n")
@@ -168,7 +173,7 @@ def test_the_nbjobs_command_works_in_a_lab_terminal_as_the_readme_says(demo):
 
 
 def test_the_demo_class_has_two_students_and_a_teacher(demo):
-    url, _, _, _ = demo
+    url, workdir, _, _ = demo
     s = login(url, "tess")
     r = s.post(f"{url}/hub/api/users/tess/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
     assert r.status_code in (201, 202, 400), r.text  # 400: already running
@@ -176,11 +181,7 @@ def test_the_demo_class_has_two_students_and_a_teacher(demo):
     while not s.get(f"{url}/hub/api/users/tess").json()["servers"].get("", {}).get("ready"):
         assert time.monotonic() < deadline
         time.sleep(0.5)
-    server = next(
-        p
-        for p in psutil.process_iter(["environ"])
-        if p.info["environ"] and p.info["environ"].get("JUPYTERHUB_USER") == "tess"
-    )
+    server = servers_of(workdir, "tess")[0]
     env = server.info["environ"]
 
     listed = subprocess.run(
@@ -269,9 +270,8 @@ def test_as_root_each_user_is_their_own_os_account(demo):
     home = workdir / "home" / "ada"
     server = next(
         p
-        for p in psutil.process_iter(["environ", "uids", "cmdline"])
-        if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == "ada"
-        and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
+        for p in servers_of(workdir, "ada", ("uids",))
+        if "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
     )
     assert server.info["uids"].real == server.info["uids"].effective == ada.pw_uid
     assert ada.pw_dir == str(home)

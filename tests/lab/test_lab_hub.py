@@ -142,6 +142,11 @@ def rows_named(page: Page, name: str) -> Locator:
     )
 
 
+def forget_last_flavor(page: Page) -> None:
+    """The Submit dialog starts from the flavor picked last in this browser: forget it."""
+    page.evaluate("() => localStorage.removeItem('nbjobs:last-flavor')")
+
+
 def refresh_panel(page: Page) -> None:
     jobs_panel(page).locator(".nbjobs-JobsPanel-refresh").click()
 
@@ -179,6 +184,7 @@ def test_the_panel_starts_empty_and_says_how_to_begin(lab: Page):
 
 def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell(lab: Page):
     settle(lab)
+    forget_last_flavor(lab)
     panel = open_notebook(lab, "slow.ipynb")
     item = panel.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit']")
     button = item.locator("button")
@@ -447,6 +453,7 @@ def test_the_submit_dialog_starts_from_the_flavor_picked_last(lab: Page):
     expect(dialog.locator(".nbjobs-Flavor[data-flavor='t4-half'] input")).to_be_checked()
     dialog.press("Escape")
     expect(dialog).to_be_hidden()
+    forget_last_flavor(lab)  # the next tests' dialogs start from the usual default
 
 
 def test_rerun_queues_a_new_job_that_runs(lab: Page):
@@ -557,6 +564,7 @@ def test_keyboard_only_submit_pick_a_flavor_and_act_on_a_job(lab: Page):
         "ArrowRight",
         30,
     )
+    forget_last_flavor(lab)  # the first that can start now: the CPU flavor here
     lab.keyboard.press("Enter")
     dialog = submit_dialog(lab)
     cpu = dialog.locator(".nbjobs-Flavor[data-flavor='cpu'] input")
