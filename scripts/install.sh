@@ -36,9 +36,43 @@ fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 
+# pip, with a line that moves while it works (a first install takes minutes and pip's own
+# output is pages long: one quiet line looked hung); all of it in a log, shown if pip fails
+pip_install() {
+    local log pid fetched step said=0
+    log=$(mktemp -t nbjobs-pip.XXXXXX)
+    python -m pip install --progress-bar off "$@" >"$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 2
+        fetched=$(grep -c '^Collecting ' "$log" || true)
+        if grep -q '^Building editable\|^Building wheel' "$log"; then
+            step="building nbjobs and its JupyterLab extension"
+        elif [ "$fetched" -gt 0 ]; then
+            step="fetching packages ($fetched so far)"
+        else
+            step="preparing nbjobs' build"
+        fi
+        if [ -t 1 ]; then
+            printf '\r    %s, %s s   ' "$step" "$SECONDS"
+        elif [ $((SECONDS - said)) -ge 30 ]; then
+            said=$SECONDS
+            echo "    $step, $SECONDS s"
+        fi
+    done
+    if wait "$pid"; then
+        [ -t 1 ] && printf '\n'
+        rm -f "$log"
+        return 0
+    fi
+    printf '\n==> pip failed; its last lines (all of them in %s):\n' "$log" >&2
+    tail -n 30 "$log" >&2
+    return 1
+}
+
 if [ "$dev" = 1 ]; then
     echo "==> installing nbjobs (editable) with the development tools"
-    python -m pip install --quiet -e ".[dev]"
+    pip_install -e ".[dev]"
     # Builds the Lab extension (TypeScript) with JupyterLab's jlpm, then links the
     # build folder into the environment so a rebuild (jlpm build) shows on reload.
     echo "==> building the JupyterLab extension"
@@ -46,8 +80,9 @@ if [ "$dev" = 1 ]; then
     jlpm build >/dev/null
     jupyter labextension develop --overwrite . >/dev/null
 else
-    echo "==> installing nbjobs (editable)"
-    python -m pip install --quiet -e ".[all]"
+    echo "==> installing nbjobs (editable): its Python packages, then a build of its"
+    echo "    JupyterLab extension; 3 to 6 minutes the first time, seconds after"
+    pip_install -e ".[all]"
 fi
 
 # JupyterHub's proxy is a Node program; keep it inside the venv.
