@@ -11,14 +11,13 @@ failed=()
 scripts/lint.sh || failed+=("lint")
 
 echo "==> pytest"
-# In this process by default. NBJOBS_TEST_WORKERS=2 runs two pytest-xdist workers (each
-# test file whole in one, the files that change the machine all in one: tests/conftest.py)
-# in 19 minutes instead of 33 on two cores; it becomes the default once a run from a
-# clean clone confirms the fixes for what failed beside another worker
-# (docs/development.md). tests/hub_mock runs JupyterHub's own test fixtures (MockHub), which
-# cannot share a pytest process with the other groups: it gets an invocation (and
+# Two pytest-xdist workers by default (NBJOBS_TEST_WORKERS=0: all in this process): each
+# test file runs whole in one worker, and the files that change the machine all in one
+# (tests/conftest.py's scheduler); 18 minutes instead of 30 on two cores
+# (docs/development.md). tests/hub_mock runs JupyterHub's own test fixtures (MockHub),
+# which cannot share a pytest process with the other groups: it gets an invocation (and
 # pytest.ini) of its own.
-workers=(-n "${NBJOBS_TEST_WORKERS:-0}" --dist loadgroup)
+workers=(-n "${NBJOBS_TEST_WORKERS:-2}" --dist loadgroup)
 # --durations: the slowest tests, named at the end of every run (docs/development.md)
 python -m pytest tests --ignore=tests/hub_mock "${workers[@]}" --durations=20 "$@" ||
     failed+=("pytest")
