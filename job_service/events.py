@@ -40,10 +40,19 @@ from nbjobs.job_runner.status import FINAL_STATES
 from sqlalchemy import case, func, or_, select
 from sqlalchemy import event as sa_event
 
-from nbjobs.models import DefinitionsEvent, JobEvent, JobRemovedEvent, JobState, Progress
+from nbjobs.models import (
+    ACTIVE_STATES,
+    DefinitionsEvent,
+    JobEvent,
+    JobRemovedEvent,
+    JobState,
+    Progress,
+)
 
 from .db import JobRecord, utcnow
 from .errors import Caller
+from .joblist import may_see
+from .jobview import with_runner
 from .schedules.store import DefinitionRecord, DefinitionRunRecord
 
 if TYPE_CHECKING:
@@ -75,12 +84,6 @@ class Change:
     kind: str
     user: str
     data: dict[str, Any]
-
-
-def may_see(caller: Caller, owner: str, teaches: Any) -> bool:
-    """Whether ``caller`` may see ``owner``'s jobs: the API's rule (the service's
-    ``_visible``): the owner, an admin, or one of the owner's teachers."""
-    return owner == caller.name or caller.admin or bool(teaches(caller.name, owner))
 
 
 @dataclass(eq=False)
@@ -285,16 +288,25 @@ class ChangeFeed:
         for row in rows:
             if row.state not in STATE_VALUES:
                 continue  # a damaged record: the list says so, the stream leaves it out
-            state, done, total = row.state, row.cells_done or 0, row.cells_total or 0
-            current = row.current_cell
-            if state in (JobState.STARTING.value, JobState.RUNNING.value):
+            state = JobState(row.state)
+            progress = Progress(
+                cells_done=row.cells_done or 0,
+                cells_total=row.cells_total or 0,
+                current_cell=row.current_cell,
+            )
+            if state in ACTIVE_STATES:  # as the API shows it (JobView)
                 live = self.ctx.runners.latest(row.id, row.job_dir)
-                if live is not None:
-                    done, total, current = live.cells_done, live.cells_total, live.current_cell
-                    if live.state == JobState.RUNNING.value:
-                        state = JobState.RUNNING.value
-            waiting = row.waiting_reason if state == JobState.QUEUED.value else None
-            jobs[row.id] = (row.user, state, done, total, current, places.get(row.id), waiting)
+                state, progress = with_runner(state, progress, live)
+            waiting = row.waiting_reason if state is JobState.QUEUED else None
+            jobs[row.id] = (
+                row.user,
+                state.value,
+                progress.cells_done,
+                progress.cells_total,
+                progress.current_cell,
+                places.get(row.id),
+                waiting,
+            )
         return jobs, definitions
 
     def _differences(
@@ -324,10 +336,10 @@ class ChangeFeed:
     def _publish(self, changes: list[Change]) -> None:
         if not changes:
             return
-        teaches = self.ctx.classes.teaches
+        classes = self.ctx.classes
         for change in changes:
             self._next_id += 1
             frame = frame_of(change.kind, change.data, self._next_id)
             for stream in list(self.streams):
-                if may_see(stream.caller, change.user, teaches):
+                if may_see(stream.caller, classes, change.user):
                     stream.offer(frame)

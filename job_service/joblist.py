@@ -126,7 +126,7 @@ def before_condition(
             f"before={before!r} is not a job id; pass the id of the last job of the page you have"
         )
     found = db.execute(select(JobRecord.seq, JobRecord.user).where(JobRecord.id == before)).first()
-    if found is None or not _may_see(caller, classes, found.user):
+    if found is None or not may_see(caller, classes, found.user):
         raise Invalid(
             f"before={before}: there is no job {before!r} of yours to list from (it may "
             "have been removed); list from the newest again, without before"
@@ -134,5 +134,7 @@ def before_condition(
     return JobRecord.seq < found.seq
 
 
-def _may_see(caller: Caller, classes: ClassRegistry, owner: str) -> bool:
+def may_see(caller: Caller, classes: ClassRegistry, owner: str) -> bool:
+    """Whether ``caller`` may see ``owner``'s jobs: the owner, an admin, or one of the
+    owner's teachers (the API's rule for one job, a list's cursor and pushed changes)."""
     return owner == caller.name or caller.admin or classes.teaches(caller.name, owner)

@@ -22,6 +22,19 @@ if TYPE_CHECKING:
     from .queue import QueuePositions
 
 
+def with_runner(
+    state: JobState, progress: Progress, live: RunStatus | None
+) -> tuple[JobState, Progress]:
+    """A started job's state and progress with its runner's latest word (``live``): its
+    cells, and running once its notebook runs (the record says starting until then)."""
+    if live is None:
+        return state, progress
+    said = Progress(
+        cells_done=live.cells_done, cells_total=live.cells_total, current_cell=live.current_cell
+    )
+    return (JobState.RUNNING if live.state == JobState.RUNNING.value else state), said
+
+
 class JobView:
     """Turns job records into the API's :class:`~nbjobs.models.Job`.
 
@@ -56,15 +69,9 @@ class JobView:
             raise DamagedRecord(record.id, first_problem(exc)) from None
         if state in ACTIVE_STATES:
             with contextlib.suppress(StatusFileError, OSError):
-                live = self._live(record.id, record.job_dir)
-                if live is not None:
-                    progress = Progress(
-                        cells_done=live.cells_done,
-                        cells_total=live.cells_total,
-                        current_cell=live.current_cell,
-                    )
-                    if live.state == "running":
-                        state = JobState.RUNNING
+                state, progress = with_runner(
+                    state, progress, self._live(record.id, record.job_dir)
+                )
         waiting = record.waiting_reason
         seen = None
         if state in ACTIVE_STATES and record.backend_ref:

@@ -688,11 +688,10 @@ class JobService:
     ) -> JobRecord:
         """The record if the caller may see it (``own``: only its owner or an admin; the
         owner's teacher, who sees it, is told so)."""
-        if record is not None and (record.user == caller.name or caller.admin):
-            return record
-        if record is not None and self.classes.teaches(caller.name, record.user):
-            if not own:
+        if record is not None and joblist.may_see(caller, self.classes, record.user):
+            if not own or record.user == caller.name or caller.admin:
                 return record
+            # the owner's teacher: sees it, is told what only its owner does
             raise Forbidden(
                 f"job {job_id} belongs to {record.user}: only its owner (or an admin) does that"
             )

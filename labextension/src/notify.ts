@@ -14,6 +14,9 @@ import type { Translate } from './translate';
 import { DEFAULT_EVENTS, eventChoices, messageLine, settingsBody } from './notifysettings';
 import type { INotification, INotifySettings, INotifySettingsInfo, NotifyEvent } from './types';
 
+/** Every channel there is (an older service, which does not say its own, offers both). */
+const ALL_CHANNELS: readonly string[] = ['email', 'webhook'];
+
 /** What the form starts from: a saved setting, or what was typed before a refusal. */
 type FormStart = INotifySettings & Partial<Pick<INotifySettingsInfo, 'email_confirmed'>>;
 
@@ -26,7 +29,7 @@ export class NotifyForm extends Widget {
     error: string | null = null,
     scope: string | null = null,
     /** the channels the service can send on: only these are offered */
-    channels: readonly string[] = ['email', 'webhook']
+    channels: readonly string[] = ALL_CHANNELS
   ) {
     super();
     this.addClass('nbjobs-NotifyForm');
@@ -219,7 +222,7 @@ export async function notificationsDialog(
       api.notifications(5),
       api.me().catch(() => null) // an older service: both channels offered, as before
     ]);
-    channels = me?.notify_channels ?? ['email', 'webhook'];
+    channels = me?.notify_channels ?? ALL_CHANNELS;
     const users = all.find(s => !s.job_id && !s.definition_id) ?? null;
     const scoped = definition ? all.find(s => s.definition_id === definition.id) : undefined;
     own = Boolean(scoped);

@@ -58,17 +58,8 @@ export class Api {
   }
 
   /** The service's stream of events (`GET api/events`), until `signal` aborts it. */
-  async events(signal: AbortSignal): Promise<Response> {
-    const url = new URL(this.base + 'events', window.location.href);
-    const response = await fetch(url.toString(), {
-      headers: { Authorization: `token ${this.token}` },
-      credentials: 'omit',
-      signal
-    });
-    if (!response.ok) {
-      throw new ApiError(response.status, `the job service answered ${response.status}`);
-    }
-    return response;
+  events(signal: AbortSignal): Promise<Response> {
+    return this.send('GET', 'events', {}, undefined, signal);
   }
 
   async call<T>(
@@ -77,6 +68,23 @@ export class Api {
     query: Record<string, string> = {},
     body?: unknown
   ): Promise<T> {
+    const text = await (await this.send(method, path, query, body)).text();
+    try {
+      return (text ? JSON.parse(text) : null) as T;
+    } catch {
+      return null as T;
+    }
+  }
+
+  /** The response to one request, with the caller's token; an `ApiError` with the
+   * service's own sentence when it says no, or when it does not answer. */
+  private async send(
+    method: string,
+    path: string,
+    query: Record<string, string>,
+    body?: unknown,
+    signal?: AbortSignal
+  ): Promise<Response> {
     const url = new URL(this.base + path, window.location.href);
     for (const [key, value] of Object.entries(query)) {
       if (value) {
@@ -93,26 +101,25 @@ export class Api {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
-        credentials: 'omit'
+        credentials: 'omit',
+        signal
       });
     } catch {
       throw new ApiError(0, 'the job service does not answer; is it running?');
     }
-    const text = await response.text();
-    let answer: unknown = null;
+    if (response.ok) {
+      return response;
+    }
+    let said: { message?: string; problems?: IRosterProblem[] } | null = null;
     try {
-      answer = text ? JSON.parse(text) : null;
+      said = JSON.parse(await response.text());
     } catch {
-      answer = null;
+      said = null; // not the service's JSON (a proxy's page)
     }
-    if (!response.ok) {
-      const said = answer as { message?: string; problems?: IRosterProblem[] } | null;
-      throw new ApiError(
-        response.status,
-        said?.message || `the job service answered ${response.status}`,
-        said?.problems ?? []
-      );
-    }
-    return answer as T;
+    throw new ApiError(
+      response.status,
+      said?.message || `the job service answered ${response.status}`,
+      said?.problems ?? []
+    );
   }
 }
