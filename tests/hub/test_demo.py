@@ -299,40 +299,64 @@ def test_bob_reads_nothing_of_ada_nor_of_the_services(demo):
     start_server(url, s, "bob")
     tries = "; ".join(f"cat {p} >/dev/null" for p in private)
     tries += f"; ls {workdir / 'home' / 'ada'}; ls {workdir}"
-    # the token, anywhere bob can read: every process's command line, the demo's files
-    # (searched by a program that gets the token on its input, not on its command line)
-    tries += f"; echo {token} | python3 -c {shlex.quote(FIND_TOKEN % str(workdir))}"
-
-    said = terminal_says(url, s, "bob", tries)
+    # the token, anywhere bob can read: every process's command line, the demo's files and
+    # /tmp (searched by a program that gets the token on its input, not on its command
+    # line). Only files written since the demo began can hold it: older ones (another
+    # test's clones, node_modules) are passed over, else a busy /tmp takes minutes.
+    since = workdir.parent.stat().st_mtime - 5  # the demo's folder, made just before it
+    find = FIND_TOKEN % {"top": str(workdir), "since": since}
+    # a word bob may see, in one world-readable file and one command line: the search must
+    # find each once, or it did not look where it says
+    control = f"control-{os.urandom(8).hex()}"
+    with tempfile.NamedTemporaryFile("w", prefix="nbjobs-control-", dir="/tmp") as planted:
+        planted.write(control)
+        planted.flush()
+        os.chmod(planted.name, 0o644)
+        waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", control])
+        try:
+            tries += f"; printf '%s\\n%s' {token} {control} | python3 -c {shlex.quote(find)}"
+            said = terminal_says(url, s, "bob", tries)
+        finally:
+            waiting.kill()
+            waiting.wait()
 
     denied = said.count("Permission denied")
     assert denied == len(private) + 2, said
-    found = re.search(r"cmdlines=(\d+) files=(\d+) searched=(\d+)", said)
+    found = re.search(r"token=(\d+),(\d+) control=(\d+),(\d+)", said)
     assert found is not None, said
-    cmdlines, files, searched = map(int, found.groups())
+    cmdlines, files, control_cmdlines, control_files = map(int, found.groups())
     assert (cmdlines, files) == (0, 0), said
-    assert searched > 10  # it did look
+    assert (control_cmdlines, control_files) == (1, 1), said
 
 
 FIND_TOKEN = """
 import os, sys
-token = sys.stdin.read().strip().encode()
-cmdlines = files = searched = 0
+words = [w.encode() for w in sys.stdin.read().split()]
+cmdlines = [0, 0]
+files = [0, 0]
 for pid in filter(str.isdigit, os.listdir("/proc")):
+    if int(pid) == os.getpid():
+        continue
     try:
-        cmdlines += token in open(f"/proc/{pid}/cmdline", "rb").read()
+        line = open(f"/proc/{pid}/cmdline", "rb").read()
     except OSError:
-        pass
-for top in (%r, "/tmp"):
+        continue
+    for i, word in enumerate(words):
+        cmdlines[i] += word in line
+for top in (%(top)r, "/tmp"):
     for folder, _, names in os.walk(top):
         for name in names:
             try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    files += token in f.read(10_000_000)
-                    searched += 1
+                path = os.path.join(folder, name)
+                if os.lstat(path).st_mtime < %(since)r:
+                    continue
+                with open(path, "rb") as f:
+                    read = f.read(10_000_000)
             except OSError:
-                pass
-print(f"cmdlines={cmdlines} files={files} searched={searched}")
+                continue
+            for i, word in enumerate(words):
+                files[i] += word in read
+print(f"token={cmdlines[0]},{files[0]} control={cmdlines[1]},{files[1]}")
 """
 
 
