@@ -27,7 +27,7 @@ from nbjobs.storage import escape_username
 from .conftest import free_port, notebook
 
 TOKENS = {"t-ada": "ada"}
-JOBS = 40
+JOBS = 20
 
 
 def _config(root: Path, **extra: object) -> Path:
