@@ -240,8 +240,10 @@ def main(argv: Sequence[str]) -> int:
                 else:
                     for cls in classes:
                         hours = cls["gpu_hours"]
+                        count = len(cls["students"])
                         print(
-                            f"{cls['name']:<16}{len(cls['students']):>4} students  "
+                            f"{cls['name']:<16}{count:>4} "
+                            f"{'student ' if count == 1 else 'students'}  "
                             f"flavors: {', '.join(cls['flavors']) or '-':<20}  "
                             f"GPU-hours: {'-' if hours is None else f'{hours:g}'}/{cls['period']}"
                         )

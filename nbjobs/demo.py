@@ -6,6 +6,11 @@ class (students ada and bob, teacher tess) and an admin, each with the example
 notebook in their folder. Prints the URL and the logins; Ctrl-C stops it all.
 Everything lives in ``--workdir`` (default ``.nbjobs-demo``).
 
+Every role's flow can be tried: the class is one tess manages (roster, flavors, a
+GPU-hour budget; made once, then hers to change), a flavor needs a teacher's or an
+admin's approval, and the job service's mail and webhooks land in the demo's inbox
+(:mod:`nbjobs.demo_inbox`, the hub's *Services* menu), where each user reads their own.
+
 Started as root, it keeps the users apart as a real one-machine install does:
 each demo user gets an OS account of their own (``demo-ada``, ...) that their
 notebook server, terminals and jobs run as, with their folder as its home
@@ -15,6 +20,7 @@ notebook server, terminals and jobs run as, with their folder as its home
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import signal
@@ -27,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from nbjobs import demo_inbox
 from nbjobs.storage import escape_username
 
 # In the wheel the examples sit inside the package; in a checkout, beside it.
@@ -50,16 +57,41 @@ c.Authenticator.admin_users = {admins!r}
 c.Spawner.default_url = "/lab"
 if os.geteuid() == 0:  # servers run as the hub's user: let jupyter-server run as root
     c.Spawner.args = ["--allow-root"]
+{showcase}"""
+
+#: the demo's own additions to the hub: its inbox, and (first start only) its class
+SHOWCASE = """from nbjobs.demo_inbox import add_to_hub
+add_to_hub(c, {workdir!r}, http_port={inbox_port}, smtp_port={smtp_port})
 """
+SEED_CLASS = (
+    "# the demo's class, made at its first start; then the teacher's to change\n"
+    "# (JupyterHub would reset a group's properties at every start)\n"
+    "c.JupyterHub.load_groups = {{**c.JupyterHub.load_groups, {name!r}: {group!r}}}\n"
+)
+#: written once the hub has made the demo's class
+SEEDED = "class-made"
+CLASS = "demo-class"
+
+
+@dataclasses.dataclass(frozen=True)
+class Ports:
+    """Where the demo's parts listen (all on 127.0.0.1 but the hub's public port)."""
+
+    port: int = 8000
+    hub: int = 8081
+    service: int = 8787
+    proxy_api: int = 8001
+    inbox: int = 8788
+    smtp: int = 8025
 
 
 #: GPUs the demo simulates on a machine without one, so GPU flavors and queueing can be tried
 SIMULATED_GPUS = 2
 
 
-def demo_config(gpus: bool, accounts: bool = False) -> dict:
+def demo_config(gpus: bool, accounts: bool = False, notifications: dict | None = None) -> dict:
     """The demo's nbjobs.yaml: its real GPUs, or (without one) simulated ones that say so;
-    with ``accounts``, an OS account per user."""
+    with ``accounts``, an OS account per user; ``notifications`` as given."""
     local: dict = {"gpus": "auto", "cpu_slots": 2}
     label = "1 GPU"
     if not gpus:
@@ -70,24 +102,36 @@ def demo_config(gpus: bool, accounts: bool = False) -> dict:
     flavors = [
         {"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "30m"},
         {"name": "gpu", "display_name": label, "gpus": 1, "time_limit": "1h"},
+        {
+            "name": "gpu-long",
+            "display_name": f"{label}, 4 h (needs approval)",
+            "gpus": 1,
+            "time_limit": "4h",
+            # everyone's but the admins' jobs wait for tess or the admin to say yes
+            "approval": {"expires_after": "1d"},
+        },
     ]
-    return {
+    settings = {
         "storage": {"root": "home"},
         "database": {"url": "sqlite:///jobs.sqlite"},
         "backend": {"kind": "local", "local": local},
         "flavors": flavors,
         "quotas": {"default": {"max_running_gpus": 1, "max_queued_jobs": 20, "gpu_hours": 10}},
-        "classes": [
-            {
-                "name": "demo-class",
-                "teachers": TEACHERS,
-                "students": STUDENTS,
-                "flavors": [f["name"] for f in flavors],
-            }
-        ],
         "teachers": {"users": TEACHERS},
         "admin": {"users": ADMINS},
     }
+    if notifications:
+        settings["notifications"] = notifications
+    return settings
+
+
+def class_group(flavors: Sequence[str]) -> dict:
+    """The demo's class as the hub group the dashboard makes (its students are the
+    group's members; the rest is the group's ``nbjobs_class`` property)."""
+    from nbjobs.job_service.classes import PROPERTY
+
+    settings = {"teachers": TEACHERS, "flavors": list(flavors), "gpu_hours": 2, "period": "week"}
+    return {"users": STUDENTS, "properties": {PROPERTY: settings}}
 
 
 def gpus_line(workdir: Path) -> str:
@@ -104,16 +148,16 @@ def gpus_line(workdir: Path) -> str:
 def prepare(
     workdir: Path,
     ip: str,
-    port: int,
-    hub_port: int,
-    service_port: int,
-    proxy_api_port: int = 8001,
+    ports: Ports = Ports(),
     accounts: bool | None = None,
+    showcase: bool = True,
 ) -> Path:
     """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config.
 
     ``accounts``: give the users OS accounts (demo-ada, ...); None: where the machine
     allows it (as root). The accounts are the machine's, shared by every demo on it.
+    ``showcase``: the demo's class, inbox and notifications (a test hub that writes an
+    nbjobs.yaml of its own goes without).
     """
     from nbjobs.hub_config import local_hub_lines
     from nbjobs.job_service.backends.local import discover_gpus
@@ -126,7 +170,13 @@ def prepare(
         workdir.chmod(0o711)
         _private(workdir)
     config = workdir / "nbjobs.yaml"
-    settings = demo_config(bool(discover_gpus()), accounts)
+    notifications = None
+    if showcase:
+        demo_inbox.write_secrets(workdir)
+        notifications = demo_inbox.notifications_config(
+            workdir, ports.inbox, ports.smtp, f"http://{ip}:{ports.port}"
+        )
+    settings = demo_config(bool(discover_gpus()), accounts, notifications)
     _write_private(config, yaml.safe_dump(settings, sort_keys=False))
     homes = workdir / "home"
     homes.mkdir(exist_ok=True)
@@ -136,24 +186,50 @@ def prepare(
         home = homes / escape_username(user)
         home.mkdir(parents=True, exist_ok=True)
         if not (home / "hello.ipynb").exists():
-            shutil.copyfile(EXAMPLES / "hello.ipynb", home / "hello.ipynb")
+            _write_example(home / "hello.ipynb")
         if accounts:
             _give_home(user, home, settings)
+    extra = ""
+    if showcase:
+        extra = SHOWCASE.format(workdir=str(workdir), inbox_port=ports.inbox, smtp_port=ports.smtp)
+        if not (workdir / SEEDED).exists():
+            group = class_group([f["name"] for f in settings["flavors"]])
+            extra += SEED_CLASS.format(name=CLASS, group=group)
     hub_config = workdir / "jupyterhub_config.py"
     _write_private(
         hub_config,
         HUB_CONFIG.format(
             config=str(config),
-            service_port=service_port,
+            service_port=ports.service,
             placement=local_hub_lines(
-                workdir, ip=ip, port=port, hub_port=hub_port, proxy_api_port=proxy_api_port
+                workdir, ip=ip, port=ports.port, hub_port=ports.hub, proxy_api_port=ports.proxy_api
             ),
             password=PASSWORD,
             users=set(STUDENTS + TEACHERS + ADMINS),
             admins=set(ADMINS),
+            showcase=extra,
         ),
     )
     return hub_config
+
+
+def _write_example(path: Path) -> None:
+    """The example notebook, with the kernel metadata JupyterLab would write into it:
+    without them, opening it marks it modified (Lab fills them in from the kernel) and a
+    Submit saves it first."""
+    import nbformat
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    notebook = nbformat.read(EXAMPLES / "hello.ipynb", as_version=4)
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": spec.display_name,
+        "language": spec.language,
+    }
+    notebook.metadata["language_info"] = dict(IPythonKernel.language_info)
+    nbformat.write(notebook, path)
 
 
 def accounts_possible(workdir: Path) -> str | None:
@@ -248,6 +324,12 @@ def demo_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port")
     parser.add_argument(
+        "--inbox-port", type=int, default=8788, help="the demo inbox's port (pages, webhooks)"
+    )
+    parser.add_argument(
+        "--smtp-port", type=int, default=8025, help="the demo inbox's mail port (on localhost)"
+    )
+    parser.add_argument(
         "--remove-accounts",
         action="store_true",
         help="remove the OS accounts an earlier demo as root made (demo-ada, ...) and stop; "
@@ -274,9 +356,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from nbjobs.accounts import AccountRefused
 
     try:
-        hub_config = prepare(
-            workdir, args.ip, args.port, args.hub_port, args.service_port, args.proxy_api_port
+        ports = Ports(
+            args.port,
+            args.hub_port,
+            args.service_port,
+            args.proxy_api_port,
+            args.inbox_port,
+            args.smtp_port,
         )
+        hub_config = prepare(workdir, args.ip, ports)
     except AccountRefused as exc:
         print(f"nbjobs demo: {exc}", file=sys.stderr)
         return 2
@@ -328,6 +416,8 @@ def _serve(hub: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path
     if not _wait_up(f"{url}/hub/api/", hub):
         print(f"nbjobs demo: the hub did not start; see {log_path}", file=sys.stderr)
         return 1
+    if "load_groups" in (workdir / "jupyterhub_config.py").read_text():
+        (workdir / SEEDED).touch()  # the hub made the class: from now on it is tess's
     stop = False
 
     def on_signal(_sig: int, _frame: object) -> None:
@@ -340,6 +430,11 @@ def _serve(hub: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path
         f"\nnbjobs demo is running at {url}\n\n"
         f"  log in as ada or bob (students), tess (teacher) or admin; password: {PASSWORD}\n"
         "  open hello.ipynb and submit it as a job; results appear next to it\n"
+        f"  dashboard (queue, usage; tess manages class {CLASS}, 2 GPU-hours a week): "
+        f"{url}/services/nbjobs/\n"
+        "  the flavor '4 h (needs approval)' waits for tess or admin to approve each job\n"
+        f"  mail and webhooks: {url}/services/{demo_inbox.SERVICE_NAME}/ (each user reads "
+        "their own; ask for them in the Jobs panel's Notifications)\n"
         f"  {gpus_line(workdir)}\n"
         f"  {accounts_line(workdir)}\n"
         f"  files: {workdir}\n\nCtrl-C stops the demo.",

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
-from nbjobs.demo import prepare
+from nbjobs.demo import Ports, prepare
 from nbjobs.storage import escape_username
 
 from ..hub.hubproc import free_port, running_hub
@@ -31,6 +32,8 @@ SHELLS = {"bash", "sh", "shell"}
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*\{?([\w-]*)\}?\s*$")
 MARKER = re.compile(r"^%\s*(not-run|run-as|run-in):\s*(.*?)\s*$")
 USERS = ("ada", "bob", "tess", "admin")
+#: the admin's class of the guides, beside the demo's (which is the hub's, tess's)
+ADMIN_CLASS = {"name": "physics", "teachers": ["tess"], "students": ["frank"], "flavors": ["cpu"]}
 
 ADMIN_SERVICE = """
 c.JupyterHub.services.append({{"name": "docs-test", "api_token": {token!r}}})
@@ -106,8 +109,13 @@ def test_the_guides_have_shell_blocks_and_each_runs_or_says_why():
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     folder = tmp_path_factory.mktemp("docs-hub")
-    port, hub_port, service_port, proxy_port = (free_port() for _ in range(4))
-    config = prepare(folder, "127.0.0.1", port, hub_port, service_port, proxy_port)
+    ports = Ports(*(free_port() for _ in range(6)))
+    port = ports.port
+    config = prepare(folder, "127.0.0.1", ports)
+    # a class an admin wrote into nbjobs.yaml, as docs/teacher/classes.md shows one
+    settings = yaml.safe_load((folder / "nbjobs.yaml").read_text())
+    settings["classes"] = [ADMIN_CLASS]
+    (folder / "nbjobs.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     token = os.urandom(16).hex()
     text = config.read_text() + ADMIN_SERVICE.format(token=token)
     with running_hub(folder, text, port) as url:

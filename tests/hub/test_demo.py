@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+import requests
 
 from .hubproc import login, start_server, terminal_says, xsrf
 
@@ -41,7 +42,8 @@ def demo():
     port = free_port()
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
     command += [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
-    command += [f"--proxy-api-port={free_port()}"]
+    command += [f"--proxy-api-port={free_port()}", f"--inbox-port={free_port()}"]
+    command += [f"--smtp-port={free_port()}"]
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -200,6 +202,9 @@ def test_the_demo_class_has_two_students_and_a_teacher(demo):
     assert cls["name"] == "demo-class"
     assert sorted(cls["students"]) == ["ada", "bob"]
     assert cls["teachers"] == ["tess"]
+    # a class of the hub's, with a budget: tess changes its roster and grants hours
+    assert (cls["source"], cls["gpu_hours"], cls["period"]) == ("hub", 2, "week")
+    assert cls["flavors"] == ["cpu", "gpu", "gpu-long"]
     # the students' flavors are the class's
     ada = login(url, "ada")
     assert ada.get(f"{url}/hub/api/user").json()["name"] == "ada"
@@ -241,6 +246,97 @@ def test_without_a_gpu_the_demo_simulates_some_and_says_so_everywhere(demo):
     log = s.get(api + f"jobs/{first['id']}/logs").text
     assert "are simulated" in log
     s.post(api + f"jobs/{second['id']}/cancel", headers=headers)
+
+
+# -- every role's flow: approvals, notifications in the demo's inbox --------------------
+
+
+def inbox(url: str, s) -> dict:
+    """The user's demo inbox, through the hub (its OAuth round on the way)."""
+    r = s.get(f"{url}/services/demo-inbox/api/messages")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_for_message(url: str, s, kind: str, words: str, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [m for m in inbox(url, s)["messages"] if m["kind"] == kind and words in m["text"]]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, inbox(url, s)
+        time.sleep(0.5)
+
+
+def test_a_job_on_the_approval_flavor_waits_for_tess(demo):
+    url, _, _, out = demo
+    assert "'4 h (needs approval)' waits for tess or admin" in out
+    bob = login(url, "bob")
+    start_server(url, bob, "bob")
+    api = f"{url}/user/bob/nbjobs/api/"
+    body = {"path": "hello.ipynb", "flavor": "gpu-long", "parameters": {"steps": 2}}
+    job = bob.post(api + "jobs", json=body, headers={"X-XSRFToken": xsrf(bob, "/user/bob/")})
+    assert job.status_code == 201, job.text
+    assert job.json()["state"] == "pending_approval"
+    assert "an admin or your teacher must approve" in job.json()["waiting_reason"]
+
+    tess = login(url, "tess")
+    start_server(url, tess, "tess")
+    tess_api = f"{url}/user/tess/nbjobs/api/"
+    waiting = tess.get(tess_api + "dashboard/approvals").json()
+    assert [j["id"] for j in waiting] == [job.json()["id"]]
+    approved = tess.post(
+        tess_api + f"jobs/{job.json()['id']}/approve",
+        headers={"X-XSRFToken": xsrf(tess, "/user/tess/")},
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["state"] in ("queued", "starting", "running", "succeeded")
+
+
+def test_notifications_land_in_each_users_demo_inbox(demo):
+    url, _, _, out = demo
+    assert f"mail and webhooks: {url}/services/demo-inbox/" in out
+    ada = login(url, "ada")
+    start_server(url, ada, "ada")
+    api = f"{url}/user/ada/nbjobs/api/"
+    headers = {"X-XSRFToken": xsrf(ada, "/user/ada/")}
+    # the inbox page names her address and her webhook URL
+    page = ada.get(f"{url}/services/demo-inbox/")
+    assert page.status_code == 200, page.text
+    assert "Demo inbox of ada" in page.text
+    hook = re.search(r"http://127\.0\.0\.1:\d+/services/demo-inbox/hook/ada/[0-9a-f]+", page.text)
+    assert hook is not None, page.text
+    assert inbox(url, ada)["address"] == "ada@demo.test"
+
+    # she asks for mail and a webhook: the code to confirm her address arrives first
+    wanted = {"email": "ada@demo.test", "webhook": hook.group(0), "on": ["succeeded"]}
+    saved = ada.put(api + "notifications/settings", json=wanted, headers=headers)
+    assert saved.status_code == 200, saved.text
+    assert saved.json()["email_confirmed"] is False
+    code = re.search(r"Code: (\S+)", wait_for_message(url, ada, "mail", "Code: ")["text"])
+    assert code is not None
+    answer = {"code": code.group(1)}
+    confirmed = ada.post(api + "notifications/confirm", json=answer, headers=headers)
+    assert confirmed.status_code == 200, confirmed.text
+
+    # a job of hers succeeds: the mail and the webhook say so, with a link to the result
+    body = {"path": "hello.ipynb", "flavor": "cpu", "parameters": {"steps": 2}, "name": "told"}
+    job = ada.post(api + "jobs", json=body, headers=headers).json()
+    mail = wait_for_message(url, ada, "mail", f"({job['id']})", timeout=120)
+    assert "succeeded" in mail["subject"], mail
+    assert f"{url}/hub/user-redirect/lab/tree/" in mail["text"]
+    sent = wait_for_message(url, ada, "webhook", job["id"])
+    assert json.loads(sent["text"])["state"] == "succeeded"
+
+    # bob's inbox has none of it, and he cannot read hers
+    bob = login(url, "bob")
+    assert all(job["id"] not in m["text"] for m in inbox(url, bob)["messages"])
+    assert inbox(url, bob)["address"] == "bob@demo.test"
+    # nor post to her webhook with his own key
+    bob_hook = re.search(r"/hook/bob/([0-9a-f]+)", bob.get(f"{url}/services/demo-inbox/").text)
+    assert bob_hook is not None
+    forged = requests.post(hook.group(0).rsplit("/", 1)[0] + "/" + bob_hook.group(1), json={})
+    assert forged.status_code == 404
 
 
 # -- one machine, many users: accounts, files, secrets, devices -------------------------
@@ -454,7 +550,8 @@ def test_a_notebook_server_opens_no_gpu(demo, stand_in_gpus):
 
 
 def test_ctrl_c_while_starting_stops_all_it_started(tmp_path):
-    ports = {name: free_port() for name in ("port", "hub-port", "service-port", "proxy-api-port")}
+    names = ("port", "hub-port", "service-port", "proxy-api-port", "inbox-port", "smtp-port")
+    ports = {name: free_port() for name in names}
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(tmp_path)]
     command += [f"--{name}={port}" for name, port in ports.items()]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

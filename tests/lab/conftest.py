@@ -28,7 +28,7 @@ import pytest
 import yaml
 from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_playwright
 
-from nbjobs.demo import PASSWORD, prepare
+from nbjobs.demo import PASSWORD, Ports, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -132,7 +132,8 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
     port = free_port()
     # no OS accounts: the demo's (demo-ada, ...) are the machine's, and moving them to
     # this hub's folder would take them from a demo running beside it (another worker)
-    hub_config = prepare(workdir, "127.0.0.1", port, free_port(), free_port(), accounts=False)
+    ports = Ports(port, free_port(), free_port(), free_port(), free_port(), free_port())
+    hub_config = prepare(workdir, "127.0.0.1", ports, accounts=False, showcase=False)
     (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(jobs_config, sort_keys=False))
     # The proxy's API port defaults to 8001: another hub on this machine may hold it.
     with hub_config.open("a") as f:

@@ -18,9 +18,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Playwright, expect
 
-from .conftest import Hub, api, shot
+from .conftest import ARTIFACTS, Hub, api, shot
+from .test_lab_dashboard import DASHBOARD, log_in
 from .test_lab_hub import API, JOB_TIMEOUT, job_row, jobs_panel, open_notebook, wait_for
 
 
@@ -38,6 +39,7 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
     command += [f"--port={port}", f"--hub-port={_free_port()}"]
     command += [f"--service-port={_free_port()}", f"--proxy-api-port={_free_port()}"]
+    command += [f"--inbox-port={_free_port()}", f"--smtp-port={_free_port()}"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     said = []
@@ -78,6 +80,17 @@ def submit_hello(page: Page, name: str, steps: str) -> None:
 
 
 def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Page, hub: Hub):
+    # The example opens as it is: its kernel starts and nothing is marked modified (Lab
+    # would fill in the kernel's metadata, and Submit then saved it first).
+    panel = open_notebook(lab, "hello.ipynb")
+    expect(panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(
+        1, timeout=60_000
+    )
+    lab.wait_for_timeout(1_500)  # the kernel's info reply, which Lab writes in
+    tab = lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    expect(tab).to_contain_text("hello.ipynb")
+    expect(tab).not_to_have_class(re.compile(r"\bjp-mod-dirty\b"))
+
     submit_hello(lab, "first try", "300")  # about 15 s of "training"
     submit_hello(lab, "second try", "20")
 
@@ -153,3 +166,59 @@ def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Pa
     assert wait_for(lab, second_id, "succeeded", "failed")["state"] == "succeeded"
     status, _ = api(lab, "GET", API + "jobs")
     assert status == 200
+
+
+def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, playwright: Playwright):
+    """The teacher manages her class and approves a job; a student's notifications
+    arrive in the demo's inbox, which she opens from the hub."""
+    # ada asks for mail: the confirmation code arrives in her demo inbox
+    jobs_panel(lab).locator(".nbjobs-JobsPanel-notifications").click()
+    form = lab.locator(".jp-Dialog .nbjobs-NotifyForm")
+    form.locator("input[name='email']").fill("ada@demo.test")
+    form.locator("input[name='succeeded']").check()
+    lab.locator(".jp-Dialog button", has_text="Save").click()
+    form = lab.locator(".jp-Dialog .nbjobs-NotifyForm")
+    expect(form.locator(".nbjobs-NotifyForm-confirm")).to_contain_text("ada@demo.test")
+    inbox = lab.context.new_page()
+    inbox.goto(f"{hub.url}/services/demo-inbox/")
+    expect(inbox.locator("h1")).to_have_text("Demo inbox of ada")
+    mail = inbox.locator("article[data-kind='mail']")
+    expect(mail.first).to_contain_text("confirm your address", timeout=60_000)
+    found = re.search(r"Code: (\S+)", mail.first.inner_text())
+    assert found is not None
+    form.locator("input[name='code']").fill(found.group(1))
+    lab.locator(".jp-Dialog button", has_text="Save").click()
+    expect(lab.locator(".Toastify__toast", has_text="Notification settings saved")).to_be_visible()
+
+    # a job on the approval flavor waits for tess
+    status, job = api(
+        lab,
+        "POST",
+        API + "jobs",
+        {"path": "hello.ipynb", "flavor": "gpu-long", "parameters": {"steps": 2}, "name": "long"},
+    )
+    assert status == 201, job
+    assert isinstance(job, dict)
+    assert job["state"] == "pending_approval"
+
+    for tess in log_in(playwright, hub, "tess"):
+        # her class: the hub's, so hers to change, with its budget
+        tess.goto(hub.url + DASHBOARD + "#classes")
+        demo = tess.locator("section[aria-label='Class demo-class']")
+        expect(demo).to_contain_text("2 GPU-hours")
+        expect(demo).to_contain_text("ada")
+        expect(demo.locator("button", has_text="Remove").first).to_be_enabled()
+        tess.screenshot(path=str(ARTIFACTS / "40-demo-teacher-class.png"), full_page=True)
+        # ada's request, approved
+        tess.goto(hub.url + DASHBOARD + "#approvals")
+        row = tess.locator("table[aria-label='Approvals'] tbody tr").filter(has_text=job["id"])
+        tess.screenshot(path=str(ARTIFACTS / "41-demo-teacher-approvals.png"), full_page=True)
+        row.locator("button[data-action='approve']").click()
+        expect(tess.locator(".nbjobs-Status")).to_contain_text(f"Approved ada's job {job['id']}")
+
+    # the approved job runs; its end arrives in ada's inbox as mail
+    assert wait_for(lab, job["id"], "succeeded", "failed")["state"] == "succeeded"
+    told = inbox.locator("article[data-kind='mail']").filter(has_text=job["id"])
+    expect(told.first).to_contain_text('"long" succeeded', timeout=90_000)
+    inbox.screenshot(path=str(ARTIFACTS / "42-demo-inbox.png"), full_page=True)
+    inbox.close()

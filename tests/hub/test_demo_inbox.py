@@ -1,0 +1,132 @@
+"""The demo's inbox on its own: mail only from the job service's login, webhooks only
+with the user's key, each user's messages kept across a restart, the page escaped.
+(With a real hub, its OAuth and the job service sending: tests/hub/test_demo.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import smtplib
+import socket
+import stat
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from nbjobs import demo_inbox
+from nbjobs.demo_inbox import Inbox, smtp_protocol, webhook_key
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def running(tmp_path: Path):
+    """The inbox's SMTP server and web application on free ports of 127.0.0.1."""
+    demo_inbox.write_secrets(tmp_path)
+    inbox = Inbox(tmp_path / demo_inbox.STORE_FILE)
+    password = (tmp_path / demo_inbox.PASSWORD_FILE).read_text()
+    secret = (tmp_path / demo_inbox.SECRET_FILE).read_bytes()
+    smtp_port, http_port = free_port(), free_port()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: smtp_protocol(inbox, password, loop), "127.0.0.1", smtp_port
+    )
+    prefix = "/services/demo-inbox/"
+    app = demo_inbox.make_app(inbox, secret, prefix, f"http://127.0.0.1:{http_port}")
+    http = app.listen(http_port, address="127.0.0.1")
+    yield {
+        "inbox": inbox,
+        "password": password,
+        "secret": secret,
+        "smtp": smtp_port,
+        "hooks": f"http://127.0.0.1:{http_port}{prefix}hook/",
+    }
+    http.stop()
+    server.close()
+
+
+def send(port: int, to: str, subject: str, login: tuple[str, str] | None) -> None:
+    """Mail as the job service sends it (smtplib, plain SMTP, a login)."""
+    message = EmailMessage()
+    message["From"] = "nbjobs@demo.test"
+    message["To"] = to
+    message["Subject"] = subject
+    message.set_content(f"about {subject}")
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as smtp:
+        if login:
+            smtp.login(*login)
+        smtp.send_message(message)
+
+
+async def test_mail_reaches_its_user_only_from_the_services_login(running):
+    port, password = running["smtp"], running["password"]
+    await asyncio.to_thread(send, port, "ada@demo.test", "job done", ("nbjobs", password))
+
+    # without the login, with a wrong one, or to an address outside the demo: refused
+    with pytest.raises(smtplib.SMTPSenderRefused):
+        await asyncio.to_thread(send, port, "ada@demo.test", "forged", None)
+    with pytest.raises(smtplib.SMTPAuthenticationError):
+        await asyncio.to_thread(send, port, "ada@demo.test", "forged", ("nbjobs", "guess"))
+    with pytest.raises(smtplib.SMTPRecipientsRefused):
+        await asyncio.to_thread(send, port, "ada@example.org", "away", ("nbjobs", password))
+
+    [mail] = running["inbox"].of("ada")
+    assert (mail["kind"], mail["subject"], mail["text"].strip()) == (
+        "mail",
+        "job done",
+        "about job done",
+    )
+    assert running["inbox"].of("bob") == []
+
+
+async def test_a_webhook_lands_only_with_the_users_own_key(running):
+    client = AsyncHTTPClient()
+    ada_key = webhook_key(running["secret"], "ada")
+    payload = {"event": "succeeded", "subject": '[nbjobs] "train" succeeded', "user": "ada"}
+    answer = await client.fetch(
+        running["hooks"] + f"ada/{ada_key}", method="POST", body=json.dumps(payload)
+    )
+    assert answer.code == 204
+    # bob's name with ada's key, or a made-up key: nothing lands, nothing is said
+    for wrong in (f"bob/{ada_key}", "ada/" + "0" * 32):
+        with pytest.raises(HTTPClientError) as refused:
+            await client.fetch(running["hooks"] + wrong, method="POST", body=json.dumps(payload))
+        assert refused.value.code == 404
+    [hook] = running["inbox"].of("ada")
+    assert hook["kind"] == "webhook"
+    assert hook["subject"] == '[nbjobs] "train" succeeded'
+    assert json.loads(hook["text"]) == payload
+    assert running["inbox"].of("bob") == []
+
+
+def test_messages_outlive_a_restart_in_a_file_only_root_reads(tmp_path):
+    store = tmp_path / "inbox.jsonl"
+    inbox = Inbox(store, keep=3)
+    for n in range(5):
+        inbox.add("ada", "mail", f"message {n}", "text")
+    inbox.add("bob", "webhook", "bob's", "{}")
+    again = Inbox(store, keep=3)
+    assert [m["subject"] for m in again.of("ada")] == ["message 4", "message 3", "message 2"]
+    assert [m["subject"] for m in again.of("bob")] == ["bob's"]
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    # the file holds no more than is kept
+    assert len(store.read_text().splitlines()) == 4
+
+
+def test_the_page_shows_a_users_messages_escaped():
+    messages = [
+        {"kind": "mail", "subject": "<script>alert(1)</script>", "at": "now", "text": "a & b"}
+    ]
+    text = demo_inbox.page("ada", "ada@demo.test", "http://127.0.0.1:1/hook/ada/k", messages)
+    assert "<script>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "a &amp; b" in text
+    assert "ada@demo.test" in text
+    assert "http://127.0.0.1:1/hook/ada/k" in text
+    assert "Messages (1)" in text
