@@ -28,6 +28,10 @@ export interface IDetailActions {
   download(path: string): Promise<void>;
   /** the flavor as the service describes it now (null: not offered to the user any more) */
   flavor(name: string): IFlavor | null;
+  /** the job's own actions, as buttons above its facts (each where it applies) */
+  rerun?(job: IJob): Promise<void>;
+  cancel?(job: IJob): Promise<void>;
+  remove?(job: IJob): Promise<void>;
 }
 
 export class JobDetail extends Widget {
@@ -115,7 +119,48 @@ export class JobDetail extends Widget {
     }
     const title = document.createElement('h2');
     title.textContent = job.name;
-    this.node.replaceChildren(title, table);
+    this.node.replaceChildren(title, this.buttons(job, can), table);
+  }
+
+  /** Every action on the job, each enabled where it applies or saying why not. */
+  private buttons(job: IJob, can: ReturnType<typeof jobActions>): Node {
+    const trans = this.trans;
+    const bar = document.createElement('div');
+    bar.className = 'nbjobs-JobDetail-actions';
+    bar.setAttribute('role', 'toolbar');
+    bar.setAttribute('aria-label', trans('Actions on job "%1"', job.name));
+    const add = (
+      action: string,
+      label: string,
+      state: { enabled: boolean; why: string },
+      go: (() => Promise<void>) | undefined
+    ): void => {
+      if (!go) {
+        return;
+      }
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.className = 'jp-mod-styled nbjobs-JobDetail-action';
+      button.dataset.action = action;
+      button.textContent = label;
+      button.disabled = !state.enabled;
+      button.title = state.why;
+      button.addEventListener('click', () => {
+        button.disabled = true;
+        void go().finally(() => {
+          button.disabled = !state.enabled;
+        });
+      });
+      bar.append(button);
+    };
+    const actions = this.actions;
+    add('rerun', trans('Re-run'), can.rerun, actions.rerun && (() => actions.rerun!(job)));
+    add('cancel', trans('Cancel'), can.cancel, actions.cancel && (() => actions.cancel!(job)));
+    add('output', trans('Open output'), can.output, () => actions.openOutput(job));
+    add('download', trans('Download output'), can.output, () => actions.download(job.output_path));
+    add('log', trans('View log'), can.log, () => actions.viewLog(job));
+    add('remove', trans('Delete'), can.remove, actions.remove && (() => actions.remove!(job)));
+    return bar;
   }
 
   private link(text: string, go: () => void, enabled: boolean): Node {

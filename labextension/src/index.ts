@@ -21,6 +21,7 @@ import {
 } from '@jupyterlab/apputils';
 import type { MainAreaWidget } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { PageConfig } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
@@ -29,10 +30,11 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { NbjobsAPI, NbjobsError } from './api';
 import { elapsedSeconds, formatDuration, outputLocation } from './format';
 import { dashboardUrl } from './dashboard';
-import { type JobDetail, createDetailWidget } from './detail';
+import { type IDetailActions, type JobDetail, createDetailWidget } from './detail';
 import { submitIcon } from './icons';
 import { type LogView, createLogWidget } from './logview';
 import { EventStream } from './events';
+import { JobsPage } from './jobspage';
 import { JobsModel } from './model';
 import { JobsPanel } from './panel';
 import { kernelName, parametersSource } from './notebookjson';
@@ -55,6 +57,7 @@ export namespace CommandIDs {
   export const submit = 'nbjobs:submit';
   export const showJobs = 'nbjobs:show-jobs';
   export const openDashboard = 'nbjobs:open-dashboard';
+  export const openJobsPage = 'nbjobs:open-jobs-page';
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -62,14 +65,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'Submit notebooks as GPU jobs and follow them.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ITranslator, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer],
+  optional: [ITranslator, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer, ILauncher],
   activate: (
     app: JupyterFrontEnd,
     notebooks: INotebookTracker,
     translator: ITranslator | null,
     palette: ICommandPalette | null,
     fileBrowser: IDefaultFileBrowser | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    launcher: ILauncher | null
   ): void => {
     const bundle = (translator ?? nullTranslator).load(DOMAIN);
     const trans: Translate = (msgid, ...args) => bundle.__(msgid, ...(args as string[]));
@@ -137,6 +141,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         await model.refresh();
       },
       openOutput: (job: IJob) => openOutput(app, api, job),
+      openFullView: () => app.commands.execute(CommandIDs.openJobsPage) as Promise<void>,
       editDefinition: (definition: IDefinition) =>
         editDefinitionDialog(app, api, definition, trans),
       showJobById: async (id: string) => {
@@ -163,24 +168,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           app.shell.activateById(opened.id);
           return;
         }
-        const widget = createDetailWidget(
-          job,
-          {
-            openPath: path => void app.commands.execute('docmanager:open', { path }),
-            openOutput: j => openOutput(app, api, j),
-            viewLog: j => actions.viewLog(j),
-            download: path => download(app, path, trans),
-            flavor: name => flavors.find(f => f.name === name) ?? null,
-            showJob: id => {
-              const other = model.find(id);
-              if (other) {
-                void actions.showDetails(other);
-              }
-            }
-          },
-          trans,
-          me
-        );
+        const widget = createDetailWidget(job, detailActions(flavors), trans, me);
         await details.add(widget);
         app.shell.add(widget, 'main');
         app.shell.activateById(widget.id);
@@ -197,6 +185,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
         app.shell.activateById(widget.id);
       }
     };
+
+    /** What a job's details do: open what it ran and made, and act on it. */
+    const detailActions = (flavors: IFlavor[]): IDetailActions => ({
+      openPath: path => void app.commands.execute('docmanager:open', { path }),
+      openOutput: j => openOutput(app, api, j),
+      viewLog: j => actions.viewLog(j),
+      download: path => download(app, path, trans),
+      flavor: name => flavors.find(f => f.name === name) ?? null,
+      showJob: id => void actions.showJobById(id),
+      rerun: j => actions.rerun(j),
+      cancel: j => actions.cancel(j),
+      remove: j => actions.remove(j)
+    });
 
     const dashboard = dashboardUrl(
       PageConfig.getOption('hubHost'),
@@ -284,6 +285,98 @@ const plugin: JupyterFrontEndPlugin<void> = {
       palette?.addItem({ command: CommandIDs.openDashboard, category: 'nbjobs' });
     }
     palette?.addItem({ command: CommandIDs.showJobs, category: 'nbjobs' });
+
+    // The Notebook Jobs page: the jobs in a full-width table, with a model of its own.
+    let page: JobsPage | null = null;
+    const openJobsPage = async (): Promise<void> => {
+      if (page && !page.isDisposed) {
+        app.shell.activateById(page.id);
+        return;
+      }
+      const flavors = await api.flavors().catch(() => [] as IFlavor[]);
+      const pageModel = new JobsModel(api);
+      pageModel.listen(events);
+      const many = async (
+        jobs: IJob[],
+        question: [string, string, string, string],
+        call: (job: IJob) => Promise<unknown>
+      ): Promise<void> => {
+        if (!(await confirm(...question))) {
+          return;
+        }
+        // each on its own: one refused (it ended meanwhile) stops none of the others
+        const failed = (
+          await Promise.all(
+            jobs.map(job =>
+              call(job).then(
+                () => null,
+                (error: unknown) => error
+              )
+            )
+          )
+        ).filter(error => error !== null);
+        if (failed.length) {
+          const why = failed[0];
+          Notification.error(
+            trans(
+              '%1 of %2 could not be done: %3',
+              failed.length,
+              jobs.length,
+              why instanceof NbjobsError ? why.message : String(why)
+            ),
+            { autoClose: 8000 }
+          );
+        }
+        await Promise.all([pageModel.refresh(), model.refresh()]);
+      };
+      page = new JobsPage(
+        pageModel,
+        {
+          details: detailActions(flavors),
+          cancelMany: jobs =>
+            many(
+              jobs,
+              [
+                trans('Cancel %1 job(s)?', jobs.length),
+                trans(
+                  'Waiting ones lose nothing; running ones stop now and keep the cells that ran.'
+                ),
+                trans('Cancel them'),
+                trans('Keep them')
+              ],
+              job => api.cancel(job.id)
+            ),
+          removeMany: jobs =>
+            many(
+              jobs,
+              [
+                trans('Delete %1 job(s) from the list?', jobs.length),
+                trans('Their records and logs go; their output notebooks stay in your folder.'),
+                trans('Delete them'),
+                trans('Keep them')
+              ],
+              job =>
+                api.remove(job.id).then(() => {
+                  pageModel.forget(job.id);
+                  model.forget(job.id);
+                })
+            )
+        },
+        trans,
+        me
+      );
+      page.title.icon = submitIcon;
+      app.shell.add(page, 'main');
+      app.shell.activateById(page.id);
+    };
+    app.commands.addCommand(CommandIDs.openJobsPage, {
+      label: trans('Notebook Jobs'),
+      caption: trans('Every job in a full-width table: sort, select, cancel, delete'),
+      icon: submitIcon,
+      execute: openJobsPage
+    });
+    palette?.addItem({ command: CommandIDs.openJobsPage, category: 'nbjobs' });
+    launcher?.add({ command: CommandIDs.openJobsPage, category: 'Other', rank: 10 });
 
     model.approved.connect((_, jobs) => {
       for (const job of jobs) {

@@ -7,6 +7,7 @@
  * only; older pages, loaded with `before=<the last job's id>`, stay as loaded.
  * Pure functions, tested on their own; `JobsModel` applies them.
  */
+import { elapsedSeconds, jobActions } from './format';
 import type { IJob, IMe, JobState } from './types';
 
 /** Which jobs the panel's state select shows. */
@@ -164,4 +165,66 @@ export function scopeChoices(me: IMe | null): Scope[] {
 /** Whose jobs the service lists when not told: admins everyone's, others their own. */
 export function defaultScope(me: IMe | null): Scope {
   return me?.admin ? 'all' : 'mine';
+}
+
+// -- the Notebook Jobs page's table ----------------------------------------------
+
+/** The columns a table can be sorted by. */
+export type SortKey = 'name' | 'state' | 'flavor' | 'user' | 'submitted' | 'took' | 'gpuHours';
+
+export interface ISort {
+  key: SortKey;
+  descending: boolean;
+}
+
+/** Newest first, as the service lists them. */
+export const DEFAULT_SORT: ISort = { key: 'submitted', descending: true };
+
+/** A job's value in a column, for sorting. */
+function sortValue(job: IJob, key: SortKey, now: Date): string | number {
+  switch (key) {
+    case 'name':
+      return job.name.toLowerCase();
+    case 'state':
+      return job.state;
+    case 'flavor':
+      return job.flavor;
+    case 'user':
+      return job.user;
+    case 'submitted':
+      return Date.parse(job.submitted_at);
+    case 'took':
+      return job.started_at ? elapsedSeconds(job, now) : -1;
+    case 'gpuHours':
+      return job.gpu_hours;
+  }
+}
+
+/** The jobs in the order of a column (ties keep the service's order: newest first). */
+export function sortJobs(jobs: readonly IJob[], sort: ISort, now: Date = new Date()): IJob[] {
+  const order = sort.descending ? -1 : 1;
+  return jobs
+    .map((job, index) => ({ job, index, value: sortValue(job, sort.key, now) }))
+    .sort((a, b) => {
+      if (a.value < b.value) {
+        return -order;
+      }
+      if (a.value > b.value) {
+        return order;
+      }
+      return a.index - b.index;
+    })
+    .map(item => item.job);
+}
+
+/** Of the selected jobs, those a bulk action applies to: active ones can be cancelled,
+ * the caller's ended ones deleted. */
+export function bulkTargets(
+  jobs: readonly IJob[],
+  me: string | null
+): { cancel: IJob[]; remove: IJob[] } {
+  return {
+    cancel: jobs.filter(job => jobActions(job, me).cancel.enabled),
+    remove: jobs.filter(job => jobActions(job, me).remove.enabled)
+  };
 }

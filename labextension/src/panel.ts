@@ -81,6 +81,8 @@ export interface IJobActions {
   editDefinition?(definition: IDefinition): Promise<IDefinition | null>;
   /** where and when the user is told about their jobs (email, webhook) */
   notifications?(): Promise<void>;
+  /** the Notebook Jobs page: the jobs in a full-width table */
+  openFullView?(): Promise<void>;
 }
 
 export class JobsPanel extends Widget {
@@ -142,6 +144,15 @@ export class JobsPanel extends Widget {
       );
       bell.classList.add('nbjobs-JobsPanel-notifications');
       tools.append(bell);
+    }
+    if (actions.openFullView) {
+      const full = document.createElement('button');
+      full.type = 'button';
+      full.className = 'nbjobs-JobsPanel-fullView';
+      full.textContent = trans('Full view');
+      full.title = trans('Open the Notebook Jobs page: every job in a full-width table');
+      full.addEventListener('click', () => void actions.openFullView!());
+      tools.append(full);
     }
     tools.append(refresh);
     header.append(tools);

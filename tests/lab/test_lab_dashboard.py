@@ -61,7 +61,10 @@ def log_in(playwright: Playwright, hub: Hub, user: str) -> Iterator[Page]:
     page.fill("#username_input", user)
     page.fill("#password_input", PASSWORD)
     page.click("#login_submit")
-    page.wait_for_url(re.compile(r".*/(hub|user)/.*"), timeout=120_000)
+    # the whole way to their JupyterLab (their server starts, OAuth redirects): stopped
+    # on the way (at /hub/spawn-pending), it finished after the test had gone on to the
+    # dashboard and took the page away from it
+    page.wait_for_url(re.compile(r".*/user/[^/]+/lab.*"), timeout=120_000)
     yield page
     context.close()
     browser.close()

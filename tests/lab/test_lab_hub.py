@@ -870,3 +870,82 @@ def use_theme(page: Page, theme: str) -> None:
     light = "false" if "Dark" in theme else "true"
     expect(page.locator(f"body[data-jp-theme-light='{light}']")).to_have_count(1)
     expect(page.locator("#jupyterlab-splash")).to_have_count(0)  # Lab's veil while it switches
+
+
+def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(lab: Page):
+    """The full-width page: opened from the panel, its columns sort, a selection is
+    cancelled or deleted at once, and a job's details carry every action."""
+    running = submit_by_api(lab, "slow.ipynb", "cpu", "page-running", seconds=60)
+    done = [finished_job(lab, f"page-done-{n}") for n in (1, 2)]
+    wait_for(lab, running["id"], "running")
+
+    jobs_panel(lab).locator("button.nbjobs-JobsPanel-fullView").click()
+    page = lab.locator("#nbjobs-jobs-page")
+    expect(page).to_be_visible()
+    table = page.locator("table[aria-label='Notebook jobs']")
+    rows = table.locator("tbody tr")
+
+    def row(job: dict):
+        return table.locator(f"tbody tr[data-job-id='{job['id']}']")
+
+    for job in [running, *done]:
+        expect(row(job)).to_be_visible()
+    # newest first, then by name when asked (again: the other way)
+    expect(table.locator("th[aria-sort='descending']")).to_contain_text("Submitted")
+    table.locator("button[data-sort='name']").click()
+    expect(table.locator("th[aria-sort='ascending']")).to_contain_text("Name")
+    names = rows.locator(".nbjobs-JobsPage-name").all_inner_texts()
+    assert names == sorted(names, key=str.lower), names
+    table.locator("button[data-sort='name']").click()
+    expect(table.locator("th[aria-sort='descending']")).to_contain_text("Name")
+
+    # a selection of a running job and two ended ones: each bulk action takes its own
+    cancel = page.locator("button[data-action='cancel']")
+    remove = page.locator("button[data-action='remove']")
+    expect(cancel).to_be_disabled()
+    for job in [running, *done]:
+        row(job).locator("input[type='checkbox']").check()
+    expect(page.locator(".nbjobs-JobsPage-count")).to_contain_text("3 of")
+    expect(cancel).to_be_enabled()
+    expect(remove).to_be_enabled()
+    expect(remove).to_have_attribute("title", re.compile("Delete 2 job"))
+    shot(lab, "43-jobs-page")
+    cancel.click()
+    dialog = lab.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Cancel 1 job(s)?")
+    dialog.locator("button", has_text="Cancel them").click()
+    assert wait_for(lab, running["id"], "cancelled")["state"] == "cancelled"
+    expect(row(running)).to_contain_text("Cancelled")
+    remove.click()
+    dialog = lab.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Delete 3 job(s) from the list?")  # the cancelled one too
+    dialog.locator("button", has_text="Delete them").click()
+    for job in [running, *done]:
+        expect(row(job)).to_have_count(0)
+        status, _ = api(lab, "GET", API + f"jobs/{job['id']}")
+        assert status == 404
+
+    # a job's details open beside the table, with its actions on them
+    kept = finished_job(lab, "page-kept")
+    expect(row(kept)).to_be_visible()
+    row(kept).locator(".nbjobs-JobsPage-name").click()
+    details = page.locator(".nbjobs-JobsPage-details .nbjobs-JobDetail")
+    expect(details.locator("h2")).to_have_text("page-kept")
+    bar = details.locator(".nbjobs-JobDetail-actions")
+    for action in ("rerun", "output", "download", "log", "remove"):
+        expect(bar.locator(f"button[data-action='{action}']")).to_be_enabled()
+    expect(bar.locator("button[data-action='cancel']")).to_be_disabled()
+    expect(bar.locator("button[data-action='cancel']")).to_have_attribute(
+        "title", "ended: nothing to cancel"
+    )
+    shot(lab, "44-jobs-page-details")
+    bar.locator("button[data-action='rerun']").click()
+    rerun = lab.locator(".nbjobs-SubmitDialog")
+    expect(rerun).to_be_visible()
+    rerun.locator("button", has_text="Cancel").click()
+    expect(rerun).to_be_hidden()
+    bar.locator("button[data-action='log']").click()
+    expect(lab.locator(".nbjobs-LogView:visible")).to_be_visible()
+    close_current_tab(lab)
+    lab.locator(".lm-TabBar-tab[data-id='nbjobs-jobs-page'] .lm-TabBar-tabCloseIcon").click()
+    expect(page).to_have_count(0)
