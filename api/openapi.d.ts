@@ -630,6 +630,101 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/{job_id}/result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The job's output notebook as read-only HTML (its owner, admins, its owner's teachers)
+         * @description Rendered by the service from the job's output notebook, read once without following a link put in its place; never the owner's live file. The page may run nothing in a browser (Content-Security-Policy with sandbox, no scripts, nothing loaded). A reading by anyone but the job's owner is recorded on the audit list (GET audit). A job that has not ended is a 409; one that never started, or whose output is gone or was replaced by a link, a 404; an output over 20 MiB a 413.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    job_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The output notebook, as a standalone HTML page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                401: components["responses"]["Unauthorized"];
+                404: components["responses"]["NotFound"];
+                409: components["responses"]["Conflict"];
+                413: components["responses"]["TooLarge"];
+                500: components["responses"]["DamagedRecord"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who read another person's job log or result, newest first (nbjobs admins)
+         * @description One entry per reader, job and kind of reading (log, result) within 10 minutes: a log being followed is one entry. Entries stay when their job is deleted.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    /** @description entries older than this id (the next page) */
+                    before?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The audit list */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["AuditList"];
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/usage": {
         parameters: {
             query?: never;
@@ -2332,6 +2427,23 @@ export interface components {
             job_files: number;
             jobs: number;
         };
+        AuditEntry: {
+            id: number;
+            /** Format: date-time */
+            at: string;
+            /** @description who read it */
+            reader: string;
+            /** @description whose job it is */
+            owner: string;
+            job_id: string;
+            /** @enum {string} */
+            what: "log" | "result";
+        };
+        AuditList: {
+            entries: components["schemas"]["AuditEntry"][];
+            /** @description older entries exist (ask with before = the last id) */
+            more: boolean;
+        };
         StorageReport: {
             retention_seconds: number | null;
             max_job_files: number | null;
@@ -2748,6 +2860,8 @@ export type NotifySettingsInfo = components['schemas']['NotifySettingsInfo'];
 export type ConfirmAddress = components['schemas']['ConfirmAddress'];
 export type AddressConfirmed = components['schemas']['AddressConfirmed'];
 export type UserStorage = components['schemas']['UserStorage'];
+export type AuditEntry = components['schemas']['AuditEntry'];
+export type AuditList = components['schemas']['AuditList'];
 export type StorageReport = components['schemas']['StorageReport'];
 export type NotifySettingsList = components['schemas']['NotifySettingsList'];
 export type Attempt = components['schemas']['Attempt'];

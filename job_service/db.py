@@ -46,8 +46,9 @@ from nbjobs.models import ACTIVE_STATES
 #: 2: the same tables, numbered from here on;
 #: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports);
 #: 4: ``nbjobs_mail_addresses``, the addresses users confirmed (or were mailed a code for);
-#:    ``nbjobs_jobs.input_removed_at``, when an ended job's input went (storage.retention).
-SCHEMA_VERSION = 4
+#:    ``nbjobs_jobs.input_removed_at``, when an ended job's input went (storage.retention);
+#: 5: ``nbjobs_audit``, who read another person's log or result (revision 0005).
+SCHEMA_VERSION = 5
 
 log = logging.getLogger("nbjobs.job_service")
 

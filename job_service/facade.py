@@ -22,6 +22,7 @@ from .errors import Caller
 
 if TYPE_CHECKING:
     from .approvals import Decisions
+    from .audit import Audit
     from .budgets import Budgets
     from .classes import ClassRegistry
     from .context import Context
@@ -42,6 +43,7 @@ class ServiceFacade(Protocol):
 
     config: NbjobsConfig
     ctx: Context
+    audit: Audit
     classes: ClassRegistry
     budgets: Budgets
     decisions: Decisions

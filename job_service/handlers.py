@@ -26,6 +26,7 @@ from nbjobs.models import (
 )
 
 from .api_base import JOB_ID, LOG_CHUNK, APIHandler, size_text
+from .audit import RESULT_CSP
 from .errors import ServiceError
 from .events import KEEPALIVE_SECONDS, STREAM_SECONDS, Stream
 from .metrics import render as render_metrics
@@ -278,6 +279,30 @@ class JobMetricsHandler(APIHandler):
             ) from None
 
 
+class ResultHandler(APIHandler):
+    """``GET api/jobs/{id}/result``: the job's output notebook as read-only HTML (see
+    :mod:`.audit`): rendered by the service, never the owner's live file, and allowed to
+    run nothing in a browser."""
+
+    async def get(self, job_id: str) -> None:
+        html = await self._call_sync(self.service.audit.result_html, self.caller, job_id)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", RESULT_CSP)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(html)
+
+
+class AuditHandler(APIHandler):
+    """``GET api/audit``: who read whose log or result, newest first (admins)."""
+
+    async def get(self) -> None:
+        limit = self.int_arg("limit", 100, minimum=1, maximum=1000)
+        before = self.get_query_argument("before", None)
+        first = self.int_arg("before", 0, minimum=1) if before is not None else None
+        self.send(await self._call_sync(self.service.audit.entries, self.caller, limit, first))
+
+
 class PrometheusHandler(APIHandler):
     """``GET {prefix}metrics``: the service's metrics in Prometheus' text format.
 
@@ -414,6 +439,8 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + job + "/reject", RejectHandler),
         (api + job + "/logs", LogsHandler),
         (api + job + "/metrics", JobMetricsHandler),
+        (api + job + "/result", ResultHandler),
+        (api + "/audit", AuditHandler),
         (api + "/usage", UsageHandler),
         (api + "/storage", StorageHandler),
         (api + "/classes/?", ClassesHandler),

@@ -55,6 +55,7 @@ from nbjobs.storage import (
 
 from . import drains, joblist, metering
 from .approvals import ApprovalExpiry, Decisions, needs_approval, waiting_for_approval
+from .audit import Audit, note_reading
 from .backends import Backend
 from .budgets import Budgets
 from .classes import ClassRegistry
@@ -182,6 +183,7 @@ class JobService:
         self.follower = Follower(self.ctx, self.dispatcher.wake)
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
         self.telemetry = TelemetryCollector(self.ctx, self._visible)
+        self.audit = Audit(self.ctx, self._visible, self.folder_for)
         #: warns about (and stops) jobs that leave their GPUs idle (see reclaim.py)
         self.reclaimer = IdleReclaimer(self.ctx, self.telemetry)
         self.approvals = ApprovalExpiry(self.ctx)
@@ -857,6 +859,9 @@ class JobService:
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             job_dir = Path(record.job_dir)
+            # a teacher's or an admin's reading of someone's log is on the audit list
+            note_reading(db, caller.name, record.user, job_id, "log")
+            db.commit()
         try:
             with opened_job_dir(job_dir) as folder:
                 return open_file_at(folder, "log.txt", os.O_RDONLY)

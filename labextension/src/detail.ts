@@ -157,7 +157,10 @@ export class JobDetail extends Widget {
     add('rerun', trans('Re-run'), can.rerun, actions.rerun && (() => actions.rerun!(job)));
     add('cancel', trans('Cancel'), can.cancel, actions.cancel && (() => actions.cancel!(job)));
     add('output', trans('Open output'), can.output, () => actions.openOutput(job));
-    add('download', trans('Download output'), can.output, () => actions.download(job.output_path));
+    const saving = can.output.enabled
+      ? { enabled: true, why: trans('Save the output notebook to your computer') }
+      : can.output;
+    add('download', trans('Download output'), saving, () => actions.download(job.output_path));
     add('log', trans('View log'), can.log, () => actions.viewLog(job));
     add('remove', trans('Delete'), can.remove, actions.remove && (() => actions.remove!(job)));
     return bar;

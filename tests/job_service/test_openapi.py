@@ -10,6 +10,7 @@ import jsonschema
 import pytest
 import requests
 import yaml
+from nbjobs.job_service import audit
 from nbjobs.job_service.api_base import NotFoundHandler
 from nbjobs.job_service.app import routes
 from nbjobs.job_service.dashboard import models as dashboard_models
@@ -90,6 +91,8 @@ RESPONSE_MODELS = {
     "Attempt": notification_models.Attempt,
     "AddressConfirmed": notification_models.AddressConfirmed,
     "StorageReport": models.StorageReport,
+    "AuditEntry": audit.AuditEntry,
+    "AuditList": audit.AuditList,
     "UserStorage": models.UserStorage,
     "JobEvent": models.JobEvent,
     "RosterChecked": models.RosterChecked,

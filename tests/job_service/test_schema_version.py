@@ -9,10 +9,11 @@ import logging
 import pytest
 import sqlalchemy
 from alembic.script import ScriptDirectory
-from nbjobs.job_service import db as jobdb
-from nbjobs.job_service.db import MIGRATIONS, SCHEMA_VERSION, Base, connect
 
 # every table the service keeps
+from nbjobs.job_service import audit as _audit  # noqa: F401
+from nbjobs.job_service import db as jobdb
+from nbjobs.job_service.db import MIGRATIONS, SCHEMA_VERSION, Base, connect
 from nbjobs.job_service.notifications import store as _notifications  # noqa: F401
 from nbjobs.job_service.schedules import store as _schedules  # noqa: F401
 
@@ -20,7 +21,12 @@ from .conftest import new_postgres_database
 
 #: each schema version's outline (its hash): a change to the tables without a new
 #: version fails here
-OUTLINES = {2: "74aa94031e14f733", 3: "c757e03f164146e1", 4: "d4c80893f70709d9"}
+OUTLINES = {
+    2: "74aa94031e14f733",
+    3: "c757e03f164146e1",
+    4: "d4c80893f70709d9",
+    5: "78fe0278ed2c0876",
+}
 
 
 def outline() -> str:
@@ -109,6 +115,7 @@ def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, 
 #: what each schema version lacked of the next, to make an older database from today's:
 #: tables that came later, and columns (table, column)
 CAME_LATER = {
+    5: (["nbjobs_audit"], []),
     4: (["nbjobs_mail_addresses"], [("nbjobs_jobs", "input_removed_at")]),
     3: (["nbjobs_usage_kept"], []),
     2: ([], []),  # version 2 numbered the same tables
@@ -166,3 +173,26 @@ def test_the_migrations_start_from_the_base_revision_of_schema_4():
     [base] = script.get_bases()
     assert base == "0004"
     assert SCHEMA_VERSION >= 4
+
+
+def test_a_database_at_revision_0004_gains_the_audit_table(tmp_path):
+    """Alembic's own path: a database of schema 4 already stamped 0004 (made by the
+    nbjobs before this one) upgrades to the newest revision with the audit table."""
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    connect(url).kw["bind"].dispose()
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text("DROP TABLE nbjobs_audit"))
+        conn.execute(sqlalchemy.text("UPDATE alembic_version SET version_num = '0004'"))
+        conn.execute(sqlalchemy.text("UPDATE nbjobs_schema SET version = 4"))
+    engine.dispose()
+
+    connect(url).kw["bind"].dispose()
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.connect() as conn:
+        assert sqlalchemy.inspect(conn).has_table("nbjobs_audit")
+        revision = conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).all()
+    engine.dispose()
+    assert revision == [("0005",)]
+    assert versions(url) == [SCHEMA_VERSION]

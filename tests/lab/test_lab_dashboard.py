@@ -125,7 +125,7 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
     expect(admin.locator(".nbjobs-Tabs a")).to_have_text(
-        ["Overview", "Queue", "Nodes", "Approvals", "Classes", "Usage", "Storage"]
+        ["Overview", "Queue", "Nodes", "Approvals", "Classes", "Usage", "Storage", "Audit"]
     )
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
@@ -356,6 +356,38 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     expect(teacher.locator("section[aria-label='Class physics-101']")).to_have_count(0)
     # a class from nbjobs.yaml cannot be deleted here
     expect(demo.locator("button[data-action='delete-class']")).to_have_count(0)
+
+
+def test_a_teacher_opens_a_students_result_and_log_read_only_and_the_admin_sees_it(
+    lab: Page, teacher: Page, admin: Page, hub: Hub
+):
+    job = submit_by_api(lab, "hello.ipynb", "t4", "dash-looked-at", steps=5)
+    assert wait_for(lab, job["id"], "succeeded")["state"] == "succeeded"
+    teacher.goto(hub.url + DASHBOARD + "#classes")
+    demo = teacher.locator("section[aria-label='Class demo-class']")
+    ada = demo.locator("table tbody tr").filter(has_text="ada").first
+    ada.locator("button[data-action='student-jobs']").click()
+    row = ada.locator('table[aria-label="ada\'s latest jobs"] tbody tr').filter(has_text=job["id"])
+    # the result: the service's rendering, in a frame that runs nothing
+    row.locator("button[data-action='view-result']").click()
+    viewer = ada.locator(".nbjobs-Viewer")
+    expect(viewer.locator("h3")).to_contain_text(f"ada's job dash-looked-at ({job['id']}): result")
+    frame = viewer.locator("iframe.nbjobs-Viewer-result")
+    assert frame.get_attribute("sandbox") == ""
+    expect(viewer.frame_locator("iframe").locator("body")).to_contain_text("final_loss")
+    teacher.screenshot(path=str(ARTIFACTS / "45-dashboard-student-result.png"), full_page=True)
+    row.locator("button[data-action='view-log']").click()
+    expect(viewer.locator("pre.nbjobs-Viewer-log")).to_contain_text("step")
+    # nothing of the student's changed: her notebook and output are as the job left them
+    status, listing = api(lab, "GET", f"/user/ada/api/contents/{job['output_path']}")
+    assert status == 200, listing
+
+    admin.goto(hub.url + DASHBOARD + "#audit")
+    entries = admin.locator("table[aria-label='Audit list'] tbody tr").filter(has_text=job["id"])
+    expect(entries).to_have_count(2)
+    expect(entries.filter(has_text="result")).to_contain_text("tess")
+    expect(entries.filter(has_text="log")).to_contain_text("ada")
+    admin.screenshot(path=str(ARTIFACTS / "46-dashboard-audit.png"), full_page=True)
 
 
 def test_the_admins_jobs_panel_lists_everyone_or_only_theirs(lab: Page, admin: Page, hub: Hub):

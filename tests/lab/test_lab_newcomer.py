@@ -146,7 +146,8 @@ def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Pa
     expect(facts).to_contain_text("Succeeded")
     expect(facts).to_contain_text(first_id)  # what it re-ran
     expect(facts).to_contain_text("waited")
-    expect(detail.locator("button", has_text="Download")).to_be_visible()
+    expect(detail.locator("button.nbjobs-JobDetail-link", has_text="Download")).to_be_visible()
+    expect(detail.locator("button[data-action='download']")).to_be_enabled()
     shot(lab, "30-newcomer-rerun-details")
     facts.locator("button.nbjobs-JobDetail-link", has_text=again["output_path"]).click()
     opened = lab.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")

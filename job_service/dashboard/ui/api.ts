@@ -38,6 +38,8 @@ export type IUsageRow = api.UsageRow;
 /** `GET api/storage`: the space users' job files take, and its rules. */
 export type IStorageReport = api.StorageReport;
 export type IUsage = api.Usage;
+export type IAuditEntry = api.AuditEntry;
+export type IAuditList = api.AuditList;
 
 export class Api {
   constructor(
@@ -60,6 +62,11 @@ export class Api {
   /** The service's stream of events (`GET api/events`), until `signal` aborts it. */
   events(signal: AbortSignal): Promise<Response> {
     return this.send('GET', 'events', {}, undefined, signal);
+  }
+
+  /** A text answer (a log, a rendered result), as the service sent it. */
+  async text(path: string, query: Record<string, string> = {}): Promise<string> {
+    return (await this.send('GET', path, query)).text();
   }
 
   async call<T>(

@@ -17,6 +17,7 @@ import {
 import {
   Api,
   ApiError,
+  IAuditList,
   IClass,
   IFlavor,
   IJob,
@@ -236,6 +237,9 @@ class Dashboard {
       views.push(['approvals', 'Approvals'], ['classes', 'Classes']);
     }
     views.push(['usage', 'Usage'], ['storage', 'Storage']);
+    if (this.me?.admin) {
+      views.push(['audit', 'Audit']);
+    }
     return views;
   }
 
@@ -291,7 +295,8 @@ class Dashboard {
       approvals: () => this.approvals(),
       classes: () => this.classes(),
       usage: () => this.usage(),
-      storage: () => this.storage()
+      storage: () => this.storage(),
+      audit: () => this.audit()
     };
     void (draw[id] ?? draw.usage)();
   }
@@ -948,19 +953,23 @@ class Dashboard {
       void (async () => {
         try {
           const page = await this.api.get<{ jobs: IJob[] }>('jobs', { user: student, limit: '20' });
+          const viewer = h('section', { class: 'nbjobs-Viewer', 'aria-live': 'polite' });
+          viewer.hidden = true;
           list.replaceChildren(
             page.jobs.length
               ? table(
-                  ['Job', 'State', 'Flavor', 'Submitted'],
+                  ['Job', 'State', 'Flavor', 'Submitted', ''],
                   page.jobs.map(j => [
                     `${j.name} (${j.id})`,
                     j.state.replace('_', ' '),
                     j.flavor,
-                    when(j.submitted_at)
+                    when(j.submitted_at),
+                    this.lookIn(j, viewer, status)
                   ]),
                   `${student}'s latest jobs`
                 )
-              : h('p', { class: 'nbjobs-Hint' }, `${student} has no jobs.`)
+              : h('p', { class: 'nbjobs-Hint' }, `${student} has no jobs.`),
+            viewer
           );
         } catch (error) {
           this.failIn(status, error);
@@ -969,6 +978,101 @@ class Dashboard {
     });
     cell.append(toggle, list);
     return cell;
+  }
+
+  /** A student's job's log and result, opened read-only below the list: the log as
+   * text, the result as the service rendered it, in a frame that runs no script. Each
+   * opening is on the audit list admins see. */
+  private lookIn(job: IJob, viewer: HTMLElement, status: HTMLElement): HTMLElement {
+    const started = job.started_at !== null;
+    const ended = ['succeeded', 'failed', 'cancelled', 'timed_out'].includes(job.state);
+    const open = (what: 'log' | 'result') => {
+      void (async () => {
+        try {
+          const text = await this.api.text(
+            `jobs/${encodeURIComponent(job.id)}/${what === 'log' ? 'logs' : 'result'}`
+          );
+          const title = h(
+            'h3',
+            {},
+            `${job.user}'s job ${job.name} (${job.id}): ${what === 'log' ? 'log' : 'result'}, read-only`
+          );
+          let body: HTMLElement;
+          if (what === 'log') {
+            body = h('pre', { class: 'nbjobs-Viewer-log' }, text || '(the log is empty)');
+          } else {
+            const frame = h('iframe', {
+              class: 'nbjobs-Viewer-result',
+              title: `${job.name}: result`,
+              sandbox: ''
+            }) as HTMLIFrameElement;
+            frame.srcdoc = text;
+            body = frame;
+          }
+          const close = h('button', { type: 'button', 'data-action': 'close-viewer' }, 'Close');
+          close.addEventListener('click', () => {
+            viewer.hidden = true;
+            viewer.replaceChildren();
+          });
+          viewer.replaceChildren(title, close, body);
+          viewer.hidden = false;
+        } catch (error) {
+          this.failIn(status, error);
+        }
+      })();
+    };
+    const button = (what: 'log' | 'result', label: string, why: string | null) => {
+      const b = h('button', { type: 'button', 'data-action': `view-${what}` }, label);
+      b.setAttribute('aria-label', `${label} of ${job.name}`);
+      if (why) {
+        (b as HTMLButtonElement).disabled = true;
+        b.title = why;
+      } else {
+        b.addEventListener('click', () => open(what));
+      }
+      return b;
+    };
+    return h(
+      'span',
+      { class: 'nbjobs-Actions' },
+      button('log', 'Log', started ? null : 'it has not started: no log yet'),
+      button(
+        'result',
+        'Result',
+        !started ? 'it never started: no result' : ended ? null : 'it has not ended yet'
+      )
+    );
+  }
+
+  /** Who read another person's log or result (admins). */
+  private async audit(): Promise<void> {
+    let list: IAuditList;
+    try {
+      list = await this.api.get<IAuditList>('audit', { limit: '200' });
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (this.view !== 'audit') {
+      return;
+    }
+    this.main.replaceChildren(
+      h('h2', {}, 'Audit'),
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        "Each time a teacher or an admin opened another person's job log or result " +
+          '(one entry per reader, job and kind within 10 minutes), newest first.'
+      ),
+      list.entries.length
+        ? table(
+            ['When', 'Reader', 'Owner', 'Job', 'Opened'],
+            list.entries.map(e => [when(e.at), e.reader, e.owner, e.job_id, e.what]),
+            'Audit list'
+          )
+        : h('p', { class: 'nbjobs-Hint' }, "Nobody has opened another person's work yet."),
+      list.more ? h('p', { class: 'nbjobs-Hint' }, 'Older entries: GET api/audit?before=…') : ''
+    );
   }
 
   /** A roster: pasted names or a CSV file, previewed row by row, the service's refusals

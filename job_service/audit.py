@@ -1,0 +1,184 @@
+"""Teachers look into their students' work, and admins see who looked.
+
+A teacher (or an admin) opens a student's job from the dashboard: its details, its log
+and its result. The result is never the student's live file: the service reads the
+job's output notebook once, without following a link the student may have put in its
+place (:func:`nbjobs.storage.read_notebook`), and renders it to HTML itself
+(nbconvert), which the dashboard shows in a sandboxed frame that runs no script. The
+page carries a Content-Security-Policy that forbids scripts and loading anything, so
+neither can a browser that opens it directly.
+
+Each time someone reads another person's log or result, an entry is written to the
+audit list (:class:`AuditRecord`); the same reader reading the same thing of the same
+job again within :data:`COALESCE` adds none (a log being followed is read every
+quarter second). Admins read the list (``GET api/audit``); nobody can change it
+through the API, and deleting a job leaves its entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import Integer, String, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from nbjobs.models import JobState
+from nbjobs.storage import NotebookTooLarge, PathRefused, read_notebook
+
+from .db import Base, JobRecord, UTCDateTime, utcnow
+from .errors import Caller, Conflict, DamagedRecord, Forbidden, NotFound, TooLarge
+
+if TYPE_CHECKING:
+    from .context import Context
+
+#: a second reading of the same thing by the same reader within this adds no entry
+COALESCE = timedelta(minutes=10)
+#: the largest output notebook rendered for a reader (the owner opens bigger ones in Lab)
+RESULT_MAX_BYTES = 20 * 1024 * 1024
+#: what a rendered result may do in a browser: show itself, its styles and inline images
+RESULT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; sandbox"
+
+
+class AuditRecord(Base):
+    """One reading of another person's job (its log or result)."""
+
+    __tablename__ = "nbjobs_audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    #: who read it
+    reader: Mapped[str] = mapped_column(String(255))
+    #: whose job it is
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    job_id: Mapped[str] = mapped_column(String(32))
+    #: ``log`` or ``result``
+    what: Mapped[str] = mapped_column(String(16))
+
+
+class AuditEntry(BaseModel):
+    """One reading: who read what of whose job, and when."""
+
+    id: int
+    at: datetime
+    reader: str
+    owner: str
+    job_id: str
+    what: Literal["log", "result"]
+
+
+class AuditList(BaseModel):
+    """``GET api/audit``: readings of other people's jobs, newest first."""
+
+    entries: list[AuditEntry]
+    #: whether older entries exist (ask again with ``before`` the last id)
+    more: bool
+
+
+def note_reading(
+    db: Session, reader: str, owner: str, job_id: str, what: str, now: datetime | None = None
+) -> None:
+    """Record that ``reader`` read ``what`` of ``owner``'s job (nothing when it is their
+    own, or the same reading was recorded within :data:`COALESCE`). In ``db``'s
+    transaction: the caller commits."""
+    if reader == owner:
+        return
+    now = now or utcnow()
+    recent = db.scalar(
+        select(AuditRecord.id).where(
+            AuditRecord.reader == reader,
+            AuditRecord.job_id == job_id,
+            AuditRecord.what == what,
+            AuditRecord.at > now - COALESCE,
+        )
+    )
+    if recent is None:
+        db.add(AuditRecord(at=now, reader=reader, owner=owner, job_id=job_id, what=what))
+
+
+class Audit:
+    """The results readers open, and the list of who opened what."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        visible: Callable[[Caller, JobRecord | None, str], JobRecord],
+        folder_for: Callable[[str], Path],
+    ) -> None:
+        self.ctx = ctx
+        #: the record of a job the caller may see (else NotFound): the service's rule
+        self._visible = visible
+        #: a user's folder, where their jobs' outputs are
+        self._folder_for = folder_for
+
+    def result_html(self, caller: Caller, job_id: str) -> str:
+        """``GET api/jobs/{id}/result``: the job's output notebook as read-only HTML, for
+        whoever may see the job; a reading by anyone but its owner is recorded."""
+        with self.ctx.sessions() as db:
+            record = self._visible(caller, db.get(JobRecord, job_id), job_id)
+            owner, path, state = record.user, record.output_path, record.state
+            started = record.started_at is not None
+        try:
+            final = JobState(state).final
+        except ValueError:
+            raise DamagedRecord(job_id, f"its state {state!r} is unknown") from None
+        if not final:
+            raise Conflict(f"job {job_id} has not ended: its result is written when it ends")
+        if not started or not path:
+            raise NotFound(f"job {job_id} never started, so it has no result")
+        try:
+            notebook = read_notebook(self._folder_for(owner), path, limit=RESULT_MAX_BYTES)
+        except NotebookTooLarge as exc:
+            raise TooLarge(
+                f"{path} is {exc.size} bytes, more than the {RESULT_MAX_BYTES} shown here; "
+                f"{owner} can open it in JupyterLab"
+            ) from None
+        except PathRefused as exc:
+            # gone, moved, or a link now: nothing of it is read
+            raise NotFound(f"the result of job {job_id} cannot be read: {exc}") from None
+        html = render(notebook.data, job_id)
+        with self.ctx.sessions() as db:
+            note_reading(db, caller.name, owner, job_id, "result")
+            db.commit()
+        return html
+
+    def entries(self, caller: Caller, limit: int = 100, before: int | None = None) -> AuditList:
+        """``GET api/audit``: the readings, newest first (nbjobs admins only)."""
+        if not caller.admin:
+            raise Forbidden("the audit list is for nbjobs admins")
+        with self.ctx.sessions() as db:
+            query = select(AuditRecord).order_by(AuditRecord.id.desc()).limit(limit + 1)
+            if before is not None:
+                query = query.where(AuditRecord.id < before)
+            rows = db.scalars(query).all()
+            entries = [
+                AuditEntry(
+                    id=r.id,
+                    at=r.at,
+                    reader=r.reader,
+                    owner=r.owner,
+                    job_id=r.job_id,
+                    what=r.what,  # type: ignore[arg-type]  # written as one of the two
+                )
+                for r in rows[:limit]
+            ]
+        return AuditList(entries=entries, more=len(rows) > limit)
+
+
+def render(data: bytes, job_id: str) -> str:
+    """A notebook's bytes as a standalone HTML page (nbconvert's lab template)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    try:
+        notebook = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+    except Exception as exc:  # nbformat raises many kinds for a damaged file
+        raise Conflict(
+            f"the result of job {job_id} is not a notebook nbformat reads: {exc}"
+        ) from None
+    exporter = HTMLExporter(template_name="lab")
+    body, _ = exporter.from_notebook_node(notebook)
+    return str(body)
