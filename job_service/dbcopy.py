@@ -41,10 +41,11 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..config import ConfigError, load_config
-from .db import Base, DatabaseUnusable, LeaseRecord, SchemaVersion, connect, utcnow
-from .lease import DispatcherLease
 
 # every table the service keeps must be known to Base.metadata before copying
+from . import audit as _audit  # noqa: F401
+from .db import Base, DatabaseUnusable, LeaseRecord, SchemaVersion, connect, utcnow
+from .lease import DispatcherLease
 from .notifications import store as _notifications  # noqa: F401
 from .schedules import store as _schedules  # noqa: F401
 
