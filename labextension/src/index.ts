@@ -168,7 +168,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
           app.shell.activateById(opened.id);
           return;
         }
-        const widget = createDetailWidget(job, detailActions(flavors), trans, me);
+        // the job as the model holds it now: a poll that answered while the flavors were
+        // on their way is not followed by another, and the tab would show the old state
+        const fresh = model.find(job.id) ?? job;
+        const widget = createDetailWidget(fresh, detailActions(flavors), trans, me);
         await details.add(widget);
         app.shell.add(widget, 'main');
         app.shell.activateById(widget.id);
