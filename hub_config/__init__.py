@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .setup import configure, local_hub_lines
+from .setup import configure, grant_every_user, local_hub_lines
 
 CONFIG_FILE = Path(__file__).with_name("jupyterhub_config.py")
 
-__all__ = ["CONFIG_FILE", "configure", "local_hub_lines"]
+__all__ = ["CONFIG_FILE", "configure", "grant_every_user", "local_hub_lines"]

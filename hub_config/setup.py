@@ -49,6 +49,21 @@ def local_hub_lines(
     )
 
 
+def grant_every_user(c: Any, scopes: list[str]) -> None:
+    """Give JupyterHub's ``user`` role (every user's) ``scopes`` in the config ``c``: a
+    ``user`` role already defined (z2jh's hub.loadRoles, or an earlier call) gains those
+    it lacks, rather than meeting a second definition, which JupyterHub refuses."""
+    roles = list(c.JupyterHub.get("load_roles", []))
+    defined = next((i for i, role in enumerate(roles) if role.get("name") == "user"), None)
+    if defined is not None:
+        have = list(roles[defined].get("scopes", ["self"]))
+        have += [scope for scope in scopes if scope not in have]
+        roles[defined] = {**roles[defined], "scopes": have}
+    else:
+        roles.append({"name": "user", "scopes": list(scopes)})
+    c.JupyterHub.load_roles = roles
+
+
 def configure(
     c: Any, config_path: str | None = None, service_port: int | None = None
 ) -> NbjobsConfig:
@@ -101,18 +116,10 @@ def configure(
         },
     ]
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
-    roles = list(c.JupyterHub.get("load_roles", []))
     # every user may submit and open the dashboard (it shows each what the API lets them
-    # see); a "user" role the admin already defined (z2jh's hub.loadRoles) gains these
-    # scopes rather than meeting a second definition, which JupyterHub refuses
-    ours = ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"]
-    defined = next((i for i, role in enumerate(roles) if role.get("name") == "user"), None)
-    if defined is not None:
-        scopes = list(roles[defined].get("scopes", ["self"]))
-        scopes += [scope for scope in ours if scope not in scopes]
-        roles[defined] = {**roles[defined], "scopes": scopes}
-    else:
-        roles.append({"name": "user", "scopes": ours})
+    # see)
+    grant_every_user(c, ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"])
+    roles = list(c.JupyterHub.get("load_roles", []))
     roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})
     teachers = set(config.teachers.users) | {t for cls in config.classes for t in cls.teachers}
     if teachers or config.teachers.groups:

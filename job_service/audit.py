@@ -154,17 +154,7 @@ class Audit:
             if before is not None:
                 query = query.where(AuditRecord.id < before)
             rows = db.scalars(query).all()
-            entries = [
-                AuditEntry(
-                    id=r.id,
-                    at=r.at,
-                    reader=r.reader,
-                    owner=r.owner,
-                    job_id=r.job_id,
-                    what=r.what,  # type: ignore[arg-type]  # written as one of the two
-                )
-                for r in rows[:limit]
-            ]
+            entries = [AuditEntry.model_validate(r, from_attributes=True) for r in rows[:limit]]
         return AuditList(entries=entries, more=len(rows) > limit)
 
 

@@ -110,15 +110,9 @@ def add_to_hub(c: Any, workdir: str, http_port: int, smtp_port: int) -> None:
             ],
         },
     ]
-    roles = list(c.JupyterHub.get("load_roles", []))
-    scope = f"access:services!service={SERVICE_NAME}"
-    for i, role in enumerate(roles):
-        if role.get("name") == "user":
-            roles[i] = {**role, "scopes": [*role.get("scopes", ["self"]), scope]}
-            break
-    else:
-        roles.append({"name": "user", "scopes": ["self", scope]})
-    c.JupyterHub.load_roles = roles
+    from nbjobs.hub_config import grant_every_user
+
+    grant_every_user(c, [f"access:services!service={SERVICE_NAME}"])
 
 
 class Inbox:

@@ -13,22 +13,19 @@ import { Widget } from '@lumino/widgets';
 import { type IDetailActions, JobDetail } from './detail';
 import { elapsedSeconds, formatDuration, stateLabel } from './format';
 import {
-  DEFAULT_QUERY,
   DEFAULT_SORT,
   type ISort,
   MAX_SEARCH_CHARS,
-  type Scope,
   type Show,
   type SortKey,
   bulkTargets,
-  defaultScope,
-  scopeChoices,
   sortJobs
 } from './joblist';
 import type { JobsModel } from './model';
 import { formatGpuHours } from './telemetry';
 import type { Translate } from './translate';
-import type { IJob, IMe } from './types';
+import type { IJob } from './types';
+import { WhoseSelect } from './whose';
 
 /** What the page does beyond showing: the details' actions, and the bulk ones. */
 export interface IJobsPageActions {
@@ -75,15 +72,19 @@ export class JobsPage extends Widget {
       this._show.append(new Option(label, value));
     }
     this._show.addEventListener('change', () => this._askService());
-    this._whose.className = 'jp-mod-styled';
-    this._whose.setAttribute('aria-label', trans('Whose jobs'));
-    this._whose.hidden = true;
-    this._whose.addEventListener('change', () => this._askService());
+    this._whose.node.addEventListener('change', () => this._askService());
     this._cancel = this._button(trans('Cancel selected'), 'cancel', () => this._bulk('cancel'));
     this._remove = this._button(trans('Delete selected'), 'remove', () => this._bulk('remove'));
     this._count.className = 'nbjobs-JobsPage-count';
     this._count.setAttribute('role', 'status');
-    tools.append(this._search, this._show, this._whose, this._cancel, this._remove, this._count);
+    tools.append(
+      this._search,
+      this._show,
+      this._whose.node,
+      this._cancel,
+      this._remove,
+      this._count
+    );
 
     this._table.className = 'nbjobs-JobsPage-table';
     this._table.setAttribute('aria-label', trans('Notebook jobs'));
@@ -106,7 +107,7 @@ export class JobsPage extends Widget {
 
     model.changed.connect(this._render, this);
     this._render();
-    void this._learnWho();
+    void this._whose.learn(model.api).then(shown => shown && this._render());
   }
 
   /** The job whose details are open beside the table (null: none). */
@@ -166,38 +167,11 @@ export class JobsPage extends Widget {
     this._render();
   }
 
-  /** Offer "whose jobs" to admins and teachers, as the service knows them. */
-  private async _learnWho(): Promise<void> {
-    let me: IMe;
-    try {
-      me = await this.model.api.me();
-    } catch {
-      return;
-    }
-    const choices = scopeChoices(me);
-    if (this.isDisposed || choices.length === 0) {
-      return;
-    }
-    const labels: Record<Scope, string> = {
-      mine: this.trans('Mine'),
-      classes: this.trans('My classes'),
-      all: this.trans('Everyone')
-    };
-    for (const scope of choices) {
-      this._whose.append(new Option(labels[scope], scope));
-    }
-    this._defaultScope = defaultScope(me);
-    this._whose.value = this._defaultScope;
-    this._whose.hidden = false;
-    this._render();
-  }
-
   private _askService(): void {
-    const whose = this._whose.hidden ? null : (this._whose.value as Scope);
     this.model.setQuery({
       search: this._search.value,
       show: this._show.value as Show,
-      scope: whose === this._defaultScope ? null : whose
+      scope: this._whose.scope
     });
   }
 
@@ -236,7 +210,7 @@ export class JobsPage extends Widget {
   /** Whether another person's jobs can be in the list (an owner column is worth it). */
   private _othersShown(): boolean {
     return (
-      (!this._whose.hidden && this._whose.value !== 'mine') ||
+      this._whose.othersChosen ||
       this.model.jobs.some(job => this.me !== null && job.user !== this.me)
     );
   }
@@ -397,9 +371,9 @@ export class JobsPage extends Widget {
     return row;
   }
 
+  private readonly _whose = new WhoseSelect(this.trans, 'nbjobs-JobsPage-whose');
   private readonly _search = document.createElement('input');
   private readonly _show = document.createElement('select');
-  private readonly _whose = document.createElement('select');
   private readonly _cancel: HTMLButtonElement;
   private readonly _remove: HTMLButtonElement;
   private readonly _count = document.createElement('span');
@@ -410,6 +384,5 @@ export class JobsPage extends Widget {
   private readonly _selected = new Set<string>();
   private _detail: JobDetail | null = null;
   private _sort: ISort = DEFAULT_SORT;
-  private _defaultScope: Scope | null = DEFAULT_QUERY.scope;
   private _typing = 0;
 }

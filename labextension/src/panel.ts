@@ -39,19 +39,12 @@ import {
 } from './format';
 import { DefinitionsView } from './definitions';
 import { jobsIcon, usageIcon } from './icons';
-import {
-  DEFAULT_QUERY,
-  MAX_SEARCH_CHARS,
-  type Scope,
-  type Show,
-  defaultScope,
-  isDefaultQuery,
-  scopeChoices
-} from './joblist';
+import { MAX_SEARCH_CHARS, type Show, isDefaultQuery } from './joblist';
 import type { JobsModel } from './model';
 import { TelemetryView } from './telemetryview';
 import type { Translate } from './translate';
-import type { IDefinition, IJob, IMe } from './types';
+import type { IDefinition, IJob } from './types';
+import { WhoseSelect } from './whose';
 
 /** How long the search waits for the typing to pause before asking the service (ms). */
 export const SEARCH_DELAY = 250;
@@ -186,16 +179,13 @@ export class JobsPanel extends Widget {
       this._show.append(option);
     }
     // Whose jobs: offered once the service says the user is an admin or a teacher.
-    this._whose = document.createElement('select');
-    this._whose.className = 'jp-mod-styled nbjobs-JobsPanel-whose';
-    this._whose.setAttribute('aria-label', trans('Whose jobs'));
-    this._whose.hidden = true;
+    this._whose = new WhoseSelect(trans, 'nbjobs-JobsPanel-whose');
     // Typing asks once it pauses; a choice in a select asks at once.
     this._searchLater = new Debouncer(() => this._askService(), SEARCH_DELAY);
     this._search.addEventListener('input', () => void this._searchLater.invoke());
     this._show.addEventListener('change', () => this._askService());
-    this._whose.addEventListener('change', () => this._askService());
-    filters.append(this._search, this._show, this._whose);
+    this._whose.node.addEventListener('change', () => this._askService());
+    filters.append(this._search, this._show, this._whose.node);
 
     // The scrolled area: the list (groups of rows, see ROWS_PER_GROUP), then the
     // button for the next page, by the service's cursor.
@@ -281,46 +271,17 @@ export class JobsPanel extends Widget {
     this._clock = window.setInterval(() => this._tick(), 1000);
     if (!this._askedWho) {
       this._askedWho = true;
-      void this._learnWho();
+      void this._whose.learn(this.model.api);
     }
-  }
-
-  /** Offer "whose jobs" to admins and teachers, as the service knows them. */
-  private async _learnWho(): Promise<void> {
-    let me: IMe;
-    try {
-      me = await this.model.api.me();
-    } catch {
-      return; // a service without api/me: no choice offered, the default list stays
-    }
-    const choices = scopeChoices(me);
-    if (this.isDisposed || choices.length === 0) {
-      return;
-    }
-    const labels: Record<Scope, string> = {
-      mine: this.trans('Mine'),
-      classes: this.trans('My classes'),
-      all: this.trans('Everyone')
-    };
-    for (const scope of choices) {
-      const option = document.createElement('option');
-      option.value = scope;
-      option.textContent = labels[scope];
-      this._whose.append(option);
-    }
-    this._defaultScope = defaultScope(me);
-    this._whose.value = this._defaultScope;
-    this._whose.hidden = false;
   }
 
   /** Ask the service for what the search box and the selects say. */
   private _askService(): void {
-    const whose = this._whose.hidden ? null : (this._whose.value as Scope);
     this.model.setQuery({
       search: this._search.value,
       show: this._show.value as Show,
       // the service's own default is left unsaid: the query stays the plain list
-      scope: whose === this._defaultScope ? null : whose
+      scope: this._whose.scope
     });
   }
 
@@ -446,9 +407,8 @@ export class JobsPanel extends Widget {
   private _jobsView: HTMLElement[];
   private _searchLater: Debouncer;
   private _show: HTMLSelectElement;
-  private _whose: HTMLSelectElement;
+  private _whose: WhoseSelect;
   /** whose jobs the service lists when not told (known once it said who the user is) */
-  private _defaultScope: Scope | null = DEFAULT_QUERY.scope;
   private _askedWho = false;
   private _visible = false;
   /** the scrolled area */

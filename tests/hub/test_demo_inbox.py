@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import smtplib
-import socket
 import stat
 from email.message import EmailMessage
 from pathlib import Path
@@ -18,11 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from nbjobs import demo_inbox
 from nbjobs.demo_inbox import Inbox, smtp_protocol, webhook_key
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from .hubproc import free_port
 
 
 @pytest.fixture

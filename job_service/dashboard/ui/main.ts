@@ -31,6 +31,7 @@ import {
   IUsageLine
 } from './api';
 import { EventStream, type ServiceEvent } from '../../../labextension/src/events';
+import { FINAL_STATES } from '../../../labextension/src/types';
 import { bytes, csvField, gpus, hours, isoDay, rosterNames, wait, when } from './format';
 
 Chart.register(
@@ -985,7 +986,7 @@ class Dashboard {
    * opening is on the audit list admins see. */
   private lookIn(job: IJob, viewer: HTMLElement, status: HTMLElement): HTMLElement {
     const started = job.started_at !== null;
-    const ended = ['succeeded', 'failed', 'cancelled', 'timed_out'].includes(job.state);
+    const ended = FINAL_STATES.has(job.state);
     const open = (what: 'log' | 'result') => {
       void (async () => {
         try {
