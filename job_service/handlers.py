@@ -175,7 +175,7 @@ class LogsHandler(APIHandler):
                     os.close(log)
                     log = None
                 try:
-                    log = await self._open(job_id)
+                    log = await self._open(job_id, note=False)
                 except web.HTTPError:
                     break  # its files were changed while it ran: the 200 is sent already
                 if log is not None:
@@ -191,9 +191,9 @@ class LogsHandler(APIHandler):
             if log is not None:
                 os.close(log)
 
-    async def _open(self, job_id: str) -> int | None:
+    async def _open(self, job_id: str, note: bool = True) -> int | None:
         try:
-            return await self.service.in_db(self.service.open_log, self.caller, job_id)
+            return await self.service.in_db(self.service.open_log, self.caller, job_id, note)
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
 

@@ -848,20 +848,24 @@ class JobService:
             )
             db.commit()
 
-    def open_log(self, caller: Caller, job_id: str) -> int | None:
+    def open_log(self, caller: Caller, job_id: str, note: bool = True) -> int | None:
         """The job's log, opened for reading (the caller closes it); None while there
         is none yet (a queued job).
 
         Nothing is followed through a link: when the job's folder, a folder above it or
         the log itself has become a link (or a pipe, a file where a folder was), this is
         a :class:`Conflict` that says so, never the linked file's content.
+
+        ``note``: record a reading of another person's log on the audit list (a log
+        being followed is opened again every quarter second: only its first opening is).
         """
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             job_dir = Path(record.job_dir)
-            # a teacher's or an admin's reading of someone's log is on the audit list
-            note_reading(db, caller.name, record.user, job_id, "log")
-            db.commit()
+            if note:
+                # a teacher's or an admin's reading of someone's log is on the audit list
+                note_reading(db, caller.name, record.user, job_id, "log")
+                db.commit()
         try:
             with opened_job_dir(job_dir) as folder:
                 return open_file_at(folder, "log.txt", os.O_RDONLY)
