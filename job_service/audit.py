@@ -17,6 +17,7 @@ through the API, and deleting a job leaves its entries.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -114,9 +115,18 @@ class Audit:
         #: a user's folder, where their jobs' outputs are
         self._folder_for = folder_for
 
-    def result_html(self, caller: Caller, job_id: str) -> str:
+    async def result_html(self, caller: Caller, job_id: str) -> str:
         """``GET api/jobs/{id}/result``: the job's output notebook as read-only HTML, for
-        whoever may see the job; a reading by anyone but its owner is recorded."""
+        whoever may see the job; a reading by anyone but its owner is recorded. The
+        record and the file are read on the database's threads; the rendering (seconds
+        for a big notebook) on a thread of its own, holding none of them."""
+        owner, data = await self.ctx.in_db(self._read_result, caller, job_id)
+        html = await asyncio.to_thread(render, data, job_id)
+        await self.ctx.in_db(self._note_result, caller.name, owner, job_id)
+        return html
+
+    def _read_result(self, caller: Caller, job_id: str) -> tuple[str, bytes]:
+        """The job's owner and its output notebook's bytes (see :meth:`result_html`)."""
         with self.ctx.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             owner, path, state = record.user, record.output_path, record.state
@@ -139,11 +149,12 @@ class Audit:
         except PathRefused as exc:
             # gone, moved, or a link now: nothing of it is read
             raise NotFound(f"the result of job {job_id} cannot be read: {exc}") from None
-        html = render(notebook.data, job_id)
+        return owner, notebook.data
+
+    def _note_result(self, reader: str, owner: str, job_id: str) -> None:
         with self.ctx.sessions() as db:
-            note_reading(db, caller.name, owner, job_id, "result")
+            note_reading(db, reader, owner, job_id, "result")
             db.commit()
-        return html
 
     def entries(self, caller: Caller, limit: int = 100, before: int | None = None) -> AuditList:
         """``GET api/audit``: the readings, newest first (nbjobs admins only)."""

@@ -285,7 +285,7 @@ class ResultHandler(APIHandler):
     run nothing in a browser."""
 
     async def get(self, job_id: str) -> None:
-        html = await self._call_sync(self.service.audit.result_html, self.caller, job_id)
+        html = await self._call(self.service.audit.result_html(self.caller, job_id))
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Content-Security-Policy", RESULT_CSP)
         self.set_header("X-Content-Type-Options", "nosniff")
