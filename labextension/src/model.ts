@@ -217,6 +217,12 @@ export class JobsModel {
     }
     await this._poll.refresh();
     await this._poll.tick;
+    // The Poll folds a refresh asked while another is on its way into that one; when
+    // it answered an earlier query (the user chose while it was out), ask once more.
+    if (this._answered !== this._generation && !this._poll.isDisposed) {
+      await this._poll.refresh();
+      await this._poll.tick;
+    }
   }
 
   /** Stop polling for good. */
@@ -261,6 +267,7 @@ export class JobsModel {
       this._view = merged.jobs;
       this._hasOlder = merged.keptOlder ? this._hasOlder : pageHasMore(page);
       this._provisional = false;
+      this._answered = generation;
     }
     this._error = null;
     this._loaded = true;
@@ -301,6 +308,8 @@ export class JobsModel {
   private _query: IJobQuery = DEFAULT_QUERY;
   /** counts query changes: an answer for an earlier query is dropped */
   private _generation = 0;
+  /** the generation of the query the last applied answer was for */
+  private _answered = -1;
   /** the view is the old list filtered here, until the service answers the new query */
   private _provisional = false;
   /** jobs waiting or running in the last poll's answers (older pages are not asked again) */

@@ -15,6 +15,8 @@ import type { IJob, IJobList } from '../src/types';
 class ServiceStandIn {
   jobs: IJob[] = [];
   calls: string[] = [];
+  /** when set, answers wait for it (a slow service) */
+  gate: Promise<void> | null = null;
 
   add(count: number, name = 'job'): void {
     for (let i = 0; i < count; i++) {
@@ -39,6 +41,7 @@ class ServiceStandIn {
     page: { limit?: number; before?: string | null } = {}
   ): Promise<IJobList> {
     this.calls.push(`${query.search}|${page.before ?? ''}`);
+    await this.gate;
     const limit = page.limit ?? 100;
     const matching = this.jobs.filter(j => matchesQuery(j, query));
     const start = page.before ? matching.findIndex(j => j.id === page.before) + 1 : 0;
@@ -119,6 +122,26 @@ describe('JobsModel pages', () => {
     expect(model.hasOlder).toBe(false);
     // the user's own newest jobs are still followed, for the notifications
     expect(model.find(service.jobs[0].id)).toBeDefined();
+  });
+
+  it('answers a search asked while an earlier refresh was on its way', async () => {
+    const service = new ServiceStandIn();
+    service.add(1, 'needle');
+    service.add(3, 'hay');
+    const model = modelOver(service);
+    await model.refresh();
+    // The service answers slowly: a refresh (a pushed change, the refresh button) is
+    // in flight with the old query when the user picks a new one.
+    let release: () => void = () => undefined;
+    service.gate = new Promise<void>(resolve => (release = resolve));
+    const inFlight = model.refresh();
+    await new Promise(resolve => setTimeout(resolve, 20));
+    model.setQuery({ ...DEFAULT_QUERY, search: 'needle hay' }); // matches nothing held
+    const asked = model.refresh();
+    release();
+    await Promise.all([inFlight, asked]);
+    expect(model.searching).toBe(false);
+    expect(service.calls.some(c => c.startsWith('needle hay|'))).toBe(true);
   });
 
   it('drops a removed job from an older page at once', async () => {
