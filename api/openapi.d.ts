@@ -678,6 +678,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/{job_id}/result/link": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A link that opens the job's result once, within a minute (for a frame of the dashboard)
+         * @description The same refusals as GET jobs/{job_id}/result (404, 409), checked now; the result itself is read and rendered when the link is opened, and that opening is what the audit list records. The link (a path on this service, under its prefix) needs no token: its key is the credential, for the caller who asked, and it opens nothing a second time or after `expires_at`. The page it opens is the result's own, with the same Content-Security-Policy, so the result keeps its styles in a frame of the dashboard. Only the service that made a link opens it.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    job_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The link */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ResultLink"];
+                    };
+                };
+                401: components["responses"]["Unauthorized"];
+                404: components["responses"]["NotFound"];
+                409: components["responses"]["Conflict"];
+                413: components["responses"]["TooLarge"];
+                500: components["responses"]["DamagedRecord"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/audit": {
         parameters: {
             query?: never;
@@ -2439,6 +2487,15 @@ export interface components {
             /** @enum {string} */
             what: "log" | "result";
         };
+        ResultLink: {
+            /** @description the page's path on this service; its key is the credential */
+            url: string;
+            /**
+             * Format: date-time
+             * @description after this the link opens nothing
+             */
+            expires_at: string;
+        };
         AuditList: {
             entries: components["schemas"]["AuditEntry"][];
             /** @description older entries exist (ask with before = the last id) */
@@ -2861,6 +2918,7 @@ export type ConfirmAddress = components['schemas']['ConfirmAddress'];
 export type AddressConfirmed = components['schemas']['AddressConfirmed'];
 export type UserStorage = components['schemas']['UserStorage'];
 export type AuditEntry = components['schemas']['AuditEntry'];
+export type ResultLink = components['schemas']['ResultLink'];
 export type AuditList = components['schemas']['AuditList'];
 export type StorageReport = components['schemas']['StorageReport'];
 export type NotifySettingsList = components['schemas']['NotifySettingsList'];

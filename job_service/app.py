@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 from collections.abc import Sequence
 from typing import Any
@@ -255,7 +256,8 @@ class JobServiceApp(Application):
             "%d %s %s %.1fms",
             status,
             handler.request.method,
-            handler.request.path,
+            # a link to a result carries its credential in the path
+            re.sub(r"(/dashboard/result/)[^/]+", r"\1[key]", handler.request.path),
             1000 * handler.request.request_time(),
         )
 

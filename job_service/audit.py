@@ -8,6 +8,12 @@ place (:func:`nbjobs.storage.read_notebook`), and renders it to HTML itself
 page carries a Content-Security-Policy that forbids scripts and loading anything, so
 neither can a browser that opens it directly.
 
+The dashboard shows a result in a frame of its own address, so that the page's own
+policy (its styles included) applies there and not the dashboard's: it asks for a link
+(``POST api/jobs/{id}/result/link``), good for one opening within :data:`LINK_TTL`,
+and the frame opens it (``{prefix}dashboard/result/<key>``); the key in the link is the
+credential, for whom it was made, held by this service only.
+
 Each time someone reads another person's log or result, an entry is written to the
 audit list (:class:`AuditRecord`); the same reader reading the same thing of the same
 job again within :data:`COALESCE` adds none (a log being followed is read every
@@ -18,7 +24,9 @@ through the API, and deleting a job leaves its entries.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -41,7 +49,15 @@ COALESCE = timedelta(minutes=10)
 #: the largest output notebook rendered for a reader (the owner opens bigger ones in Lab)
 RESULT_MAX_BYTES = 20 * 1024 * 1024
 #: what a rendered result may do in a browser: show itself, its styles and inline images
-RESULT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; sandbox"
+#: (within the dashboard only, when framed)
+RESULT_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; sandbox; "
+    "frame-ancestors 'self'"
+)
+#: how long a link to a result may wait for its one opening
+LINK_TTL = timedelta(seconds=60)
+#: the most links waiting at once (the oldest go first)
+LINKS_MAX = 1000
 
 
 class AuditRecord(Base):
@@ -79,6 +95,22 @@ class AuditList(BaseModel):
     more: bool
 
 
+class ResultLink(BaseModel):
+    """``POST api/jobs/{id}/result/link``: where the job's result opens, once."""
+
+    #: the page's path on this service (the key in it is the credential)
+    url: str
+    #: after this, the link opens nothing
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class _Link:
+    caller: Caller
+    job_id: str
+    expires_at: datetime
+
+
 def note_reading(
     db: Session, reader: str, owner: str, job_id: str, what: str, now: datetime | None = None
 ) -> None:
@@ -114,6 +146,35 @@ class Audit:
         self._visible = visible
         #: a user's folder, where their jobs' outputs are
         self._folder_for = folder_for
+        #: the links made and not yet opened, by key (oldest first)
+        self._links: dict[str, _Link] = {}
+
+    async def result_link(self, caller: Caller, job_id: str, prefix: str) -> ResultLink:
+        """``POST api/jobs/{id}/result/link``: a link that opens the job's result once,
+        within :data:`LINK_TTL`, as ``caller`` (who must be able to read it now: the
+        same refusals as :meth:`result_html`, but for a file gone by the opening)."""
+        await self.ctx.in_db(self._ended_record, caller, job_id)
+        now = utcnow()
+        for key in [k for k, link in self._links.items() if link.expires_at <= now]:
+            del self._links[key]
+        while len(self._links) >= LINKS_MAX:
+            del self._links[next(iter(self._links))]
+        key = secrets.token_urlsafe(32)
+        link = _Link(caller, job_id, now + LINK_TTL)
+        self._links[key] = link
+        return ResultLink(
+            url=f"{prefix.rstrip('/')}/dashboard/result/{key}", expires_at=link.expires_at
+        )
+
+    async def open_link(self, key: str) -> str:
+        """The result a link opens (see :meth:`result_link`); it opens nothing again."""
+        link = self._links.pop(key, None)
+        if link is None or link.expires_at <= utcnow():
+            raise NotFound(
+                "this link to a job's result was opened already or is more than a minute "
+                "old; open the result again from the dashboard"
+            )
+        return await self.result_html(link.caller, link.job_id)
 
     async def result_html(self, caller: Caller, job_id: str) -> str:
         """``GET api/jobs/{id}/result``: the job's output notebook as read-only HTML, for
@@ -127,6 +188,22 @@ class Audit:
 
     def _read_result(self, caller: Caller, job_id: str) -> tuple[str, bytes]:
         """The job's owner and its output notebook's bytes (see :meth:`result_html`)."""
+        owner, path = self._ended_record(caller, job_id)
+        try:
+            notebook = read_notebook(self._folder_for(owner), path, limit=RESULT_MAX_BYTES)
+        except NotebookTooLarge as exc:
+            raise TooLarge(
+                f"{path} is {exc.size} bytes, more than the {RESULT_MAX_BYTES} shown here; "
+                f"{owner} can open it in JupyterLab"
+            ) from None
+        except PathRefused as exc:
+            # gone, moved, or a link now: nothing of it is read
+            raise NotFound(f"the result of job {job_id} cannot be read: {exc}") from None
+        return owner, notebook.data
+
+    def _ended_record(self, caller: Caller, job_id: str) -> tuple[str, str]:
+        """The owner and output path of a job ``caller`` may see that ended with a result;
+        else the refusal that says why not."""
         with self.ctx.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             owner, path, state = record.user, record.output_path, record.state
@@ -139,17 +216,7 @@ class Audit:
             raise Conflict(f"job {job_id} has not ended: its result is written when it ends")
         if not started or not path:
             raise NotFound(f"job {job_id} never started, so it has no result")
-        try:
-            notebook = read_notebook(self._folder_for(owner), path, limit=RESULT_MAX_BYTES)
-        except NotebookTooLarge as exc:
-            raise TooLarge(
-                f"{path} is {exc.size} bytes, more than the {RESULT_MAX_BYTES} shown here; "
-                f"{owner} can open it in JupyterLab"
-            ) from None
-        except PathRefused as exc:
-            # gone, moved, or a link now: nothing of it is read
-            raise NotFound(f"the result of job {job_id} cannot be read: {exc}") from None
-        return owner, notebook.data
+        return owner, path
 
     def _note_result(self, reader: str, owner: str, job_id: str) -> None:
         with self.ctx.sessions() as db:

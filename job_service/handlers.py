@@ -293,6 +293,16 @@ class ResultHandler(APIHandler):
         self.finish(html)
 
 
+class ResultLinkHandler(APIHandler):
+    """``POST api/jobs/{id}/result/link``: a link that opens the job's result once, within
+    a minute, in a frame of the dashboard (see :mod:`.audit`)."""
+
+    async def post(self, job_id: str) -> None:
+        prefix = self.settings.get("nbjobs_prefix") or "/"
+        link = await self._call(self.service.audit.result_link(self.caller, job_id, prefix))
+        self.send(link, 201)
+
+
 class AuditHandler(APIHandler):
     """``GET api/audit``: who read whose log or result, newest first (admins)."""
 
@@ -440,6 +450,7 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + job + "/logs", LogsHandler),
         (api + job + "/metrics", JobMetricsHandler),
         (api + job + "/result", ResultHandler),
+        (api + job + "/result/link", ResultLinkHandler),
         (api + "/audit", AuditHandler),
         (api + "/usage", UsageHandler),
         (api + "/storage", StorageHandler),

@@ -14,6 +14,7 @@ import nbjobs
 from nbjobs.models import OutputDefaults
 
 from ..api_base import JOB_ID, APIHandler
+from ..audit import RESULT_CSP
 from ..errors import ServiceError
 from .models import DrainRequest, Me, MoveRequest
 from .nodes import drain_node, nodes_view, undrain_node
@@ -27,7 +28,8 @@ STATIC = Path(nbjobs.__file__).resolve().parent / "dashboard_static"
 #: in it); frames of other sites may not embed it
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
+    "connect-src 'self'; frame-src 'self'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'self'"
 )
 
 PAGE = """<!doctype html>
@@ -127,6 +129,32 @@ def _hub_page_classes() -> tuple[type[web.RequestHandler], type[web.RequestHandl
             pass
 
     return HubPage, Callback
+
+
+#: the key of a link to a result (``secrets.token_urlsafe(32)``)
+LINK_KEY = "[A-Za-z0-9_-]{43}"
+
+
+class ResultPage(web.RequestHandler):
+    """``{prefix}dashboard/result/<key>``: a job's rendered result, opened once by the
+    link the dashboard asked for (``POST api/jobs/{id}/result/link``); the key is the
+    credential. Under the result's own policy: scripts, requests and forms refused."""
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Security-Policy", RESULT_CSP)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.set_header("Cache-Control", "no-store")
+
+    async def get(self, key: str) -> None:
+        service = self.settings["nbjobs_service"]
+        try:
+            page = await service.audit.open_link(key)
+        except ServiceError as exc:
+            self.set_status(exc.status)
+            page = f"<!doctype html><title>nbjobs</title><p>{html.escape(exc.message)}</p>"
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(page)
 
 
 class MeHandler(APIHandler):
@@ -232,6 +260,7 @@ def dashboard_routes(prefix: str, *, hub: bool) -> list[tuple[str, Any, Any]]:
         (base + "/?", page, {}),
         (base + "/dashboard/?", page, {}),
         (base + "/dashboard/static/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
+        (base + f"/dashboard/result/({LINK_KEY})", ResultPage, {}),
         *pages,
     ]
 

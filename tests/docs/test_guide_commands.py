@@ -137,7 +137,7 @@ def hub(tmp_path_factory):
 def finished_job(service: str, token: str) -> str:
     """A job of ada's that has succeeded: the guides' ``$JOB``."""
     headers = {"Authorization": f"token {token}"}
-    body = {"path": "hello.ipynb", "flavor": "cpu"}
+    body = {"path": "hello.ipynb", "flavor": "cpu", "parameters": {"steps": 20}}
     job = requests.post(service + "api/jobs", json=body, headers=headers, timeout=60).json()
     deadline = time.monotonic() + 180
     while job["state"] != "succeeded":

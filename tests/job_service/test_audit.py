@@ -5,8 +5,11 @@ and the audit list of every reading of another person's job."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
+import httpx
 import pytest
+from nbjobs.job_service import audit
 
 from .conftest import start_service, stop_all
 
@@ -111,3 +114,51 @@ async def test_a_running_job_has_no_result_yet(tmp_path):
         await stop_all(svc)
     assert early.status_code == 409
     assert "has not ended" in early.json()["message"]
+
+
+async def test_a_result_link_opens_once_under_the_results_policy_and_is_recorded(classroom):
+    svc, job = classroom
+    async with svc.client("eve") as eve:
+        made = await eve.post(f"jobs/{job['id']}/result/link")
+    async with svc.client("bob") as bob:
+        stranger = await bob.post(f"jobs/{job['id']}/result/link")
+    async with svc.client("root") as root:
+        before = (await root.get("audit")).json()["entries"]
+    assert made.status_code == 201, made.text
+    link = made.json()
+    assert link["url"].startswith("/services/nbjobs/dashboard/result/")
+    assert stranger.status_code == 404  # no link to a job he may not see
+    assert before == []  # made, not yet opened: nothing read
+
+    origin = svc.url.split("/services/")[0]
+    async with httpx.AsyncClient(base_url=origin, timeout=60) as browser:  # no token
+        opened = await browser.get(link["url"])
+        again = await browser.get(link["url"])
+        forged = await browser.get(link["url"][:-4] + "AAAA")
+    async with svc.client("root") as root:
+        after = (await root.get("audit")).json()["entries"]
+
+    assert opened.status_code == 200, opened.text
+    assert "loss 0.25" in opened.text
+    csp = opened.headers["Content-Security-Policy"]
+    assert "sandbox" in csp
+    assert "script-src" not in csp
+    assert "style-src 'unsafe-inline'" in csp  # the rendering keeps its styles
+    assert "frame-ancestors 'self'" in csp
+    assert again.status_code == 404  # once
+    assert "opened already" in again.text
+    assert forged.status_code == 404
+    assert [(e["reader"], e["what"]) for e in after] == [("eve", "result")]
+
+
+async def test_a_result_link_waits_a_minute_at_most(classroom, monkeypatch):
+    svc, job = classroom
+    async with svc.client("eve") as eve:
+        link = (await eve.post(f"jobs/{job['id']}/result/link")).json()
+    later = audit.utcnow() + audit.LINK_TTL + timedelta(seconds=1)
+    monkeypatch.setattr(audit, "utcnow", lambda: later)
+    origin = svc.url.split("/services/")[0]
+    async with httpx.AsyncClient(base_url=origin, timeout=60) as browser:
+        stale = await browser.get(link["url"])
+    assert stale.status_code == 404
+    assert "more than a minute old" in stale.text

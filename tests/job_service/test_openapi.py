@@ -93,6 +93,7 @@ RESPONSE_MODELS = {
     "StorageReport": models.StorageReport,
     "AuditEntry": audit.AuditEntry,
     "AuditList": audit.AuditList,
+    "ResultLink": audit.ResultLink,
     "UserStorage": models.UserStorage,
     "JobEvent": models.JobEvent,
     "RosterChecked": models.RosterChecked,

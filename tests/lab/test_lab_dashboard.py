@@ -375,6 +375,10 @@ def test_a_teacher_opens_a_students_result_and_log_read_only_and_the_admin_sees_
     frame = viewer.locator("iframe.nbjobs-Viewer-result")
     assert frame.get_attribute("sandbox") == ""
     expect(viewer.frame_locator("iframe").locator("body")).to_contain_text("final_loss")
+    # styled as in Lab: the frame holds the result's own page and policy (its styles),
+    # not the dashboard's, which would refuse them
+    prompt = viewer.frame_locator("iframe").locator(".jp-InputPrompt").first
+    expect(prompt).to_have_css("color", "rgb(48, 127, 193)")
     teacher.screenshot(path=str(ARTIFACTS / "45-dashboard-student-result.png"), full_page=True)
     row.locator("button[data-action='view-log']").click()
     expect(viewer.locator("pre.nbjobs-Viewer-log")).to_contain_text("step")

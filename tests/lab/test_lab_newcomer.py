@@ -71,7 +71,9 @@ def submit_hello(page: Page, name: str, steps: str) -> None:
     gpu = dialog.locator(".nbjobs-Flavor[data-flavor='gpu']")
     expect(gpu).to_contain_text("simulated")
     gpu.locator("input").check()
-    dialog.locator(".nbjobs-Parameter input[name='steps']").fill(steps)
+    steps_field = dialog.locator(".nbjobs-Parameter input[name='steps']")
+    expect(steps_field).to_have_value("400")  # the notebook's own: about 20 s
+    steps_field.fill(steps)
     dialog.locator(".nbjobs-SubmitForm-name input").fill(name)
     if name == "first try":
         shot(page, "28-newcomer-submit-simulated-gpu")

@@ -40,6 +40,8 @@ export type IStorageReport = api.StorageReport;
 export type IUsage = api.Usage;
 export type IAuditEntry = api.AuditEntry;
 export type IAuditList = api.AuditList;
+/** `POST api/jobs/{id}/result/link`: where a job's result opens, once. */
+export type IResultLink = api.ResultLink;
 
 export class Api {
   constructor(

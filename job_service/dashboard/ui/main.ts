@@ -18,6 +18,7 @@ import {
   Api,
   ApiError,
   IAuditList,
+  IResultLink,
   IClass,
   IFlavor,
   IJob,
@@ -990,9 +991,12 @@ class Dashboard {
     const open = (what: 'log' | 'result') => {
       void (async () => {
         try {
-          const text = await this.api.text(
-            `jobs/${encodeURIComponent(job.id)}/${what === 'log' ? 'logs' : 'result'}`
-          );
+          const where = `jobs/${encodeURIComponent(job.id)}`;
+          // the log as text; the result by a link that opens it once, in a frame under
+          // the result's own policy (its styles apply there, not the dashboard's)
+          const text = what === 'log' ? await this.api.text(`${where}/logs`) : '';
+          const link =
+            what === 'result' ? await this.api.post<IResultLink>(`${where}/result/link`) : null;
           const title = h(
             'h3',
             {},
@@ -1007,7 +1011,7 @@ class Dashboard {
               title: `${job.name}: result`,
               sandbox: ''
             }) as HTMLIFrameElement;
-            frame.srcdoc = text;
+            frame.src = link?.url ?? 'about:blank';
             body = frame;
           }
           const close = h('button', { type: 'button', 'data-action': 'close-viewer' }, 'Close');
