@@ -83,7 +83,7 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
                     health = requests.get(f"{url}/services/nbjobs/api/health", timeout=2)
                     if health.status_code == 401:  # up, and asking for a token
                         break
-                except requests.ConnectionError:
+                except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
                     pass
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(log_path.read_text()[-5000:])

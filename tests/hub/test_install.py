@@ -120,7 +120,7 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
         try:
             if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
                 break
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
             pass
         assert time.monotonic() < deadline, "the hub did not answer"
         time.sleep(0.5)

@@ -62,7 +62,7 @@ class ServiceProcess:
         try:
             requests.get(self.url + "api/health", timeout=1)
             return True
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
             return False
 
     def wait_up(self, timeout: float = 60) -> None:

@@ -169,7 +169,7 @@ class ServiceProcess:
             try:
                 requests.get(self.url + "health", timeout=1)
                 break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(self.log_path.read_text()) from None
                 time.sleep(0.1)

@@ -121,7 +121,7 @@ def test_tokens_from_a_file_and_the_environment_work_and_stay_out_of_ps(tmp_path
             try:
                 requests.get(url, timeout=1)
                 break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
                 assert proc.poll() is None
                 assert time.monotonic() < deadline
                 time.sleep(0.1)

@@ -72,7 +72,7 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
             try:
                 if requests.get(f"{url}api/status", timeout=2).status_code in (200, 403):
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(log_path.read_text())

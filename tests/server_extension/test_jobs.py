@@ -103,7 +103,7 @@ def job_service(tmp_path):
         try:
             requests.get(url + "api/health", timeout=1)
             break
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
             assert time.monotonic() < deadline
             time.sleep(0.1)
     yield url, tmp_path / "shared" / escape_username("ada")
