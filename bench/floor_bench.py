@@ -3,8 +3,8 @@
     python bench/floor_bench.py [--repeat 5] [--cases trivial,many,real,huge] [--venv DIR]
 
 The floor is one bare ``jupyter_client`` process: read the notebook, start a kernel, send
-each code cell, wait for its reply (and its outputs), shut the kernel down. Nothing can
-run a notebook in less. Beside it, in the same rounds (interleaved, so that a busy
+each code cell, wait for its reply (and its outputs), kill the kernel and reap it at once.
+Nothing can run a notebook in less. Beside it, in the same rounds (interleaved, so that a busy
 machine slows all alike): the runner as a job runs it (``python -m nbjobs.job_runner``
 with a status file, a log file and telemetry every 10 s, nbjobs.yaml's default),
 ``jupyter execute`` and papermill. Each is printed
@@ -66,7 +66,12 @@ try:
         kc.get_shell_msg(timeout=600)  # its reply
 finally:
     kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    # killed and reaped at once: jupyter_client's shutdown_kernel(now=True) looks every
+    # 0.1 s whether the kernel is gone, which a floor must not count
+    process = km.provisioner.process
+    process.kill()
+    process.wait()
+    km.cleanup_resources()
 """
 
 #: runs a command's module as ``python -m`` does, then writes the process's own peak

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -17,10 +20,11 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 from .errors import BadInput, ExitCode  # noqa: E402
-from .execute import make_folder, run_notebook, same_file, status_file_conflict  # noqa: E402
+from .kernel_start import EarlyStart, peek_kernel_name  # noqa: E402
 from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
+from .paths import make_folder, same_file, status_file_conflict  # noqa: E402
 from .script import run_script  # noqa: E402
 from .status import RunStatus, utc_now, write_status  # noqa: E402
 from .telemetry import DEFAULT_INTERVAL, interval_problem  # noqa: E402
@@ -251,29 +255,45 @@ def _run(args: argparse.Namespace) -> int:
                 max_output=args.max_output,
                 telemetry_interval=args.telemetry_interval,
             )
-        result = run_notebook(
-            args.input,
-            args.output,
-            parameters=parameters,
-            kernel_name=args.kernel,
-            timeout=args.timeout,
-            cell_timeout=args.cell_timeout,
-            status_file=args.status_file,
-            cwd=args.cwd,
-            echo=True,
-            output_limits=OutputLimits(
-                cell=args.max_cell_output, notebook=args.max_output, log=args.max_log_output
-            ),
-            telemetry_interval=args.telemetry_interval,
-            source_name=args.source_name,
-            html_path=args.html,
-            make_output_folder=args.make_output_folder,
-        )
+        exit_code = asyncio.run(_run_notebook(args, parameters))
     except (BadInput, ParameterError) as exc:
         print(f"nbjobs-runner: error: {exc}", file=sys.stderr)
         _record_bad_input(args, str(exc))
         return int(ExitCode.BAD_INPUT)
-    return int(result.exit_code)
+    return int(exit_code)
+
+
+async def _run_notebook(args: argparse.Namespace, parameters: dict[str, Any]) -> ExitCode:
+    """Launch the kernel, import what running a notebook takes while it boots (nbformat,
+    nbclient: a tenth of a second), then check and run the job (see :mod:`.kernel_start`)."""
+    folder = Path(args.cwd) if args.cwd is not None else Path(args.input).parent
+    kernel = args.kernel or peek_kernel_name(Path(args.input))
+    early = await EarlyStart.begin(kernel, folder.absolute())
+    try:
+        from .execute import arun_notebook
+    except BaseException:
+        await early.discard()
+        raise
+    result = await arun_notebook(
+        args.input,
+        args.output,
+        parameters=parameters,
+        kernel_name=args.kernel,
+        timeout=args.timeout,
+        cell_timeout=args.cell_timeout,
+        status_file=args.status_file,
+        cwd=args.cwd,
+        echo=True,
+        output_limits=OutputLimits(
+            cell=args.max_cell_output, notebook=args.max_output, log=args.max_log_output
+        ),
+        telemetry_interval=args.telemetry_interval,
+        source_name=args.source_name,
+        html_path=args.html,
+        make_output_folder=args.make_output_folder,
+        early=early,
+    )
+    return result.exit_code
 
 
 def _record_bad_input(args: argparse.Namespace, message: str) -> None:
@@ -294,5 +314,17 @@ def _record_bad_input(args: argparse.Namespace, message: str) -> None:
         write_status(args.status_file, status)
 
 
+def exit_now(code: int) -> None:
+    """End the process with ``code`` once the job is done and all of it written (the
+    output, the status file, the log: closed or flushed by then), skipping the
+    interpreter's teardown: freeing every module and ZeroMQ's contexts takes about 40 ms,
+    7 % of a short job, and leaves nothing on disk that was not there already."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # a wrong command line exits in main(), as argparse does

@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +32,10 @@ from nbformat import NotebookNode
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .gpus import visible_gpus_within
+from .kernel_start import EarlyStart, KernelManager, LaunchedKernel, peek_kernel_name
 from .output_limits import OutputBudget, OutputLimits
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
+from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
 from .reading import parse_notebook
 from .status import (
     CellError,
@@ -95,6 +96,14 @@ class RunResult:
 
 
 def run_notebook(
+    input_path: str | os.PathLike[str], output_path: str | os.PathLike[str], **options: Any
+) -> RunResult:
+    """Execute ``input_path`` and write the executed notebook to ``output_path``, in an
+    event loop of its own: see :func:`arun_notebook` for the options."""
+    return asyncio.run(arun_notebook(input_path, output_path, **options))
+
+
+async def arun_notebook(
     input_path: str | os.PathLike[str],
     output_path: str | os.PathLike[str],
     *,
@@ -110,6 +119,7 @@ def run_notebook(
     source_name: str | None = None,
     html_path: str | os.PathLike[str] | None = None,
     make_output_folder: bool = False,
+    early: EarlyStart | None = None,
 ) -> RunResult:
     """Execute ``input_path`` and write the executed notebook to ``output_path``.
 
@@ -131,21 +141,42 @@ def run_notebook(
     not a valid notebook, its kernel is not installed, the output would
     overwrite the input or cannot be written, the status file would overwrite
     the input or the output or cannot be written, or the parameters do not fit.
+
+    The kernel is launched first (``early``, when the caller did it already: see
+    :mod:`.kernel_start`), and the job checked while it boots.
     """
-    job = NotebookJob.prepare(
-        input_path,
-        output_path,
-        parameters=parameters or {},
-        kernel_name=kernel_name,
-        timeout=timeout,
-        cell_timeout=cell_timeout,
-        status_file=status_file,
-        cwd=cwd,
-        echo=echo,
-        output_limits=output_limits,
-        telemetry_interval=telemetry_interval,
-        make_output_folder=make_output_folder,
-    )
+    if early is None:
+        folder = Path(cwd) if cwd is not None else Path(input_path).parent
+        guess = kernel_name or peek_kernel_name(Path(input_path))
+        early = await EarlyStart.begin(guess, folder.absolute())
+    try:
+        job = NotebookJob.prepare(
+            input_path,
+            output_path,
+            parameters=parameters or {},
+            kernel_name=kernel_name,
+            timeout=timeout,
+            cell_timeout=cell_timeout,
+            status_file=status_file,
+            cwd=cwd,
+            echo=echo,
+            output_limits=output_limits,
+            telemetry_interval=telemetry_interval,
+            make_output_folder=make_output_folder,
+        )
+        _finish_preparing(job, html_path, source_name)
+    except BaseException:
+        await early.discard()  # it ran nothing
+        raise
+    launched = early.kernel
+    if launched is not None and (launched.kernel_name, launched.cwd) != (job.kernel_name, job.cwd):
+        await early.discard()  # the notebook, as repaired, names another kernel
+    job.early = early
+    return await job.run()
+
+
+def _finish_preparing(job: NotebookJob, html_path: Any, source_name: str | None) -> None:
+    """The checks and settings of :func:`run_notebook` beyond :meth:`NotebookJob.prepare`."""
     job.html_path = Path(html_path).absolute() if html_path is not None else None
     if job.html_path is not None and job.html_path in (job.input_path, job.output_path):
         raise BadInput(f"--html {job.html_path} is INPUT or OUTPUT; choose another path")
@@ -158,7 +189,6 @@ def run_notebook(
     job.simulated_gpus = os.environ.get("NBJOBS_SIMULATED_GPUS") == "1" and bool(
         os.environ.get("CUDA_VISIBLE_DEVICES")
     )
-    return asyncio.run(job.run())
 
 
 class _EchoingClient(NotebookClient):
@@ -213,6 +243,8 @@ class NotebookJob:
     status: RunStatus
     #: a progress write of the status file failed (and was reported once)
     _progress_unwritten = False
+    #: the kernel launched while the job was checked, and the signals meanwhile
+    early: EarlyStart
 
     def __init__(self) -> None:
         self.stop_reason: tuple[ExitCode, str] | None = None
@@ -225,6 +257,7 @@ class NotebookJob:
         self.repairs: list[str] = []
         self._cells_task: asyncio.Future[None] | None = None
         self._socket_dir: str | None = None
+        self.early = EarlyStart()
         self._last_write = 0.0
         self._deferred_write: asyncio.TimerHandle | None = None
         self._stdout: TextIO = sys.stdout
@@ -351,7 +384,11 @@ class NotebookJob:
             allow_errors=False,
             shutdown_kernel="immediate",
             resources={"metadata": {"path": str(self.cwd)}},
+            kernel_manager_class=KernelManager,
         )
+        if self.early.kernel is not None:
+            client.km = self.early.kernel.km
+            self._socket_dir = self.early.kernel.socket_dir
         if self.echo:
             client.on_output = self._echo_output
         client.budget = self.budget
@@ -359,6 +396,8 @@ class NotebookJob:
         exit_code, message, error = ExitCode.SUCCEEDED, None, None
         try:
             self._cells_task = asyncio.ensure_future(self._start_kernel(client))
+            for sig in self.early.signals[:1]:  # cancelled while it was checked
+                self._stop_on_signal(sig)
             try:
                 await self._cells_task
             except asyncio.CancelledError:
@@ -537,31 +576,10 @@ class NotebookJob:
             pass
 
     async def _start_kernel(self, client: NotebookClient) -> None:
-        client.km = client.create_kernel_manager()
-        self._use_private_sockets(client.km)
-        await client.async_start_new_kernel()
+        if client.km is None:  # none launched early: now (what goes wrong raises here)
+            launched = await LaunchedKernel.launch(self.kernel_name, self.cwd)
+            client.km, self._socket_dir = launched.km, launched.socket_dir
         await client.async_start_new_kernel_client()
-
-    def _use_private_sockets(self, km: Any) -> None:
-        """Talk to the kernel over Unix sockets in a folder only this user can open.
-
-        On a shared machine, TCP ports on loopback are open to every local user
-        (messages are signed, but outputs can be read); sockets in a 0700 folder
-        are not, and the kernel has no reason to warn about plain-text TCP.
-        Where no short private path can be had, TCP on loopback it stays.
-        """
-        # sun_path holds about 100 bytes, and ports add "-NNNNN": the temporary folder
-        # (TMPDIR) first, /tmp where that path is too long
-        for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
-            if len(os.path.join(base, "nbjobs-kernel-XXXXXXXX", "k")) > 90:
-                continue
-            try:
-                self._socket_dir = tempfile.mkdtemp(prefix="nbjobs-kernel-", dir=base)
-            except OSError:
-                continue
-            km.transport = "ipc"
-            km.ip = os.path.join(self._socket_dir, "k")
-            return
 
     async def _shutdown_kernel(self, client: NotebookClient) -> None:
         """Stop a kernel whose start was cancelled half-way."""
@@ -881,54 +899,6 @@ def _shorten(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def make_folder(folder: Path, what: str) -> None:
-    """Make ``folder`` (one level: its own folder must exist) unless it is there."""
-    try:
-        folder.mkdir(mode=0o777, exist_ok=True)  # the umask decides, as for any new folder
-    except FileNotFoundError:
-        raise BadInput(f"{what} folder {folder.parent} does not exist") from None
-    except OSError as exc:
-        raise BadInput(f"cannot make {what} folder {folder}: {exc.strerror}") from None
-
-
-def check_writable_folder(target: Path, what: str) -> None:
-    """Raise :class:`BadInput` unless a new file can be created beside ``target``."""
-    folder = target.parent
-    if target.is_dir():
-        raise BadInput(f"{what} {target} is a folder; give a file path")
-    if not folder.exists():
-        raise BadInput(f"{what} folder {folder} does not exist")
-    if not folder.is_dir():
-        raise BadInput(f"{what} folder {folder} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".nbjobs-probe-")
-    except OSError as exc:
-        raise BadInput(f"cannot write to {what} folder {folder}: {exc.strerror}") from None
-    os.close(fd)
-    os.unlink(probe)
-
-
-def status_file_conflict(
-    status_path: str | os.PathLike[str],
-    input_path: str | os.PathLike[str],
-    output_path: str | os.PathLike[str],
-) -> str | None:
-    """Why ``status_path`` must not be written (it is INPUT or OUTPUT, maybe through a
-    link), or ``None`` when it may."""
-    status, source, output = Path(status_path), Path(input_path), Path(output_path)
-    if same_file(source, status):
-        return (
-            f"--status-file {status.absolute()} is the INPUT notebook, which the runner "
-            "never overwrites; choose another path for the status file"
-        )
-    if same_file(output, status):
-        return (
-            f"--status-file {status.absolute()} is the OUTPUT notebook; the status would "
-            "replace the executed notebook: choose another path for the status file"
-        )
-    return None
-
-
 def find_kernel_language(name: str) -> str:
     """The language of an installed kernel, or :class:`BadInput` listing what is installed."""
     manager = KernelSpecManager()
@@ -954,14 +924,6 @@ def _strip_previous_run(nb: NotebookNode) -> None:
             cell.execution_count = None
             cell.metadata.pop("nbjobs", None)
             cell.metadata.pop("execution", None)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name the same file (through links too)."""
-    try:
-        return a.resolve() == b.resolve() or (b.exists() and os.path.samefile(a, b))
-    except OSError:
-        return False
 
 
 def _positive_or_none(value: float | None, what: str) -> float | None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nbformat
-from nbformat import NotebookNode
+if TYPE_CHECKING:  # nbformat is imported where a cell or an output is made
+    from nbformat import NotebookNode
 
 MiB = 1024 * 1024
 
@@ -117,7 +117,7 @@ class OutputBudget:
                 room = head_room
                 # fill the head to the brim first; the tail takes the rest
                 head, text = text[:room], text[room:]
-                outs.append(nbformat.v4.new_output("stream", name=name, text=head))
+                outs.append(_new_output("stream", name=name, text=head))
                 self._keep(len(head))
             tail = self._tails.setdefault(name, _Tail(self._tail_room()))
             self._drop(tail.add(text))
@@ -183,7 +183,7 @@ class OutputBudget:
         if not self._cell_dropped:
             # the tail held everything past the head: the output is whole, say nothing
             for name, tail in self._tails.items():
-                outs.append(nbformat.v4.new_output("stream", name=name, text=tail.text()))
+                outs.append(_new_output("stream", name=name, text=tail.text()))
                 self._keep(tail.size)
             self._tails = {}
             self._rich_dropped = 0
@@ -198,10 +198,10 @@ class OutputBudget:
             + (", the end below" if self._tails else "")
             + ". Print less, or write large results to a file.\n"
         )
-        outs.append(nbformat.v4.new_output("stream", name="stderr", text=note))
+        outs.append(_new_output("stream", name="stderr", text=note))
         for name, tail in self._tails.items():
             text = tail.text()
-            outs.append(nbformat.v4.new_output("stream", name=name, text=text))
+            outs.append(_new_output("stream", name=name, text=text))
             self._keep(len(text))
         self._tails = {}
         self._cell_dropped = 0
@@ -224,3 +224,10 @@ def _size(n: int) -> str:
     if n >= MiB:
         return f"{n / MiB:g} MiB"
     return f"{n / 1024:g} KiB" if n >= 1024 else f"{n} characters"
+
+
+def _new_output(output_type: str, **fields: Any) -> NotebookNode:
+    """An nbformat output (nbformat imported here: the runner's start does not wait on it)."""
+    from nbformat.v4 import new_output
+
+    return new_output(output_type, **fields)

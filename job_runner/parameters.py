@@ -9,10 +9,10 @@ from __future__ import annotations
 import ast
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nbformat
-from nbformat import NotebookNode
+if TYPE_CHECKING:  # nbformat is imported where a cell or an output is made
+    from nbformat import NotebookNode
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
@@ -125,7 +125,9 @@ def inject_parameters(nb: NotebookNode, parameters: dict[str, Any], language: st
     lines = ["# Parameters injected by nbjobs"]
     lines += [f"# nbjobs warning: {w}" for w in warnings]
     lines += [f"{name} = {python_literal(value)}" for name, value in parameters.items()]
-    cell = nbformat.v4.new_code_cell("\n".join(lines) + "\n")
+    from nbformat.v4 import new_code_cell
+
+    cell = new_code_cell("\n".join(lines) + "\n")
     cell.metadata["tags"] = [INJECTED_TAG]
     nb.cells.insert(position, cell)
     return warnings

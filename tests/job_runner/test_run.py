@@ -332,11 +332,13 @@ def test_runner_imports_nothing_else_of_nbjobs():
     assert json.loads(out) == [[], []]
 
 
-def test_the_runner_starts_without_compiling_optional_iri_grammars():
+def test_the_runner_starts_without_compiling_optional_iri_grammars(make_notebook, tmp_path):
     # jsonschema (under nbformat) builds lark grammars at import when rfc3987-syntax is
     # installed, as in most Jupyter images: most of a second of every job's start-up.
+    source = make_notebook("x = 1")
+    command = [sys.executable, "-X", "importtime", "-m", "nbjobs.job_runner"]
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "nbjobs.job_runner", "--help"],
+        [*command, str(source), str(tmp_path / "out.ipynb")],
         capture_output=True,
         text=True,
         check=True,

@@ -132,7 +132,8 @@ def test_signal_interrupts_and_writes_partial_output(make_notebook, tmp_path, si
     assert not any(p.is_running() and p.status() != "zombie" for p in kernels)
 
 
-def test_sigterm_during_kernel_start_still_reports(make_notebook, tmp_path):
+@pytest.mark.parametrize("when", ["kernel launched", "job checked"])
+def test_sigterm_during_kernel_start_still_reports(make_notebook, tmp_path, when):
     source = make_notebook("print('x')")
     output = tmp_path / "out.ipynb"
     status = tmp_path / "s.json"
@@ -144,17 +145,20 @@ def test_sigterm_during_kernel_start_still_reports(make_notebook, tmp_path):
         stderr=subprocess.DEVNULL,
         env={**os.environ, "NBJOBS_TEST_MARK": mark},
     ) as proc:
-        # The kernel process is up, but not yet ready: the runner is still starting.
+        # The kernel process is up, but not yet ready: the runner launches it first, and
+        # checks the job (the status file says "starting") while it boots.
         wait_for(
             lambda: bool(psutil.Process(proc.pid).children()),
             what="the kernel process to be launched",
         )
-        starting = read_status(status)
+        if when == "job checked":
+            wait_for(lambda: read_status(status) is not None, what="the first status")
+            starting = read_status(status)
+            assert starting is not None
+            assert starting.state == "starting"
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
 
-    assert starting is not None
-    assert starting.state == "starting"
     assert code == ExitCode.CANCELLED
     final = read_status(status)
     assert final is not None
@@ -239,3 +243,23 @@ def test_a_script_stopped_with_a_reason_says_it_too(tmp_path):
     )
 
     assert (final.state, final.message) == ("cancelled", reason)
+
+
+def test_a_job_refused_after_its_kernel_was_launched_leaves_no_kernel(make_notebook, tmp_path):
+    # The kernel is launched before the job is checked; a check that fails (here the
+    # OUTPUT's folder) kills it before the runner exits, and removes its sockets.
+    source = make_notebook("print('never')")
+    sockets = tmp_path / "tmp"
+    sockets.mkdir()
+    mark = f"nbjobs-test-{uuid.uuid4()}"
+    proc = subprocess.run(
+        runner_command(source, tmp_path / "missing" / "out.ipynb"),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NBJOBS_TEST_MARK": mark, "TMPDIR": str(sockets)},
+        timeout=60,
+    )
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert "does not exist" in proc.stderr
+    assert processes_marked(mark) == []  # killed, not left to notice its parent is gone
+    assert list(sockets.iterdir()) == []
