@@ -23,9 +23,10 @@ Cases:
            a table as HTML, a small figure as SVG, an error caught, a parameter cell)
   huge     one cell printing 200 MB in one call: the runner's own peak memory (its
            process alone) and the output's size; the kernel's peak is printed beside
+  huge-display  one cell displaying 200 MB of HTML in one display: the same
 
 Goals (issue 34): the runner at most 1.10 x the floor on trivial, many and real, and
-below ``jupyter execute``; on huge, the runner's peak under 400 MiB and the output
+below ``jupyter execute``; on huge and huge-display, the runner's peak under 400 MiB and the output
 under 20 MB.
 """
 
@@ -82,6 +83,11 @@ def _peak():
     with open(os.environ["NBJOBS_BENCH_RSS"], "w") as f:
         f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 atexit.register(_peak)
+_exit = os._exit
+def _exit_after_peak(code):  # the runner ends with os._exit once all is written
+    _peak()
+    _exit(code)
+os._exit = _exit_after_peak
 module = sys.argv[1]
 sys.argv = sys.argv[1:]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -174,6 +180,9 @@ CASES: dict[str, Callable[[], dict]] = {
     "many": lambda: code_notebook([f"v{i} = {i}" for i in range(500)]),
     "real": lambda: code_notebook(real_cells(), markdown_every=3),
     "huge": lambda: code_notebook(["print('x' * 200_000_000)"]),
+    "huge-display": lambda: code_notebook(
+        ["from IPython.display import HTML, display\ndisplay(HTML('x' * 200_000_000))"]
+    ),
 }
 
 
@@ -270,8 +279,9 @@ def main() -> int:
         for case in args.cases.split(","):
             source = work / f"{case}.ipynb"
             source.write_text(json.dumps(CASES[case]()))
-            tools = ["floor", "runner"] if case == "huge" else chosen
-            rounds = max(3, args.repeat // 2) if case == "huge" else args.repeat
+            huge = case.startswith("huge")
+            tools = ["floor", "runner"] if huge else chosen
+            rounds = max(3, args.repeat // 2) if huge else args.repeat
             print(f"{case}: {rounds} rounds of {', '.join(tools)}", flush=True)
             samples: dict[str, list[tuple[float, int, int]]] = {t: [] for t in tools}
             for round_ in range(rounds):
@@ -305,7 +315,7 @@ def report(
             own = statistics.median(s[2] for s in samples) / 1024
             own_text = f"{own:>14.0f}" if own else f"{'-':>14}"
             print(f"  {tool:<16}{ratio:>9.2f}{tree:>15.0f}{own_text}")
-        if case == "huge":
+        if case.startswith("huge"):
             runner_own = statistics.median(s[2] for s in by_tool["runner"]) / 1024
             size = output_sizes.get(case, 0) / 1e6
             print(

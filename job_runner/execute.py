@@ -74,7 +74,29 @@ def __nbjobs_install(whole=WHOLE, half=HALF):
         for stream in (sys.stdout, sys.stderr):
             if not getattr(stream.write, "nbjobs_capped", False):
                 stream.write = cap(stream.write)
-    get_ipython().events.register("pre_run_cell", before_each_cell)
+    def within(data):
+        # a rich output bigger than a cell keeps is dropped here, as the runner would
+        # drop it, with a line that says so: it is never sent whole
+        if not isinstance(data, dict):
+            return data
+        sizes = {k: len(v) for k, v in data.items() if isinstance(v, (str, bytes))}
+        big = sorted(k for k, n in sizes.items() if n > whole)
+        if not big:
+            return data
+        kept = {k: v for k, v in data.items() if k not in big and k != "text/plain"}
+        kept["text/plain"] = (f"[nbjobs] an output of {sum(sizes[k] for k in big):,} "
+                              f"characters ({', '.join(big)}) left out: more than a cell keeps")
+        return kept
+    shell = get_ipython()
+    publish = shell.display_pub.publish
+    def capped_publish(data, *args, **kwargs):
+        return publish(within(data), *args, **kwargs)
+    shell.display_pub.publish = capped_publish
+    write_format_data = shell.displayhook.write_format_data
+    def capped_format_data(format_dict, *args, **kwargs):
+        return write_format_data(within(format_dict), *args, **kwargs)
+    shell.displayhook.write_format_data = capped_format_data
+    shell.events.register("pre_run_cell", before_each_cell)
 __nbjobs_install()
 del __nbjobs_install
 """
@@ -487,7 +509,8 @@ class NotebookJob:
 
     async def _cap_kernel_writes(self, client: NotebookClient) -> None:
         """In a Python kernel, cut any one write to stdout/stderr bigger than a cell may
-        keep to its start and end, before it is sent.
+        keep to its start and end, before it is sent; and drop a rich output (a display,
+        a cell's result) bigger than that, with a line that says so.
 
         ``print('x' * 200_000_000)`` would otherwise go out as one 200 MB message: the
         kernel holds several copies of it while sending and the runner while receiving.

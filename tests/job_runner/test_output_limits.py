@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -217,3 +218,39 @@ def test_one_huge_write_is_cut_in_the_kernel_before_it_is_sent(make_notebook, tm
     assert _stream_text(nb.cells[1]) == "after\n"
     # the kernel holds the 200 MB string itself (the notebook made it), and no copies
     assert max(peaks.values()) < 400 * 1024 * KiB, {k: v >> 20 for k, v in peaks.items()}
+
+
+def test_a_huge_display_or_result_is_dropped_in_the_kernel_before_it_is_sent(
+    make_notebook, tmp_path
+):
+    """One display of 60 MB, or a cell's result of 60 MB, went out whole: the runner held
+    it several times over (JSON, the decoded message, the notebook) before its budget
+    dropped it. Now the kernel sends a line that says what was left out."""
+    source = make_notebook(
+        "from IPython.display import HTML, display\n"
+        "display(HTML('<p>' + 'x' * 60_000_000 + '</p>'))",
+        "'y' * 60_000_000",
+        "print('after')",
+    )
+    output = tmp_path / "out.ipynb"
+    runner_peak = 0
+    with subprocess.Popen(
+        runner_command(source, output), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as proc:
+        runner = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                runner_peak = max(runner_peak, runner.memory_info().rss)
+            time.sleep(0.01)
+    assert proc.returncode == ExitCode.SUCCEEDED
+    nb = nbformat.read(output, as_version=4)
+    shown, result = nb.cells[0].outputs[0], nb.cells[1].outputs[0]
+    assert shown["output_type"] == "display_data"
+    assert set(shown["data"]) == {"text/plain"}
+    assert "60,000,007 characters (text/html) left out" in shown["data"]["text/plain"]
+    assert result["output_type"] == "execute_result"
+    assert "left out: more than a cell keeps" in result["data"]["text/plain"]
+    assert _stream_text(nb.cells[2]) == "after\n"
+    assert output.stat().st_size < 1024 * KiB
+    # the runner never held one of them (60 MB each, several copies when received)
+    assert runner_peak < 120 * 1024 * KiB, runner_peak >> 20
