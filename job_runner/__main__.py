@@ -20,7 +20,7 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 from .errors import BadInput, ExitCode  # noqa: E402
-from .kernel_start import EarlyStart, peek_kernel_name  # noqa: E402
+from .kernel_start import EarlyStart  # noqa: E402
 from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
@@ -266,9 +266,7 @@ def _run(args: argparse.Namespace) -> int:
 async def _run_notebook(args: argparse.Namespace, parameters: dict[str, Any]) -> ExitCode:
     """Launch the kernel, import what running a notebook takes while it boots (nbformat,
     nbclient: a tenth of a second), then check and run the job (see :mod:`.kernel_start`)."""
-    folder = Path(args.cwd) if args.cwd is not None else Path(args.input).parent
-    kernel = args.kernel or peek_kernel_name(Path(args.input))
-    early = await EarlyStart.begin(kernel, folder.absolute())
+    early = await EarlyStart.for_job(args.input, args.kernel, args.cwd)
     try:
         from .execute import arun_notebook
     except BaseException:

@@ -32,7 +32,7 @@ from nbformat import NotebookNode
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
 from .gpus import visible_gpus_within
-from .kernel_start import EarlyStart, KernelManager, LaunchedKernel, peek_kernel_name
+from .kernel_start import EarlyStart, KernelManager, LaunchedKernel
 from .output_limits import OutputBudget, OutputLimits
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
@@ -168,9 +168,7 @@ async def arun_notebook(
     :mod:`.kernel_start`), and the job checked while it boots.
     """
     if early is None:
-        folder = Path(cwd) if cwd is not None else Path(input_path).parent
-        guess = kernel_name or peek_kernel_name(Path(input_path))
-        early = await EarlyStart.begin(guess, folder.absolute())
+        early = await EarlyStart.for_job(input_path, kernel_name, cwd)
     try:
         job = NotebookJob.prepare(
             input_path,

@@ -124,6 +124,16 @@ class EarlyStart:
     signals: list[int] = field(default_factory=list)
 
     @classmethod
+    async def for_job(
+        cls, input_path: str | os.PathLike[str], kernel_name: str | None, cwd: Any
+    ) -> EarlyStart:
+        """:meth:`begin` with what the runner is given: the kernel asked for, else the
+        one the notebook names; the working folder, else the notebook's."""
+        folder = Path(cwd) if cwd is not None else Path(input_path).parent
+        guess = kernel_name or peek_kernel_name(Path(input_path))
+        return await cls.begin(guess, folder.absolute())
+
+    @classmethod
     async def begin(cls, kernel_name: str | None, cwd: Path) -> EarlyStart:
         start = cls()
         loop = asyncio.get_running_loop()

@@ -54,6 +54,14 @@ RESULT_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; font-src data:; sandbox; "
     "frame-ancestors 'self'"
 )
+#: the headers a rendered result is sent with (``GET api/jobs/{id}/result``, a link's page)
+RESULT_HEADERS = {
+    "Content-Type": "text/html; charset=utf-8",
+    "Content-Security-Policy": RESULT_CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 #: how long a link to a result may wait for its one opening
 LINK_TTL = timedelta(seconds=60)
 #: the most links waiting at once (the oldest go first)

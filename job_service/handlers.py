@@ -26,7 +26,7 @@ from nbjobs.models import (
 )
 
 from .api_base import JOB_ID, LOG_CHUNK, APIHandler, size_text
-from .audit import RESULT_CSP
+from .audit import RESULT_HEADERS
 from .errors import ServiceError
 from .events import KEEPALIVE_SECONDS, STREAM_SECONDS, Stream
 from .metrics import render as render_metrics
@@ -286,10 +286,8 @@ class ResultHandler(APIHandler):
 
     async def get(self, job_id: str) -> None:
         html = await self._call(self.service.audit.result_html(self.caller, job_id))
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", RESULT_CSP)
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.set_header("Cache-Control", "no-store")
+        for name, value in RESULT_HEADERS.items():
+            self.set_header(name, value)
         self.finish(html)
 
 

@@ -14,7 +14,7 @@ import nbjobs
 from nbjobs.models import OutputDefaults
 
 from ..api_base import JOB_ID, APIHandler
-from ..audit import RESULT_CSP
+from ..audit import RESULT_HEADERS
 from ..errors import ServiceError
 from .models import DrainRequest, Me, MoveRequest
 from .nodes import drain_node, nodes_view, undrain_node
@@ -141,10 +141,8 @@ class ResultPage(web.RequestHandler):
     credential. Under the result's own policy: scripts, requests and forms refused."""
 
     def set_default_headers(self) -> None:
-        self.set_header("Content-Security-Policy", RESULT_CSP)
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.set_header("Referrer-Policy", "no-referrer")
-        self.set_header("Cache-Control", "no-store")
+        for name, value in RESULT_HEADERS.items():
+            self.set_header(name, value)
 
     async def get(self, key: str) -> None:
         service = self.settings["nbjobs_service"]
@@ -153,7 +151,6 @@ class ResultPage(web.RequestHandler):
         except ServiceError as exc:
             self.set_status(exc.status)
             page = f"<!doctype html><title>nbjobs</title><p>{html.escape(exc.message)}</p>"
-        self.set_header("Content-Type", "text/html; charset=utf-8")
         self.finish(page)
 
 
