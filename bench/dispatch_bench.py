@@ -3,14 +3,15 @@
     python bench/dispatch_bench.py [--jobs 200] [--create-ms 200]
                                    [--database sqlite|postgresql|both] [--repeat 1]
 
-The real job service (tornado, the Kubernetes backend, SQLite or a real PostgreSQL
-server from Debian's package) runs in the bench's own process, one per round; the
-Kubernetes fake API server (tests/kubernetes/fake_apiserver.py) holds every Job create
-for M ms, as an admission webhook or a busy API server does, and lets creates overlap as
-the real one does. The fake and the client each run in a thread of their own with their
-own event loop, so a service that blocks its event loop is seen by the client as a real
-one would see it, and does not slow the fake's creates down. A burst is given up on after
-30 s + 3 x N x M; a service that then does not stop within a minute is killed.
+The real job service (``nbjobs service`` as JobServiceApp.run serves it: tornado, the
+Kubernetes backend, SQLite or a real PostgreSQL server from Debian's package) runs in a
+process of its own, one per round; the Kubernetes fake API server
+(tests/kubernetes/fake_apiserver.py), in another, holds every Job create for M ms, as
+an admission webhook or a busy API server does, and lets creates overlap as the real one
+does; the client is this process. So, as on a cluster, the service shares its
+interpreter (and its GIL) with neither the API server nor its clients. A burst is given
+up on after 30 s + 3 x N x M; a service that then does not stop within a minute is
+killed.
 
 Per database and round (a fresh service, database and fake each round):
 
@@ -31,22 +32,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import yaml
@@ -56,16 +58,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/, and this checkout's nbjobs before any other
 
 from nbjobs.job_service.app import JobServiceApp  # noqa: E402
-from tornado.httpserver import HTTPServer  # noqa: E402
 
 from nbjobs.config import parse_config  # noqa: E402
 from tests.job_service.conftest import (  # noqa: E402
     GROUPS,
     TOKENS,
-    Service,
     _postgres_bin,
     free_port,
-    stop_service,
 )
 from tests.kubernetes.fake_apiserver import FakeApiServer  # noqa: E402
 
@@ -80,8 +79,6 @@ POLL_EVERY = 0.02
 #: the service's event loop is checked this often
 LAG_TICK = 0.01
 
-T = TypeVar("T")
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -91,10 +88,11 @@ def main() -> int:
         "--database", choices=["sqlite", "postgresql", "both"], default="both", help="which"
     )
     parser.add_argument("--repeat", type=int, default=1, help="rounds per database (medians)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)  # one round (see run_round)
+    # the fake or the service of one round (see Child)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(one_round(**json.loads(args.child)))
+        run_child(args.child[0], json.loads(args.child[1]))
         return 0
     if args.jobs < 1 or args.repeat < 1 or args.create_ms < 0:
         parser.error("--jobs and --repeat must be at least 1, --create-ms at least 0")
@@ -136,7 +134,11 @@ class Round:
     #: the burst (a loop that blocks shows here; a request queued elsewhere does not)
     lag_idle: list[float] = field(default_factory=list)
     lag_burst: list[float] = field(default_factory=list)
-    #: the burst's start and end (time.perf_counter)
+    #: how long each of the service's garbage collections took during the burst
+    gc_burst: list[float] = field(default_factory=list)
+    #: when the idle GETs began (time.monotonic)
+    idle_began: float = math.nan
+    #: the burst's start and end (time.monotonic, which the service child's clock shares)
     began: float = math.nan
     ended: float = math.nan
     #: whether the service stopped within a minute of the burst (else it was killed)
@@ -176,98 +178,166 @@ def run_all(
 
 
 def run_round(name: str, where: Path, database_url: str, jobs: int, create_delay: float) -> Round:
-    """One round in a process of its own, which writes its figures as soon as the burst
-    ends: a service whose event loop hangs on a database lock is killed after that."""
-    result_file = where / "round.json"
-    log_file = where / "service.log"
-    params = {
-        "where": str(where),
-        "database_url": database_url,
-        "jobs": jobs,
-        "create_delay": create_delay,
-        "result_file": str(result_file),
-    }
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(params)]
-    stopped = True
-    with log_file.open("wb") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        # start-up and the idle GETs come before the burst's own limit
-        deadline = time.monotonic() + burst_limit(jobs, create_delay) + 120
-        while not result_file.exists():
-            if child.poll() is not None or time.monotonic() > deadline:
-                child.kill()
-                child.wait()
-                tail = log_file.read_text(errors="replace")[-4000:]
-                raise SystemExit(f"{name}: the round ended without figures; its log ends:\n{tail}")
-            time.sleep(0.1)
-        try:
-            child.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            stopped = False
-            child.kill()
-            child.wait()
-    result = Round(**json.loads(result_file.read_text()))
-    result.stopped = stopped
-    text = log_file.read_text(errors="replace")
-    result.error_lines = len(re.findall(r"^\[\w+\] (?:ERROR|CRITICAL) ", text, re.MULTILINE))
-    result.exceptions = re.findall(r"^[\w.]+(?:Error|Exception): .*$", text, re.MULTILINE)
-    return result
+    """One round: the fake API server and the service each in a process of their own (as
+    on a cluster, where neither shares an interpreter with the other or with a client),
+    measured from this process."""
+    return asyncio.run(one_round(name, where, database_url, jobs, create_delay))
 
 
 async def one_round(
-    where: str, database_url: str, jobs: int, create_delay: float, result_file: str
-) -> None:
-    """Start a fake and a service, measure from a client thread, write the figures."""
+    name: str, where: Path, database_url: str, jobs: int, create_delay: float
+) -> Round:
+    """Start the fake, then the service, measure from here, stop both, read their figures."""
+    with contextlib.ExitStack() as stack:
+        fake = stack.enter_context(
+            Child("fake", where, {"jobs": jobs, "create_delay": create_delay})
+        )
+        await fake.ready(lambda: (where / "kubeconfig").exists())
+        stats_url = (where / "fake-stats-url").read_text()
+        port = free_port()
+        config = service_config(where, database_url, jobs)
+        (where / "nbjobs.yaml").write_text(yaml.safe_dump(config))
+        parse_config((where / "nbjobs.yaml").read_text())
+        notebook = where / "home" / USER / "work" / "train.ipynb"
+        notebook.parent.mkdir(parents=True)
+        notebook.write_text(json.dumps(NOTEBOOK))
+        argv = [
+            f"--config={where / 'nbjobs.yaml'}",
+            f"--port={port}",
+            "--ip=127.0.0.1",
+            "--JobServiceApp.prefix=/services/nbjobs/",
+            "--JobServiceApp.log_level=WARN",
+            f"--StaticTokenAuth.tokens={TOKENS!r}",
+            f"--StaticTokenAuth.user_groups={GROUPS!r}",
+            f"--KubernetesBackend.kubeconfig={where / 'kubeconfig'}",
+            "--KubernetesBackend.retry_delay=0.05",
+        ]
+        service = stack.enter_context(Child("service", where, {"argv": argv}))
+        url = f"http://127.0.0.1:{port}/services/nbjobs/"
+        await service.ready(lambda: answers(url))
+        result = Round(jobs, int(config_value(where, "concurrent_starts")))
+
+        async with httpx.AsyncClient(timeout=5) as stats:
+
+            async def jobs_created() -> int:
+                return int((await stats.get(stats_url)).json()["jobs"])
+
+            result.idle_began = time.monotonic()
+            result.idle = await idle_latencies(url)
+            await burst(url, result, jobs_created, burst_limit(jobs, create_delay))
+            result.stopped = service.stop(timeout=60)
+            fake_stats = (await stats.get(stats_url)).json()
+        result.most_in_flight = fake_stats["most_in_flight"]
+        fake.stop(timeout=30)
+        lags = json.loads((where / "service-lags.json").read_text())
+        result.lag_idle = [lag for when, lag in lags if result.idle_began <= when < result.began]
+        result.lag_burst = [lag for when, lag in lags if result.began <= when <= result.ended]
+        collected = json.loads((where / "service-gc.json").read_text())
+        result.gc_burst = [
+            took for when, _, took in collected if result.began <= when <= result.ended
+        ]
+        text = service.log.read_text(errors="replace")
+        result.error_lines = len(re.findall(r"^\[\w+\] (?:ERROR|CRITICAL) ", text, re.MULTILINE))
+        result.exceptions = re.findall(r"^[\w.]+(?:Error|Exception): .*$", text, re.MULTILINE)
+        return result
+
+
+#: the notebook every job runs (the runner never starts: the fake runs no pods)
+NOTEBOOK = {
+    "nbformat": 4,
+    "nbformat_minor": 5,
+    "metadata": {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+    },
+    "cells": [
+        {
+            "cell_type": "code",
+            "id": "c0",
+            "metadata": {},
+            "source": "print('hi')",
+            "outputs": [],
+            "execution_count": None,
+        },
+    ],
+}
+
+
+def config_value(where: Path, trait: str) -> Any:
+    """A JobServiceApp trait as the service child wrote it when it started."""
+    return json.loads((where / "service-traits.json").read_text())[trait]
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url + "api/jobs", headers=auth_header(), timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class Child:
+    """This file run as ``--child KIND PARAMS`` in a process of its own, its output in
+    ``where/KIND.log``; stopped with SIGTERM, killed when it does not stop in time."""
+
+    def __init__(self, kind: str, where: Path, params: dict[str, Any]) -> None:
+        self.kind = kind
+        self.where = where
+        self.log = where / f"{kind}.log"
+        params = {**params, "where": str(where)}
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            kind,
+            json.dumps(params),
+        ]
+        self._out = self.log.open("wb")
+        self.process = subprocess.Popen(command, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(timeout=10)
+
+    async def ready(self, check: Callable[[], bool], limit: float = 120) -> bool:
+        deadline = time.monotonic() + limit
+        while not await asyncio.to_thread(check):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-4000:]
+                raise SystemExit(f"the {self.kind} did not start; its log ends:\n{tail}")
+            await asyncio.sleep(0.1)
+        return True
+
+    def stop(self, timeout: float) -> bool:
+        """SIGTERM, then wait; False when it had to be killed."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=timeout)
+            stopped = True
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            stopped = False
+        self._out.close()
+        return stopped
+
+
+def run_child(kind: str, params: dict[str, Any]) -> None:
+    """The fake or the service, in this process until SIGTERM."""
+    if kind == "fake":
+        asyncio.run(fake_child(**params))
+    else:
+        asyncio.run(service_child(**params))
+
+
+async def fake_child(where: str, jobs: int, create_delay: float) -> None:
+    """The fake API server holding each create ``create_delay`` s, with one node for all,
+    and beside it a tiny server that says how many Jobs it holds and the most creates
+    in flight at once."""
+    from aiohttp import web
+
     folder = Path(where)
-    fake_loop = LoopThread("fake-apiserver")
-    client_loop = LoopThread("client")
-    fake = await fake_loop.run(start_fake(jobs, create_delay))
-    kubeconfig = folder / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
-    svc = await start_service(folder, kubeconfig, service_config(folder, database_url, jobs))
-    svc.write(USER, "work/train.ipynb", "print('hi')")
-    result = Round(jobs, int(getattr(svc.app, "concurrent_starts", 1)))
-
-    async def jobs_created() -> int:
-        return sum(1 for resource, _, _ in list(fake.objects) if resource == "jobs")
-
-    lags: list[tuple[float, float]] = []  # (when the sleep began, how late it woke)
-    ticking = [time.perf_counter()]  # when the sleep now running began
-
-    async def watch_loop() -> None:
-        while True:
-            ticking[0] = time.perf_counter()
-            await asyncio.sleep(LAG_TICK)
-            lags.append((ticking[0], time.perf_counter() - ticking[0] - LAG_TICK))
-
-    async def measure() -> None:
-        # in the client thread: the figures are out even while the service's loop hangs
-        result.idle = await idle_latencies(svc)
-        limit = burst_limit(jobs, create_delay)
-        await burst(svc, result, lambda: fake_loop.run(jobs_created()), limit)
-        result.most_in_flight = fake.most_creates_in_flight
-        seen = [*lags, (ticking[0], time.perf_counter() - ticking[0] - LAG_TICK)]
-        result.lag_idle = [lag for when, lag in seen if when < result.began]
-        result.lag_burst = [lag for when, lag in seen if result.began <= when <= result.ended]
-        partial = Path(result_file + ".part")
-        partial.write_text(json.dumps(asdict(result)))
-        partial.replace(result_file)
-
-    watching = asyncio.ensure_future(watch_loop())
-    await client_loop.run(measure())
-    watching.cancel()
-    await stop_service(svc)
-    await fake_loop.run(fake.stop())
-    client_loop.close()
-    fake_loop.close()
-
-
-def burst_limit(jobs: int, create_delay: float) -> float:
-    """How long a burst may take: three times creates one at a time, and then some."""
-    return 30 + 3 * jobs * create_delay
-
-
-async def start_fake(jobs: int, create_delay: float) -> FakeApiServer:
     fake = FakeApiServer()
     fake.create_delay = create_delay
     await fake.start()
@@ -279,7 +349,69 @@ async def start_fake(jobs: int, create_delay: float) -> FakeApiServer:
         "pods": str(jobs + 110),
     }
     fake.add_node("gpu-0", {"gpu": "a100"}, allocatable)
-    return fake
+
+    async def stats(_: web.Request) -> web.Response:
+        held = sum(1 for resource, _, _ in list(fake.objects) if resource == "jobs")
+        return web.json_response({"jobs": held, "most_in_flight": fake.most_creates_in_flight})
+
+    app = web.Application()
+    app.router.add_get("/stats", stats)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    (folder / "fake-stats-url").write_text(f"http://127.0.0.1:{port}/stats")
+    partial = folder / "kubeconfig.part"
+    partial.write_text(yaml.safe_dump(fake.kubeconfig()))
+    partial.replace(folder / "kubeconfig")
+    await stop.wait()
+    await runner.cleanup()
+    await fake.stop()
+
+
+async def service_child(where: str, argv: list[str]) -> None:
+    """``nbjobs service`` as JobServiceApp.run serves it, with a task beside it that
+    records how late the loop wakes from a 10 ms sleep (written at the end)."""
+    folder = Path(where)
+    app = JobServiceApp()
+    app.initialize(argv)
+    (folder / "service-traits.json").write_text(
+        json.dumps({"concurrent_starts": app.concurrent_starts})
+    )
+    lags: list[tuple[float, float]] = []  # (when the sleep began, how late it woke)
+    collections: list[tuple[float, int, float]] = []  # (when, generation, seconds)
+    collecting: list[float] = []
+
+    def on_collect(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting[:] = [time.monotonic()]
+        elif collecting:
+            collections.append(
+                (collecting[0], info["generation"], time.monotonic() - collecting[0])
+            )
+
+    gc.callbacks.append(on_collect)
+
+    async def watch_loop() -> None:
+        while True:
+            began = time.monotonic()
+            await asyncio.sleep(LAG_TICK)
+            lags.append((began, time.monotonic() - began - LAG_TICK))
+
+    watching = asyncio.ensure_future(watch_loop())
+    try:
+        await app.run()
+    finally:
+        watching.cancel()
+        (folder / "service-lags.json").write_text(json.dumps(lags))
+        (folder / "service-gc.json").write_text(json.dumps(collections))
+
+
+def burst_limit(jobs: int, create_delay: float) -> float:
+    """How long a burst may take: three times creates one at a time, and then some."""
+    return 30 + 3 * jobs * create_delay
 
 
 def service_config(where: Path, database_url: str, jobs: int) -> dict[str, Any]:
@@ -306,61 +438,38 @@ def service_config(where: Path, database_url: str, jobs: int) -> dict[str, Any]:
     }
 
 
-async def start_service(where: Path, kubeconfig: Path, data: dict[str, Any]) -> Service:
-    """The service as tests/kubernetes/test_service.py's ``start``, logging warnings only."""
-    config_file = where / "nbjobs.yaml"
-    config_file.write_text(yaml.safe_dump(data))
-    parse_config(config_file.read_text())
-    port = free_port()
-    app = JobServiceApp()
-    app.initialize(
-        [
-            f"--config={config_file}",
-            f"--port={port}",
-            "--JobServiceApp.prefix=/services/nbjobs/",
-            "--JobServiceApp.log_level=WARN",
-            f"--StaticTokenAuth.tokens={TOKENS!r}",
-            f"--StaticTokenAuth.user_groups={GROUPS!r}",
-            f"--KubernetesBackend.kubeconfig={kubeconfig}",
-            "--KubernetesBackend.retry_delay=0.05",
-        ]
-    )
-    service = app.make_service()
-    await service.start()
-    server = HTTPServer(app.make_web_app(service, app.make_auth()))
-    server.listen(port, "127.0.0.1")
-    url = f"http://127.0.0.1:{port}/services/nbjobs/"
-    return Service(url, where, app, service, server, config_file)
-
-
 # -- the client's side (runs in the client thread) --------------------------------------
 
 
-def api_client(svc: Service, connections: int = 10) -> httpx.AsyncClient:
+def auth_header() -> dict[str, str]:
     token = {user: token for token, user in TOKENS.items()}[USER]
+    return {"Authorization": f"token {token}"}
+
+
+def api_client(url: str, connections: int = 10) -> httpx.AsyncClient:
     return httpx.AsyncClient(
-        base_url=svc.url + "api/",
-        headers={"Authorization": f"token {token}"},
+        base_url=url + "api/",
+        headers=auth_header(),
         timeout=300,
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
     )
 
 
-async def idle_latencies(svc: Service) -> list[float]:
+async def idle_latencies(url: str) -> list[float]:
     """Sequential GETs of the job list while nothing is recorded."""
     latencies = []
-    async with api_client(svc, 1) as client:
+    async with api_client(url, 1) as client:
         await client.get("jobs")  # the connection, once
         for _ in range(IDLE_GETS):
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             response = await client.get("jobs")
-            latencies.append(time.perf_counter() - t0)
+            latencies.append(time.monotonic() - t0)
             response.raise_for_status()
     return latencies
 
 
 async def burst(
-    svc: Service, result: Round, count_created: Callable[[], Awaitable[int]], limit: float
+    url: str, result: Round, count_created: Callable[[], Awaitable[int]], limit: float
 ) -> None:
     """Submit ``result.jobs`` at once; GET the list every 20 ms until all are created.
 
@@ -372,13 +481,13 @@ async def burst(
 
     async def poll(client: httpx.AsyncClient) -> None:
         while not done.is_set():
-            asked_at[:] = [time.perf_counter()]
+            asked_at[:] = [time.monotonic()]
             try:
                 ok = (await client.get("jobs")).status_code == 200
             except httpx.HTTPError:
                 ok = False
             sent = asked_at.pop()
-            result.burst.append(time.perf_counter() - sent)
+            result.burst.append(time.monotonic() - sent)
             result.burst_sent.append(sent - t0)
             result.burst_errors += not ok
             with contextlib.suppress(asyncio.TimeoutError):
@@ -393,61 +502,43 @@ async def burst(
             return
         result.answered += 1
         if result.answered == result.jobs:
-            result.all_submitted = time.perf_counter() - t0
+            result.all_submitted = time.monotonic() - t0
         if response.status_code == 201:
             result.accepted += 1
         else:
             result.refused.append(f"{response.status_code} {response.text[:200]}")
 
     t0 = math.nan  # the burst's start, set below
-    async with api_client(svc, 2) as poller, api_client(svc, result.jobs + 2) as submitter:
+    async with api_client(url, 2) as poller, api_client(url, result.jobs + 2) as submitter:
         await poller.get("jobs")  # connections open before the clock starts
         await submitter.get("jobs")
-        t0 = result.began = time.perf_counter()
+        t0 = result.began = time.monotonic()
         polling = asyncio.ensure_future(poll(poller))
         submits = [asyncio.ensure_future(submit(submitter)) for _ in range(result.jobs)]
         deadline = t0 + limit
-        while time.perf_counter() < deadline:
+        while time.monotonic() < deadline:
             result.created = await count_created()
             # done when every accepted job is created (a refused one never will be)
             if all(s.done() for s in submits) and result.created >= result.accepted:
-                result.all_created = time.perf_counter() - t0
+                result.all_created = time.monotonic() - t0
                 break
             await asyncio.sleep(0.005)
         done.set()
-        result.ended = time.perf_counter()
+        result.ended = time.monotonic()
         if math.isnan(result.all_created):  # past the limit: give up on what is unanswered
             late = [s for s in submits if not s.done()]
             for task in [*late, polling]:
                 task.cancel()
             result.refused += [f"no answer within {limit:.0f} s"] * len(late)
             if asked_at:  # the GET in flight has waited this long at least
-                result.burst.append(time.perf_counter() - asked_at[0])
+                result.burst.append(time.monotonic() - asked_at[0])
                 result.burst_sent.append(asked_at[0] - t0)
         await asyncio.gather(*submits, return_exceptions=True)
         with contextlib.suppress(asyncio.CancelledError):
             await polling
 
 
-# -- threads, PostgreSQL ----------------------------------------------------------------
-
-
-class LoopThread:
-    """An event loop in a thread of its own; ``await run(coro)`` runs a coroutine there."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
-        if not self.thread.is_alive():
-            self.loop.close()
+# -- PostgreSQL ----------------------------------------------------------------
 
 
 @dataclass
@@ -579,6 +670,17 @@ def rows_for(rounds: list[Round], jobs: int, create_delay: float) -> list[Row]:
         burst, idle = of("lag_burst", q), of("lag_idle", q)
         what = f"service loop lag {label}, burst"
         rows.append(row(what, ms(burst), f"idle {label} {ms(idle)}", burst, idle))
+    longest_gc = median([max(r.gc_burst, default=0.0) for r in rounds])
+    worst_lag = of("lag_burst", 1.0)
+    rows.append(
+        row(
+            "longest GC pause, burst",
+            ms(longest_gc),
+            f"loop lag max {ms(worst_lag)}",
+            longest_gc,
+            worst_lag,
+        )
+    )
     most = median([r.most_in_flight for r in rounds])
     accepted = median([r.accepted for r in rounds])
     created = median([r.created for r in rounds])

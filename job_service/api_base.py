@@ -288,9 +288,11 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
         return number
 
     async def _call_sync(self, func: Any, *args: Any, **kwargs: Any) -> Any:
-        """``func`` (the service's database work) on the service's database threads."""
+        """``func`` (the service's database work) on the service's database threads: a
+        GET's on those kept for reading, never queued behind writes."""
+        run = self.service.read_db if self.request.method in ("GET", "HEAD") else self.service.in_db
         try:
-            return await self.service.in_db(func, *args, **kwargs)
+            return await run(func, *args, **kwargs)
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
 

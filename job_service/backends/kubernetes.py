@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import os
 import time
@@ -654,7 +655,7 @@ class KubernetesBackend(Backend):
             flavor_name = ((job.get("metadata") or {}).get("labels") or {}).get("nbjobs.io/flavor")
             flavor = self.nbjobs.flavor(flavor_name or "")
             if flavor is not None and self.nodes is not None:
-                capacity = self._capacity(flavor)
+                capacity = functools.partial(self._capacity, flavor)
         verdict = job_verdict(
             job, self._pods_of(name, deleted=True), flavor, capacity, self.engine_said.get(name)
         )

@@ -11,10 +11,11 @@ sends these dicts and feeds these functions.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
@@ -341,7 +342,16 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
-    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number."""
+    """A Kubernetes quantity (``4``, ``500m``, ``16Gi``, ``1e3``) as a number (the same
+    few texts come back in every pod: each is parsed once)."""
+    try:
+        return _parse_quantity(value)
+    except TypeError:  # not text nor a number (a list in a damaged object)
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_quantity(value: str | int | float) -> Decimal:
     match = _QUANTITY.match(str(value).strip())
     if not match or match.group(2) not in _SUFFIXES:
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
@@ -704,12 +714,15 @@ def job_verdict(
     job: Mapping[str, Any] | None,
     pods: Iterable[Mapping[str, Any]],
     flavor: Flavor | None,
-    capacity: Capacity | None = None,
+    capacity: Capacity | Callable[[], Capacity | None] | None = None,
     engine_said: str | None = None,
 ) -> Verdict:
     """Map a Job (None: it is gone) and its pods to what a person should be told,
     with the cluster's own times of its start and end; ``engine_said`` is the latest
-    warning event of the engine that holds its pod, if any."""
+    warning event of the engine that holds its pod, if any. ``capacity`` may be a
+    function, asked only for a job whose pod no node takes now (its words say how many
+    GPUs are free): working it out for every followed job at every change of the
+    cluster was most of the service's time in a burst of 200 starts."""
     pods = list(pods)
     verdict = _job_verdict(job, pods, flavor, capacity, engine_said)
     if job is not None:
@@ -763,7 +776,7 @@ def _job_verdict(
     job: Mapping[str, Any] | None,
     pods: list[Mapping[str, Any]],
     flavor: Flavor | None,
-    capacity: Capacity | None,
+    capacity: Capacity | Callable[[], Capacity | None] | None,
     engine_said: str | None = None,
 ) -> Verdict:
     if job is None:
@@ -848,6 +861,8 @@ def _job_verdict(
         and scheduled.get("status") == "False"
         and scheduled.get("reason") == "Unschedulable"
     ):
+        if callable(capacity):
+            capacity = capacity()
         text = waiting_for(flavor, capacity) if flavor is not None else "waiting for a node"
         if capacity is None and scheduled.get("message"):
             text += f": {scheduled['message']}"

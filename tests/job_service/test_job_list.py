@@ -256,3 +256,33 @@ async def test_a_cursor_that_is_not_a_job_of_yours_is_a_400_that_says_start_agai
             f"before={job_id}: there is no job {job_id!r} of yours to list from (it may "
             "have been removed); list from the newest again, without before"
         )
+
+
+async def test_the_list_answers_while_every_database_thread_is_taken_by_writes(svc):
+    """What a caller asks to see has database threads of its own: a burst of submits
+    that takes all the others (each waiting on a commit) never makes a list or a job's
+    details wait behind it. On one shared pool the GETs waited until the writes ended."""
+    import asyncio
+    import threading
+
+    adas = add_job(svc, "ada", "ada's job")
+    service = svc.service
+    release = threading.Event()
+    # every thread the writes use, held as a slow commit would hold it
+    held = [
+        asyncio.ensure_future(service.in_db(release.wait, 30))
+        for _ in range(service._db_threads._max_workers)  # type: ignore[attr-defined]
+    ]
+    try:
+        await asyncio.sleep(0.2)
+        async with svc.client("ada") as c:
+            listing, details = await asyncio.wait_for(
+                asyncio.gather(c.get("jobs"), c.get(f"jobs/{adas}")), timeout=10
+            )
+        assert not any(task.done() for task in held)  # the writes were still waiting
+    finally:
+        release.set()
+        await asyncio.gather(*held)
+    assert listing.status_code == 200
+    assert [j["name"] for j in listing.json()["jobs"]] == ["ada's job"]
+    assert details.json()["id"] == adas
