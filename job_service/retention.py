@@ -45,6 +45,11 @@ ROUND = 300.0
 PER_ROUND = 500
 #: how long an admin's report of every user's space is reused
 REPORT_FRESH = 60.0
+#: seconds a user's measured job files (plus what submits wrote since) stand for them at
+#: submit while under the cap; over it, they are measured again before a refusal. What
+#: goes away meanwhile only makes the figure high; what runners write meanwhile (logs)
+#: is what may pass unseen for this long.
+ROOM_FRESH = 5.0
 
 
 class Retention:
@@ -63,6 +68,9 @@ class Retention:
             self.sweep, lambda: ROUND, what="removing old job inputs", log=lambda: ctx.log
         )
         self._report: tuple[float, list[UserStorage]] | None = None
+        #: each user folder's job files as last measured: (when, bytes), plus what
+        #: submits wrote since. A burst of 200 submits walked a user's .nbjobs 200 times.
+        self._held: dict[str, tuple[float, int]] = {}
 
     def run(self) -> None:
         self._rounds.run()
@@ -125,7 +133,12 @@ class Retention:
         limit = self.ctx.config.storage.max_job_files
         if limit is None:
             return
+        now = time.monotonic()
+        known = self._held.get(str(folder))
+        if known is not None and now - known[0] < ROOM_FRESH and known[1] < limit:
+            return  # measured a moment ago (with what submits wrote since) and under
         held = job_files_size(folder)
+        self._held[str(folder)] = (now, held)
         if held >= limit:
             raise InsufficientStorage(
                 f"your job files (.nbjobs in your folder: inputs, logs) take {format_size(held)}, "
@@ -133,6 +146,13 @@ class Retention:
                 "longer need (the Jobs panel's Delete, or `nbjobs delete ID`) and submit "
                 "again, or ask your admin to raise storage.max_job_files"
             )
+
+    def note_written(self, folder: Path, size: int) -> None:
+        """A submit wrote ``size`` bytes of job files under ``folder``: the running total
+        check_room goes by until it measures again."""
+        known = self._held.get(str(folder))
+        if known is not None:
+            self._held[str(folder)] = (known[0], known[1] + size)
 
     async def report(self, caller: Caller, user: str | None = None) -> StorageReport:
         """The space users' job files take: the caller's own, or (admins) everyone's

@@ -551,6 +551,7 @@ class JobService:
         """The job's folder with ``files`` in it, or a refusal that says what to do."""
         try:
             make_job_dir(jobdir, files)
+            self.retention.note_written(folder, sum(len(data) for data in files.values()))
         except FilesChanged as exc:
             raise Conflict(
                 f"{exc.filename} in your folder is {exc.strerror}; nbjobs keeps its job files "
