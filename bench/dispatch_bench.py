@@ -8,10 +8,11 @@ Kubernetes backend, SQLite or a real PostgreSQL server from Debian's package) ru
 process of its own, one per round; the Kubernetes fake API server
 (tests/kubernetes/fake_apiserver.py), in another, holds every Job create for M ms, as
 an admission webhook or a busy API server does, and lets creates overlap as the real one
-does; the client is this process. So, as on a cluster, the service shares its
-interpreter (and its GIL) with neither the API server nor its clients. A burst is given
-up on after 30 s + 3 x N x M; a service that then does not stop within a minute is
-killed.
+does; the submitting client is this process, and the client that lists jobs during
+the burst a third (as another user's browser is). So, as on a cluster, the service
+shares its interpreter (and its GIL) with neither the API server nor its clients, and
+the lister's figures are not the submitter's own delays. A burst is given up on after
+30 s + 3 x N x M; a service that then does not stop within a minute is killed.
 
 Per database and round (a fresh service, database and fake each round):
 
@@ -20,7 +21,8 @@ Per database and round (a fresh service, database and fake each round):
             the time, against N x M (creates one at a time) and against
             ceil(N / concurrent_starts) x M (the service's bounded concurrency);
             meanwhile ``GET /api/jobs`` every 20 ms: p50 / p99 / max, against the
-            idle figures and the goal (p99 < 100 ms)
+            idle figures and the goal (p99 < 100 ms); the service's loop lag (how
+            late a 10 ms sleep wakes) and its longest garbage collection
 
 Every figure is printed next to what it is compared with and the ratio; with
 ``--repeat`` > 1 each is the median of the rounds. The exit status is 1 when a submit
@@ -224,7 +226,7 @@ async def one_round(
 
             result.idle_began = time.monotonic()
             result.idle = await idle_latencies(url)
-            await burst(url, result, jobs_created, burst_limit(jobs, create_delay))
+            await burst(url, where, result, jobs_created, burst_limit(jobs, create_delay))
             result.stopped = service.stop(timeout=60)
             fake_stats = (await stats.get(stats_url)).json()
         result.most_in_flight = fake_stats["most_in_flight"]
@@ -324,9 +326,11 @@ class Child:
 
 
 def run_child(kind: str, params: dict[str, Any]) -> None:
-    """The fake or the service, in this process until SIGTERM."""
+    """The fake, the service or the list's poller, in this process until SIGTERM."""
     if kind == "fake":
         asyncio.run(fake_child(**params))
+    elif kind == "poller":
+        asyncio.run(poller_child(**params))
     else:
         asyncio.run(service_child(**params))
 
@@ -469,29 +473,21 @@ async def idle_latencies(url: str) -> list[float]:
 
 
 async def burst(
-    url: str, result: Round, count_created: Callable[[], Awaitable[int]], limit: float
+    url: str,
+    where: Path,
+    result: Round,
+    count_created: Callable[[], Awaitable[int]],
+    limit: float,
 ) -> None:
-    """Submit ``result.jobs`` at once; GET the list every 20 ms until all are created.
+    """Submit ``result.jobs`` at once, while another process GETs the list every 20 ms,
+    until all are created.
 
+    The lister is a process of its own, as another user's browser is: in this one its
+    GETs waited behind the client's own work of opening 200 connections, which the
+    service never saw (its log had no GET over 33 ms when this process measured 218).
     After ``limit`` seconds what is still unanswered is given up on: a service whose
     event loop waits on a database lock answers one request in 30 s (SQLite's busy
     timeout), and the burst would otherwise last for hours."""
-    done = asyncio.Event()
-    asked_at: list[float] = []  # when the poller's GET in flight was sent
-
-    async def poll(client: httpx.AsyncClient) -> None:
-        while not done.is_set():
-            asked_at[:] = [time.monotonic()]
-            try:
-                ok = (await client.get("jobs")).status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            sent = asked_at.pop()
-            result.burst.append(time.monotonic() - sent)
-            result.burst_sent.append(sent - t0)
-            result.burst_errors += not ok
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(done.wait(), POLL_EVERY)
 
     async def submit(client: httpx.AsyncClient) -> None:
         body = {"path": "work/train.ipynb", "flavor": "a100"}
@@ -508,34 +504,65 @@ async def burst(
         else:
             result.refused.append(f"{response.status_code} {response.text[:200]}")
 
-    t0 = math.nan  # the burst's start, set below
-    async with api_client(url, 2) as poller, api_client(url, result.jobs + 2) as submitter:
-        await poller.get("jobs")  # connections open before the clock starts
-        await submitter.get("jobs")
-        t0 = result.began = time.monotonic()
-        polling = asyncio.ensure_future(poll(poller))
-        submits = [asyncio.ensure_future(submit(submitter)) for _ in range(result.jobs)]
-        deadline = t0 + limit
-        while time.monotonic() < deadline:
-            result.created = await count_created()
-            # done when every accepted job is created (a refused one never will be)
-            if all(s.done() for s in submits) and result.created >= result.accepted:
-                result.all_created = time.monotonic() - t0
+    with Child("poller", where, {"url": url}) as poller:
+        await poller.ready(lambda: (where / "poller-ready").exists())
+        async with api_client(url, result.jobs + 2) as submitter:
+            await submitter.get("jobs")  # a connection open before the clock starts
+            t0 = result.began = time.monotonic()
+            (where / "poller-go").touch()
+            submits = [asyncio.ensure_future(submit(submitter)) for _ in range(result.jobs)]
+            deadline = t0 + limit
+            while time.monotonic() < deadline:
+                result.created = await count_created()
+                # done when every accepted job is created (a refused one never will be)
+                if all(s.done() for s in submits) and result.created >= result.accepted:
+                    result.all_created = time.monotonic() - t0
+                    break
+                await asyncio.sleep(0.005)
+            result.ended = time.monotonic()
+            poller.stop(timeout=30)
+            if math.isnan(result.all_created):  # past the limit: give up on what is unanswered
+                late = [s for s in submits if not s.done()]
+                for task in late:
+                    task.cancel()
+                result.refused += [f"no answer within {limit:.0f} s"] * len(late)
+            await asyncio.gather(*submits, return_exceptions=True)
+    for sent, took, ok in json.loads((where / "poller.json").read_text()):
+        result.burst.append(took)
+        result.burst_sent.append(sent - t0)
+        result.burst_errors += not ok
+
+
+async def poller_child(where: str, url: str) -> None:
+    """GET the list every 20 ms from when ``poller-go`` appears until SIGTERM; write
+    (when sent, seconds taken, answered 200) of each to ``poller.json``. A GET still
+    unanswered 2 s after SIGTERM counts as taking as long as it waited."""
+    folder = Path(where)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    took: list[tuple[float, float, bool]] = []
+    async with api_client(url, 1) as client:
+        await client.get("jobs")  # the connection, before the clock starts
+        (folder / "poller-ready").touch()
+        while not (folder / "poller-go").exists() and not stop.is_set():
+            await asyncio.sleep(0.001)
+        while not stop.is_set():
+            sent = time.monotonic()
+            get = asyncio.ensure_future(client.get("jobs"))
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({get, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not get.done():
+                await asyncio.wait({get}, timeout=2)
+            stopped.cancel()
+            if not get.done():
+                get.cancel()
+                took.append((sent, time.monotonic() - sent, False))
                 break
-            await asyncio.sleep(0.005)
-        done.set()
-        result.ended = time.monotonic()
-        if math.isnan(result.all_created):  # past the limit: give up on what is unanswered
-            late = [s for s in submits if not s.done()]
-            for task in [*late, polling]:
-                task.cancel()
-            result.refused += [f"no answer within {limit:.0f} s"] * len(late)
-            if asked_at:  # the GET in flight has waited this long at least
-                result.burst.append(time.monotonic() - asked_at[0])
-                result.burst_sent.append(asked_at[0] - t0)
-        await asyncio.gather(*submits, return_exceptions=True)
-        with contextlib.suppress(asyncio.CancelledError):
-            await polling
+            ok = get.exception() is None and get.result().status_code == 200
+            took.append((sent, time.monotonic() - sent, ok))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), POLL_EVERY)
+    (folder / "poller.json").write_text(json.dumps(took))
 
 
 # -- PostgreSQL ----------------------------------------------------------------
