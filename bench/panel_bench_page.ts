@@ -15,7 +15,7 @@ import { Widget } from '@lumino/widgets';
 import type { NbjobsAPI } from '../labextension/src/api';
 import { DEFAULT_QUERY, type IJobQuery, matchesQuery } from '../labextension/src/joblist';
 import { JobsModel } from '../labextension/src/model';
-import { type IJobActions, JobsPanel } from '../labextension/src/panel';
+import { FIRST_ROWS, type IJobActions, JobsPanel } from '../labextension/src/panel';
 import { plain } from '../labextension/src/translate';
 import type { IJob, IJobList, IMe, JobState } from '../labextension/src/types';
 
@@ -137,13 +137,53 @@ async function mountPanel(count: number, all: boolean): Promise<number> {
   while (all && model.hasOlder) {
     await model.loadOlder();
   }
-  const rows = panel.node.querySelectorAll('.nbjobs-Job').length;
-  if (rows !== (all ? count : Math.min(count, 100))) {
-    throw new Error(`the panel shows ${rows} rows of ${count} jobs`);
+  const expected = all ? count : Math.min(count, 100);
+  const rows = () => panel.node.querySelectorAll('.nbjobs-Job').length;
+  if (all) {
+    await until(() => rows() === expected);
+  }
+  // The first screen: what the panel draws before its first frame (FIRST_ROWS rows)
+  const shown = rows();
+  lastShown = shown;
+  if (shown < Math.min(expected, FIRST_ROWS)) {
+    throw new Error(`the panel shows ${shown} rows of ${count} jobs`);
   }
   const done = await painted();
   mounted = { panel, model };
+  // and every row of the page, made just after that frame (waited for by allRows)
+  lastAllRows = until(() => rows() === expected).then(() => performance.now() - began);
   return done - began;
+}
+
+/** How many rows the last mountPanel's first frame showed. */
+let lastShown = 0;
+
+function firstFrameRows(): number {
+  return lastShown;
+}
+
+/** The job ids of the rows the panel shows, top to bottom. */
+function rowIds(): string[] {
+  return [...document.querySelectorAll<HTMLElement>('.nbjobs-Job')].map(
+    row => row.dataset.jobId ?? ''
+  );
+}
+
+/** When the last mountPanel had made every row of what it loaded (ms from its start). */
+let lastAllRows: Promise<number> = Promise.resolve(NaN);
+
+function allRows(): Promise<number> {
+  return lastAllRows;
+}
+
+/** Resolves once `test()` holds, looked at every frame. */
+async function until(test: () => boolean): Promise<void> {
+  for (let frames = 0; !test(); frames++) {
+    if (frames > 600) {
+      throw new Error('the panel never showed every row');
+    }
+    await nextFrame();
+  }
 }
 
 /** A poll of the mounted panel: the newest page asked again and drawn. */
@@ -221,6 +261,13 @@ function contentVisibility(on: boolean): void {
   }
 }
 
+/** Two painted frames with nothing to do: what came before (an unmount) is done. */
+async function settle(): Promise<number> {
+  await painted();
+  await painted();
+  return 0;
+}
+
 function unmount(): void {
   if (mounted) {
     mounted.panel.dispose();
@@ -232,10 +279,14 @@ function unmount(): void {
 
 (window as unknown as { nbjobsBench: unknown }).nbjobsBench = {
   mountPanel,
+  allRows,
+  firstFrameRows,
+  rowIds,
   mountPlain,
   poll,
   rowHeight,
   scroll,
   contentVisibility,
+  settle,
   unmount
 };

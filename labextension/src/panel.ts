@@ -59,6 +59,13 @@ export const ROWS_PER_GROUP = 50;
 /** A row's usual height (px): what a group of rows not drawn yet stands for. */
 const ROW_HEIGHT = 100;
 
+/**
+ * New rows one drawing makes before the frame is painted: more than a tall screen
+ * shows. The rest are made just after that frame, so a page of a hundred jobs shows
+ * its first screen at the cost of those rows (bench/panel_bench.py).
+ */
+export const FIRST_ROWS = 15;
+
 /** What the panel's buttons do; the plugin supplies them. */
 export interface IJobActions {
   cancel(job: IJob): Promise<void>;
@@ -317,12 +324,20 @@ export class JobsPanel extends Widget {
     }
     this._renderMore();
 
-    const seen = new Set<string>();
+    const seen = new Set(jobs.map(job => job.id));
     let previous: HTMLElement | null = null;
-    jobs.forEach((job, index) => {
-      seen.add(job.id);
+    let made = 0;
+    let later = false;
+    // while the rest of an earlier drawing waits for its frame, new rows wait with it
+    const budget = this._drawingAll ? Infinity : this._restPending ? 0 : FIRST_ROWS;
+    jobs.every((job, index) => {
       let row = this._rows.get(job.id);
       if (!row) {
+        if (made >= budget) {
+          later = true; // this job and the ones after it: once this frame is painted
+          return false;
+        }
+        made++;
         row = new JobRow(this.actions, this.model.api, trans, this.me);
         this._rows.set(job.id, row);
       }
@@ -335,7 +350,11 @@ export class JobsPanel extends Widget {
         group.insertBefore(row.node, expected);
       }
       previous = row.node;
+      return true;
     });
+    if (later) {
+      this._drawRestLater();
+    }
     for (const [id, row] of this._rows) {
       if (!seen.has(id)) {
         row.dispose();
@@ -356,6 +375,31 @@ export class JobsPanel extends Widget {
         group.parentElement!.style.containIntrinsicSize = size;
       }
     });
+  }
+
+  /**
+   * Draw the whole list in the frame after the one now being made: that one paints the
+   * first screen, the next the rows below it (off screen, so cheap to paint).
+   */
+  private _drawRestLater(): void {
+    if (this._restPending) {
+      return;
+    }
+    this._restPending = true;
+    requestAnimationFrame(() =>
+      requestAnimationFrame(() => {
+        this._restPending = false;
+        if (this.isDisposed) {
+          return;
+        }
+        this._drawingAll = true;
+        try {
+          this._render();
+        } finally {
+          this._drawingAll = false;
+        }
+      })
+    );
   }
 
   /** The `index`th group of rows (a `ul` in a presentational `li`), made when missing. */
@@ -398,6 +442,10 @@ export class JobsPanel extends Widget {
   }
 
   private _rows = new Map<string, JobRow>();
+  /** rows beyond the first screen are to be made after the next painted frame */
+  private _restPending = false;
+  /** this drawing makes every row (the one after the first screen's) */
+  private _drawingAll = false;
   private _search: HTMLInputElement;
   private _tabs: HTMLButtonElement[];
   private _view: 'jobs' | 'schedules' = 'jobs';

@@ -35,13 +35,27 @@ export class TelemetryView {
     this.node = document.createElement('div');
     this.node.className = 'nbjobs-Telemetry';
     this.node.hidden = true;
-    this._poll = new Poll({
-      factory: () => this._fetch(),
-      frequency: { interval: IDLE_MAX, backoff: true, max: IDLE_MAX },
-      standby: 'when-hidden',
-      auto: false,
-      name: 'nbjobs:metrics'
-    });
+  }
+
+  /**
+   * The readings' Poll, made the first time they are shown: most rows of a list never
+   * open them, and a Poll for each of a hundred rows was a good part of the panel's
+   * first paint (bench/panel_bench.py).
+   */
+  private get _poll(): Poll {
+    if (this._poller === null) {
+      this._poller = new Poll({
+        factory: () => this._fetch(),
+        frequency: { interval: IDLE_MAX, backoff: true, max: IDLE_MAX },
+        standby: 'when-hidden',
+        auto: false,
+        name: 'nbjobs:metrics'
+      });
+      if (this._disposed) {
+        this._poller.dispose();
+      }
+    }
+    return this._poller;
   }
 
   /**
@@ -55,7 +69,7 @@ export class TelemetryView {
     this.node.setAttribute('aria-label', this.trans('Resource use of job %1', job.name));
     this.node.hidden = !shown || this._gone;
     if (!shown || this._gone) {
-      void this._poll.stop();
+      void this._poller?.stop();
       return;
     }
     const metrics = this._metrics;
@@ -72,7 +86,8 @@ export class TelemetryView {
   }
 
   dispose(): void {
-    this._poll.dispose();
+    this._disposed = true;
+    this._poller?.dispose();
   }
 
   private async _refresh(): Promise<void> {
@@ -182,7 +197,8 @@ export class TelemetryView {
   private _asking = false;
   /** the service refused to say (and why is shown): no more asking */
   private _refused = false;
-  private _poll: Poll;
+  private _poller: Poll | null = null;
+  private _disposed = false;
 }
 
 function quietLine(text: string): HTMLDivElement {
