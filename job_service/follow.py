@@ -5,14 +5,22 @@ holding nothing while it waits: no database session, no lock. When the job ends,
 its record is written in one short transaction on the service's database threads:
 a job the cluster disrupted goes back to the queue (``requeue_on_eviction``),
 any other is finished from the runner's status file and the backend's word.
+
+Only a cancel nbjobs recorded (a user's, an admin's, the idle-GPU reclaim's) makes a job
+``cancelled``. A runner stopped by a signal nobody here sent (its pod deleted with
+``kubectl``, a node drained on a cluster too old to say so, a machine shut down, a
+``kill``) is stopped from outside: re-queued like an eviction where its flavor allows,
+else failed with words that say so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -89,6 +97,10 @@ class Follower:
             record = db.get(JobRecord, job_id)
             if record is None:
                 return  # forgotten meanwhile
+            outside = self._stopped_outside(record, outcome, note, node)
+            if outside is not None:
+                # as the cluster's own disruptions: back in the queue while the flavor allows
+                outcome = dataclasses.replace(outcome, message=outside, disrupted=True)
             if self._may_requeue(record, outcome, note):
                 self.requeue(record, outcome)
             else:
@@ -97,12 +109,46 @@ class Follower:
                     outcome.exit_code,
                     outcome.message,
                     forced=note,
-                    backend_state=outcome.state,
+                    # stopped from outside: failed, in those words, not the runner's
+                    backend_state=JobState.FAILED.value if outside else outcome.state,
                     started_at=outcome.started_at,
                     finished_at=outcome.finished_at,
                     node=node,
                 )
             db.commit()
+
+    def _stopped_outside(
+        self, record: JobRecord, outcome: Outcome, forced: str | None, node: str | None
+    ) -> str | None:
+        """Why the job ended, when its runner was stopped by a signal nbjobs did not send
+        (it stopped as for a cancel, and nobody cancelled it here); else None."""
+        if record.cancel_requested or forced is not None or outcome.state is not None:
+            return None
+        if outcome.disrupted:
+            return None  # the cluster said why (evicted, preempted): its words stand
+        status = read_status(record.job_dir, self.log)
+        runner_said = (
+            status.message if status is not None and status.exit_code is not None else None
+        )
+        cancelled = (
+            status.state == JobState.CANCELLED.value
+            if status is not None and status.exit_code is not None
+            else outcome.exit_code == ExitCode.CANCELLED
+        )
+        if not cancelled:
+            return None
+        signal = next(iter(re.findall(r"\bSIG[A-Z]+\b", runner_said or "")), "SIGTERM")
+        node = node or record.node
+        if self.ctx.config.backend.kind == "kubernetes":
+            on = f" on node {node}" if node else ""
+            return (
+                f"its pod was stopped outside nbjobs{on} ({signal}): deleted, or its node "
+                "drained or shut down; nobody cancelled it here; re-run it"
+            )
+        return (
+            f"its process was stopped outside nbjobs ({signal}): killed, or the machine shut "
+            "down; nobody cancelled it here; re-run it"
+        )
 
     def _may_requeue(self, record: JobRecord, outcome: Outcome, forced: str | None) -> bool:
         """A job the cluster disrupted goes back to the queue if its flavor allows more."""

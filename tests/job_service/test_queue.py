@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import nbformat
 import psutil
@@ -145,6 +147,26 @@ async def test_cancel_stops_the_whole_process_tree_and_keeps_partial_output(svc)
     async with svc.client("ada") as c:
         again = await c.post(f"jobs/{job['id']}/cancel")
     assert again.status_code == 409
+
+
+async def test_a_runner_killed_from_outside_nbjobs_fails_saying_so_not_cancelled(svc):
+    """A SIGTERM nbjobs did not send (an admin's kill, the machine shutting down): the
+    runner saves the cells that ran, but the job is no cancel: it fails in those words."""
+    svc.write(
+        "ada", "k.ipynb", "print('before', flush=True)", "import time\nwhile True: time.sleep(0.1)"
+    )
+    job = await svc.submit("ada", "k.ipynb")
+    await svc.wait("ada", job["id"], lambda j: j["progress"]["cells_done"] == 1)
+    os.kill(svc.service.backend.running[job["id"]].pid, signal.SIGTERM)
+
+    done = await svc.wait("ada", job["id"])
+    assert done["state"] == "failed"
+    assert done["message"] == (
+        "its process was stopped outside nbjobs (SIGTERM): killed, or the machine shut "
+        "down; nobody cancelled it here; re-run it"
+    )
+    out = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    assert out.cells[1].outputs[0]["text"] == "before\n"  # what ran is kept
 
 
 async def test_cancel_a_queued_job_at_once(svc):

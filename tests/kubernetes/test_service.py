@@ -366,3 +366,50 @@ async def test_times_are_the_clusters_not_when_the_service_noticed(
         usage = (await admin.get("usage")).json()
     ada = next(u for u in usage["users"] if u["name"] == "ada")
     assert abs(ada["gpu_hours"] - 25 / 60) < 0.001  # metered on the cluster's times
+
+
+@pytest.mark.parametrize("deleted_first", [False, True], ids=["pod-kept", "pod-deleted-first"])
+async def test_a_pod_stopped_outside_nbjobs_is_no_cancel(
+    fake, kubeconfig, tmp_path, running_services, deleted_first
+):
+    """``kubectl delete pod``, or a drain on a cluster before 1.26 (no DisruptionTarget):
+    the runner gets SIGTERM, saves what it has and says "cancelled by SIGTERM"; nobody
+    cancelled it through nbjobs, so the job is re-queued as an eviction is where its
+    flavor allows, and otherwise fails saying its pod was stopped outside nbjobs."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    data = settings(tmp_path)
+    data["flavors"].append({**data["flavors"][0], "name": "again", "requeue_on_eviction": 1})
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
+
+    async def stopped_outside(flavor: str) -> dict:
+        job = await svc.submit("ada", "long.ipynb", flavor)
+        name = f"nbjobs-{job['id']}"
+        await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+        pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+        fake.run_pod(pod, NAMESPACE)
+        write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+        await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+        # deleted behind nbjobs' back: SIGTERM, the runner's partial output and its word
+        status = RunStatus("cancelled", 1, 0, exit_code=4, message="cancelled by SIGTERM")
+        write_status(status_file(svc, "ada", job["id"]), status)
+        fake.finish_pod(pod, NAMESPACE, exit_code=4, pod_deleted_first=deleted_first)
+        return job
+
+    job = await stopped_outside("a100")
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert (done["state"], done["requeues"]) == ("failed", 0)
+    assert done["message"] == (
+        "its pod was stopped outside nbjobs on node gpu-0 (SIGTERM): deleted, or its node "
+        "drained or shut down; nobody cancelled it here; re-run it"
+    )
+
+    job = await stopped_outside("again")
+    await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{job['id']}-r1"))
+    again = await svc.job("ada", job["id"])
+    assert again["state"] in ("queued", "starting")
+    assert again["requeues"] == 1
+    assert again["message"].startswith(
+        "re-queued (1 of 1 allowed) after its pod was stopped outside nbjobs on node gpu-0"
+    )
