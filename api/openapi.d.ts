@@ -2559,6 +2559,10 @@ export interface components {
             /** @description the outputs folder's name, made next to the notebook */
             folder: string;
             html: boolean;
+            /** @description the caller's folder, where results are written, as people know it: the share on a cluster (nfs.example.org:/export/home/ada), the folder on one machine */
+            where: string;
+            /** @description bytes still free there (null: unknown) */
+            free_bytes: number | null;
         };
         GpuCount: {
             total: number;

@@ -29,7 +29,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select, update
 
 from nbjobs.models import FINAL_STATES, StorageReport, UserStorage
-from nbjobs.storage import job_files_size, remove_from_job_dir
+from nbjobs.storage import (
+    free_space,
+    job_files_size,
+    remove_from_job_dir,
+    shown_folder,
+)
 from nbjobs.units import format_size
 
 from .db import JobRecord, utcnow
@@ -153,6 +158,15 @@ class Retention:
         known = self._held.get(str(folder))
         if known is not None:
             self._held[str(folder)] = (known[0], known[1] + size)
+
+    async def place(self, user: str) -> tuple[str, int | None]:
+        """Where ``user``'s results are written, as people know it, and the bytes free
+        there (read off the event loop: on NFS it is a round trip)."""
+        folder = self._folder_for(user)
+        storage = self.ctx.config.storage
+        return await asyncio.to_thread(
+            lambda: (shown_folder(storage, user, folder), free_space(folder))
+        )
 
     async def report(self, caller: Caller, user: str | None = None) -> StorageReport:
         """The space users' job files take: the caller's own, or (admins) everyone's

@@ -248,6 +248,11 @@ class OutputDefaults(BaseModel):
     #: the outputs folder's name, made next to the notebook
     folder: str
     html: bool
+    #: the caller's folder, where results are written, as people know it: the share on a
+    #: cluster (``nfs.example.org:/export/home/ada``), the folder on one machine
+    where: str
+    #: bytes still free there (None: the service cannot tell)
+    free_bytes: int | None
 
 
 class JobList(BaseModel):

@@ -66,6 +66,33 @@ def user_folder(storage: StorageConfig, username: str) -> Path:
     return Path(storage.root) / user_subpath(storage, username)
 
 
+def shown_folder(storage: StorageConfig, username: str, folder: Path) -> str:
+    """The user's folder as people know it: the NFS export and path on a cluster
+    (``nfs.example.org:/export/home/ada``), else ``folder`` itself on this machine."""
+    nfs = (storage.volume or {}).get("nfs")
+    if isinstance(nfs, dict) and nfs.get("server") and nfs.get("path"):
+        export = str(nfs["path"]).rstrip("/")
+        return f"{nfs['server']}:{export}/{user_subpath(storage, username)}"
+    return str(folder.absolute())
+
+
+def free_space(folder: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on the filesystem that holds
+    ``folder`` (its parent while it does not exist yet); None when neither can be read.
+    The folder is opened without following a link in its place."""
+    for candidate in (folder, folder.parent):
+        try:
+            fd = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            found = os.fstatvfs(fd)
+        finally:
+            os.close(fd)
+        return found.f_bavail * found.f_frsize
+    return None
+
+
 def job_folder(folder: Path, job_id: str) -> Path:
     """Where a job's snapshot, status file and log live."""
     return folder / JOBS_DIR / job_id

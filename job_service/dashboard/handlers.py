@@ -159,6 +159,8 @@ class MeHandler(APIHandler):
 
     async def get(self) -> None:
         caller = self.caller
+        where, free = await self.service.retention.place(caller.name)
+        outputs = self.service.config.outputs.model_dump()
         self.send(
             Me(
                 name=caller.name,
@@ -166,7 +168,7 @@ class MeHandler(APIHandler):
                 teacher=caller.teacher,
                 groups=sorted(caller.groups),
                 classes=sorted(c.name for c in self.service.classes.visible_to(caller)),
-                outputs=OutputDefaults(**self.service.config.outputs.model_dump()),
+                outputs=OutputDefaults(**outputs, where=where, free_bytes=free),
                 notify_channels=[
                     channel
                     for channel in ("email", "webhook")

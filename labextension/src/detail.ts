@@ -28,6 +28,8 @@ export interface IDetailActions {
   download(path: string): Promise<void>;
   /** the flavor as the service describes it now (null: not offered to the user any more) */
   flavor(name: string): IFlavor | null;
+  /** the viewer's folder as they know it (the share on a cluster); null: not known */
+  place?: string | null;
   /** the job's own actions, as buttons above its facts (each where it applies) */
   rerun?(job: IJob): Promise<void>;
   cancel?(job: IJob): Promise<void>;
@@ -82,10 +84,7 @@ export class JobDetail extends Widget {
         Object.keys(job.parameters).length ? JSON.stringify(job.parameters) : trans('none')
       ],
       [trans('Queue'), this.list(queueHistory(job, new Date(), trans))],
-      [
-        trans('Output'),
-        this.file(job.output_path, () => void this.actions.openOutput(job), can.output)
-      ],
+      [trans('Output'), this.output(job, can.output)],
       ...(job.html_path
         ? ([
             [
@@ -120,6 +119,21 @@ export class JobDetail extends Widget {
     const title = document.createElement('h2');
     title.textContent = job.name;
     this.node.replaceChildren(title, this.buttons(job, can), table);
+  }
+
+  /** The output's file, and (the viewer's own job) where it is on the share. */
+  private output(job: IJob, can: ReturnType<typeof jobActions>['output']): Node {
+    const file = this.file(job.output_path, () => void this.actions.openOutput(job), can);
+    const place = this.actions.place;
+    if (!place || (this.me !== null && job.user !== this.me)) {
+      return file;
+    }
+    const wrap = document.createElement('span');
+    const where = document.createElement('span');
+    where.className = 'nbjobs-JobDetail-where';
+    where.textContent = this.trans('in %1', `${place}/${job.output_path}`);
+    wrap.append(file, document.createElement('br'), where);
+    return wrap;
   }
 
   /** Every action on the job, each enabled where it applies or saying why not. */

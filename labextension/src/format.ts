@@ -242,6 +242,36 @@ export function formatBytes(bytes: number): string {
   return `${shown.replace(/\.0$/, '')} ${units[unit]}`;
 }
 
+/** Where a result is written, as people know the place, and the room left there. */
+export function placeText(where: string, freeBytes: number | null, trans: Translate): string {
+  return freeBytes === null
+    ? trans('Written in %1', where)
+    : trans('Written in %1 (%2 free there)', where, formatBytes(freeBytes));
+}
+
+/**
+ * A warning when the notebook alone (`notebookBytes`, as saved) is bigger than the room
+ * left where its result goes: the result is at least as big. Null: it fits, or either
+ * is unknown.
+ */
+export function roomWarning(
+  freeBytes: number | null,
+  notebookBytes: number | null | undefined,
+  trans: Translate
+): string | null {
+  if (freeBytes === null || notebookBytes === null || notebookBytes === undefined) {
+    return null;
+  }
+  if (freeBytes >= notebookBytes) {
+    return null;
+  }
+  return trans(
+    'Only %1 is free where the result goes, and the notebook alone is %2: its result may not be saved. Free some space (or ask your admin) before it ends.',
+    formatBytes(freeBytes),
+    formatBytes(notebookBytes)
+  );
+}
+
 /** What one of a job's buttons may do now: enabled, or disabled with the reason. */
 export interface IActionState {
   enabled: boolean;

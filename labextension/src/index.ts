@@ -160,8 +160,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
           app.shell.activateById(existing.id);
           return;
         }
-        // What each flavor gives, as the Submit dialog says it (none when unreachable).
-        const flavors = await api.flavors().catch(() => [] as IFlavor[]);
+        // What each flavor gives, as the Submit dialog says it (none when unreachable), and
+        // where the user's results are written, as they know the place.
+        const [flavors, place] = await Promise.all([
+          api.flavors().catch(() => [] as IFlavor[]),
+          outputDefaults(api).then(outputs => outputs?.where || null)
+        ]);
         const opened = details.find(w => w.content.job.id === job.id);
         if (opened) {
           // opened by a second click while the flavors were on their way
@@ -171,7 +175,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         // the job as the model holds it now: a poll that answered while the flavors were
         // on their way is not followed by another, and the tab would show the old state
         const fresh = model.find(job.id) ?? job;
-        const widget = createDetailWidget(fresh, detailActions(flavors), trans, me);
+        const widget = createDetailWidget(fresh, detailActions(flavors, place), trans, me);
         await details.add(widget);
         app.shell.add(widget, 'main');
         app.shell.activateById(widget.id);
@@ -190,7 +194,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     /** What a job's details do: open what it ran and made, and act on it. */
-    const detailActions = (flavors: IFlavor[]): IDetailActions => ({
+    const detailActions = (flavors: IFlavor[], place: string | null): IDetailActions => ({
+      place,
       openPath: path => void app.commands.execute('docmanager:open', { path }),
       openOutput: j => openOutput(app, api, j),
       viewLog: j => actions.viewLog(j),
@@ -296,7 +301,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         app.shell.activateById(page.id);
         return;
       }
-      const flavors = await api.flavors().catch(() => [] as IFlavor[]);
+      const [flavors, place] = await Promise.all([
+        api.flavors().catch(() => [] as IFlavor[]),
+        outputDefaults(api).then(outputs => outputs?.where || null)
+      ]);
       const pageModel = new JobsModel(api);
       pageModel.listen(events);
       const many = async (
@@ -335,7 +343,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       page = new JobsPage(
         pageModel,
         {
-          details: detailActions(flavors),
+          details: detailActions(flavors, place),
           cancelMany: jobs =>
             many(
               jobs,
@@ -478,11 +486,15 @@ async function submitNotebook(
     }
   }
   let notebook: unknown;
+  let notebookBytes: number | null = null;
   let flavors;
   try {
     const contents = app.serviceManager.contents;
     [notebook, flavors] = await Promise.all([
-      contents.get(path, { content: true, type: 'notebook' }).then(m => m.content),
+      contents.get(path, { content: true, type: 'notebook' }).then(m => {
+        notebookBytes = typeof m.size === 'number' ? m.size : null;
+        return m.content;
+      }),
       api.flavors()
     ]);
   } catch (error) {
@@ -505,7 +517,8 @@ async function submitNotebook(
   const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans, null, {
     notebookKernel: kernelName(notebook),
     outputs: await outputDefaults(api),
-    schedules: true
+    schedules: true,
+    notebookBytes
   });
   const dialog = new SubmitDialog(
     form,

@@ -9,7 +9,14 @@ import { Dialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { NbjobsError } from './api';
-import { defaultFlavor, flavorAvailability, flavorResources, kernelChoice } from './format';
+import {
+  defaultFlavor,
+  flavorAvailability,
+  flavorResources,
+  kernelChoice,
+  placeText,
+  roomWarning
+} from './format';
 import {
   type IParameter,
   type JSONValue,
@@ -77,6 +84,8 @@ export interface ISubmitContext {
   outputs?: IOutputDefaults | null;
   /** offer "On a schedule" beside "Run now" (a new submission; not a re-run) */
   schedules?: boolean;
+  /** the notebook's size as saved (bytes): its result is at least as big */
+  notebookBytes?: number | null;
 }
 
 export class SubmitForm extends Widget {
@@ -488,7 +497,30 @@ export class SubmitForm extends Widget {
     this._html.checked = this.prefill?.html ?? defaults.html;
     html.append(this._html, document.createTextNode(trans('Also save an HTML copy')));
     fieldset.append(legend, where, html);
+    if (defaults.where) {
+      fieldset.append(...this._placeLines(defaults));
+    }
     return fieldset;
+  }
+
+  /**
+   * Where the result lands as people know it (the share on a cluster, the folder on one
+   * machine) and the room left there; a warning when the notebook alone would not fit.
+   */
+  private _placeLines(defaults: IOutputDefaults): HTMLElement[] {
+    const place = document.createElement('p');
+    place.className = 'nbjobs-SubmitForm-where';
+    const folder = this.path.includes('/') ? '/' + this.path.replace(/\/[^/]*$/, '') : '';
+    place.textContent = placeText(`${defaults.where}${folder}`, defaults.free_bytes, this.trans);
+    const told = roomWarning(defaults.free_bytes, this.context.notebookBytes, this.trans);
+    if (told === null) {
+      return [place];
+    }
+    const warning = document.createElement('p');
+    warning.className = 'nbjobs-SubmitForm-warning';
+    warning.setAttribute('role', 'status');
+    warning.textContent = told;
+    return [place, warning];
   }
 
   private _parameterFields(): HTMLElement {

@@ -7,6 +7,8 @@ import {
   flavorResources,
   formatBytes,
   formatDuration,
+  placeText,
+  roomWarning,
   formatLimit,
   jobActions,
   jobMatches,
@@ -470,5 +472,24 @@ describe('queueHistory', () => {
     );
     expect(lines).toHaveLength(2);
     expect(lines[1]).toMatch(/^Cancelled .* without starting$/);
+  });
+});
+
+describe('where a result goes', () => {
+  it('names the place as people know it, with the room left there', () => {
+    const where = 'nfs.example.org:/export/home/ada/work';
+    expect(placeText(where, 5 * 1024 ** 3, plain)).toBe(`Written in ${where} (5 GiB free there)`);
+    expect(placeText('/srv/nbjobs/ada', null, plain)).toBe('Written in /srv/nbjobs/ada');
+  });
+
+  it('warns only when the notebook alone is bigger than the room left', () => {
+    expect(roomWarning(10 * 1024 ** 2, 3 * 1024 ** 2, plain)).toBeNull();
+    expect(roomWarning(3 * 1024 ** 2, 3 * 1024 ** 2, plain)).toBeNull();
+    expect(roomWarning(null, 3 * 1024 ** 2, plain)).toBeNull();
+    expect(roomWarning(10, null, plain)).toBeNull();
+    expect(roomWarning(512 * 1024, 40 * 1024 ** 2, plain)).toBe(
+      'Only 512 KiB is free where the result goes, and the notebook alone is 40 MiB: its ' +
+        'result may not be saved. Free some space (or ask your admin) before it ends.'
+    );
   });
 });

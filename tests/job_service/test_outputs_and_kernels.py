@@ -6,6 +6,7 @@ Real service, real runner processes, real kernels and a real nbconvert.
 
 from __future__ import annotations
 
+import os
 import re
 
 import nbformat
@@ -63,7 +64,13 @@ async def test_nbjobs_yaml_sets_the_defaults_a_submission_may_override(tmp_path)
             assert (await svc.wait("ada", job["id"]))["state"] == "succeeded"
     finally:
         await stop_all(svc)
+    where = me["outputs"].pop("where")
+    free = me["outputs"].pop("free_bytes")
     assert me["outputs"] == {"location": "folder", "folder": "results", "html": True}
+    # where results go, as ada knows it on one machine: her folder, and the room left there
+    assert where == str(svc.home("ada"))
+    room = os.statvfs(svc.home("ada"))
+    assert abs(free - room.f_bavail * room.f_frsize) < 256 * 1024**2
     assert re.fullmatch(r"results/" + RESULT_NAME, default["output_path"])
     assert default["html_path"] is not None
     assert (svc.home("ada") / default["html_path"]).is_file()

@@ -413,3 +413,17 @@ async def test_a_pod_stopped_outside_nbjobs_is_no_cancel(
     assert again["message"].startswith(
         "re-queued (1 of 1 allowed) after its pod was stopped outside nbjobs on node gpu-0"
     )
+
+
+async def test_users_are_told_where_on_the_share_their_results_go(
+    fake, kubeconfig, tmp_path, running_services
+):
+    """The Submit dialog's "where": the NFS export and the user's folder on it, as users
+    and their admins name it, not the service's own mount point."""
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.home("ada")
+    async with svc.client("ada") as client:
+        outputs = (await client.get("me")).json()["outputs"]
+    assert outputs["where"] == "nfs.example.org:/export/home/ada"
+    assert outputs["free_bytes"] > 0

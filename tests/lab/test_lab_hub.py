@@ -220,6 +220,11 @@ def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell
     expect(
         dialog.locator(".nbjobs-Parameter").filter(has=lab.locator("input[name='seconds']"))
     ).to_contain_text("float")
+    # where the result is written, as the user knows the place, and the room left there
+    expect(dialog.locator(".nbjobs-SubmitForm-where")).to_have_text(
+        re.compile(r"^Written in /\S+ \(\d[\d.]* (B|KiB|MiB|GiB|TiB) free there\)$")
+    )
+    expect(dialog.locator(".nbjobs-SubmitForm-warning")).to_have_count(0)  # it fits
 
     seconds.fill("soon")
     seconds.press("Enter")
@@ -852,6 +857,10 @@ def test_a_jobs_details_tell_it_apart_and_lead_to_what_it_ran_and_rerun(lab: Pag
     expect(facts).to_contain_text('{"steps":5}')
     expect(facts).to_contain_text(again["id"])
     expect(facts).to_contain_text(again["output_path"])
+    # and where that is on the storage, as the user knows it
+    expect(facts.locator(".nbjobs-JobDetail-where")).to_have_text(
+        re.compile(r"^in /\S+/" + re.escape(again["output_path"]) + "$")
+    )
     shot(lab, "19-job-details")
     # its lineage: the job it re-ran, one click away
     view.locator("button.nbjobs-JobDetail-link", has_text=first["id"]).click()
