@@ -26,7 +26,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Float, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
@@ -49,9 +49,10 @@ _UNIX_JULIAN_DAY = 2440587.5
 _EPOCH_DATE = date(1970, 1, 1)
 
 
-@dataclass(frozen=True, slots=True)
-class MeteredJob:
-    """What metering reads of one job (times in seconds since the epoch, UTC)."""
+class MeteredJob(NamedTuple):
+    """What metering reads of one job (times in seconds since the epoch, UTC). A named
+    tuple: a report makes one per job, and a frozen dataclass took most of the time of a
+    report over 100 000 jobs to build."""
 
     user: str
     groups: tuple[str, ...]
