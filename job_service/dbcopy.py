@@ -41,13 +41,9 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..config import ConfigError, load_config
-
-# every table the service keeps must be known to Base.metadata before copying
-from . import audit as _audit  # noqa: F401
-from .db import Base, DatabaseUnusable, LeaseRecord, SchemaVersion, connect, utcnow
+from .db import DatabaseUnusable, LeaseRecord, SchemaVersion, connect, utcnow
 from .lease import DispatcherLease
-from .notifications import store as _notifications  # noqa: F401
-from .schedules import store as _schedules  # noqa: F401
+from .tables import ALL  # every table the service keeps
 
 #: tables that belong to one database, not to the records: who dispatches, which schema
 NOT_COPIED = {LeaseRecord.__tablename__, SchemaVersion.__tablename__}
@@ -86,7 +82,7 @@ def shown(url: str) -> str:
 
 def records_tables() -> list[Table]:
     """The tables that hold records, parents before children."""
-    return [t for t in Base.metadata.sorted_tables if t.name not in NOT_COPIED]
+    return [t for t in ALL.sorted_tables if t.name not in NOT_COPIED]
 
 
 def open_source(url: str) -> sessionmaker[Session]:
@@ -263,7 +259,7 @@ def _copy(
                 _restart_sequences(dst, table)
         # the same number of rows on each side, or nothing is committed
         for done in report:
-            table = Base.metadata.tables[done.table]
+            table = ALL.tables[done.table]
             there = dst.scalar(select(func.count()).select_from(table))
             if there != done.rows:
                 raise CopyRefused(

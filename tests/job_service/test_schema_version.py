@@ -9,13 +9,9 @@ import logging
 import pytest
 import sqlalchemy
 from alembic.script import ScriptDirectory
-
-# every table the service keeps
-from nbjobs.job_service import audit as _audit  # noqa: F401
 from nbjobs.job_service import db as jobdb
-from nbjobs.job_service.db import MIGRATIONS, SCHEMA_VERSION, Base, connect
-from nbjobs.job_service.notifications import store as _notifications  # noqa: F401
-from nbjobs.job_service.schedules import store as _schedules  # noqa: F401
+from nbjobs.job_service.db import MIGRATIONS, SCHEMA_VERSION, connect
+from nbjobs.job_service.tables import ALL  # every table the service keeps
 
 from .conftest import new_postgres_database
 
@@ -31,7 +27,7 @@ OUTLINES = {
 
 def outline() -> str:
     lines = []
-    for table in sorted(Base.metadata.tables.values(), key=lambda t: t.name):
+    for table in sorted(ALL.tables.values(), key=lambda t: t.name):
         for column in table.columns:
             lines.append(
                 f"{table.name}.{column.name} {column.type!r} null={column.nullable} "
@@ -164,7 +160,7 @@ def test_each_earlier_schema_upgrades_to_the_newest_revision(tmp_path, request, 
     head = ScriptDirectory(str(MIGRATIONS)).get_current_head()
     assert revision == [(head,)]
     assert versions(url) == [SCHEMA_VERSION]
-    wanted = {(t.name, c.name) for t in Base.metadata.sorted_tables for c in t.columns}
+    wanted = {(t.name, c.name) for t in ALL.sorted_tables for c in t.columns}
     assert wanted <= have  # every table and column of today's
 
 

@@ -1,0 +1,22 @@
+"""Every table the service keeps, in one list.
+
+Each table's model lives beside the part that uses it (the audit, the notifications'
+outbox, the schedules' definitions, the jobs in ``db``); ``Base.metadata`` knows a table
+only once its module is imported. What needs every one of them (``nbjobs
+copy-database``, the schema's outline and its upgrade tests) takes them from here, so a
+new table is named once.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import MetaData
+
+from . import audit, db
+from .notifications import store as notification_store
+from .schedules import store as schedule_store
+
+#: the modules that define tables
+TABLE_MODULES = (db, audit, notification_store, schedule_store)
+
+#: every table the service keeps
+ALL: MetaData = db.Base.metadata
