@@ -19,6 +19,8 @@ import yaml
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
+from tests.waiting import wait_until_answering
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -77,17 +79,14 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
         )
         url = f"http://127.0.0.1:{port}{base_url.rstrip('/')}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    health = requests.get(f"{url}/services/nbjobs/api/health", timeout=2)
-                    if health.status_code == 401:  # up, and asking for a token
-                        break
-                except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(log_path.read_text()[-5000:])
-                time.sleep(0.3)
+            wait_until_answering(
+                f"{url}/services/nbjobs/api/health",
+                ready=lambda r: r.status_code == 401,  # up, and asking for a token
+                process=proc,
+                log=log_path,
+                timeout=90,
+                interval=0.3,
+            )
             yield url
         finally:
             proc.terminate()

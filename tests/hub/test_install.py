@@ -26,6 +26,8 @@ import pytest
 import requests
 import yaml
 
+from tests.waiting import wait_until_answering
+
 from .hubproc import free_port, login, start_server, xsrf
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="nbjobs install needs root (CI's)")
@@ -115,15 +117,9 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     for line in lines:
         subprocess.run(["bash", "-c", line], env=env, check=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if requests.get(f"{url}/services/nbjobs/api/health", timeout=2).status_code == 401:
-                break
-        except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
-            pass
-        assert time.monotonic() < deadline, "the hub did not answer"
-        time.sleep(0.5)
+    # up, and asking for a token
+    ready = lambda r: r.status_code == 401  # noqa: E731
+    wait_until_answering(f"{url}/services/nbjobs/api/health", ready=ready, timeout=90)
 
     # the admin's first login picks the password; ada is added in the hub; hers picks hers
     boss = login(url, "boss", "first-day-secret")

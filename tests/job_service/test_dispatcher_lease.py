@@ -23,6 +23,7 @@ import requests
 import yaml
 
 from nbjobs.storage import escape_username
+from tests.waiting import wait_until_answering
 
 from .conftest import free_port, notebook
 
@@ -66,11 +67,8 @@ class ServiceProcess:
             return False
 
     def wait_up(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.up():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"service did not come up:\n{self.log()}")
-            time.sleep(0.1)
+        url = self.url + "api/health"
+        wait_until_answering(url, process=self.proc, log=self.log_path, timeout=timeout)
 
     def log(self) -> str:
         self._log.flush()

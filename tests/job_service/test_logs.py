@@ -25,6 +25,7 @@ import requests
 import yaml
 
 from nbjobs.storage import escape_username, job_folder
+from tests.waiting import wait_until_answering
 
 from .conftest import free_port, notebook, start_service, stop_all
 
@@ -164,15 +165,7 @@ class ServiceProcess:
         command += [f"--port={self.port}", "--LocalBackend.poll_interval=0.1"]
         with self.log_path.open("w") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                requests.get(self.url + "health", timeout=1)
-                break
-            except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(self.log_path.read_text()) from None
-                time.sleep(0.1)
+        wait_until_answering(self.url + "health", process=self.proc, log=self.log_path)
 
     def api(self, method: str, path: str, **kwargs: object) -> requests.Response:
         headers = {"Authorization": "token t-ada"}

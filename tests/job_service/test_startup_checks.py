@@ -11,11 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
 import yaml
+
+from tests.waiting import wait_until_answering
 
 from .conftest import free_port
 
@@ -116,15 +117,7 @@ def test_tokens_from_a_file_and_the_environment_work_and_stay_out_of_ps(tmp_path
     )
     url = f"http://127.0.0.1:{port}/api/health"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(url, timeout=1)
-                break
-            except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
-                assert proc.poll() is None
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_until_answering(url, process=proc, timeout=30)
         who = {
             token: requests.get(url, headers={"Authorization": f"token {token}"}, timeout=5)
             for token in ("file-secret-token", "env-secret-token", "wrong")

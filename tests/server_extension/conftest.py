@@ -7,7 +7,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 import pytest
 import requests
+
+from tests.waiting import wait_until_answering
 
 
 @dataclass
@@ -67,16 +68,12 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
         )
         procs.append(proc)
         url = f"http://127.0.0.1:{port}/user/ada/"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(f"{url}api/status", timeout=2).status_code in (200, 403):
-                    break
-            except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(log_path.read_text())
-            time.sleep(0.1)
+        wait_until_answering(
+            f"{url}api/status",
+            ready=lambda r: r.status_code in (200, 403),
+            process=proc,
+            log=log_path,
+        )
         return Server(url, token, root, log_path)
 
     yield start

@@ -10,10 +10,10 @@ import time
 
 import nbformat
 import pytest
-import requests
 import yaml
 
 from nbjobs.storage import escape_username
+from tests.waiting import wait_until_answering
 
 from .conftest import free_port
 
@@ -98,14 +98,7 @@ def job_service(tmp_path):
     command += [f"--port={port}", "--StaticTokenAuth.tokens={'ada-server-token': 'ada'}"]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            requests.get(url + "api/health", timeout=1)
-            break
-        except (requests.ConnectionError, requests.Timeout):  # not up, or not answering yet
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    wait_until_answering(url + "api/health", process=proc, timeout=30)
     yield url, tmp_path / "shared" / escape_username("ada")
     proc.terminate()
     proc.wait(timeout=30)
