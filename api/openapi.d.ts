@@ -2474,6 +2474,10 @@ export interface components {
             /** @description bytes of the user's .nbjobs */
             job_files: number;
             jobs: number;
+            /** @description the user's folder, where results are written, as people know it (the share on a cluster, the folder on one machine) */
+            folder: string;
+            /** @description bytes still free there (null: unknown) */
+            free_bytes: number | null;
         };
         AuditEntry: {
             id: number;

@@ -213,4 +213,11 @@ class Retention:
         return users
 
     def _measure(self, user: str, jobs: int) -> UserStorage:
-        return UserStorage(user=user, jobs=jobs, job_files=job_files_size(self._folder_for(user)))
+        folder = self._folder_for(user)
+        return UserStorage(
+            user=user,
+            jobs=jobs,
+            job_files=job_files_size(folder),
+            folder=shown_folder(self.ctx.config.storage, user, folder),
+            free_bytes=free_space(folder),
+        )

@@ -365,6 +365,10 @@ class UserStorage(BaseModel):
     job_files: int
     #: their jobs listed (each has a folder there)
     jobs: int
+    #: their folder, where results are written, as people know it (the share on a cluster)
+    folder: str
+    #: bytes still free there (None: the service cannot tell)
+    free_bytes: int | None
 
 
 class StorageReport(BaseModel):

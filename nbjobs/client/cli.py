@@ -580,6 +580,12 @@ def storage_text(body: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     keep = body.get("retention_seconds")
+    if len(body["users"]) == 1:  # one user's: where their results go, and the room left
+        [user] = body["users"]
+        free = user.get("free_bytes")
+        room = f" ({format_size(free)} free there)" if free is not None else ""
+        lines.append("")
+        lines.append(f"results are written in {user.get('folder', '?')}{room}")
     lines.append("")
     lines.append(
         f"each user may keep {format_size(limit)} of job files"

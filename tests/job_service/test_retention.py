@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from datetime import timedelta
 
@@ -178,6 +179,8 @@ async def test_each_user_sees_their_space_and_admins_everyones(tmp_path):
     assert mine["user"] == "ada"
     assert mine["jobs"] == 2
     assert 2_000_000 < mine["job_files"] < 2_200_000
+    assert mine["folder"] == str(svc.home("ada"))  # where her results go, on one machine
+    assert mine["free_bytes"] > 0
     assert other.status_code == 403
     assert [u["user"] for u in everyone["users"]] == ["ada", "bob"]  # most space first
     assert [u["user"] for u in one["users"]] == ["bob"]
@@ -186,4 +189,7 @@ async def test_each_user_sees_their_space_and_admins_everyones(tmp_path):
     assert out.splitlines()[0].split() == ["USER", "JOBS", "JOB", "FILES", "OF", "LIMIT"]
     assert out.splitlines()[1].split()[:4] == ["ada", "2", "1.9", "MiB"]
     assert "each user may keep 5.0 GiB of job files" in out
+    assert re.search(
+        rf"results are written in {re.escape(str(svc.home('ada')))} \(\S+ \S+ free there\)", out
+    )
     assert "an ended job's input is removed 7 days after it ended" in out
