@@ -156,6 +156,11 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     admin.locator(".nbjobs-Tabs a", has_text="Storage").click()
     space = admin.locator("table[aria-label='Job files per user']")
     expect(space.locator("tr", has_text="ada")).to_contain_text("/ 5.0 GiB")
+    # and where each user's results are written, with the room left there
+    expect(space.locator("th")).to_have_text(["User", "Jobs", "Job files", "Folder", "Free there"])
+    ada = space.locator("tr", has_text="ada").locator("td")
+    expect(ada.nth(3)).to_have_text(re.compile(r"^/\S+/ada$"))
+    expect(ada.nth(4)).to_have_text(re.compile(r"^\d[\d.]* (B|KiB|MiB|GiB|TiB)$"))
     expect(admin.locator("#nbjobs-main")).to_contain_text("Each user may keep 5.0 GiB of job files")
     expect(admin.locator("#nbjobs-main")).to_contain_text("removed 7 days after it ended")
     admin.screenshot(path=str(ARTIFACTS / "22b-dashboard-storage.png"), full_page=True)

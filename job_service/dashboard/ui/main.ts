@@ -1279,7 +1279,10 @@ class Dashboard {
       String(u.jobs),
       limit === null
         ? bytes(u.job_files)
-        : meter(u.job_files, limit, `${u.user}'s job files`, bytes)
+        : meter(u.job_files, limit, `${u.user}'s job files`, bytes),
+      // where the user's results are written, as people know the place, and the room left
+      u.folder,
+      u.free_bytes === null ? '–' : bytes(u.free_bytes)
     ]);
     this.main.replaceChildren(
       h('h2', {}, 'Storage'),
@@ -1290,7 +1293,7 @@ class Dashboard {
       ),
       rules,
       rows.length
-        ? table(['User', 'Jobs', 'Job files'], rows, 'Job files per user')
+        ? table(['User', 'Jobs', 'Job files', 'Folder', 'Free there'], rows, 'Job files per user')
         : h('p', {}, 'No jobs yet.')
     );
   }
