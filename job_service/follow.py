@@ -137,8 +137,11 @@ class Follower:
         )
         if not cancelled:
             return None
+        return self._outside_words(runner_said, node or record.node)
+
+    def _outside_words(self, runner_said: str | None, node: str | None) -> str:
+        """What a job stopped from outside says: where, and by which signal."""
         signal = next(iter(re.findall(r"\bSIG[A-Z]+\b", runner_said or "")), "SIGTERM")
-        node = node or record.node
         if self.ctx.config.backend.kind == "kubernetes":
             on = f" on node {node}" if node else ""
             return (
@@ -261,6 +264,11 @@ class Follower:
         if record.cancel_requested and state in (JobState.CANCELLED.value, JobState.FAILED.value):
             state = JobState.CANCELLED.value
             record.message = cancelled_by or record.message or "cancelled"
+        elif state == JobState.CANCELLED.value and forced is None and backend_state is None:
+            # the runner stopped as for a cancel nobody made here (a shutdown while the
+            # service was away, found when it comes back)
+            state = JobState.FAILED.value
+            record.message = self._outside_words(record.message, node or record.node)
         if forced == "timed_out":
             state = JobState.TIMED_OUT.value
             record.message = (

@@ -85,6 +85,31 @@ async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason
         await stop_service(second)
 
 
+async def test_a_job_stopped_from_outside_while_the_service_was_down_is_no_cancel(start):
+    """The machine shut down (or an admin's kill) while the service was away: the runner
+    saved its cells on SIGTERM and said "cancelled by SIGTERM", but nobody cancelled it
+    through nbjobs. Found at the next start, it fails saying so."""
+    first = await start()
+    first.write("ada", "t.ipynb", "print('kept', flush=True)", "import time; time.sleep(60)")
+    job = await first.submit("ada", "t.ipynb")
+    await first.wait("ada", job["id"], lambda j: j["progress"]["cells_done"] == 1)
+    pid = first.service.backend.running[job["id"]].pid
+    await stop_service(first)
+    os.kill(pid, signal.SIGTERM)
+    psutil.Process(pid).wait(timeout=60)
+
+    second = await start()
+    try:
+        done = await second.job("ada", job["id"])
+    finally:
+        await stop_service(second)
+    assert done["state"] == "failed"
+    assert done["message"] == (
+        "its process was stopped outside nbjobs (SIGTERM): killed, or the machine shut "
+        "down; nobody cancelled it here; re-run it"
+    )
+
+
 async def test_a_killed_runner_fails_the_job_and_its_kernel_is_stopped(svc):
     svc.write("ada", "kill.ipynb", "import time; time.sleep(60)")
     job = await svc.submit("ada", "kill.ipynb")
