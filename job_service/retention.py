@@ -162,11 +162,10 @@ class Retention:
     async def place(self, user: str) -> tuple[str, int | None]:
         """Where ``user``'s results are written, as people know it, and the bytes free
         there (read off the event loop: on NFS it is a round trip)."""
-        folder = self._folder_for(user)
-        storage = self.ctx.config.storage
-        return await asyncio.to_thread(
-            lambda: (shown_folder(storage, user, folder), free_space(folder))
-        )
+        return await asyncio.to_thread(self._place, user, self._folder_for(user))
+
+    def _place(self, user: str, folder: Path) -> tuple[str, int | None]:
+        return shown_folder(self.ctx.config.storage, user, folder), free_space(folder)
 
     async def report(self, caller: Caller, user: str | None = None) -> StorageReport:
         """The space users' job files take: the caller's own, or (admins) everyone's
@@ -214,10 +213,7 @@ class Retention:
 
     def _measure(self, user: str, jobs: int) -> UserStorage:
         folder = self._folder_for(user)
+        where, free = self._place(user, folder)
         return UserStorage(
-            user=user,
-            jobs=jobs,
-            job_files=job_files_size(folder),
-            folder=shown_folder(self.ctx.config.storage, user, folder),
-            free_bytes=free_space(folder),
+            user=user, jobs=jobs, job_files=job_files_size(folder), folder=where, free_bytes=free
         )

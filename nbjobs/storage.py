@@ -82,13 +82,11 @@ def free_space(folder: Path) -> int | None:
     The folder is opened without following a link in its place."""
     for candidate in (folder, folder.parent):
         try:
-            fd = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(candidate, _DIR_FLAGS)
         except OSError:
             continue
-        try:
+        with _opened(fd):
             found = os.fstatvfs(fd)
-        finally:
-            os.close(fd)
         return found.f_bavail * found.f_frsize
     return None
 
