@@ -109,8 +109,7 @@ class Follower:
                     outcome.exit_code,
                     outcome.message,
                     forced=note,
-                    # stopped from outside: failed, in those words, not the runner's
-                    backend_state=JobState.FAILED.value if outside else outcome.state,
+                    backend_state=outcome.state,
                     started_at=outcome.started_at,
                     finished_at=outcome.finished_at,
                     node=node,

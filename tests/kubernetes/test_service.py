@@ -80,6 +80,21 @@ def status_file(svc: Service, user: str, job_id: str) -> Path:
     return svc.home(user) / ".nbjobs" / "jobs" / job_id / "status.json"
 
 
+async def running_on_a_pod(
+    svc: Service, fake: FakeApiServer, path: str, flavor: str = "a100"
+) -> tuple[dict, str]:
+    """ada's ``path`` submitted, its Job made, its pod running on gpu-0 and its runner
+    saying so: the job, and its pod's name."""
+    job = await svc.submit("ada", path, flavor)
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    return job, pod
+
+
 def the_pod(fake: FakeApiServer, job_id: str) -> str:
     return fake.pods_of(f"nbjobs-{job_id}", NAMESPACE)[0]["metadata"]["name"]
 
@@ -257,13 +272,8 @@ async def test_cancel_deletes_the_job_and_the_runners_partial_result_is_kept(
     svc = await start(tmp_path, kubeconfig, settings(tmp_path))
     running_services.append(svc)
     svc.write("ada", "c.ipynb", "import time; time.sleep(100)")
-    job = await svc.submit("ada", "c.ipynb", "a100")
+    job, pod = await running_on_a_pod(svc, fake, "c.ipynb")
     name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
-    fake.run_pod(pod, NAMESPACE)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
     # the runner saves its partial output on SIGTERM before its pod goes away
     write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
     async with svc.client("ada") as client:
@@ -384,13 +394,7 @@ async def test_a_pod_stopped_outside_nbjobs_is_no_cancel(
     svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
 
     async def stopped_outside(flavor: str) -> dict:
-        job = await svc.submit("ada", "long.ipynb", flavor)
-        name = f"nbjobs-{job['id']}"
-        await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-        pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
-        fake.run_pod(pod, NAMESPACE)
-        write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
-        await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+        job, pod = await running_on_a_pod(svc, fake, "long.ipynb", flavor)
         # deleted behind nbjobs' back: SIGTERM, the runner's partial output and its word
         status = RunStatus("cancelled", 1, 0, exit_code=4, message="cancelled by SIGTERM")
         write_status(status_file(svc, "ada", job["id"]), status)
