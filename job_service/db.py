@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     Index,
@@ -47,11 +48,17 @@ from nbjobs.models import ACTIVE_STATES
 #: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports);
 #: 4: ``nbjobs_mail_addresses``, the addresses users confirmed (or were mailed a code for);
 #:    ``nbjobs_jobs.input_removed_at``, when an ended job's input went (storage.retention);
-#: 5: ``nbjobs_audit``, who read another person's log or result (revision 0005).
-SCHEMA_VERSION = 5
+#: 5: ``nbjobs_audit``, who read another person's log or result (revision 0005);
+#: 6: ``nbjobs_usage_days``, GPU time summed per day and key (job_service/usage_days.py),
+#:    and ``usage_rolled`` on ``nbjobs_jobs`` and ``nbjobs_usage_kept`` (revision 0006).
+SCHEMA_VERSION = 6
 
 log = logging.getLogger("nbjobs.job_service")
 
+
+#: a job (or deleted job's kept time) not in the usage report's daily sums yet, in SQL;
+#: the partial indexes' condition, which a query must repeat as it is to use them
+NOT_ROLLED = "usage_rolled = false"
 
 #: the states of a job that holds (or is getting) its backend's resources, as stored
 ACTIVE_VALUES = tuple(state.value for state in ACTIVE_STATES)
@@ -99,6 +106,13 @@ class JobRecord(Base):
         Index("ix_nbjobs_jobs_definition_run", "definition_run", unique=True),
         # the outbox's query: ended jobs not told yet
         Index("ix_nbjobs_jobs_untold", "notified_end", "finished_at"),
+        # the usage report's jobs not summed into its days yet: few, whatever the history
+        Index(
+            "ix_nbjobs_jobs_unrolled",
+            "started_at",
+            sqlite_where=text(NOT_ROLLED),
+            postgresql_where=text(NOT_ROLLED),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -184,6 +198,8 @@ class JobRecord(Base):
     gpu_memory_peak_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     #: the runner's whole summary (per GPU, CPU, memory), as the metrics API shows it
     telemetry_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: its GPU time is in the usage report's daily sums (job_service/usage_days.py)
+    usage_rolled: Mapped[bool] = mapped_column(Boolean, default=False)
 
     @property
     def charged_gpus(self) -> float:
@@ -293,6 +309,14 @@ class KeptUsage(Base):
     GPU-hours back)."""
 
     __tablename__ = "nbjobs_usage_kept"
+    __table_args__ = (
+        Index(
+            "ix_nbjobs_usage_kept_unrolled",
+            "started_at",
+            sqlite_where=text(NOT_ROLLED),
+            postgresql_where=text(NOT_ROLLED),
+        ),
+    )
 
     job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     user: Mapped[str] = mapped_column(String(255), index=True)
@@ -305,6 +329,8 @@ class KeptUsage(Base):
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     #: GPU-seconds busy (its share), from its telemetry; None if never sampled
     busy_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: its GPU time is in the usage report's daily sums (job_service/usage_days.py)
+    usage_rolled: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class SchemaVersion(Base):

@@ -28,13 +28,12 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, NamedTuple
 
-from sqlalchemy import Float, Text, cast, func, select, type_coerce
+from sqlalchemy import Float, Text, cast, func, select, text, type_coerce
 from sqlalchemy.orm import Session
 
-from nbjobs.config import NbjobsConfig
-from nbjobs.models import ClassInfo, UsageDay, UsageLine
+from nbjobs.models import UsageDay, UsageLine
 
-from .db import BUSY_SHARE, CHARGED_GPUS, JobRecord, KeptUsage, RetiredUsage
+from .db import BUSY_SHARE, CHARGED_GPUS, NOT_ROLLED, JobRecord, KeptUsage, RetiredUsage
 
 #: what a report may be broken down by
 BREAKDOWNS = ("user", "group", "class", "flavor", "node")
@@ -87,32 +86,25 @@ class Line:
     cost: float | None = None
 
 
-def jobs_in_range(
-    db: Session, since: datetime, until: datetime, users: Iterable[str] | None = None
-) -> list[MeteredJob]:
-    """The started jobs whose run overlaps ``[since, until)`` (of ``users``, or all)."""
-    # the times as seconds since the epoch, worked out by the database: parsing a
-    # hundred thousand datetimes in Python was most of a report's time
-    started_s = _epoch_seconds(db, JobRecord.started_at)
-    finished_s = _epoch_seconds(db, JobRecord.finished_at)
-    query = select(
+def job_columns(db: Session) -> tuple[Any, ...]:
+    """What metering reads of a job record, as :class:`MeteredJob`'s fields (the times as
+    seconds since the epoch, worked out by the database: parsing a hundred thousand
+    datetimes in Python was most of a report's time)."""
+    return (
         JobRecord.user,
         cast(JobRecord.groups, Text),
         JobRecord.flavor,
         JobRecord.node,
         CHARGED_GPUS,
-        started_s,
-        finished_s,
+        _epoch_seconds(db, JobRecord.started_at),
+        _epoch_seconds(db, JobRecord.finished_at),
         JobRecord.gpu_busy_seconds * BUSY_SHARE,
-    ).where(
-        JobRecord.started_at.is_not(None),
-        JobRecord.started_at < until,
-        (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at > since),
     )
-    if users is not None:
-        query = query.where(JobRecord.user.in_(list(users)))
-    # deleted jobs' GPU time counts in its period as it did before
-    kept = select(
+
+
+def kept_columns(db: Session) -> tuple[Any, ...]:
+    """The same of a deleted job's kept GPU time."""
+    return (
         KeptUsage.user,
         cast(KeptUsage.groups, Text),
         KeptUsage.flavor,
@@ -121,18 +113,47 @@ def jobs_in_range(
         _epoch_seconds(db, KeptUsage.started_at),
         _epoch_seconds(db, KeptUsage.finished_at),
         KeptUsage.busy_seconds,
-    ).where(KeptUsage.started_at < until, KeptUsage.finished_at > since)
+    )
+
+
+def jobs_in_range(
+    db: Session,
+    since: datetime,
+    until: datetime,
+    users: Iterable[str] | None = None,
+    *,
+    unsummed: bool = False,
+) -> list[MeteredJob]:
+    """The started jobs whose run overlaps ``[since, until)`` (of ``users``, or all; with
+    ``unsummed``, those not in the daily sums yet: see :mod:`.usage_days`)."""
+    query = select(*job_columns(db)).where(
+        JobRecord.started_at.is_not(None),
+        JobRecord.started_at < until,
+        (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at > since),
+    )
+    # deleted jobs' GPU time counts in its period as it did before
+    kept = select(*kept_columns(db)).where(
+        KeptUsage.started_at < until, KeptUsage.finished_at > since
+    )
     if users is not None:
+        query = query.where(JobRecord.user.in_(list(users)))
         kept = kept.where(KeptUsage.user.in_(list(users)))
-    groups_of: dict[str | None, tuple[str, ...]] = {}
-    jobs = []
+    if unsummed:  # as the partial indexes say it, for the database to use them
+        query = query.where(text(f"nbjobs_jobs.{NOT_ROLLED}"))
+        kept = kept.where(text(f"nbjobs_usage_kept.{NOT_ROLLED}"))
     # core rows (no ORM loading): a report reads a hundred thousand of them
     rows: Sequence[Any]
     try:
         rows = db.connection().execute(query).all()
     except (ValueError, TypeError):  # a damaged row (a time that is no time): skip it
         rows = _readable_rows(db, query)
-    rows = [*rows, *db.connection().execute(kept).all()]
+    return metered([*rows, *db.connection().execute(kept).all()])
+
+
+def metered(rows: Iterable[Sequence[Any]]) -> list[MeteredJob]:
+    """Rows of :func:`job_columns` (or :func:`kept_columns`) as jobs, less the damaged."""
+    groups_of: dict[str | None, tuple[str, ...]] = {}
+    jobs = []
     for row in rows:
         user, groups, flavor, node, gpus, started, finished, busy = row
         if started is None:  # a start the database cannot read as a time
@@ -191,11 +212,13 @@ def meter(
     classes: Mapping[str, Iterable[str]] | None = None,
     cost_per_gpu_hour: Mapping[str, float] | None = None,
     everyone: Line | None = None,
+    into: dict[str, Line] | None = None,
 ) -> list[Line]:
     """GPU time in ``[since, until)``, per key of ``by`` and per UTC day, most allocated
     first. ``classes`` maps a class to its students (``by="class"``);
     ``cost_per_gpu_hour`` a flavor to its price of one allocated GPU-hour. ``everyone``,
-    when given, gets every job once (whatever its keys), in the same pass."""
+    when given, gets every job once (whatever its keys), in the same pass; ``into``, the
+    lines so far (of other jobs), which the jobs add to."""
     if by not in BREAKDOWNS:
         raise ValueError(f"by must be one of {', '.join(BREAKDOWNS)}, not {by!r}")
     class_of: dict[str, list[str]] = {}
@@ -203,7 +226,7 @@ def meter(
         for student in students:
             class_of.setdefault(student, []).append(name)
     prices = cost_per_gpu_hour or {}
-    lines: dict[str, Line] = {}
+    lines: dict[str, Line] = {} if into is None else into
     first, last, now_s = _seconds(since), _seconds(until), _seconds(now)
     for job in jobs:
         keys = _keys(job, by, class_of)
@@ -225,7 +248,12 @@ def meter(
             if line is None:
                 line = lines[key] = Line(key)
             _add(line, pieces, job.gpus, busy_rate, price)
-    return sorted(lines.values(), key=lambda line: (-line.total.allocated, line.name))
+    return most_first(lines.values())
+
+
+def most_first(lines: Iterable[Line]) -> list[Line]:
+    """Lines in a report's order: the most GPU time allocated first, then by name."""
+    return sorted(lines, key=lambda line: (-line.total.allocated, line.name))
 
 
 def _add(
@@ -271,20 +299,32 @@ def _keys(job: MeteredJob, by: str, class_of: Mapping[str, Sequence[str]]) -> Se
 
 def _days(start: float, end: float) -> list[tuple[date, float]]:
     """``[start, end)`` (epoch seconds) cut at UTC midnights: each day and its seconds."""
-    first, last = int(start // 86400), int((end - 1e-9) // 86400)
+    return [(day_date(day), seconds) for day, seconds in pieces(start, end)]
+
+
+def pieces(start: float, end: float) -> list[tuple[int, float]]:
+    """The same, each day as its number (days since 1970-01-01)."""
+    first, last = int(start // 86400), int(end // 86400)
+    if last > first and last * 86400.0 == end:  # an end at midnight gives that day nothing
+        last -= 1
     if first == last:  # most jobs: within one day
-        return [(_date(first), end - start)]
-    pieces = []
+        return [(first, end - start)]
+    cut = []
     for day in range(first, last + 1):
         piece_start, piece_end = max(start, day * 86400.0), min(end, (day + 1) * 86400.0)
-        pieces.append((_date(day), piece_end - piece_start))
-    return pieces
+        cut.append((day, piece_end - piece_start))
+    return cut
 
 
 @functools.lru_cache(maxsize=4096)
-def _date(day: int) -> date:
+def day_date(day: int) -> date:
     """The UTC date of a day number (days since 1970-01-01)."""
     return _EPOCH_DATE + timedelta(days=day)
+
+
+def day_number(day: date) -> int:
+    """A date's day number (days since 1970-01-01)."""
+    return (day - _EPOCH_DATE).days
 
 
 def _seconds(when: datetime) -> float:
@@ -333,10 +373,10 @@ def parse_range(
 
 def as_usage_lines(lines: Iterable[Line]) -> list[UsageLine]:
     """The API's view of metered lines: hours, rounded, days in order."""
-    return [_usage_line(line) for line in lines]
+    return [usage_line(line) for line in lines]
 
 
-def _usage_line(line: Line) -> UsageLine:
+def usage_line(line: Line) -> UsageLine:
     allocated, busy = line.total.allocated / 3600, line.total.busy / 3600
     return UsageLine(
         name=line.name,
@@ -356,48 +396,6 @@ def _usage_line(line: Line) -> UsageLine:
     )
 
 
-def report(
-    db: Session,
-    *,
-    config: NbjobsConfig,
-    classes: Iterable[ClassInfo],
-    users: Iterable[str] | None,
-    since: str | None,
-    until: str | None,
-    by: str,
-    now: datetime,
-    default_days: int,
-) -> dict[str, Any]:
-    """The usage report's breakdown (the fields of :class:`~nbjobs.models.Usage` it fills)
-    over the jobs of ``users`` (all: None); BadRange with a sentence for a bad request."""
-    if by not in BREAKDOWNS:
-        raise BadRange(f"by must be one of {', '.join(BREAKDOWNS)}, not {by!r}")
-    first, last = parse_range(since, until, today=now.date(), default_days=default_days)
-    range_since, range_until = day_range(first, last)
-    jobs = jobs_in_range(db, range_since, range_until, users)
-    prices = {
-        f.name: f.cost_per_gpu_hour for f in config.flavors if f.cost_per_gpu_hour is not None
-    }
-    everyone = Line("total")
-    lines = meter(
-        jobs,
-        since=range_since,
-        until=range_until,
-        now=now,
-        by=by,
-        classes={c.name: c.students for c in classes},
-        cost_per_gpu_hour=prices,
-        everyone=everyone,
-    )
-    return {
-        "range_since": first,
-        "range_until": last,
-        "by": by,
-        "breakdown": as_usage_lines(lines),
-        "total": _usage_line(everyone),
-    }
-
-
 def retire(db: Session, record: JobRecord) -> None:
     """Keep the GPU time of a job whose record goes (``forget``), in ``db``'s transaction:
     dated (:class:`KeptUsage`), so that budgets and usage reports go on counting it in its
@@ -408,19 +406,27 @@ def retire(db: Session, record: JobRecord) -> None:
         and record.charged_gpus
         and db.get(KeptUsage, record.id) is None
     ):
-        db.add(
-            KeptUsage(
-                job_id=record.id,
-                user=record.user,
-                groups=list(record.groups or []),
-                flavor=record.flavor,
-                node=record.node,
-                gpus=float(record.charged_gpus),
-                started_at=record.started_at,
-                finished_at=record.finished_at or record.started_at,
-                busy_seconds=None
-                if record.gpu_busy_seconds is None
-                else record.gpu_busy_seconds * share,
+        kept = KeptUsage(
+            job_id=record.id,
+            user=record.user,
+            groups=list(record.groups or []),
+            flavor=record.flavor,
+            node=record.node,
+            gpus=float(record.charged_gpus),
+            started_at=record.started_at,
+            finished_at=record.finished_at or record.started_at,
+            busy_seconds=None
+            if record.gpu_busy_seconds is None
+            else record.gpu_busy_seconds * share,
+        )
+        db.add(kept)
+        # In the daily sums already, or to be summed as itself: read once this
+        # transaction writes (SQLite: no round can commit from here to its end), and
+        # under the row's lock (PostgreSQL: a round summing the job is waited for).
+        db.flush()
+        kept.usage_rolled = bool(
+            db.scalar(
+                select(JobRecord.usage_rolled).where(JobRecord.id == record.id).with_for_update()
             )
         )
     held, busy = record.gpu_seconds_held or 0.0, (record.gpu_busy_seconds or 0.0) * share

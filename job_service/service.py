@@ -53,7 +53,7 @@ from nbjobs.storage import (
     user_folder,
 )
 
-from . import drains, joblist, metering
+from . import drains, joblist, metering, usage
 from .approvals import ApprovalExpiry, Decisions, needs_approval, waiting_for_approval
 from .audit import Audit, note_reading
 from .backends import Backend
@@ -93,6 +93,7 @@ from .schedules.definitions import Definitions
 from .schedules.ticker import Ticker
 from .scripts import job_kind, read_script, snapshot_name
 from .telemetry import TelemetryCollector, delete_samples
+from .usage import UsageRoller
 
 __all__ = [  # what other modules import from here (the errors live in .errors)
     "Caller",
@@ -207,6 +208,8 @@ class JobService:
         self.feed = ChangeFeed(self.ctx, self.positions)
         #: the inputs of long-ended jobs removed, users' job files measured and capped
         self.retention = Retention(self.ctx, self.folder_for)
+        #: ended jobs' GPU time summed per day, for usage reports over months
+        self.usage_sums = UsageRoller(self.ctx)
         #: what works in the background while this service holds the lease, in the order
         #: it starts (and halts); it stops in the reverse order
         self.loops: list[Loop] = [
@@ -216,6 +219,7 @@ class JobService:
             self.approvals,
             self.outbox,
             self.retention,
+            self.usage_sums,
             self.ticker,
         ]
         #: called when another service took the lease over (the app stops then)
@@ -926,7 +930,7 @@ class JobService:
         period_since = now - PERIODS[period]
         with self.sessions() as db:
             try:
-                report = metering.report(
+                report = usage.report(
                     db,
                     config=self.config,
                     classes=classes,

@@ -22,6 +22,7 @@ OUTLINES = {
     3: "c757e03f164146e1",
     4: "d4c80893f70709d9",
     5: "78fe0278ed2c0876",
+    6: "776fff5d84e6e22a",
 }
 
 
@@ -109,13 +110,18 @@ def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, 
 
 
 #: what each schema version lacked of the next, to make an older database from today's:
-#: tables that came later, and columns (table, column)
+#: tables that came later, columns (table, column) and the indexes on those columns
 CAME_LATER = {
-    5: (["nbjobs_audit"], []),
-    4: (["nbjobs_mail_addresses"], [("nbjobs_jobs", "input_removed_at")]),
-    3: (["nbjobs_usage_kept"], []),
-    2: ([], []),  # version 2 numbered the same tables
-    1: (["nbjobs_definition_runs"], [("nbjobs_jobs", "gpu_seconds_held")]),
+    6: (
+        ["nbjobs_usage_days"],
+        [("nbjobs_jobs", "usage_rolled"), ("nbjobs_usage_kept", "usage_rolled")],
+        ["ix_nbjobs_jobs_unrolled", "ix_nbjobs_usage_kept_unrolled"],
+    ),
+    5: (["nbjobs_audit"], [], []),
+    4: (["nbjobs_mail_addresses"], [("nbjobs_jobs", "input_removed_at")], []),
+    3: (["nbjobs_usage_kept"], [], []),
+    2: ([], [], []),  # version 2 numbered the same tables
+    1: (["nbjobs_definition_runs"], [("nbjobs_jobs", "gpu_seconds_held")], []),
 }
 
 
@@ -126,7 +132,9 @@ def as_of(url: str, version: int) -> None:
     with engine.begin() as conn:
         conn.execute(sqlalchemy.text("DROP TABLE alembic_version"))
         for later in range(SCHEMA_VERSION, version, -1):
-            tables, columns = CAME_LATER[later]
+            tables, columns, indexes = CAME_LATER[later]
+            for index in indexes:
+                conn.execute(sqlalchemy.text(f"DROP INDEX IF EXISTS {index}"))
             for table in tables:
                 conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
             for table, column in columns:
@@ -135,7 +143,7 @@ def as_of(url: str, version: int) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_each_earlier_schema_upgrades_to_the_newest_revision(tmp_path, request, database, version):
     if database == "sqlite":
@@ -190,5 +198,5 @@ def test_a_database_at_revision_0004_gains_the_audit_table(tmp_path):
         assert sqlalchemy.inspect(conn).has_table("nbjobs_audit")
         revision = conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).all()
     engine.dispose()
-    assert revision == [("0005",)]
+    assert revision == [(ScriptDirectory(str(MIGRATIONS)).get_current_head(),)]
     assert versions(url) == [SCHEMA_VERSION]

@@ -39,6 +39,7 @@ async def report(client, **params: str) -> dict:
 
 async def test_usage_by_user_class_and_flavor_over_days(start):
     svc = await start(CONFIG)
+    await svc.service.usage_sums.stop()  # summed below, when this test says
     try:
         # yesterday, wholly inside one day: ada 2 GPUs for 3 h (busy a third), bob 1 GPU for 1 h
         today = datetime.now(timezone.utc).date()
@@ -103,6 +104,25 @@ async def test_usage_by_user_class_and_flavor_over_days(start):
         assert [(r["name"], r["gpu_hours_busy"]) for r in teacher["breakdown"]] == [("ml101", 2.0)]
         assert [r["name"] for r in bobs["breakdown"]] == ["bob"]
         assert bobs["total"]["gpu_hours_allocated"] == 1.0
+
+        # once the service has summed the ended jobs into their days, the same answers
+        # (but for "since", the start of the quota's period, which is now less a week)
+        assert await svc.service.usage_sums.sweep() == 2
+
+        def dated(found: dict) -> dict:
+            return {key: value for key, value in found.items() if key != "since"}
+
+        async with svc.client("root") as admin:
+            again = await report(admin, since=yesterday, until=yesterday)
+            assert dated(again) == dated(by_user)
+            again = await report(admin, since=yesterday, by="flavor")
+            assert dated(again) == dated(by_flavor)
+            assert dated(await report(admin, since=yesterday, by="class")) == dated(by_class)
+            assert dated(await report(admin, since=yesterday, by="node")) == dated(by_node)
+        async with svc.client("eve") as c:
+            assert dated(await report(c, since=yesterday, by="class")) == dated(teacher)
+        async with svc.client("ada") as c:
+            assert dated(await report(c, since=yesterday)) == dated(mine)
     finally:
         await stop_service(svc)
 
