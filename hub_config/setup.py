@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from nbjobs.config import ConfigError, NbjobsConfig, load_config
+from nbjobs.network import SignInCheck
 
 SERVICE_NAME = "nbjobs"
 CUSTOM_SCOPES = {
@@ -145,6 +146,10 @@ def configure(
     for cls in config.classes:
         groups[cls.name] = {"users": sorted(set(cls.students) | set(cls.teachers))}
     c.JupyterHub.load_groups = groups
+
+    if config.network.sign_in.allow:
+        # each login's client address against network.sign_in.allow (nbjobs/network.py)
+        c.Authenticator.post_auth_hook = SignInCheck(config)
 
     if config.backend.kind == "local":
         c.JupyterHub.spawner_class = "nbjobs.spawner.local.LocalCPUSpawner"

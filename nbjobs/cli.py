@@ -53,6 +53,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "copy the job records into a new database, e.g. SQLite to PostgreSQL (admins)",
     ),
+    "network-policies": (
+        "nbjobs.network",
+        "main",
+        "print the NetworkPolicies of nbjobs.yaml's network rules, for kubectl (admins)",
+    ),
 }
 
 #: every command line's argument parser, for the CLI reference the docs generate:
@@ -84,6 +89,7 @@ PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "class": ("nbjobs.hub_config.classes", "class_parser", ()),
     "check-config": ("nbjobs.check", "check_parser", ()),
     "copy-database": ("nbjobs.job_service.dbcopy", "copy_parser", ()),
+    "network-policies": ("nbjobs.network", "policies_parser", ()),
 }
 
 

@@ -13,6 +13,7 @@ A minimal file (everything else has a default)::
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -522,6 +523,85 @@ class TelemetryConfig(_Model):
     def runner_args(self) -> list[str]:
         """The interval as the runner's option."""
         return ["--telemetry-interval", f"{self.interval:g}"]
+
+
+def _network(value: str, where: str) -> str:
+    """An IPv4 or IPv6 network as Kubernetes and nbjobs read it (``10.20.0.0/16``; a
+    single address gets /32 or /128); a sentence for anything else."""
+    try:
+        network = ipaddress.ip_network(value.strip(), strict=True)
+    except ValueError as exc:
+        raise ValueError(
+            f"{where}: {value!r} is not a network like 10.20.0.0/16 or 2001:db8::/32 ({exc})"
+        ) from None
+    return str(network)
+
+
+class EgressRule(_Model):
+    """Addresses the pods may open connections to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    #: a network (``10.20.0.0/16``, ``0.0.0.0/0`` for every IPv4 address)
+    cidr: str
+    #: networks inside ``cidr`` left out (``169.254.169.254/32``, a cloud's metadata)
+    except_: list[str] = Field(default=[], alias="except")
+    #: the ports they may reach there; none: every port
+    ports: list[int] = []
+    #: the protocol of ``ports``
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+
+    @model_validator(mode="after")
+    def _checked(self) -> EgressRule:
+        cidr = ipaddress.ip_network(_network(self.cidr, "cidr"))
+        for inner in self.except_:
+            left_out = ipaddress.ip_network(_network(inner, "except"))
+            if left_out.version != cidr.version or not left_out.subnet_of(cidr):  # type: ignore[arg-type]
+                raise ValueError(f"except: {inner} is not inside {self.cidr}")
+        for port in self.ports:
+            if not 1 <= port <= 65535:
+                raise ValueError(f"ports: {port} is not a port (1 to 65535)")
+        return self
+
+
+class PodNetwork(_Model):
+    """Where the pods of one kind may connect to."""
+
+    #: None (the default): anywhere, as the cluster allows. A list: only these
+    #: destinations (an empty list: none), plus DNS when ``dns`` is true and what nbjobs
+    #: itself needs (a notebook server reaches the hub and its proxy)
+    egress: list[EgressRule] | None = None
+    #: with ``egress`` rules: may the pods ask the cluster's DNS (port 53, UDP and TCP)?
+    dns: bool = True
+
+
+class SignInNetwork(_Model):
+    """Where people may sign in to the hub from."""
+
+    #: client networks allowed to sign in (``10.0.0.0/8``, ``2001:db8::/32``); empty (the
+    #: default): from anywhere
+    allow: list[str] = []
+    #: proxies whose ``X-Forwarded-For`` is believed: the hub's own proxy on this machine
+    #: (the default) and, on a cluster, the proxy pods' and load balancers' networks
+    trusted_proxies: list[str] = ["127.0.0.0/8", "::1/128"]
+
+    @field_validator("allow", "trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str], info: Any) -> list[str]:
+        return [_network(v, info.field_name) for v in value]
+
+
+class NetworkConfig(_Model):
+    """Network allow-lists: where jobs and notebook servers may connect to (as
+    Kubernetes NetworkPolicies, which the cluster's network plugin enforces), and where
+    people may sign in from."""
+
+    #: the pods of GPU jobs
+    jobs: PodNetwork = PodNetwork()
+    #: users' notebook servers
+    servers: PodNetwork = PodNetwork()
+    #: the hub's sign-in
+    sign_in: SignInNetwork = SignInNetwork()
 
 
 class SchedulesConfig(_Model):
@@ -1205,6 +1285,8 @@ class NbjobsConfig(_Model):
     notifications: NotificationsConfig = NotificationsConfig()
     #: what each job's runner samples (GPUs, CPU, memory) and how often
     telemetry: TelemetryConfig = TelemetryConfig()
+    #: where jobs and notebook servers may connect to, and people sign in from
+    network: NetworkConfig = NetworkConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> NbjobsConfig:
@@ -1233,6 +1315,17 @@ class NbjobsConfig(_Model):
             )
         if self.backend.kind == "kubernetes" and self.backend.kubernetes.kueue is None:
             self._check_queues_have_an_engine()
+        if self.backend.kind == "local":
+            for kind in ("jobs", "servers"):
+                if getattr(self.network, kind).egress is not None:
+                    _refuse_at(
+                        ("network", kind, "egress"),
+                        f"nbjobs cannot enforce egress rules for {kind} on one machine: its "
+                        "processes share the machine's network. Remove network."
+                        f"{kind}.egress (a firewall of the machine applies to everyone), or "
+                        "run on Kubernetes with a network plugin that enforces "
+                        "NetworkPolicies (Calico, Cilium)",
+                    )
         return self
 
     def _check_queues_have_an_engine(self) -> None:

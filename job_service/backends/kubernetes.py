@@ -48,6 +48,7 @@ from traitlets import Float, Integer, Unicode
 
 from nbjobs.config import ConfigError, Flavor
 from nbjobs.engines import engine_title
+from nbjobs.network import JOBS_POLICY, MANAGED_BY, jobs_policy
 from nbjobs.storage import FilesChanged, job_folder, open_in_job_dir, user_folder
 
 from .base import (
@@ -766,6 +767,64 @@ class KubernetesBackend(Backend):
                 f"{self.connect_timeout:g} s ({self._last_error or 'no answer'}); check the "
                 "service's kubeconfig or ServiceAccount and its Role"
             )
+        await self._keep_network_policy(client.NetworkingV1Api(self._api))
+
+    async def _keep_network_policy(self, networking: Any) -> None:
+        """Make the jobs' NetworkPolicy what nbjobs.yaml says (``network.jobs``): create
+        or replace it, or remove the one nbjobs made when no rules are set. Rules that
+        cannot be written stop the start: jobs would reach what the admin shut off."""
+        wanted = jobs_policy(self.nbjobs)
+        try:
+            current: Obj | None = await self._call(
+                networking.read_namespaced_network_policy, JOBS_POLICY, self.namespace
+            )
+        except KubeError as exc:
+            if exc.status != 404 and wanted is not None:
+                raise self._policy_refused(exc) from None
+            current = None  # none, or none this service may read (and none wanted)
+        try:
+            if wanted is None:
+                labels = ((current or {}).get("metadata") or {}).get("labels") or {}
+                if current is not None and labels.items() >= MANAGED_BY.items():
+                    await self._call(
+                        networking.delete_namespaced_network_policy, JOBS_POLICY, self.namespace
+                    )
+                    self.log.info(
+                        "nbjobs: removed the jobs' NetworkPolicy (no rules in network.jobs)"
+                    )
+                return
+            if current is None:
+                await self._call(
+                    networking.create_namespaced_network_policy, self.namespace, wanted
+                )
+            elif current.get("spec") != wanted["spec"]:
+                wanted["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                await self._call(
+                    networking.replace_namespaced_network_policy,
+                    JOBS_POLICY,
+                    self.namespace,
+                    wanted,
+                )
+            else:
+                return
+        except KubeError as exc:
+            if wanted is None:
+                self.log.warning("nbjobs: could not remove the jobs' NetworkPolicy: %s", exc)
+                return
+            raise self._policy_refused(exc) from None
+        self.log.info(
+            "nbjobs: the jobs' NetworkPolicy %s in %s allows what network.jobs lists",
+            JOBS_POLICY,
+            self.namespace,
+        )
+
+    def _policy_refused(self, exc: KubeError) -> RuntimeError:
+        return RuntimeError(
+            f"network.jobs.egress is set, but the NetworkPolicy {JOBS_POLICY} in namespace "
+            f"{self.namespace!r} cannot be written ({exc}); give the service's Role "
+            "networkpolicies (get, create, update, delete) as in the example rbac.yaml, or "
+            "remove network.jobs.egress. No job starts until then."
+        )
 
     async def _call(self, method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Obj:
         """Call the API with raw JSON in and out (plain dicts, like the builders make)."""

@@ -73,6 +73,7 @@ RESOURCES = {
     "pods": ("", "Pod", True),
     "nodes": ("", "Node", False),
     "events": ("", "Event", True),
+    "networkpolicies": ("networking.k8s.io", "NetworkPolicy", True),
 }
 _SUFFIX = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -798,6 +799,8 @@ class FakeApiServer:
             group, rest = "", parts[2:]
         elif parts[:3] == ["apis", "batch", "v1"]:
             group, rest = "batch", parts[3:]
+        elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
+            group, rest = "networking.k8s.io", parts[3:]
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         namespace = None
@@ -852,6 +855,8 @@ class FakeApiServer:
                 return self._create(resource, namespace, body)
             finally:
                 self.creates_in_flight -= 1
+        if method == "PUT" and name is not None and namespace is not None:
+            return self._replace(resource, namespace, name, await request.json())
         if method == "DELETE" and name is not None:
             body = {}
             if request.can_read_body:
@@ -954,8 +959,46 @@ class FakeApiServer:
             raise ApiError(failure[0], "InternalError", "etcdserver: request timed out")
         return web.json_response(body, status=201)
 
+    def _replace(self, resource: str, namespace: str, name: str, body: Obj) -> web.Response:
+        """PUT: the whole object anew, if the resourceVersion it was read at is current."""
+        current = self._must(resource, namespace, name)
+        group, kind, _ = RESOURCES[resource]
+        meta = body.setdefault("metadata", {})
+        if meta.get("name") != name:
+            raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
+        version = meta.get("resourceVersion")
+        if version is not None and version != current["metadata"]["resourceVersion"]:
+            qualified = f"{resource}.{group}" if group else resource
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {qualified} "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+                {"name": name, "group": group, "kind": resource},
+            )
+        causes = self._validate(resource, body)
+        if causes:
+            raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid', {"causes": causes})
+        for key in ("uid", "creationTimestamp", "namespace"):
+            meta[key] = current["metadata"][key]
+        meta["generation"] = current["metadata"].get("generation", 1) + 1
+        body.setdefault("apiVersion", current["apiVersion"])
+        body.setdefault("kind", kind)
+        return web.json_response(self.put(resource, body))
+
     def _validate(self, resource: str, body: Obj) -> list[Obj]:
         causes = []
+        if resource == "networkpolicies":  # what the real server checks: its schema
+            import kubernetes_validate
+
+            try:
+                kubernetes_validate.validate(
+                    {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", **body},
+                    "1.37.0",
+                    strict=True,
+                )
+            except kubernetes_validate.ValidationError as exc:
+                causes.append({"reason": "FieldValueInvalid", "field": "spec", "message": str(exc)})
         name = body["metadata"].get("name") or ""
         if not name:
             causes.append(
