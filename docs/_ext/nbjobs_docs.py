@@ -49,6 +49,8 @@ READ_BY = {
     "telemetry": "runner (sampling), job service (hints, idle GPUs, Prometheus)",
     "schedules": "job service (the schedule ticker, definitions API)",
     "notifications": "job service (the outbox: mail and webhooks)",
+    "network": "job service (the jobs' NetworkPolicy), nbjobs network-policies (the servers')",
+    "network.sign_in": "hub (each login, through Authenticator.post_auth_hook)",
 }
 
 
