@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+
 from nbjobs.config import NbjobsConfig, NetworkConfig
 from nbjobs.network import JOBS_POLICY, jobs_policy
 
