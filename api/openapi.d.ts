@@ -197,6 +197,7 @@ export interface paths {
                 };
                 400: components["responses"]["BadRequest"];
                 401: components["responses"]["Unauthorized"];
+                402: components["responses"]["PaymentRequired"];
                 403: components["responses"]["Forbidden"];
                 409: components["responses"]["Conflict"];
                 413: components["responses"]["TooLarge"];
@@ -499,6 +500,7 @@ export interface paths {
                 };
                 400: components["responses"]["BadRequest"];
                 401: components["responses"]["Unauthorized"];
+                402: components["responses"]["PaymentRequired"];
                 403: components["responses"]["Forbidden"];
                 404: components["responses"]["NotFound"];
                 409: components["responses"]["Conflict"];
@@ -860,6 +862,151 @@ export interface paths {
         };
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The credit accounts the caller may see, with their balances
+         * @description Their own, those that pay for their jobs (their classes', their groups'), their classes' and students' (teachers), every one (admins); each account that exists (nbjobs.yaml credits names it, or it was granted credits).
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Accounts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CreditAccount"][];
+                    };
+                };
+                401: components["responses"]["Unauthorized"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credits/{account}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description user:NAME, class:NAME or group:NAME */
+                account: string;
+            };
+            cookie?: never;
+        };
+        /** An account's statement - every grant and charge, oldest first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description csv: a spreadsheet's rows */
+                    format?: "json" | "csv";
+                };
+                header?: never;
+                path: {
+                    /** @description user:NAME, class:NAME or group:NAME */
+                    account: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The statement */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CreditStatement"];
+                        "text/csv": string;
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                404: components["responses"]["NotFound"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/credits/{account}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description user:NAME, class:NAME or group:NAME */
+                account: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Grant credits to an account (admins; teachers to their classes' accounts and their students')
+         * @description A dated row on the account's statement, kept for ever; admins may take credits back with a negative amount.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description user:NAME, class:NAME or group:NAME */
+                    account: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreditGrant"];
+                };
+            };
+            responses: {
+                /** @description The account, with the grant */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CreditAccount"];
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                404: components["responses"]["NotFound"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -2693,6 +2840,50 @@ export interface components {
             /** @description its owner reads it */
             reason: string;
         };
+        CreditAccount: {
+            /** @description user:ada, class:ml101, group:physics */
+            account: string;
+            /** @enum {string} */
+            kind: "user" | "class" | "group";
+            name: string;
+            /** @description credits nbjobs.yaml gives it */
+            standing: number;
+            /** @description credits granted on top */
+            granted: number;
+            /** @description what its ended jobs cost */
+            charged: number;
+            /** @description held for its jobs that have not ended: each one's worst case */
+            held: number;
+            /** @description standing + granted - charged */
+            balance: number;
+            /** @description balance - held: the most a new job may cost */
+            available: number;
+            /** @description the caller's jobs are paid from it */
+            pays_for_you: boolean;
+        };
+        CreditEntry: {
+            /** Format: date-time */
+            at: string;
+            /** @enum {string} */
+            kind: "grant" | "charge";
+            /** @description credits added (a grant; negative: taken back) or taken (a charge, negative) */
+            amount: number;
+            /** @description the balance once this row counted */
+            balance: number;
+            job_id: string | null;
+            /** @description who granted it; for a charge, the job's owner */
+            by: string;
+            note: string;
+        };
+        CreditStatement: {
+            account: components["schemas"]["CreditAccount"];
+            entries: components["schemas"]["CreditEntry"][];
+        };
+        CreditGrant: {
+            amount: number;
+            /** @default  */
+            note?: string;
+        };
         BudgetGrant: {
             hours: number;
         };
@@ -2829,6 +3020,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Credits are on and the account that pays for the caller's jobs cannot cover this one's worst case (its time limit x its GPUs x its flavor's price), or there is no such account; the message says how much it may cost and what is available */
+        PaymentRequired: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description A quota refuses the job */
         OverQuota: {
             headers: {
@@ -2948,6 +3148,10 @@ export type MoveRequest = components['schemas']['MoveRequest'];
 export type NodeView = components['schemas']['NodeView'];
 export type DrainRequest = components['schemas']['DrainRequest'];
 export type RejectRequest = components['schemas']['RejectRequest'];
+export type CreditAccount = components['schemas']['CreditAccount'];
+export type CreditEntry = components['schemas']['CreditEntry'];
+export type CreditStatement = components['schemas']['CreditStatement'];
+export type CreditGrant = components['schemas']['CreditGrant'];
 export type BudgetGrant = components['schemas']['BudgetGrant'];
 export type RerunChanges = components['schemas']['RerunChanges'];
 export type GpuReading = components['schemas']['GpuReading'];
@@ -2960,6 +3164,7 @@ export type ResponseUnauthorized = components['responses']['Unauthorized'];
 export type ResponseForbidden = components['responses']['Forbidden'];
 export type ResponseNotFound = components['responses']['NotFound'];
 export type ResponseConflict = components['responses']['Conflict'];
+export type ResponsePaymentRequired = components['responses']['PaymentRequired'];
 export type ResponseOverQuota = components['responses']['OverQuota'];
 export type ResponseTooLarge = components['responses']['TooLarge'];
 export type ResponseInsufficientStorage = components['responses']['InsufficientStorage'];

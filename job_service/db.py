@@ -49,8 +49,10 @@ from nbjobs.models import ACTIVE_STATES
 #: 4: ``nbjobs_mail_addresses``, the addresses users confirmed (or were mailed a code for);
 #:    ``nbjobs_jobs.input_removed_at``, when an ended job's input went (storage.retention);
 #: 5: ``nbjobs_audit``, who read another person's log or result (revision 0005);
-#: 6: ``nbjobs_usage_days``, GPU time summed per day and key (job_service/usage_days.py),
-#:    and ``usage_rolled`` on ``nbjobs_jobs`` and ``nbjobs_usage_kept`` (revision 0006).
+#: 6: ``nbjobs_usage_days``, GPU time summed per day and key (job_service/usage.py),
+#:    and ``usage_rolled`` on ``nbjobs_jobs`` and ``nbjobs_usage_kept``; credits
+#:    (job_service/credits.py): ``nbjobs_credit_accounts``, ``nbjobs_credit_entries``
+#:    (kept by triggers) and the jobs' ``credit_*`` columns (revision 0006).
 SCHEMA_VERSION = 6
 
 log = logging.getLogger("nbjobs.job_service")
@@ -112,6 +114,13 @@ class JobRecord(Base):
             "started_at",
             sqlite_where=text(NOT_ROLLED),
             postgresql_where=text(NOT_ROLLED),
+        ),
+        # the jobs whose credits are held and not charged yet, by account
+        Index(
+            "ix_nbjobs_jobs_uncharged",
+            "credit_account",
+            sqlite_where=text("credit_account IS NOT NULL AND credits_charged = false"),
+            postgresql_where=text("credit_account IS NOT NULL AND credits_charged = false"),
         ),
     )
 
@@ -198,8 +207,15 @@ class JobRecord(Base):
     gpu_memory_peak_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     #: the runner's whole summary (per GPU, CPU, memory), as the metrics API shows it
     telemetry_summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    #: its GPU time is in the usage report's daily sums (job_service/usage_days.py)
+    #: its GPU time is in the usage report's daily sums (job_service/usage.py)
     usage_rolled: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: the account that pays for it (credits on, a priced flavor), what is held there for
+    #: it (its worst case), the price of a GPU-hour then, and whether it was charged
+    #: (job_service/credits.py)
+    credit_account: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    credit_hold: Mapped[float | None] = mapped_column(Float, nullable=True)
+    credit_price: Mapped[float | None] = mapped_column(Float, nullable=True)
+    credits_charged: Mapped[bool] = mapped_column(Boolean, default=False)
 
     @property
     def charged_gpus(self) -> float:
@@ -329,7 +345,7 @@ class KeptUsage(Base):
     finished_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
     #: GPU-seconds busy (its share), from its telemetry; None if never sampled
     busy_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: its GPU time is in the usage report's daily sums (job_service/usage_days.py)
+    #: its GPU time is in the usage report's daily sums (job_service/usage.py)
     usage_rolled: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
@@ -427,6 +443,9 @@ def upgrade_schema(engine: Engine) -> None:
     A database a newer nbjobs shaped is used as it is (an older version ignores what it
     does not know) and said so in the log; its version is left as it was.
     """
+    # every table's model, wherever it lives: the revisions expect each table there
+    from . import tables  # noqa: F401
+
     existing = set(inspect(engine).get_table_names())
     Base.metadata.create_all(engine)
     inspector = inspect(engine)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .budgets import Budgets
     from .classes import ClassRegistry
     from .context import Context
+    from .credits import Credits
     from .dispatch import Dispatcher
     from .events import ChangeFeed
     from .notifications.outbox import Outbox
@@ -46,6 +47,7 @@ class ServiceFacade(Protocol):
     audit: Audit
     classes: ClassRegistry
     budgets: Budgets
+    credits: Credits
     decisions: Decisions
     definitions: Definitions
     dispatcher: Dispatcher

@@ -16,6 +16,7 @@ from tornado.iostream import StreamClosedError
 from nbjobs.models import (
     BudgetGrant,
     CreateClass,
+    CreditGrant,
     RejectRequest,
     RerunChanges,
     RosterChange,
@@ -27,6 +28,7 @@ from nbjobs.models import (
 
 from .api_base import JOB_ID, LOG_CHUNK, APIHandler, size_text
 from .audit import RESULT_HEADERS
+from .credits import statement_csv
 from .errors import ServiceError
 from .events import KEEPALIVE_SECONDS, STREAM_SECONDS, Stream
 from .metrics import render as render_metrics
@@ -417,6 +419,38 @@ class UsageHandler(APIHandler):
         self.send(usage)
 
 
+class CreditsHandler(APIHandler):
+    """``GET api/credits``: the accounts the caller may see, with their balances."""
+
+    async def get(self) -> None:
+        self.send(await self._call_sync(self.service.credits.accounts, self.caller))
+
+
+class CreditStatementHandler(APIHandler):
+    """``GET api/credits/{account}``: its grants and charges (``?format=csv``: as CSV)."""
+
+    async def get(self, account: str) -> None:
+        credits = self.service.credits
+        statement = await self._call_sync(credits.statement, self.caller, account)
+        if self.get_query_argument("format", "json") == "csv":
+            self.set_header("Content-Type", "text/csv; charset=utf-8")
+            name = account.replace(":", "-")
+            self.set_header("Content-Disposition", f'attachment; filename="credits-{name}.csv"')
+            self.finish(statement_csv(statement))
+            return
+        self.send(statement)
+
+
+class CreditGrantHandler(APIHandler):
+    """``POST api/credits/{account}/grants``: credits for an account."""
+
+    async def post(self, account: str) -> None:
+        grant = self.body(CreditGrant)
+        credits = self.service.credits
+        found = await self._call_sync(credits.grant, self.caller, account, grant.amount, grant.note)
+        self.send(found, status=HTTPStatus.CREATED)
+
+
 class StorageHandler(APIHandler):
     async def get(self) -> None:
         user = self.get_query_argument("user", None) or None
@@ -452,6 +486,9 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + "/audit", AuditHandler),
         (api + "/usage", UsageHandler),
         (api + "/storage", StorageHandler),
+        (api + "/credits/?", CreditsHandler),
+        (api + r"/credits/(?P<account>[^/]+)/?", CreditStatementHandler),
+        (api + r"/credits/(?P<account>[^/]+)/grants", CreditGrantHandler),
         (api + "/classes/?", ClassesHandler),
         (api + "/roster-check", RosterCheckHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),

@@ -125,7 +125,7 @@ def jobs_in_range(
     unsummed: bool = False,
 ) -> list[MeteredJob]:
     """The started jobs whose run overlaps ``[since, until)`` (of ``users``, or all; with
-    ``unsummed``, those not in the daily sums yet: see :mod:`.usage_days`)."""
+    ``unsummed``, those not in the daily sums yet: see :mod:`.usage`)."""
     query = select(*job_columns(db)).where(
         JobRecord.started_at.is_not(None),
         JobRecord.started_at < until,

@@ -61,6 +61,7 @@ from .budgets import Budgets
 from .classes import ClassRegistry
 from .context import Context
 from .counters import ServiceMetrics
+from .credits import Credits
 from .db import ACTIVE_VALUES, JobRecord, KeptUsage, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
@@ -210,6 +211,8 @@ class JobService:
         self.retention = Retention(self.ctx, self.folder_for)
         #: ended jobs' GPU time summed per day, for usage reports over months
         self.usage_sums = UsageRoller(self.ctx)
+        #: accounts that pay for jobs on priced flavors: holds, charges, grants
+        self.credits = Credits(self.ctx)
         #: what works in the background while this service holds the lease, in the order
         #: it starts (and halts); it stops in the reverse order
         self.loops: list[Loop] = [
@@ -220,6 +223,7 @@ class JobService:
             self.outbox,
             self.retention,
             self.usage_sums,
+            self.credits,
             self.ticker,
         ]
         #: called when another service took the lease over (the app stops then)
@@ -585,6 +589,10 @@ class JobService:
         pending = needs_approval(flavor, caller)
         with self.sessions() as db:
             self._check_quota_at_submit(db, caller, flavor)
+            time_limit = request.time_limit or flavor.time_limit
+            # its worst case held on its account, under the account's lock until the
+            # commit below: submissions at once never overdraw it
+            held = self.credits.hold(db, caller, flavor, time_limit)
             now = utcnow()
             kind = job_kind(request)
             snapshot = jobdir / snapshot_name(kind, source)
@@ -621,7 +629,10 @@ class JobService:
                 output_file=str(output),
                 job_dir=str(jobdir),
                 parameters=request.parameters,
-                time_limit=request.time_limit or flavor.time_limit,
+                time_limit=time_limit,
+                credit_account=held[0] if held else None,
+                credit_hold=held[1] if held else None,
+                credit_price=held[2] if held else None,
                 gpu_count=flavor.gpus,
                 gpu_equivalents=flavor.gpu_equivalents,
                 gpus=[],
@@ -1135,6 +1146,7 @@ class JobService:
                 raise Conflict(f"job {job_id} is still {record.state}; cancel it first")
             job_dir = Path(record.job_dir)
             delete_samples(db, job_id)
+            self.credits.charge(db, record)  # before its record goes, if not yet
             metering.retire(db, record)  # its GPU time stays counted
             db.delete(record)
             db.commit()

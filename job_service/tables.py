@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData
 
-from . import audit, db, usage
+from . import audit, credits, db, usage
 from .notifications import store as notification_store
 from .schedules import store as schedule_store
 
 #: the modules that define tables
-TABLE_MODULES = (db, audit, usage, notification_store, schedule_store)
+TABLE_MODULES = (db, audit, usage, credits, notification_store, schedule_store)
 
 #: every table the service keeps
 ALL: MetaData = db.Base.metadata

@@ -525,6 +525,23 @@ class TelemetryConfig(_Model):
         return ["--telemetry-interval", f"{self.interval:g}"]
 
 
+class CreditsConfig(_Model):
+    """Credits: jobs on a flavor with a ``cost_per_gpu_hour`` are paid from an account
+    (a user's, a class's, a group's). A submission whose worst case (its time limit x
+    its GPUs x the price) the account cannot cover is refused; at its end the job is
+    charged what it cost. Every grant and charge is a dated row nobody can delete."""
+
+    #: on: priced flavors need credits; off (the default): costs are only reported
+    enabled: bool = False
+    #: standing credits of named accounts, before grants and charges
+    users: dict[str, float] = {}
+    classes: dict[str, float] = {}
+    groups: dict[str, float] = {}
+    #: the standing credits of every user's own account not named in ``users``; 0 (the
+    #: default): a user has an account of their own only once named or granted credits
+    each_user: float = Field(default=0.0, ge=0)
+
+
 def _network(value: str, where: str) -> str:
     """An IPv4 or IPv6 network as Kubernetes and nbjobs read it (``10.20.0.0/16``; a
     single address gets /32 or /128); a sentence for anything else."""
@@ -1287,6 +1304,8 @@ class NbjobsConfig(_Model):
     telemetry: TelemetryConfig = TelemetryConfig()
     #: where jobs and notebook servers may connect to, and people sign in from
     network: NetworkConfig = NetworkConfig()
+    #: accounts that pay for jobs on priced flavors
+    credits: CreditsConfig = CreditsConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> NbjobsConfig:
@@ -1315,6 +1334,15 @@ class NbjobsConfig(_Model):
             )
         if self.backend.kind == "kubernetes" and self.backend.kubernetes.kueue is None:
             self._check_queues_have_an_engine()
+        if self.credits.enabled:
+            for index, flavor in enumerate(self.flavors):
+                if flavor.cost_per_gpu_hour and flavor.gpus and flavor.time_limit is None:
+                    _refuse_at(
+                        ("flavors", index, "time_limit"),
+                        f"flavor {flavor.name!r} has a price and no time limit, so with "
+                        "credits on no job of it could be paid for before it runs: give "
+                        "it a time_limit",
+                    )
         if self.backend.kind == "local":
             for kind in ("jobs", "servers"):
                 if getattr(self.network, kind).egress is not None:

@@ -517,6 +517,62 @@ class BudgetGrant(_Body):
     hours: float = Field(gt=0, le=10_000)
 
 
+class CreditAccount(BaseModel):
+    """An account that pays for jobs on priced flavors (``credits`` in nbjobs.yaml)."""
+
+    #: ``user:ada``, ``class:ml101``, ``group:physics``
+    account: str
+    kind: Literal["user", "class", "group"]
+    name: str
+    #: credits nbjobs.yaml gives it (``credits.users`` and the like)
+    standing: float
+    #: credits granted on top (admins, and teachers within their classes), less taken back
+    granted: float
+    #: what its ended jobs cost
+    charged: float
+    #: held for its jobs that have not ended: each one's worst case
+    held: float
+    #: standing + granted - charged
+    balance: float
+    #: balance - held: the worst case a new job may cost
+    available: float
+    #: the caller's jobs are paid from it (the first of their own, their classes', their
+    #: groups' accounts that exists)
+    pays_for_you: bool = False
+
+
+class CreditEntry(BaseModel):
+    """One dated row of an account's statement: a grant or a charge (kept for ever)."""
+
+    at: datetime
+    kind: Literal["grant", "charge"]
+    #: credits added (a grant; a negative grant takes some back) or taken (a charge: < 0)
+    amount: float
+    #: the balance once this row counted
+    balance: float
+    job_id: str | None = None
+    #: who granted it (charges: the job's owner)
+    by: str
+    note: str = ""
+
+
+class CreditStatement(BaseModel):
+    """``GET api/credits/{account}``: the account and every grant and charge, oldest first."""
+
+    account: CreditAccount
+    entries: list[CreditEntry]
+
+
+class CreditGrant(_Body):
+    """``POST api/credits/{account}/grants``: credits for an account. Admins may grant
+    any account and take credits back (a negative amount); teachers may grant their
+    classes' accounts and their students'."""
+
+    amount: float = Field(ge=-1_000_000, le=1_000_000)
+    #: why, shown on the statement
+    note: str = Field(default="", max_length=200)
+
+
 class RosterProblem(BaseModel):
     """One bad roster entry: its position in the request's list, the name, why."""
 

@@ -345,6 +345,7 @@ async def test_every_method_a_path_does_not_offer_is_a_405_naming_those_it_does(
         "node": "gpu-0",
         "student": "ada",
         "definition_id": made.json()["id"],
+        "account": "user:ada",
     }
     answered = []
 

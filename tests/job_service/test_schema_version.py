@@ -22,7 +22,7 @@ OUTLINES = {
     3: "c757e03f164146e1",
     4: "d4c80893f70709d9",
     5: "78fe0278ed2c0876",
-    6: "776fff5d84e6e22a",
+    6: "3865ad5ce50ef49a",
 }
 
 
@@ -42,7 +42,8 @@ def outline() -> str:
 def test_a_change_to_the_tables_comes_with_a_new_schema_version():
     assert outline() == OUTLINES.get(SCHEMA_VERSION), (
         "the tables changed: bump SCHEMA_VERSION in job_service/db.py and add "
-        f"{SCHEMA_VERSION + 1}: {outline()!r} to OUTLINES here"
+        f"{SCHEMA_VERSION if SCHEMA_VERSION not in OUTLINES else SCHEMA_VERSION + 1}: "
+        f"{outline()!r} to OUTLINES here"
     )
 
 
@@ -113,9 +114,16 @@ def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, 
 #: tables that came later, columns (table, column) and the indexes on those columns
 CAME_LATER = {
     6: (
-        ["nbjobs_usage_days"],
-        [("nbjobs_jobs", "usage_rolled"), ("nbjobs_usage_kept", "usage_rolled")],
-        ["ix_nbjobs_jobs_unrolled", "ix_nbjobs_usage_kept_unrolled"],
+        ["nbjobs_usage_days", "nbjobs_credit_accounts", "nbjobs_credit_entries"],
+        [
+            ("nbjobs_jobs", "usage_rolled"),
+            ("nbjobs_usage_kept", "usage_rolled"),
+            ("nbjobs_jobs", "credit_account"),
+            ("nbjobs_jobs", "credit_hold"),
+            ("nbjobs_jobs", "credit_price"),
+            ("nbjobs_jobs", "credits_charged"),
+        ],
+        ["ix_nbjobs_jobs_unrolled", "ix_nbjobs_usage_kept_unrolled", "ix_nbjobs_jobs_uncharged"],
     ),
     5: (["nbjobs_audit"], [], []),
     4: (["nbjobs_mail_addresses"], [("nbjobs_jobs", "input_removed_at")], []),

@@ -1,10 +1,14 @@
-"""Usage sums per day (``nbjobs_usage_days``) and ``usage_rolled`` on the jobs and the
-kept usage of deleted jobs (job_service/usage.py).
+"""Usage sums per day (``nbjobs_usage_days``), ``usage_rolled`` on the jobs and the kept
+usage of deleted jobs (job_service/usage.py); credits (job_service/credits.py).
 
-The service's start makes the new table and adds the columns before the revisions run
-(``db.upgrade_schema``), as nullable columns with no value: here every existing row is
-marked as not summed yet, so that the first round of the usage sums adds the whole
-history (a report counts those jobs one by one until then, as it did before).
+The service's start makes the new tables and adds the columns before the revisions run
+(``db.upgrade_schema``), as nullable columns with no value. Here:
+
+- every existing row is marked as not summed yet, so that the first round of the usage
+  sums adds the whole history (a report counts those jobs one by one until then);
+- existing jobs get ``credits_charged`` false: they have no account, nothing to charge;
+- the credit entries (grants and charges) are made unchangeable: the database itself
+  refuses to update or delete one, whoever asks.
 
 Revision ID: 0006
 Revises: 0005
@@ -19,7 +23,30 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
+#: what the database answers an UPDATE or DELETE of a credit entry
+KEPT = "credit entries are kept: grant or take back credits instead"
+
 
 def upgrade() -> None:
     for table in ("nbjobs_jobs", "nbjobs_usage_kept"):
         op.execute(f"UPDATE {table} SET usage_rolled = false WHERE usage_rolled IS NULL")
+    op.execute("UPDATE nbjobs_jobs SET credits_charged = false WHERE credits_charged IS NULL")
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(
+            "CREATE OR REPLACE FUNCTION nbjobs_credit_entries_kept() RETURNS trigger AS $$ "
+            f"BEGIN RAISE EXCEPTION '{KEPT}'; END; $$ LANGUAGE plpgsql"
+        )
+        for event, each in (("UPDATE", "ROW"), ("DELETE", "ROW"), ("TRUNCATE", "STATEMENT")):
+            name = f"nbjobs_credit_entries_no_{event.lower()}"
+            op.execute(f"DROP TRIGGER IF EXISTS {name} ON nbjobs_credit_entries")
+            op.execute(
+                f"CREATE TRIGGER {name} BEFORE {event} ON nbjobs_credit_entries "
+                f"FOR EACH {each} EXECUTE FUNCTION nbjobs_credit_entries_kept()"
+            )
+    else:
+        for event in ("UPDATE", "DELETE"):
+            op.execute(
+                f"CREATE TRIGGER IF NOT EXISTS nbjobs_credit_entries_no_{event.lower()} "
+                f"BEFORE {event} ON nbjobs_credit_entries "
+                f"BEGIN SELECT RAISE(ABORT, '{KEPT}'); END"
+            )
