@@ -182,7 +182,7 @@ class Credits:
                 CreditEntryRow.account == account, CreditEntryRow.kind == "grant"
             )
         )
-        charged = -float(
+        charged = 0.0 - float(  # not -0.0
             db.scalar(
                 select(func.coalesce(func.sum(CreditEntryRow.amount), 0.0)).where(
                     CreditEntryRow.account == account, CreditEntryRow.kind == "charge"

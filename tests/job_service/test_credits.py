@@ -9,13 +9,16 @@ import asyncio
 import copy
 import csv
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 import sqlalchemy
 
 from nbjobs.config import ConfigError, parse_config
 
-from .conftest import new_postgres_database, stop_all
+from .conftest import TOKENS, new_postgres_database, stop_all
 
 FLAVORS = [
     {"name": "cpu", "gpus": 0, "time_limit": "10m"},
@@ -235,5 +238,52 @@ async def test_the_database_itself_keeps_every_grant_and_charge(start, request, 
                 assert "credit entries are kept" in str(refused.value)
         mine = (await accounts(svc, "ada"))["user:ada"]
         assert mine["granted"] == 7.0
+    finally:
+        await stop_all(svc)
+
+
+async def test_the_command_lists_shows_exports_and_grants(start):
+    svc = await start(CONFIG)
+
+    def nbjobs(user: str, *args: str) -> subprocess.CompletedProcess[str]:
+        token = {v: k for k, v in TOKENS.items()}[user]
+        env = {**os.environ, "NBJOBS_URL": svc.url, "NBJOBS_TOKEN": token}
+        command = [sys.executable, "-m", "nbjobs.cli", "credits", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+    try:
+        granted = await asyncio.to_thread(
+            nbjobs, "root", "user:cy", "--grant", "4", "--note", "for lab 2"
+        )
+        assert granted.returncode == 0, granted.stderr
+        assert granted.stdout.startswith("granted 4 credits to user:cy")
+        listed = await asyncio.to_thread(nbjobs, "cy")
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert lines[0].split() == [
+            "ACCOUNT", "BALANCE", "HELD", "AVAILABLE", "STANDING", "GRANTED", "CHARGED"
+        ]  # fmt: skip
+        assert lines[1].split() == ["user:cy", "*", "4.00", "0.00", "4.00", "0.00", "4.00", "0.00"]
+        assert lines[-1] == "* pays for your jobs"
+        shown = await asyncio.to_thread(nbjobs, "cy", "user:cy")
+        assert shown.stdout.splitlines()[-1].split()[2:] == [
+            "grant",
+            "+4.00",
+            "4.00",
+            "-",
+            "root",
+            "for",
+            "lab",
+            "2",
+        ]
+        exported = await asyncio.to_thread(nbjobs, "cy", "user:cy", "--csv")
+        rows = list(csv.reader(io.StringIO(exported.stdout)))
+        assert rows[0] == ["at", "account", "kind", "amount", "balance", "job_id", "by", "note"]
+        assert rows[1][1:] == ["user:cy", "grant", "4.0000", "4.0000", "", "root", "for lab 2"]
+        refused = await asyncio.to_thread(nbjobs, "ada", "user:cy")
+        assert refused.returncode != 0
+        assert "no account user:cy of yours" in refused.stderr
+        teacher_takes = await asyncio.to_thread(nbjobs, "eve", "user:ada", "--grant", "-1")
+        assert "only admins may take credits back" in teacher_takes.stderr
     finally:
         await stop_all(svc)
