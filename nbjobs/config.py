@@ -533,9 +533,14 @@ class CreditsConfig(_Model):
 
     #: on: priced flavors need credits; off (the default): costs are only reported
     enabled: bool = False
-    #: standing credits of named accounts, before grants and charges
+    #: standing credits of named users' own accounts (``{ada: 50}``), before grants and
+    #: charges
     users: dict[str, float] = {}
+    #: standing credits of classes' accounts (``{ml101: 500}``): they pay for their
+    #: students' jobs when a student has no account of their own
     classes: dict[str, float] = {}
+    #: standing credits of groups' accounts (``{physics: 1000}``): they pay for their
+    #: members' jobs when a member has neither an account nor a class's
     groups: dict[str, float] = {}
     #: the standing credits of every user's own account not named in ``users``; 0 (the
     #: default): a user has an account of their own only once named or granted credits

@@ -51,6 +51,7 @@ READ_BY = {
     "notifications": "job service (the outbox: mail and webhooks)",
     "network": "job service (the jobs' NetworkPolicy), nbjobs network-policies (the servers')",
     "network.sign_in": "hub (each login, through Authenticator.post_auth_hook)",
+    "credits": "job service (holds at submission, charges at the end, grants, statements)",
 }
 
 
