@@ -2702,6 +2702,8 @@ export interface components {
             outputs: components["schemas"]["OutputDefaults"];
             /** @description the channels this service can send messages on (notifications in nbjobs.yaml); the settings offer only these */
             notify_channels: ("email" | "webhook")[];
+            /** @description credits are on (credits.enabled in nbjobs.yaml): jobs on priced flavors are paid from an account */
+            credits: boolean;
         };
         /** @description where results go unless a submission says otherwise (outputs in nbjobs.yaml) */
         OutputDefaults: {

@@ -174,6 +174,7 @@ class MeHandler(APIHandler):
                     for channel in ("email", "webhook")
                     if getattr(self.service.config.notifications, channel) is not None
                 ],
+                credits=self.service.config.credits.enabled,
             )
         )
 

@@ -25,6 +25,9 @@ class Me(BaseModel):
     #: the channels this service can send messages on (set up in nbjobs.yaml's
     #: notifications): the notification settings offer only these
     notify_channels: list[Literal["email", "webhook"]]
+    #: credits are on (nbjobs.yaml ``credits.enabled``): jobs on priced flavors are paid
+    #: from an account (the dashboard's Credits view)
+    credits: bool = False
 
 
 class GpuCount(BaseModel):

@@ -5,13 +5,15 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import uuid
 
 import yaml
 from nbjobs.job_service.backends import LaunchSpec
 
-from nbjobs.config import Flavor
+from nbjobs.config import Flavor, NetworkConfig
+from nbjobs.network import JOBS_POLICY
 from nbjobs.storage import job_folder, make_job_dir, user_folder
 
 from .conftest import NAMESPACE, RBAC_FILE, allowed_by_rbac, config, eventually
@@ -21,8 +23,12 @@ async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_clus
     make_backend, fake
 ):
     cfg = config()
+    # egress rules for jobs: the service keeps their NetworkPolicy (get, create)
+    fenced = cfg.model_copy(
+        update={"network": NetworkConfig.model_validate({"jobs": {"egress": []}})}
+    )
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
-    first = make_backend(cfg, events_interval=0.05)
+    first = make_backend(fenced, events_interval=0.05)
     await first.reconcile(set())
     specs = []
     user = "ada-" + uuid.uuid4().hex[:6]  # a folder of its own on the session's storage
@@ -73,8 +79,17 @@ async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_clus
     stray["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "nbjobs-cccccccccccc"
     fake.put("pods", stray)
     await first.shutdown()
-    second = make_backend(cfg)
+    # the policy edited by hand: the next start puts it back (update)
+    edited = copy.deepcopy(fake.get("networkpolicies", NAMESPACE, JOBS_POLICY))
+    edited["spec"]["policyTypes"] = ["Ingress"]
+    fake.put("networkpolicies", edited)
+    second = make_backend(fenced)
     await second.reconcile(set())
+    await second.shutdown()
+    # and a start with no rules removes it (delete)
+    third = make_backend(cfg)
+    await third.reconcile(set())
+    assert fake.get("networkpolicies", NAMESPACE, JOBS_POLICY) is None
 
     role, cluster = allowed_by_rbac()
     used = set(fake.requests)

@@ -40,12 +40,18 @@ DASHBOARD = "/services/nbjobs/"
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
-    """The tests' hub, with a flavor whose jobs wait for approval."""
+    """The tests' hub, with a flavor whose jobs wait for approval and one paid for with
+    credits (the class's: 20)."""
     config = copy.deepcopy(HUB_JOBS_CONFIG)
     config["flavors"].append(
         {"name": "t4-approved", "display_name": "T4, approved", "gpus": 1, "approval": {}}
     )
-    config["classes"][0]["flavors"].append("t4-approved")
+    # worst case 1 GPU x 30 min x 4 = 2 credits
+    config["flavors"].append(
+        {"name": "t4-paid", "gpus": 1, "time_limit": "30m", "cost_per_gpu_hour": 4.0}
+    )
+    config["classes"][0]["flavors"] += ["t4-approved", "t4-paid"]
+    config["credits"] = {"enabled": True, "classes": {"demo-class": 20}}
     yield from run_hub(tmp_path_factory.mktemp("hub"), config)
 
 
@@ -97,7 +103,8 @@ def test_a_student_opens_the_dashboard_from_the_jobs_panel_and_sees_her_usage(la
     page.wait_for_load_state()
     # the hub's OAuth took her straight there: she was logged in at the hub
     expect(page.locator(".nbjobs-Who")).to_contain_text("ada (user)")
-    expect(page.locator(".nbjobs-Tabs a")).to_have_text(["Usage", "Storage"])  # no overview
+    # no overview
+    expect(page.locator(".nbjobs-Tabs a")).to_have_text(["Usage", "Storage", "Credits"])
     table = page.locator("table[aria-label='GPU-hours by flavor']")
     expect(table).to_contain_text("t4")
     expect(table.locator("tbody tr").last).to_contain_text("all")
@@ -125,7 +132,17 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     admin.goto(hub.url + DASHBOARD)
     expect(admin.locator(".nbjobs-Who")).to_contain_text("admin (admin)")
     expect(admin.locator(".nbjobs-Tabs a")).to_have_text(
-        ["Overview", "Queue", "Nodes", "Approvals", "Classes", "Usage", "Storage", "Audit"]
+        [
+            "Overview",
+            "Queue",
+            "Nodes",
+            "Approvals",
+            "Classes",
+            "Usage",
+            "Storage",
+            "Credits",
+            "Audit",
+        ]
     )
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
     expect(card(admin, "Jobs")).to_contain_text("1 running")
@@ -282,7 +299,7 @@ def test_the_admin_approves_one_request_and_rejects_another_saying_why(
     expect(lab.get_by_text('Job "dash-please": approved by admin.')).to_be_visible(timeout=20_000)
     rejecting = rows.filter(has_text=no["id"])
     rejecting.locator("button[data-action='reject']").click()
-    expect(admin.locator(".nbjobs-Error")).to_contain_text("Say why")
+    expect(admin.locator(".nbjobs-Error")).to_contain_text("Say why", timeout=20_000)
     rejecting.locator("input[type='text']").fill("ask for a T4 first")
     rejecting.locator("button[data-action='reject']").click()
     expect(admin.locator(".nbjobs-Status")).to_contain_text(f"Rejected ada's job {no['id']}")
@@ -303,7 +320,7 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     teacher.goto(hub.url + DASHBOARD + "#classes")
     expect(teacher.locator(".nbjobs-Who")).to_contain_text("tess (teacher)")
     expect(teacher.locator(".nbjobs-Tabs a")).to_have_text(
-        ["Approvals", "Classes", "Usage", "Storage"]
+        ["Approvals", "Classes", "Usage", "Storage", "Credits"]
     )
     # her class from nbjobs.yaml is there, read-only
     demo = teacher.locator("section[aria-label='Class demo-class']")
@@ -489,3 +506,62 @@ def test_without_a_hub_the_page_asks_for_a_token_and_keeps_it_in_the_tab(
         browser.close()
         service.terminate()
         service.wait(timeout=30)
+
+
+def credit_row(page: Page, account: str):
+    return page.locator("table[aria-label='Credit accounts'] tbody tr").filter(
+        has=page.locator("td", has_text=re.compile(f"^{re.escape(account)}"))
+    )
+
+
+def test_a_class_pays_for_a_job_and_a_teacher_and_an_admin_grant_credits(
+    lab: Page, admin: Page, teacher: Page, hub: Hub
+):
+    job = submit_by_api(lab, "slow.ipynb", "t4-paid", "dash-paid", seconds=0.2)
+    wait_for(lab, job["id"], "succeeded")
+    # ada has no account of her own: her class's pays, and is charged once a round has
+    # seen the job ended (every 10 s)
+    deadline = time.monotonic() + 40
+    admin.goto(hub.url + DASHBOARD + "#credits")
+    while True:
+        admin.locator(".nbjobs-Tabs a", has_text="Credits").click()  # drawn anew
+        row = credit_row(admin, "class:demo-class")
+        expect(row).to_have_count(1)
+        cells = row.locator("td")
+        if cells.nth(2).inner_text() == "0.00" and cells.nth(6).inner_text() != "0.00":
+            break  # nothing held, something charged
+        assert time.monotonic() < deadline, row.inner_text()
+        time.sleep(1)
+    row.locator("button[data-action='statement']").click()
+    statement = admin.locator("table[aria-label='Statement of class:demo-class'] tbody tr")
+    expect(statement).to_have_count(1)
+    expect(statement.first).to_contain_text("charge")
+    expect(statement.first).to_contain_text(job["id"])
+    expect(statement.first).to_contain_text("ada")
+
+    # the teacher adds to her class's account, saying why
+    teacher.goto(hub.url + DASHBOARD + "#credits")
+    mine = credit_row(teacher, "class:demo-class")
+    mine.locator("input[type='number']").fill("5")
+    mine.locator("input[type='text']").fill("lab 4")
+    mine.locator("button[data-action='grant']").click()
+    expect(teacher.locator(".nbjobs-Status")).to_have_text("Granted 5 credits to class:demo-class.")
+    granted = teacher.locator("table[aria-label='Statement of class:demo-class'] tbody tr")
+    expect(granted).to_have_count(2)
+    expect(granted.nth(1)).to_contain_text("lab 4")
+    expect(granted.nth(1)).to_contain_text("tess")
+
+    # the admin opens an account for ada: from now on it pays for her jobs
+    form = admin.locator("form[aria-label='Grant credits']")
+    form.locator("#nbjobs-account").fill("user:ada")
+    form.locator("#nbjobs-amount").fill("3")
+    form.locator("#nbjobs-note").fill("welcome")
+    form.locator("button[type='submit']").click()
+    expect(admin.locator(".nbjobs-Status")).to_have_text("Granted 3 credits to user:ada.")
+    expect(credit_row(admin, "user:ada")).to_contain_text("3.00")
+    admin.screenshot(path=str(ARTIFACTS / "47-dashboard-credits.png"), full_page=True)
+    status, accounts = api(lab, "GET", API + "credits")
+    assert status == 200
+    assert isinstance(accounts, list)
+    paying = [a["account"] for a in accounts if a["pays_for_you"]]
+    assert paying == ["user:ada"]

@@ -38,6 +38,10 @@ export type IUsageRow = api.UsageRow;
 /** `GET api/storage`: the space users' job files take, and its rules. */
 export type IStorageReport = api.StorageReport;
 export type IUsage = api.Usage;
+/** A credit account, with its balance (`GET api/credits`). */
+export type ICreditAccount = api.CreditAccount;
+/** An account with every grant and charge (`GET api/credits/{account}`). */
+export type ICreditStatement = api.CreditStatement;
 export type IAuditEntry = api.AuditEntry;
 export type IAuditList = api.AuditList;
 /** `POST api/jobs/{id}/result/link`: where a job's result opens, once. */

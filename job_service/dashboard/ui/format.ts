@@ -20,6 +20,14 @@ export function bytes(value: number): string {
 }
 
 /** GPU-hours for people: `12.5`, `3.25`, `0.0015` (two significant digits below one). */
+/** Credits, to the cent (a charge of seconds shows as 0.01, not 0). */
+export function creditText(value: number): string {
+  if (value !== 0 && Math.abs(value) < 0.01) {
+    return value < 0 ? '-0.01' : '0.01';
+  }
+  return value.toFixed(2);
+}
+
 export function hours(value: number): string {
   if (value === 0) {
     return '0';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { bytes, csvField, gpus, hours, rosterNames, wait } from '../format';
+import { bytes, creditText, csvField, gpus, hours, rosterNames, wait } from '../format';
 
 describe('rosterNames', () => {
   it('takes one name per line or the first column of a CSV, skipping a header', () => {
@@ -52,5 +52,15 @@ describe('bytes', () => {
     expect(bytes(3500)).toBe('3.4 KiB');
     expect(bytes(2_000_000)).toBe('1.9 MiB');
     expect(bytes(5 * 1024 ** 3)).toBe('5.0 GiB');
+  });
+});
+
+describe('creditText', () => {
+  it('shows credits to the cent, a charge of seconds as a cent rather than nothing', () => {
+    expect(creditText(0)).toBe('0.00');
+    expect(creditText(12.345)).toBe('12.35');
+    expect(creditText(0.0016)).toBe('0.01');
+    expect(creditText(-0.0016)).toBe('-0.01');
+    expect(creditText(-1.5)).toBe('-1.50');
   });
 });
