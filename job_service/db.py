@@ -443,9 +443,6 @@ def upgrade_schema(engine: Engine) -> None:
     A database a newer nbjobs shaped is used as it is (an older version ignores what it
     does not know) and said so in the log; its version is left as it was.
     """
-    # every table's model, wherever it lives: the revisions expect each table there
-    from . import tables  # noqa: F401
-
     existing = set(inspect(engine).get_table_names())
     Base.metadata.create_all(engine)
     inspector = inspect(engine)

@@ -287,3 +287,30 @@ async def test_the_command_lists_shows_exports_and_grants(start):
         assert "only admins may take credits back" in teacher_takes.stderr
     finally:
         await stop_all(svc)
+
+
+def test_a_database_first_opened_by_a_tool_without_credits_still_keeps_them(tmp_path):
+    """The triggers come with revision 0006, which makes the entries' table itself when
+    the process that opens the database has not loaded the credits' model."""
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    code = (
+        "import sys\n"
+        "from nbjobs.job_service.db import connect\n"
+        f"connect({url!r}).kw['bind'].dispose()\n"
+        "assert 'nbjobs.job_service.credits' not in sys.modules\n"
+    )
+    opened = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert opened.returncode == 0, opened.stderr
+    from nbjobs.job_service.db import connect
+
+    sessions = connect(url)  # now with the model, as the service
+    with sessions() as db:
+        db.execute(
+            sqlalchemy.text(
+                "INSERT INTO nbjobs_credit_entries (at, account, kind, amount, by, note) "
+                "VALUES ('2026-11-28 09:00:00', 'user:ada', 'grant', 5, 'root', '')"
+            )
+        )
+        db.commit()
+        with pytest.raises(sqlalchemy.exc.DatabaseError, match="credit entries are kept"):
+            db.execute(sqlalchemy.text("DELETE FROM nbjobs_credit_entries"))

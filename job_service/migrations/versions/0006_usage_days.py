@@ -16,6 +16,7 @@ Revises: 0005
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
@@ -28,6 +29,22 @@ KEPT = "credit entries are kept: grant or take back credits instead"
 
 
 def upgrade() -> None:
+    # made by the service's start when its model is loaded; made here when it is not
+    # (a tool that opens the database alone): its triggers need it
+    if not sa.inspect(op.get_bind()).has_table("nbjobs_credit_entries"):
+        op.create_table(
+            "nbjobs_credit_entries",
+            sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+            sa.Column("at", sa.DateTime(), nullable=False),
+            sa.Column("account", sa.String(300), nullable=False),
+            sa.Column("kind", sa.String(8), nullable=False),
+            sa.Column("amount", sa.Float(), nullable=False),
+            sa.Column("job_id", sa.String(32), nullable=True, unique=True),
+            sa.Column("by", sa.String(255), nullable=False),
+            sa.Column("note", sa.String(300), nullable=False),
+        )
+        op.create_index("ix_nbjobs_credit_entries_at", "nbjobs_credit_entries", ["at"])
+        op.create_index("ix_nbjobs_credit_entries_account", "nbjobs_credit_entries", ["account"])
     for table in ("nbjobs_jobs", "nbjobs_usage_kept"):
         op.execute(f"UPDATE {table} SET usage_rolled = false WHERE usage_rolled IS NULL")
     op.execute("UPDATE nbjobs_jobs SET credits_charged = false WHERE credits_charged IS NULL")
