@@ -36,6 +36,10 @@ from .db import JobRecord, utcnow
 from .live import read_status
 from .telemetry import clear_summary, record_final
 
+#: how often a job Kueue preempts goes back to the queue before it fails with the reason
+#: (Kueue requeues what it preempts; this stops a job that is never let finish)
+MOST_PREEMPTIONS = 20
+
 if TYPE_CHECKING:
     from .context import Context
 
@@ -155,12 +159,15 @@ class Follower:
     def _may_requeue(self, record: JobRecord, outcome: Outcome, forced: str | None) -> bool:
         """A job the cluster disrupted goes back to the queue if its flavor allows more."""
         flavor = self.ctx.config.flavor(record.flavor)
+        allowed = (
+            MOST_PREEMPTIONS if outcome.requeue else flavor.requeue_on_eviction if flavor else 0
+        )
         return (
             outcome.disrupted
             and forced is None
             and not record.cancel_requested
             and flavor is not None
-            and (record.requeues or 0) < flavor.requeue_on_eviction
+            and (record.requeues or 0) < allowed
         )
 
     def requeue(self, record: JobRecord, outcome: Outcome) -> None:
@@ -173,6 +180,8 @@ class Follower:
         attempt = (record.requeues or 0) + 1
         flavor = self.ctx.config.flavor(record.flavor)
         allowed = flavor.requeue_on_eviction if flavor is not None else attempt
+        if outcome.requeue:
+            allowed = MOST_PREEMPTIONS
         try:
             with opened_job_dir(Path(record.job_dir)) as folder:
                 for name, kept in [("status.json", "status"), ("log.txt", "log")]:
@@ -201,7 +210,10 @@ class Follower:
         clear_summary(record)  # the attempt's GPU time is not charged, nor its busy time
         self.ctx.runners.forget(record.id)  # the attempt's status went with its files
         record.message = (
-            f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
+            f"{why}; queued again (preempted {attempt} time(s)); it runs from the top when "
+            f"Kueue admits it again (the log so far is kept as log.attempt-{attempt}.txt)"
+            if outcome.requeue
+            else f"re-queued ({attempt} of {allowed} allowed) after {why}; it runs again from "
             f"the top (the log so far is kept as log.attempt-{attempt}.txt)"
         )
         self.log.warning("job %s: %s", record.id, record.message)

@@ -177,6 +177,10 @@ class Outcome:
     #: the cluster stopped the job for reasons of its own (evicted, preempted, its node
     #: lost), not the notebook: a flavor with ``requeue_on_eviction`` queues it again
     disrupted: bool = False
+    #: the cluster's queue took the job's quota back (Kueue preempted it for a reclaim
+    #: or a higher priority): it goes back to nbjobs' queue whatever the flavor's
+    #: ``requeue_on_eviction`` says, as Kueue itself requeues what it preempts
+    requeue: bool = False
     #: when the job started and ended by the backend's own clock (a cluster's record),
     #: for metering: the service's noticing may be late (a restart, a slow watch)
     started_at: datetime | None = None

@@ -64,6 +64,7 @@ from .kubernetes_objects import (
     CONTAINER_NAME,
     DRAIN_LABEL,
     JOB_ID_LABEL,
+    KUEUE_QUEUE_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
     Capacity,
@@ -419,6 +420,8 @@ class KubernetesBackend(Backend):
         name = self._name(ref)
         await self._ensure_started()
         placed = False
+        #: Kueue let it run (it was placed, or its pod ran)
+        ran = False
         while True:
             tick = self._tick
             job = self.jobs.get(name)
@@ -430,6 +433,9 @@ class KubernetesBackend(Backend):
                 await self._keep_pod_log(name)
                 return Outcome(None)
             verdict = self._verdict(name)
+            ran = ran or placed or verdict.running
+            if ran and job is not None and _suspended(job) and name not in self._cancelling:
+                return await self._taken_back(name, job)
             if verdict.done:
                 if job is None:
                     # Deleted behind our back: stop what it left (orphaned pods) too,
@@ -456,6 +462,27 @@ class KubernetesBackend(Backend):
                     finished_at=verdict.finished_at,
                 )
             await tick.wait()
+
+    async def _taken_back(self, name: str, job: Obj) -> Outcome:
+        """A Job Kueue suspended again after letting it run: it preempted it (another
+        queue of the cohort reclaimed its GPUs, or a job of higher priority needed them).
+        The Job goes (a new one goes back to Kueue's queue with the next attempt), the
+        pods' log is kept, and the job is queued again."""
+        queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        self.log.info(
+            "Job %s/%s: Kueue suspended it again (preempted); deleting it", self.namespace, name
+        )
+        await self._delete_job(name)
+        await self._pods_gone(name)
+        await self._keep_pod_log(name)
+        of = f" from queue {queue}" if queue else ""
+        return Outcome(
+            None,
+            f"Kueue preempted it{of} to give its GPUs back (to another queue of the cohort "
+            "reclaiming what it lent, or to a job of higher priority)",
+            disrupted=True,
+            requeue=True,
+        )
 
     async def cancel(self, ref: str) -> None:
         name = self._name(ref)
@@ -1122,6 +1149,10 @@ class KubernetesBackend(Backend):
             self.log.warning("job %s: its log cannot be opened: %s", name, exc)
             return True  # nothing to add there
         return True
+
+
+def _suspended(job: Obj) -> bool:
+    return bool((job.get("spec") or {}).get("suspend"))
 
 
 def _job_of_pod(pod: Obj) -> str | None:

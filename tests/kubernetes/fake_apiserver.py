@@ -763,6 +763,29 @@ class FakeApiServer:
         job["spec"]["suspend"] = False
         return self.put("jobs", job)
 
+    def suspend_again(self, job_name: str, namespace: str) -> Obj:
+        """Kueue preempts an admitted Job: it sets ``suspend: true`` again; the Job
+        controller then marks it Suspended and deletes its pods (their runners get
+        SIGTERM), as for any suspended Job."""
+        job = copy.deepcopy(self.objects[("jobs", namespace, job_name)])
+        job["spec"]["suspend"] = True
+        status = job.setdefault("status", {})
+        status["conditions"] = [
+            *(status.get("conditions") or []),
+            {
+                "type": "Suspended",
+                "status": "True",
+                "reason": "JobSuspended",
+                "message": "Job suspended",
+                "lastTransitionTime": now(),
+            },
+        ]
+        status["active"] = 0
+        stored = self.put("jobs", job)
+        for pod in self.pods_of(job_name, namespace):
+            self._terminate_pod(pod)
+        return stored
+
     def cut_log_streams(self) -> None:
         """End every open ``follow`` log stream now, as a proxy's idle timeout does."""
         self._log_cuts += 1

@@ -348,6 +348,58 @@ async def test_with_kueue_every_job_goes_to_the_cluster_at_once(
     assert (starting["jobs"], starting["total"]) == ([], 0)
 
 
+async def test_a_job_kueue_preempts_is_queued_again_saying_so_whatever_its_flavor_allows(
+    fake, kubeconfig, tmp_path, running_services
+):
+    """Kueue takes a running job's quota back (a reclaim in the cohort, a higher
+    priority): it suspends the Job again and its pods go. Not a failure, not a cancel:
+    the job is queued again (its flavor allows no re-queue on eviction), counted, its
+    log kept, and a new Job waits for Kueue to admit it."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    data = settings(tmp_path, kueue={"queue_name": "team-a"})
+    assert "requeue_on_eviction" not in data["flavors"][0]
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
+    job = await svc.submit("ada", "long.ipynb", "a100")
+    first = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, first))
+    fake.admit(first, NAMESPACE)
+    pod = fake.start_pod(first, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    runner_writes_log(status_file(svc, "ada", job["id"]).parent, "epoch 1 of 90\n")
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+
+    # the runner is stopped with SIGTERM as its pod goes, and saves what it has
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
+    fake.suspend_again(first, NAMESPACE)
+    second = f"{first}-r1"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, second))
+    assert fake.get("jobs", NAMESPACE, first) is None  # Kueue would have run it again
+    again = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
+    assert again["state"] == "queued"
+    assert again["requeues"] == 1
+    assert again["message"].startswith(
+        "Kueue preempted it from queue team-a to give its GPUs back (to another queue of "
+        "the cohort reclaiming what it lent, or to a job of higher priority); queued again "
+        "(preempted 1 time(s))"
+    )
+    assert again["waiting_reason"] == "waiting for Kueue to admit it (queue team-a)"
+    jobdir = status_file(svc, "ada", job["id"]).parent
+    assert (jobdir / "log.attempt-1.txt").read_text() == "epoch 1 of 90\n"
+    assert fake.get("jobs", NAMESPACE, second)["spec"]["suspend"] is True
+
+    # admitted again, it runs to the end
+    fake.admit(second, NAMESPACE)
+    pod = fake.start_pod(second, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("succeeded", 1, 1, exit_code=0))
+    fake.finish_pod(pod, NAMESPACE, exit_code=0)
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert (done["state"], done["requeues"]) == ("succeeded", 1)
+
+
 async def test_times_are_the_clusters_not_when_the_service_noticed(
     fake, kubeconfig, tmp_path, running_services
 ):
