@@ -2408,6 +2408,8 @@ export interface components {
             total_gpus: number | null;
             /** @description the share of one GPU a job of this flavor gets, counted as that much in quotas and GPU-hours; null for whole GPUs */
             fraction: number | null;
+            /** @description what an hour of one of its jobs costs in credits (credits on, a priced GPU flavor; null: none); a job holds this x its time limit on its account until it ends */
+            credits_per_hour: number | null;
             /** @description who decides when its jobs start where nbjobs cannot count free GPUs ("queued by KAI Scheduler, queue physics-101: it decides when a job starts"); null otherwise */
             placement: string | null;
             /** @description drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance") */

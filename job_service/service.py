@@ -403,6 +403,9 @@ class JobService:
                     free_gpus=gpus[0] if gpus else None,
                     total_gpus=gpus[1] if gpus else None,
                     fraction=f.fraction,
+                    credits_per_hour=round(f.gpu_equivalents * f.cost_per_gpu_hour, 4)
+                    if self.credits.enabled and f.cost_per_gpu_hour and f.gpus
+                    else None,
                     maintenance=self.backend.maintenance(f),
                     simulated=bool(f.gpus) and self.backend.simulates_gpus,
                     kernels=self.backend.kernels(f),

@@ -292,6 +292,9 @@ class FlavorInfo(BaseModel):
     total_gpus: int | None = None
     #: the share of one GPU a job gets (None: whole GPUs)
     fraction: float | None = None
+    #: what an hour of one of its jobs costs in credits (credits on and a priced GPU
+    #: flavor; None: it costs none); a job holds this x its time limit until it ends
+    credits_per_hour: float | None = None
     #: who decides when its jobs start, where that is not nbjobs' count of free GPUs
     #: ("queued by KAI Scheduler, queue physics-101: it decides when a job starts")
     placement: str | None = None

@@ -150,6 +150,19 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
   if (flavor.time_limit) {
     parts.push(trans('up to %1', formatLimit(flavor.time_limit, trans)));
   }
+  const perHour = flavor.credits_per_hour;
+  if (typeof perHour === 'number') {
+    // what a job of it holds on the account until it ends: its worst case
+    parts.push(
+      flavor.time_limit
+        ? trans(
+            '%1 credits an hour, at most %2 a job',
+            formatCredits(perHour),
+            formatCredits((perHour * flavor.time_limit) / 3600)
+          )
+        : trans('%1 credits an hour', formatCredits(perHour))
+    );
+  }
   return joinFacts(parts, trans);
 }
 
@@ -240,6 +253,12 @@ export function formatBytes(bytes: number): string {
   }
   const shown = unit === 0 || value >= 10 ? Math.round(value).toString() : value.toFixed(1);
   return `${shown.replace(/\.0$/, '')} ${units[unit]}`;
+}
+
+/** Credits as people read a price: whole when whole, else to the cent. */
+export function formatCredits(value: number): string {
+  const rounded = Math.round(value * 100) / 100;
+  return Number.isInteger(rounded) ? rounded.toString() : rounded.toFixed(2);
 }
 
 /** Where a result is written, as people know the place, and the room left there. */

@@ -206,6 +206,16 @@ describe('flavors', () => {
     );
   });
 
+  it('says what a job of a priced flavor may cost, when credits are on', () => {
+    expect(flavorResources(flavor({ credits_per_hour: 2.5, time_limit: 4 * 3600 }))).toBe(
+      '1 × A100 GPU · 8 CPU · 32Gi memory · up to 4 h · 2.50 credits an hour, at most 10 a job'
+    );
+    expect(flavorResources(flavor({ credits_per_hour: 2, time_limit: null }))).toContain(
+      '2 credits an hour'
+    );
+    expect(flavorResources(flavor({ credits_per_hour: null }))).not.toContain('credits');
+  });
+
   it('says what is free, what waits, or why it cannot run', () => {
     expect(flavorAvailability(flavor({ available: 2, queued: 0 }))).toBe('2 free now · no queue');
     expect(flavorAvailability(flavor({ available: 0, queued: 3 }))).toBe(

@@ -70,6 +70,14 @@ async def test_a_job_is_held_its_worst_case_then_charged_what_it_cost(start):
     svc = await start(CONFIG)
     try:
         svc.write("ada", "n.ipynb", "import time; time.sleep(1.5)")
+        async with svc.client("ada") as c:
+            flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+        # what the Submit dialog shows: an hour's price, and so a job's worst case
+        assert (flavors["gpu"]["credits_per_hour"], flavors["gpu2"]["credits_per_hour"]) == (
+            2.0,
+            4.0,
+        )
+        assert flavors["cpu"]["credits_per_hour"] is None
         answer = await submit(svc, "ada", "gpu")
         assert answer.status_code == 201, answer.text
         job_id = answer.json()["id"]
