@@ -2366,6 +2366,8 @@ export interface components {
             requeues: number;
             /** @description something its owner should act on while it runs: its GPUs have been idle for its flavor's idle_gpu period (and, under a cancel policy, when it will be stopped); gone once it uses them again */
             warning: string | null;
+            /** @description while it runs on a cluster with Kueue: its queue uses GPUs borrowed from the cohort, which Kueue may take back (the job would then be queued again) */
+            borrowing: string | null;
             /** @description the kernel chosen at submit instead of the notebook's own; null: the notebook's */
             kernel: string | null;
             /** @description the HTML copy of the result, relative to the user's folder; null when none was asked for */
@@ -2785,6 +2787,23 @@ export interface components {
             longest_wait: components["schemas"]["WaitingJob"] | null;
             /** @description failed or timed out in the last 24 hours, newest first, at most 10 */
             recent_failures: components["schemas"]["Failure"][];
+            /** @description Kueue's queues jobs go to (empty without Kueue, or when the service may not read them) */
+            queues: components["schemas"]["QueueRow"][];
+        };
+        QueueRow: {
+            local_queue: string;
+            cluster_queue: string;
+            cohort: string | null;
+            /** @description GPUs its ClusterQueue is guaranteed (nominalQuota) */
+            nominal: number;
+            /** @description GPUs its admitted jobs use */
+            used: number;
+            /** @description of them, GPUs borrowed from the cohort */
+            borrowed: number;
+            /** @description GPUs of its unused quota the cohort's borrowers use now: an estimate (Kueue does not say which queue lent) */
+            lent: number;
+            borrowing_limit: number | null;
+            lending_limit: number | null;
         };
         QueuedJob: {
             id: string;
@@ -3147,6 +3166,7 @@ export type WaitingJob = components['schemas']['WaitingJob'];
 export type Failure = components['schemas']['Failure'];
 export type BackendHealth = components['schemas']['BackendHealth'];
 export type Overview = components['schemas']['Overview'];
+export type QueueRow = components['schemas']['QueueRow'];
 export type QueuedJob = components['schemas']['QueuedJob'];
 export type MoveRequest = components['schemas']['MoveRequest'];
 export type NodeView = components['schemas']['NodeView'];

@@ -113,6 +113,9 @@ class JobView:
                 time_limit=record.time_limit,
                 requeues=record.requeues or 0,
                 warning=record.warning if state in ACTIVE_STATES else None,
+                borrowing=seen.borrowing
+                if seen is not None and state is JobState.RUNNING
+                else None,
                 kernel=record.kernel,
                 html_path=(
                     str(PurePosixPath(record.output_path).with_suffix(".html"))

@@ -228,6 +228,9 @@ class Job(BaseModel):
     requeues: int = 0
     #: something its owner should act on while it runs (its GPUs have been idle)
     warning: str | None = None
+    #: while it runs on a cluster with Kueue: its queue uses GPUs borrowed from the
+    #: cohort, which Kueue may take back (the job would be queued again)
+    borrowing: str | None = None
     #: the kernel chosen at submit instead of the notebook's own (None: the notebook's)
     kernel: str | None = None
     #: the HTML copy of the result, relative to the user's folder (None: none asked for)

@@ -19,12 +19,15 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import Flavor, LimitsConfig, NbjobsConfig, TelemetryConfig
 from nbjobs.storage import open_job_dir
+
+if TYPE_CHECKING:
+    from .kueue_queues import QueueUse
 
 
 @dataclass
@@ -195,6 +198,9 @@ class Seen:
     waiting: str | None = None
     #: where it runs (a node name), if the backend knows
     node: str | None = None
+    #: a running job whose Kueue queue uses GPUs borrowed from its cohort: what it may
+    #: mean for the job (they may be taken back)
+    borrowing: str | None = None
 
 
 @dataclass
@@ -288,6 +294,12 @@ class Backend(LoggingConfigurable):
         """The GPUs this backend sees, per node and kind, with what its jobs hold of them
         now (GPU-equivalents: a 0.25 share counts 0.25), for the admins' overview.
         Default: none known."""
+        return []
+
+    def queues(self) -> list[QueueUse]:
+        """The cluster queues jobs go to, with their GPU quota, use, and what they
+        borrow from and lend to their cohort (Kueue), for the admins' overview. Default:
+        none."""
         return []
 
     def health(self) -> tuple[bool, str]:

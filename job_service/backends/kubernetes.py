@@ -83,6 +83,7 @@ from .kubernetes_objects import (
     pod_holds_resources,
     pod_requests,
 )
+from .kueue_queues import KUEUE_GROUP, KUEUE_VERSION, QueueUse, borrowing_words, queue_uses
 
 Obj = dict[str, Any]
 #: deleted pods remembered for their final status (those of followed jobs are
@@ -180,6 +181,10 @@ class KubernetesBackend(Backend):
         #: name, from the events read every events_interval
         self.engine_said: dict[str, str] = {}
         self.events_readable = True
+        #: Kueue's queues (LocalQueues of the jobs' namespace) with their ClusterQueues'
+        #: GPUs, read every events_interval while Kueue is on and the service may
+        self.kueue_queues: list[QueueUse] = []
+        self.kueue_readable = True
         #: None until nodes are listed, or for good when the ServiceAccount may not read them
         self.nodes: dict[str, Obj] | None = None
         self.nodes_readable = True
@@ -281,7 +286,9 @@ class KubernetesBackend(Backend):
             node = self._placed.get(name)
             return Seen(node=node) if node else None
         verdict = self._verdict(name)
-        return Seen(waiting=verdict.waiting, node=verdict.node)
+        use = self.queue_use(job) if verdict.running and self.kueue_queues else None
+        borrowing = borrowing_words(use) if use is not None else None
+        return Seen(waiting=verdict.waiting, node=verdict.node, borrowing=borrowing)
 
     # -- life --------------------------------------------------------------------
 
@@ -779,6 +786,8 @@ class KubernetesBackend(Backend):
         ]
         if self.events_interval > 0:
             self._tasks.append(asyncio.ensure_future(self._read_engine_events()))
+            if self.settings.kueue is not None:
+                self._tasks.append(asyncio.ensure_future(self._read_kueue_queues()))
         waiting = [asyncio.ensure_future(self._synced[k].wait()) for k in ("jobs", "pods")]
         # Whether nodes can be read decides how the service queues: know it before the
         # first job is scheduled (nodes are optional: no answer in time is not fatal).
@@ -1044,6 +1053,55 @@ class KubernetesBackend(Backend):
             if said != self.engine_said:
                 self.engine_said = said
                 self._changed()
+
+    async def _read_kueue_queues(self) -> None:
+        """Every events_interval, Kueue's queues: what each ClusterQueue's quota is,
+        uses, borrows from its cohort and lends. Stops for good (one warning in the log)
+        when the service may not list them: an optional read (rbac.yaml's ClusterRole)."""
+        from kubernetes_asyncio import client
+
+        custom = client.CustomObjectsApi(self._api)
+        gpus = {f.gpu_resource for f in self.nbjobs.flavors if f.gpus}
+        while True:
+            try:
+                local = await self._call(
+                    custom.list_namespaced_custom_object,
+                    KUEUE_GROUP,
+                    KUEUE_VERSION,
+                    self.namespace,
+                    "localqueues",
+                )
+                cluster = await self._call(
+                    custom.list_cluster_custom_object, KUEUE_GROUP, KUEUE_VERSION, "clusterqueues"
+                )
+            except asyncio.CancelledError:
+                raise
+            except KubeError as exc:
+                if exc.status in (401, 403, 404):
+                    self.kueue_readable = False
+                    self.log.warning(
+                        "the service may not read Kueue's queues (%s): borrowed and lent GPUs "
+                        "are not shown; hub_config/examples/kubernetes/rbac.yaml grants it",
+                        exc.message,
+                    )
+                    return
+                self.log.warning("reading Kueue's queues failed (%s); trying again later", exc)
+            except Exception as exc:
+                self.log.warning("reading Kueue's queues failed (%s); trying again later", exc)
+            else:
+                found = queue_uses(local.get("items") or [], cluster.get("items") or [], gpus)
+                if found != self.kueue_queues:
+                    self.kueue_queues = found
+                    self._changed()
+            await asyncio.sleep(self.events_interval)
+
+    def queues(self) -> list[QueueUse]:
+        return list(self.kueue_queues)
+
+    def queue_use(self, job: Obj | None) -> QueueUse | None:
+        """The Kueue queue a Job was sent to, as last read (None: none, or not known)."""
+        queue = (((job or {}).get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        return next((q for q in self.kueue_queues if q.local_queue == queue), None)
 
     async def _engine_events(self) -> dict[str, str]:
         """The newest warning about each waiting engine pod, by Job name: events on the

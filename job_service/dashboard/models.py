@@ -87,6 +87,21 @@ class BackendHealth(BaseModel):
     detail: str
 
 
+class QueueRow(BaseModel):
+    """A Kueue queue jobs go to: its ClusterQueue's GPUs, what it borrows from its cohort
+    and what of its quota the cohort's borrowers use (estimated)."""
+
+    local_queue: str
+    cluster_queue: str
+    cohort: str | None
+    nominal: float
+    used: float
+    borrowed: float
+    lent: float
+    borrowing_limit: float | None
+    lending_limit: float | None
+
+
 class Overview(BaseModel):
     generated_at: datetime
     backend: BackendHealth
@@ -96,6 +111,8 @@ class Overview(BaseModel):
     flavors: list[FlavorRow]
     longest_wait: WaitingJob | None
     recent_failures: list[Failure]
+    #: Kueue's queues (empty without Kueue, or when the service may not read them)
+    queues: list[QueueRow] = []
 
 
 class QueuedJob(BaseModel):

@@ -238,9 +238,13 @@ export function defaultFlavor(flavors: IFlavor[], preferred: string | null = nul
 
 /** A byte count for people: "512 B", "3.2 KiB", "1.5 MiB", "2 GiB". */
 /** The job's warning for its owner, while it runs (its GPUs idle under the flavor's
- *  idle_gpu policy); null when there is none or the job has ended. */
+ *  idle_gpu policy; else, on a cluster with Kueue, that its queue runs on borrowed GPUs
+ *  Kueue may take back); null when there is none or the job has ended. */
 export function jobWarning(job: IJob): string | null {
-  return isActive(job.state) && job.warning ? job.warning : null;
+  if (isActive(job.state) && job.warning) {
+    return job.warning;
+  }
+  return job.state === 'running' && job.borrowing ? job.borrowing : null;
 }
 
 export function formatBytes(bytes: number): string {

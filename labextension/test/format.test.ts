@@ -361,6 +361,12 @@ describe('jobWarning', () => {
     expect(jobWarning({ ...base, warning: null } as unknown as IJob)).toBeNull();
     expect(jobWarning({ state: 'running' } as unknown as IJob)).toBeNull();
   });
+  it('says a running job runs on GPUs its queue borrowed, the idle warning first', () => {
+    const borrowing = 'running while its queue team-a uses 1 GPU(s) borrowed from the cohort';
+    expect(jobWarning({ state: 'running', borrowing } as unknown as IJob)).toBe(borrowing);
+    expect(jobWarning({ ...base, borrowing } as unknown as IJob)).toBe(base.warning);
+    expect(jobWarning({ state: 'queued', borrowing } as unknown as IJob)).toBeNull();
+  });
 });
 
 describe('jobActions', () => {

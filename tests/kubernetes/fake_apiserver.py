@@ -74,6 +74,9 @@ RESOURCES = {
     "nodes": ("", "Node", False),
     "events": ("", "Event", True),
     "networkpolicies": ("networking.k8s.io", "NetworkPolicy", True),
+    # Kueue's queues, as its controller keeps them (a test writes their status)
+    "localqueues": ("kueue.x-k8s.io", "LocalQueue", True),
+    "clusterqueues": ("kueue.x-k8s.io", "ClusterQueue", False),
 }
 _SUFFIX = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -824,6 +827,8 @@ class FakeApiServer:
             group, rest = "batch", parts[3:]
         elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
             group, rest = "networking.k8s.io", parts[3:]
+        elif parts[:3] == ["apis", "kueue.x-k8s.io", "v1beta1"]:
+            group, rest = "kueue.x-k8s.io", parts[3:]
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         namespace = None

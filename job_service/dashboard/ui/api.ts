@@ -26,6 +26,8 @@ export type ITypeRow = api.TypeRow;
 export type IFlavorRow = api.FlavorRow;
 export type IFailure = api.Failure;
 export type IOverview = api.Overview;
+/** A Kueue queue: its GPU quota, use, and what it borrows and lends. */
+export type IQueueRow = api.QueueRow;
 export type IQueuedJob = api.QueuedJob;
 /** A job as the API shows it (what the approvals view reads of it). */
 export type IJob = api.Job;

@@ -30,6 +30,7 @@ import {
   IStorageReport,
   ICreditAccount,
   ICreditStatement,
+  IQueueRow,
   IUsage,
   IUsageLine
 } from './api';
@@ -440,6 +441,7 @@ class Dashboard {
             : 'Nobody waits.'
         )
       ),
+      ...(data.queues.length ? [this.kueueQueues(data.queues)] : []),
       h('section', {}, h('h2', {}, 'Failures in the last 24 hours'), failures),
       h(
         'p',
@@ -1311,6 +1313,36 @@ class Dashboard {
       rows.length
         ? table(['User', 'Jobs', 'Job files', 'Folder', 'Free there'], rows, 'Job files per user')
         : h('p', {}, 'No jobs yet.')
+    );
+  }
+
+  /** Kueue's queues: each one's GPU quota, use, and what it borrows and lends. */
+  private kueueQueues(queues: IQueueRow[]): HTMLElement {
+    const limit = (value: number | null): string =>
+      value === null ? '' : ` (at most ${gpus(value)})`;
+    return h(
+      'section',
+      {},
+      h('h2', {}, 'Kueue queues'),
+      table(
+        ['Queue', 'Cohort', 'GPU quota', 'In use', 'Borrowed', 'Lent (estimated)'],
+        queues.map(q => [
+          q.local_queue === q.cluster_queue
+            ? q.local_queue
+            : `${q.local_queue} → ${q.cluster_queue}`,
+          q.cohort ?? '–',
+          gpus(q.nominal),
+          gpus(q.used),
+          gpus(q.borrowed) + limit(q.borrowing_limit),
+          gpus(q.lent) + limit(q.lending_limit)
+        ]),
+        'Kueue queues'
+      ),
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        "Borrowed: GPUs a queue uses beyond its quota, from its cohort's unused quota; Kueue takes them back when their queue needs them, and those jobs are queued again. Kueue does not say which queue lent them: the Lent column shares each cohort's borrowed GPUs among the queues that leave quota unused."
+      )
     );
   }
 

@@ -1,0 +1,158 @@
+"""Kueue's queues as nbjobs shows them: each LocalQueue of the jobs' namespace with its
+ClusterQueue's GPU quota, what it uses, what it borrows from its cohort and what it lends.
+
+Kueue says per ClusterQueue what it uses (``status.flavorsUsage``: ``total``, and of it
+``borrowed``, the part over its nominal quota). What a queue lends is not written
+anywhere: the GPUs its cohort's borrowers use came out of the unused quota of the others.
+nbjobs shares each cohort's borrowed GPUs among its queues by the quota each leaves
+unused (within its ``lendingLimit``): an estimate, and shown as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .kubernetes_objects import parse_quantity
+
+#: Kueue's API, as its objects are read (LocalQueues, ClusterQueues)
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta1"
+
+
+@dataclass
+class QueueUse:
+    """One LocalQueue and the GPU quota of its ClusterQueue (GPUs of every flavor)."""
+
+    local_queue: str
+    cluster_queue: str
+    cohort: str | None
+    #: GPUs its ClusterQueue is guaranteed (``nominalQuota``)
+    nominal: float
+    #: GPUs its admitted jobs use, borrowed ones included
+    used: float
+    #: of them, GPUs borrowed from the cohort (over its nominal quota)
+    borrowed: float
+    #: GPUs of its unused quota the cohort's borrowers are using now (an estimate)
+    lent: float
+    #: the most it may borrow (None: no limit, or no cohort)
+    borrowing_limit: float | None
+    #: the most of its quota it may lend (None: all of it)
+    lending_limit: float | None
+
+
+def _quantity(value: Any) -> float:
+    try:
+        return float(parse_quantity(str(value)))
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def _quota(
+    cluster_queue: Mapping[str, Any], gpus: Collection[str]
+) -> tuple[float, float | None, float | None]:
+    """The GPUs of a ClusterQueue's spec: nominal, borrowing limit, lending limit."""
+    nominal, borrowing, lending = 0.0, None, None
+    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                if resource.get("name") not in gpus:
+                    continue
+                nominal += _quantity(resource.get("nominalQuota", 0))
+                if resource.get("borrowingLimit") is not None:
+                    borrowing = (borrowing or 0.0) + _quantity(resource["borrowingLimit"])
+                if resource.get("lendingLimit") is not None:
+                    lending = (lending or 0.0) + _quantity(resource["lendingLimit"])
+    return nominal, borrowing, lending
+
+
+def _usage(cluster_queue: Mapping[str, Any], gpus: Collection[str]) -> tuple[float, float]:
+    """The GPUs a ClusterQueue uses now, and of them those borrowed."""
+    used = borrowed = 0.0
+    for flavor in (cluster_queue.get("status") or {}).get("flavorsUsage") or []:
+        for resource in flavor.get("resources") or []:
+            if resource.get("name") in gpus:
+                used += _quantity(resource.get("total", 0))
+                borrowed += _quantity(resource.get("borrowed", 0))
+    return used, borrowed
+
+
+def queue_uses(
+    local_queues: Iterable[Mapping[str, Any]],
+    cluster_queues: Iterable[Mapping[str, Any]],
+    gpus: Collection[str],
+) -> list[QueueUse]:
+    """Each LocalQueue with its ClusterQueue's GPUs (``gpus``: the resource names that
+    count as GPUs, e.g. ``nvidia.com/gpu``), by LocalQueue name."""
+    by_name = {(cq.get("metadata") or {}).get("name"): cq for cq in cluster_queues}
+    # per ClusterQueue: (cohort, nominal, used, borrowed, limits)
+    figures: dict[str, tuple[str | None, float, float, float, float | None, float | None]] = {}
+    for name, cq in by_name.items():
+        if not name:
+            continue
+        nominal, borrowing, lending = _quota(cq, gpus)
+        used, borrowed = _usage(cq, gpus)
+        cohort = (cq.get("spec") or {}).get("cohort") or None
+        figures[name] = (cohort, nominal, used, borrowed, borrowing, lending)
+    lent = _lent(figures)
+    uses = []
+    for lq in local_queues:
+        name = (lq.get("metadata") or {}).get("name")
+        cq_name = (lq.get("spec") or {}).get("clusterQueue")
+        if not name or cq_name not in figures:
+            continue
+        cohort, nominal, used, borrowed, borrowing, lending = figures[cq_name]
+        uses.append(
+            QueueUse(
+                local_queue=name,
+                cluster_queue=cq_name,
+                cohort=cohort,
+                nominal=nominal,
+                used=used,
+                borrowed=borrowed,
+                lent=round(lent.get(cq_name, 0.0), 3),
+                borrowing_limit=borrowing,
+                lending_limit=lending,
+            )
+        )
+    return sorted(uses, key=lambda u: u.local_queue)
+
+
+def _lent(
+    figures: Mapping[str, tuple[str | None, float, float, float, float | None, float | None]],
+) -> dict[str, float]:
+    """Each cohort's borrowed GPUs shared among its queues by the quota each leaves
+    unused and may lend."""
+    lent: dict[str, float] = {}
+    cohorts: dict[str, list[str]] = {}
+    for name, (cohort, *_rest) in figures.items():
+        if cohort:
+            cohorts.setdefault(cohort, []).append(name)
+    for members in cohorts.values():
+        borrowed = sum(figures[m][3] for m in members)
+        if borrowed <= 0:
+            continue
+        spare = {}
+        for m in members:
+            _, nominal, used, own_borrowed, _, lending = figures[m]
+            unused = max(0.0, nominal - (used - own_borrowed))
+            spare[m] = unused if lending is None else min(unused, lending)
+        room = sum(spare.values())
+        if room <= 0:
+            continue
+        for m, free in spare.items():
+            lent[m] = min(free, borrowed * free / room)
+    return lent
+
+
+def borrowing_words(use: QueueUse) -> str | None:
+    """What a running job of this queue is told while its queue borrows GPUs."""
+    if use.borrowed <= 0:
+        return None
+    cohort = f" {use.cohort}" if use.cohort else ""
+    return (
+        f"running while its queue {use.local_queue} uses {use.borrowed:g} GPU(s) borrowed "
+        f"from the cohort{cohort}: Kueue may take them back for the queue that lent them, "
+        "and this job would then be queued again"
+    )
