@@ -88,10 +88,12 @@ async def test_slow_creates_overlap_and_the_api_keeps_answering(
         assert created_in < 4.0, f"6 creates of 1 s took {created_in:.1f} s"
         # the API answered all along: no request waited for a create
         assert len(latencies) > 10
-        # nine in ten within 100 ms (they take 20-35 ms here, alone), and none held for
-        # anything like a create: a machine busy with other work may stall a few requests
+        # A request that waited for a create would take its whole second: nine in ten
+        # answer within half of that (20-35 ms here, alone; how fast they are is
+        # bench/dispatch_bench.py's to measure, not a test's on a busy CI machine), and
+        # none is held for anything like the six creates one after another.
         ordered = sorted(latencies)
-        assert ordered[len(ordered) * 9 // 10] < 0.1, f"slowest GET /jobs: {ordered[-5:]} s"
+        assert ordered[len(ordered) * 9 // 10] < 0.5, f"slowest GET /jobs: {ordered[-5:]} s"
         assert ordered[-1] < 2.0, f"slowest GET /jobs: {ordered[-5:]} s"
 
         for job in jobs:
