@@ -66,7 +66,7 @@ class MeteredJob(NamedTuple):
     gpu_busy_seconds: float | None
 
 
-@dataclass
+@dataclass(slots=True)
 class Totals:
     """GPU-seconds allocated and busy (kept in seconds; reports show hours)."""
 

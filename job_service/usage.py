@@ -304,7 +304,7 @@ def read(
     if names is not None:
         query = query.where(UsageDayRow.name.in_(list(names)))
     lines: dict[str, Line] = {}
-    for name, day, allocated, busy, cost, began, ran in db.connection().execute(query).all():
+    for name, day, allocated, busy, cost, began, ran in _plain_rows(db, query):
         line = lines.get(name)
         if line is None:
             line = lines[name] = Line(name)
@@ -316,6 +316,22 @@ def read(
         # the jobs that began in the range, and those that began before it and ran into it
         line.jobs += ran if day == start else began
     return lines
+
+
+def _plain_rows(db: Session, query: Any) -> list[tuple[Any, ...]]:
+    """``query``'s rows as the database driver gives them, on ``db``'s connection (in its
+    transaction): for plain numbers and names SQLAlchemy's row objects took two thirds
+    of the time of a 90-day report's 29 000 rows."""
+    conn = db.connection()
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    args: Any = tuple(params[k] for k in compiled.positiontup) if compiled.positional else params
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def report(
