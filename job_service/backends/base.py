@@ -19,15 +19,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import Flavor, LimitsConfig, NbjobsConfig, TelemetryConfig
 from nbjobs.storage import open_job_dir
-
-if TYPE_CHECKING:
-    from .kueue_queues import QueueUse
 
 
 @dataclass
@@ -201,6 +198,28 @@ class Seen:
     #: a running job whose Kueue queue uses GPUs borrowed from its cohort: what it may
     #: mean for the job (they may be taken back)
     borrowing: str | None = None
+
+
+@dataclass
+class QueueUse:
+    """A Kueue queue jobs go to: its LocalQueue and the GPU quota of its ClusterQueue
+    (GPUs of every flavor), for the admins' overview (see kueue_queues.py)."""
+
+    local_queue: str
+    cluster_queue: str
+    cohort: str | None
+    #: GPUs its ClusterQueue is guaranteed (``nominalQuota``)
+    nominal: float
+    #: GPUs its admitted jobs use, borrowed ones included
+    used: float
+    #: of them, GPUs borrowed from the cohort (over its nominal quota)
+    borrowed: float
+    #: GPUs of its unused quota the cohort's borrowers are using now (an estimate)
+    lent: float
+    #: the most it may borrow (None: no limit, or no cohort)
+    borrowing_limit: float | None
+    #: the most of its quota it may lend (None: all of it)
+    lending_limit: float | None
 
 
 @dataclass

@@ -11,35 +11,14 @@ unused (within its ``lendingLimit``): an estimate, and shown as one.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from .base import QueueUse
 from .kubernetes_objects import parse_quantity
 
 #: Kueue's API, as its objects are read (LocalQueues, ClusterQueues)
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta1"
-
-
-@dataclass
-class QueueUse:
-    """One LocalQueue and the GPU quota of its ClusterQueue (GPUs of every flavor)."""
-
-    local_queue: str
-    cluster_queue: str
-    cohort: str | None
-    #: GPUs its ClusterQueue is guaranteed (``nominalQuota``)
-    nominal: float
-    #: GPUs its admitted jobs use, borrowed ones included
-    used: float
-    #: of them, GPUs borrowed from the cohort (over its nominal quota)
-    borrowed: float
-    #: GPUs of its unused quota the cohort's borrowers are using now (an estimate)
-    lent: float
-    #: the most it may borrow (None: no limit, or no cohort)
-    borrowing_limit: float | None
-    #: the most of its quota it may lend (None: all of it)
-    lending_limit: float | None
 
 
 def _quantity(value: Any) -> float:
