@@ -476,12 +476,19 @@ class KubernetesBackend(Backend):
         The Job goes (a new one goes back to Kueue's queue with the next attempt), the
         pods' log is kept, and the job is queued again."""
         queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
-        self.log.info(
-            "Job %s/%s: Kueue suspended it again (preempted); deleting it", self.namespace, name
-        )
+        self.log.info("Job %s/%s: suspended again after it ran; deleting it", self.namespace, name)
         await self._delete_job(name)
         await self._pods_gone(name)
         await self._keep_pod_log(name)
+        if self.settings.kueue is None:
+            # no Kueue here: someone suspended it by hand; a disruption like an eviction
+            return Outcome(
+                None,
+                "its Job was suspended outside nbjobs (spec.suspend set on the cluster), "
+                "which stopped its pod; re-run it",
+                state="failed",
+                disrupted=True,
+            )
         of = f" from queue {queue}" if queue else ""
         return Outcome(
             None,

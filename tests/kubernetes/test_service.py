@@ -400,6 +400,31 @@ async def test_a_job_kueue_preempts_is_queued_again_saying_so_whatever_its_flavo
     assert (done["state"], done["requeues"]) == ("succeeded", 1)
 
 
+async def test_a_job_suspended_by_hand_without_kueue_fails_saying_so(
+    fake, kubeconfig, tmp_path, running_services
+):
+    """No Kueue here: a Job someone suspended on the cluster is not told it was
+    preempted by Kueue; its flavor re-queues no eviction, so it fails with the cause."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(svc)
+    svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
+    job = await svc.submit("ada", "long.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
+    fake.suspend_again(name, NAMESPACE)
+    done = await svc.wait("ada", job["id"], timeout=20)
+    assert done["state"] == "failed"
+    assert done["message"].startswith("its Job was suspended outside nbjobs")
+    assert "Kueue" not in done["message"]
+    assert done["requeues"] == 0
+
+
 async def test_times_are_the_clusters_not_when_the_service_noticed(
     fake, kubeconfig, tmp_path, running_services
 ):
