@@ -295,6 +295,8 @@ def _details(job: dict[str, Any]) -> str:
         rows.append(("message", job["message"]))
     if job.get("warning"):
         rows.append(("warning", job["warning"]))
+    if job.get("borrowing"):
+        rows.append(("borrowing", job["borrowing"]))
     return "\n".join(f"{k + ':':<11}{v}" for k, v in rows)
 
 

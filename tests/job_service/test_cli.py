@@ -481,6 +481,26 @@ def test_status_shows_a_jobs_warning():
     )
 
 
+def test_status_says_a_running_job_runs_on_borrowed_gpus():
+    from nbjobs.client.cli import _details
+
+    words = (
+        "running while its queue team-a uses 1 GPU(s) borrowed from the cohort teaching: "
+        "Kueue may take them back for the queue that lent them, and this job would then be "
+        "queued again"
+    )
+    job = {
+        "id": "abc",
+        "state": "running",
+        "path": "t.ipynb",
+        "output_path": "t.out.ipynb",
+        "flavor": "gpu",
+        "submitted_at": "2026-11-25T09:00:00Z",
+        "borrowing": words,
+    }
+    assert _details(job).splitlines()[-1] == f"borrowing: {words}"
+
+
 def test_flavors_lists_what_a_user_may_use_and_why_one_cannot_run(service):
     shown = cli(service, "flavors")
     as_json = cli(service, "flavors", "--json")
