@@ -175,43 +175,53 @@ class Credits:
         return None
 
     def summary(self, db: Session, account: str, payer: str | None = None) -> CreditAccount:
-        kind, name = split(account)
-        standing = self.standing(account) or 0.0
-        granted = db.scalar(
-            select(func.coalesce(func.sum(CreditEntryRow.amount), 0.0)).where(
-                CreditEntryRow.account == account, CreditEntryRow.kind == "grant"
-            )
-        )
-        charged = 0.0 - float(  # not -0.0
-            db.scalar(
-                select(func.coalesce(func.sum(CreditEntryRow.amount), 0.0)).where(
-                    CreditEntryRow.account == account, CreditEntryRow.kind == "charge"
+        """One account with its balance, what is held and what is available."""
+        return self.summaries(db, [account], payer)[0]
+
+    def summaries(
+        self, db: Session, accounts: list[str], payer: str | None = None
+    ) -> list[CreditAccount]:
+        """Accounts with their balances, in three queries whatever their number (a
+        dashboard lists hundreds)."""
+        sums: dict[tuple[str, str], float] = {
+            (account, kind): float(total or 0.0)
+            for account, kind, total in db.execute(
+                select(CreditEntryRow.account, CreditEntryRow.kind, func.sum(CreditEntryRow.amount))
+                .where(CreditEntryRow.account.in_(accounts))
+                .group_by(CreditEntryRow.account, CreditEntryRow.kind)
+            ).all()
+        }
+        holds: dict[str | None, float] = {
+            account: float(total or 0.0)
+            for account, total in db.execute(
+                select(JobRecord.credit_account, func.sum(JobRecord.credit_hold))
+                .where(JobRecord.credit_account.in_(accounts), text(f"nbjobs_jobs.{UNCHARGED}"))
+                .group_by(JobRecord.credit_account)
+            ).all()
+        }
+        found = []
+        for account in accounts:
+            kind, name = split(account)
+            standing = self.standing(account) or 0.0
+            granted = sums.get((account, "grant"), 0.0)
+            charged = 0.0 - sums.get((account, "charge"), 0.0)  # 0.0 - : never -0.0
+            held = holds.get(account, 0.0)
+            balance = standing + granted - charged
+            found.append(
+                CreditAccount(
+                    account=account,
+                    kind=kind,  # type: ignore[arg-type]
+                    name=name,
+                    standing=round(standing, 4),
+                    granted=round(granted, 4),
+                    charged=round(charged, 4),
+                    held=round(held, 4),
+                    balance=round(balance, 4),
+                    available=round(balance - held, 4),
+                    pays_for_you=account == payer,
                 )
             )
-            or 0.0
-        )
-        held = float(
-            db.scalar(
-                select(func.coalesce(func.sum(JobRecord.credit_hold), 0.0)).where(
-                    JobRecord.credit_account == account,
-                    text(f"nbjobs_jobs.{UNCHARGED}"),
-                )
-            )
-            or 0.0
-        )
-        balance = standing + float(granted or 0.0) - charged
-        return CreditAccount(
-            account=account,
-            kind=kind,  # type: ignore[arg-type]
-            name=name,
-            standing=round(standing, 4),
-            granted=round(float(granted or 0.0), 4),
-            charged=round(charged, 4),
-            held=round(held, 4),
-            balance=round(balance, 4),
-            available=round(balance - held, 4),
-            pays_for_you=account == payer,
-        )
+        return found
 
     # -- holding, at submission ------------------------------------------------------------
 
@@ -321,8 +331,7 @@ class Credits:
                 named.add(f"user:{caller.name}")
             existing = self._ledger_accounts(db) | named
             shown = sorted(a for a in existing if self.may_see(caller, a))
-            payer = self.payer(db, caller)
-            return [self.summary(db, account, payer) for account in shown]
+            return self.summaries(db, shown, self.payer(db, caller))
 
     def statement(self, caller: Caller, account: str) -> CreditStatement:
         """``account`` with every grant and charge, oldest first, each with the balance
