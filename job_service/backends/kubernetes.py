@@ -83,7 +83,15 @@ from .kubernetes_objects import (
     pod_holds_resources,
     pod_requests,
 )
-from .kueue_queues import KUEUE_GROUP, KUEUE_VERSION, QueueUse, borrowing_words, queue_uses
+from .kueue_queues import (
+    KUEUE_GROUP,
+    KUEUE_JOB_UID_LABEL,
+    KUEUE_VERSION,
+    QueueUse,
+    borrowing_words,
+    preemption_words,
+    queue_uses,
+)
 
 Obj = dict[str, Any]
 #: deleted pods remembered for their final status (those of followed jobs are
@@ -185,6 +193,8 @@ class KubernetesBackend(Backend):
         #: GPUs, read every events_interval while Kueue is on and the service may
         self.kueue_queues: list[QueueUse] = []
         self.kueue_readable = True
+        #: Kueue's Workloads may be read (why a job was preempted)
+        self.workloads_readable = True
         #: None until nodes are listed, or for good when the ServiceAccount may not read them
         self.nodes: dict[str, Obj] | None = None
         self.nodes_readable = True
@@ -490,13 +500,48 @@ class KubernetesBackend(Backend):
                 disrupted=True,
             )
         of = f" from queue {queue}" if queue else ""
+        why = await self._why_preempted(job)
         return Outcome(
             None,
-            f"Kueue preempted it{of} to give its GPUs back (to another queue of the cohort "
-            "reclaiming what it lent, or to a job of higher priority)",
+            f"Kueue preempted it{of}: {why}"
+            if why
+            else f"Kueue preempted it{of} to give its GPUs back (to another queue of the "
+            "cohort reclaiming what it lent, or to a job of higher priority)",
             disrupted=True,
             requeue=True,
         )
+
+    async def _why_preempted(self, job: Obj) -> str | None:
+        """Kueue's reason for preempting a Job, from its Workload (found by the Job's
+        uid); None when the service may not read Workloads (an optional read) or Kueue
+        said nothing."""
+        uid = (job.get("metadata") or {}).get("uid")
+        if not uid or not self.workloads_readable:
+            return None
+        from kubernetes_asyncio import client
+
+        try:
+            found = await self._call(
+                client.CustomObjectsApi(self._api).list_namespaced_custom_object,
+                KUEUE_GROUP,
+                KUEUE_VERSION,
+                self.namespace,
+                "workloads",
+                label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}",
+            )
+        except KubeError as exc:
+            if exc.status in (401, 403, 404):
+                self.workloads_readable = False
+                self.log.warning(
+                    "the service may not read Kueue's workloads (%s): a preempted job is not "
+                    "told why; hub_config/examples/kubernetes/rbac.yaml grants it",
+                    exc.message,
+                )
+            return None
+        except Exception as exc:
+            self.log.warning("reading Kueue's workloads failed: %s", exc)
+            return None
+        return preemption_words(found.get("items") or [])
 
     async def cancel(self, ref: str) -> None:
         name = self._name(ref)

@@ -19,6 +19,8 @@ from .kubernetes_objects import parse_quantity
 #: Kueue's API, as its objects are read (LocalQueues, ClusterQueues)
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta1"
+#: the label Kueue puts on a Job's Workload: the Job's uid
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
 def _quantity(value: Any) -> float:
@@ -135,3 +137,30 @@ def borrowing_words(use: QueueUse) -> str | None:
         f"from the cohort{cohort}: Kueue may take them back for the queue that lent them, "
         "and this job would then be queued again"
     )
+
+
+#: why Kueue preempted a workload (its ``Preempted`` condition's reason), in people's words
+PREEMPTED_BECAUSE = {
+    "InCohortReclamation": "another queue of its cohort took back the GPUs it had lent",
+    "InCohortReclaimWhileBorrowing": "a queue of its cohort with jobs of higher priority "
+    "took the GPUs",
+    "InCohortFairSharing": "fair sharing in its cohort gave the GPUs to another queue",
+    "InClusterQueue": "a job of higher priority in its own queue needed the GPUs",
+}
+
+
+def preemption_words(workloads: list[Mapping[str, Any]]) -> str | None:
+    """What Kueue said when it preempted the workload of a Job (its ``Preempted`` or
+    ``Evicted`` condition), as a clause; None when it said nothing we can read."""
+    for workload in workloads:
+        conditions = (workload.get("status") or {}).get("conditions") or []
+        found = {c.get("type"): c for c in conditions if c.get("status") == "True"}
+        preempted, evicted = found.get("Preempted"), found.get("Evicted")
+        if preempted is None and evicted is None:
+            continue
+        because = PREEMPTED_BECAUSE.get((preempted or {}).get("reason") or "")
+        said = ((preempted or evicted) or {}).get("message") or ""
+        if because and said:
+            return f"{because} (Kueue: {said})"
+        return because or (f"Kueue: {said}" if said else None)
+    return None

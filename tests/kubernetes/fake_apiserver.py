@@ -77,6 +77,7 @@ RESOURCES = {
     # Kueue's queues, as its controller keeps them (a test writes their status)
     "localqueues": ("kueue.x-k8s.io", "LocalQueue", True),
     "clusterqueues": ("kueue.x-k8s.io", "ClusterQueue", False),
+    "workloads": ("kueue.x-k8s.io", "Workload", True),
 }
 _SUFFIX = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,

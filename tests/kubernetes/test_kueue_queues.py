@@ -139,3 +139,25 @@ async def test_a_service_that_may_not_read_the_queues_says_so_once_and_runs_jobs
     said = [line for line in capfd.readouterr().err.splitlines() if "Kueue's queues" in line]
     assert len(said) == 1  # once, not at every round
     assert "rbac.yaml grants it" in said[0]
+
+
+def test_kueues_reason_for_a_preemption_in_peoples_words():
+    from nbjobs.job_service.backends.kueue_queues import preemption_words
+
+    def workload(*conditions: dict[str, str]) -> dict[str, Any]:
+        return {"status": {"conditions": [{"status": "True", **c} for c in conditions]}}
+
+    higher = workload(
+        {"type": "Evicted", "reason": "Preempted", "message": "Preempted to accommodate X"},
+        {"type": "Preempted", "reason": "InClusterQueue", "message": "Preempted to accommodate X"},
+    )
+    assert preemption_words([higher]) == (
+        "a job of higher priority in its own queue needed the GPUs (Kueue: Preempted to "
+        "accommodate X)"
+    )
+    # an older Kueue: only Evicted, its words as they are
+    older = workload({"type": "Evicted", "reason": "Preempted", "message": "Preempted to fit"})
+    assert preemption_words([older]) == "Kueue: Preempted to fit"
+    # admitted, never evicted: nothing to say
+    assert preemption_words([workload({"type": "Admitted", "reason": "Admitted"})]) is None
+    assert preemption_words([]) is None

@@ -400,6 +400,53 @@ async def test_a_job_kueue_preempts_is_queued_again_saying_so_whatever_its_flavo
     assert (done["state"], done["requeues"]) == ("succeeded", 1)
 
 
+async def test_a_preempted_job_says_why_in_kueues_words_from_its_workload(
+    fake, kubeconfig, tmp_path, running_services
+):
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    svc = await start(tmp_path, kubeconfig, settings(tmp_path, kueue={"queue_name": "team-a"}))
+    running_services.append(svc)
+    svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
+    job = await svc.submit("ada", "long.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    uid = fake.admit(name, NAMESPACE)["metadata"]["uid"]
+    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
+    fake.run_pod(pod, NAMESPACE)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    # Kueue's Workload of the Job, as Kueue writes it when it preempts for a reclaim
+    said = "Preempted to accommodate a workload (UID: w-7) due to reclamation within the cohort"
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"job-{name}-1a2b3",
+            "namespace": NAMESPACE,
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+        },
+        "status": {
+            "conditions": [
+                {"type": "Evicted", "status": "True", "reason": "Preempted", "message": said},
+                {
+                    "type": "Preempted",
+                    "status": "True",
+                    "reason": "InCohortReclamation",
+                    "message": said,
+                },
+            ]
+        },
+    }
+    fake.put("workloads", workload, "ADDED")
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
+    fake.suspend_again(name, NAMESPACE)
+    again = await svc.wait("ada", job["id"], lambda j: j["requeues"] == 1)
+    assert again["message"].startswith(
+        "Kueue preempted it from queue team-a: another queue of its cohort took back the "
+        f"GPUs it had lent (Kueue: {said}); queued again (preempted 1 time(s))"
+    )
+
+
 async def test_a_job_suspended_by_hand_without_kueue_fails_saying_so(
     fake, kubeconfig, tmp_path, running_services
 ):
