@@ -33,7 +33,7 @@ from .conftest import (
     free_port,
     run_hub,
 )
-from .test_lab_hub import API, jobs_panel, submit_by_api, wait_for
+from .test_lab_hub import API, jobs_panel, open_notebook, submit_by_api, submit_dialog, wait_for
 
 DASHBOARD = "/services/nbjobs/"
 
@@ -517,6 +517,19 @@ def credit_row(page: Page, account: str):
 def test_a_class_pays_for_a_job_and_a_teacher_and_an_admin_grant_credits(
     lab: Page, admin: Page, teacher: Page, hub: Hub
 ):
+    # the Submit dialog says what a job of the priced flavor may cost
+    notebook = open_notebook(lab, "slow.ipynb")
+    notebook.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit'] button").click()
+    dialog = submit_dialog(lab)
+    paid = dialog.locator(".nbjobs-Flavor[data-flavor='t4-paid']")
+    expect(paid.locator(".nbjobs-Flavor-resources")).to_contain_text(
+        "4 credits an hour, at most 2 a job"
+    )
+    expect(dialog.locator(".nbjobs-Flavor[data-flavor='t4']")).not_to_contain_text("credits")
+    lab.screenshot(path=str(ARTIFACTS / "48-dialog-credits.png"))
+    dialog.locator("button", has_text="Cancel").click()
+    expect(dialog).to_be_hidden()
+
     job = submit_by_api(lab, "slow.ipynb", "t4-paid", "dash-paid", seconds=0.2)
     wait_for(lab, job["id"], "succeeded")
     # ada has no account of her own: her class's pays, and is charged once a round has
