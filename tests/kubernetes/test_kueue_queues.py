@@ -7,12 +7,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nbjobs.job_runner import RunStatus
-from nbjobs.job_runner.status import write_status
 from nbjobs.job_service.backends.kueue_queues import queue_uses
 
 from .conftest import NAMESPACE, eventually
-from .test_service import settings, start, status_file
+from .test_service import running_on_a_pod, settings, start
 
 
 def cluster_queue(
@@ -97,13 +95,7 @@ async def test_a_running_job_on_a_borrowing_queue_is_told_and_admins_see_the_que
     svc = await start(tmp_path, kubeconfig, settings(tmp_path, kueue={"queue_name": "team-a"}))
     running_services.append(svc)
     svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
-    job = await svc.submit("ada", "long.ipynb", "a100")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-    fake.admit(name, NAMESPACE)
-    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
-    fake.run_pod(pod, NAMESPACE)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
+    job, _ = await running_on_a_pod(svc, fake, "long.ipynb", kueue=True)
     running = await svc.wait(
         "ada", job["id"], lambda j: j["state"] == "running" and j["borrowing"] is not None
     )

@@ -81,13 +81,15 @@ def status_file(svc: Service, user: str, job_id: str) -> Path:
 
 
 async def running_on_a_pod(
-    svc: Service, fake: FakeApiServer, path: str, flavor: str = "a100"
+    svc: Service, fake: FakeApiServer, path: str, flavor: str = "a100", *, kueue: bool = False
 ) -> tuple[dict, str]:
-    """ada's ``path`` submitted, its Job made, its pod running on gpu-0 and its runner
-    saying so: the job, and its pod's name."""
+    """ada's ``path`` submitted, its Job made (and, with ``kueue``, admitted by Kueue),
+    its pod running on gpu-0 and its runner saying so: the job, and its pod's name."""
     job = await svc.submit("ada", path, flavor)
     name = f"nbjobs-{job['id']}"
     await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    if kueue:
+        fake.admit(name, NAMESPACE)
     pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
     fake.run_pod(pod, NAMESPACE)
     write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
@@ -361,15 +363,9 @@ async def test_a_job_kueue_preempts_is_queued_again_saying_so_whatever_its_flavo
     svc = await start(tmp_path, kubeconfig, data)
     running_services.append(svc)
     svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
-    job = await svc.submit("ada", "long.ipynb", "a100")
+    job, _ = await running_on_a_pod(svc, fake, "long.ipynb", kueue=True)
     first = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, first))
-    fake.admit(first, NAMESPACE)
-    pod = fake.start_pod(first, NAMESPACE, "gpu-0")["metadata"]["name"]
-    fake.run_pod(pod, NAMESPACE)
     runner_writes_log(status_file(svc, "ada", job["id"]).parent, "epoch 1 of 90\n")
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
 
     # the runner is stopped with SIGTERM as its pod goes, and saves what it has
     write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
@@ -407,14 +403,9 @@ async def test_a_preempted_job_says_why_in_kueues_words_from_its_workload(
     svc = await start(tmp_path, kubeconfig, settings(tmp_path, kueue={"queue_name": "team-a"}))
     running_services.append(svc)
     svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
-    job = await svc.submit("ada", "long.ipynb", "a100")
+    job, _ = await running_on_a_pod(svc, fake, "long.ipynb", kueue=True)
     name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-    uid = fake.admit(name, NAMESPACE)["metadata"]["uid"]
-    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
-    fake.run_pod(pod, NAMESPACE)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    uid = fake.get("jobs", NAMESPACE, name)["metadata"]["uid"]
     # Kueue's Workload of the Job, as Kueue writes it when it preempts for a reclaim
     said = "Preempted to accommodate a workload (UID: w-7) due to reclamation within the cohort"
     workload = {
@@ -456,15 +447,9 @@ async def test_a_job_suspended_by_hand_without_kueue_fails_saying_so(
     svc = await start(tmp_path, kubeconfig, settings(tmp_path))
     running_services.append(svc)
     svc.write("ada", "long.ipynb", "import time; time.sleep(3600)")
-    job = await svc.submit("ada", "long.ipynb", "a100")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
-    pod = fake.start_pod(name, NAMESPACE, "gpu-0")["metadata"]["name"]
-    fake.run_pod(pod, NAMESPACE)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 1, 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    job, _ = await running_on_a_pod(svc, fake, "long.ipynb")
     write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 1, 0, exit_code=4))
-    fake.suspend_again(name, NAMESPACE)
+    fake.suspend_again(f"nbjobs-{job['id']}", NAMESPACE)
     done = await svc.wait("ada", job["id"], timeout=20)
     assert done["state"] == "failed"
     assert done["message"].startswith("its Job was suspended outside nbjobs")
