@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nbjobs.models import OutputDefaults
 
+from ..backends.base import QueueUse
+
 
 class Me(BaseModel):
     """Who the caller is to nbjobs, so the page offers what the API will let them see."""
@@ -87,21 +89,6 @@ class BackendHealth(BaseModel):
     detail: str
 
 
-class QueueRow(BaseModel):
-    """A Kueue queue jobs go to: its ClusterQueue's GPUs, what it borrows from its cohort
-    and what of its quota the cohort's borrowers use (estimated)."""
-
-    local_queue: str
-    cluster_queue: str
-    cohort: str | None
-    nominal: float
-    used: float
-    borrowed: float
-    lent: float
-    borrowing_limit: float | None
-    lending_limit: float | None
-
-
 class Overview(BaseModel):
     generated_at: datetime
     backend: BackendHealth
@@ -111,8 +98,9 @@ class Overview(BaseModel):
     flavors: list[FlavorRow]
     longest_wait: WaitingJob | None
     recent_failures: list[Failure]
-    #: Kueue's queues (empty without Kueue, or when the service may not read them)
-    queues: list[QueueRow] = []
+    #: Kueue's queues (empty without Kueue, or when the service may not read them), as
+    #: the backend sees them
+    queues: list[QueueUse] = []
 
 
 class QueuedJob(BaseModel):

@@ -3,7 +3,6 @@ the longest wait, recent failures and whether the backend works."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -20,7 +19,6 @@ from .models import (
     GpuCount,
     NodeRow,
     Overview,
-    QueueRow,
     TypeRow,
     WaitingJob,
 )
@@ -179,5 +177,5 @@ def overview(ctx: Context) -> Overview:
         flavors=flavors,
         longest_wait=longest,
         recent_failures=failures,
-        queues=[QueueRow(**dataclasses.asdict(q)) for q in backend.queues()],
+        queues=backend.queues(),
     )
