@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +39,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..config import ConfigError, load_config
+from ..config import ConfigError, command_config_path, load_config
 from .db import DatabaseUnusable, LeaseRecord, SchemaVersion, connect, utcnow
 from .lease import DispatcherLease
 from .tables import ALL  # every table the service keeps
@@ -305,8 +304,7 @@ def copy_parser() -> argparse.ArgumentParser:
 def _source_url(args: argparse.Namespace) -> str:
     if args.source:
         return str(args.source)
-    path = args.config or os.environ.get("NBJOBS_CONFIG") or "nbjobs.yaml"
-    return load_config(path).database.url
+    return load_config(command_config_path(args.config)).database.url
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,11 +7,10 @@ check an edit before restarting anything; a file with a mistake names its line.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
-from .config import ConfigError, NbjobsConfig, load_config
+from .config import ConfigError, NbjobsConfig, command_config_path, load_config
 
 
 def check_parser() -> argparse.ArgumentParser:
@@ -46,7 +45,7 @@ def summary(config: NbjobsConfig) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = check_parser().parse_args(list(argv) if argv is not None else None)
-    path = args.file or os.environ.get("NBJOBS_CONFIG") or "nbjobs.yaml"
+    path = command_config_path(args.file)
     try:
         config = load_config(path)
     except ConfigError as exc:

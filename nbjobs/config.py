@@ -14,6 +14,7 @@ A minimal file (everything else has a default)::
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -1395,6 +1396,12 @@ def _refuse_at(location: tuple[str | int, ...], message: str) -> None:
     raise ValidationError.from_exception_data(
         "NbjobsConfig", [InitErrorDetails(type=error, loc=location, input=None)]
     )
+
+
+def command_config_path(given: str | None) -> str:
+    """The nbjobs.yaml an admin's command reads: the one it was given, else
+    ``$NBJOBS_CONFIG``, else ``nbjobs.yaml`` in the current folder."""
+    return given or os.environ.get("NBJOBS_CONFIG") or "nbjobs.yaml"
 
 
 def load_config(path: str | Path | None) -> NbjobsConfig:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import yaml
 
-from .config import ConfigError, NbjobsConfig, PodNetwork, load_config
+from .config import ConfigError, NbjobsConfig, PodNetwork, command_config_path, load_config
 
 #: the names of the policies nbjobs writes
 JOBS_POLICY = "nbjobs-jobs-egress"
@@ -185,7 +184,7 @@ def policies_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = policies_parser().parse_args(list(argv) if argv is not None else None)
-    path = args.config or os.environ.get("NBJOBS_CONFIG") or "nbjobs.yaml"
+    path = command_config_path(args.config)
     try:
         config = load_config(path)
     except ConfigError as exc:
