@@ -35,7 +35,7 @@ from nbjobs.models import FINAL_STATES, CreditAccount, CreditEntry, CreditStatem
 
 from .db import Base, JobRecord, UTCDateTime, rowcount, utcnow
 from .errors import Caller, Forbidden, Invalid, NotFound, ServiceError
-from .periodic import Periodic
+from .periodic import Periodic, until_short
 
 if TYPE_CHECKING:
     from .context import Context
@@ -119,12 +119,7 @@ class Credits:
 
     async def sweep(self) -> int:
         """Charge every ended job not charged yet; how many were."""
-        total = 0
-        while True:
-            done = await self.ctx.in_db(self._charge_round)
-            total += done
-            if done < PER_ROUND:
-                return total
+        return await until_short(lambda: self.ctx.in_db(self._charge_round), PER_ROUND)
 
     def _charge_round(self) -> int:
         with self.ctx.sessions() as db:

@@ -11,6 +11,17 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 
+async def until_short(batch: Callable[[], Awaitable[int]], size: int) -> int:
+    """Run ``batch`` (one transaction's worth of work, answering how many things it did)
+    again until one does fewer than ``size``: the backlog is done. How many in all."""
+    total = 0
+    while True:
+        done = await batch()
+        total += done
+        if done < size:
+            return total
+
+
 class Loop(Protocol):
     """A part of the service that works in the background while this service holds the
     dispatcher lease (the dispatcher, the telemetry collector, the ticker...): started

@@ -51,7 +51,7 @@ from .metering import (
     pieces,
     usage_line,
 )
-from .periodic import Periodic
+from .periodic import Periodic, until_short
 
 if TYPE_CHECKING:
     from .context import Context
@@ -242,12 +242,7 @@ class UsageRoller:
     async def sweep(self) -> int:
         """Sum every ended job not summed yet, a transaction per :data:`PER_ROUND` jobs;
         how many were (a database upgraded from before sums its whole history here)."""
-        total = 0
-        while True:
-            done = await self.ctx.in_db(self.roll_once)
-            total += done
-            if done < PER_ROUND:
-                return total
+        return await until_short(lambda: self.ctx.in_db(self.roll_once), PER_ROUND)
 
     def roll_once(self) -> int:
         prices = {

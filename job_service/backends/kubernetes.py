@@ -530,13 +530,8 @@ class KubernetesBackend(Backend):
                 label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}",
             )
         except KubeError as exc:
-            if exc.status in (401, 403, 404):
+            if self._kueue_refused(exc, "workloads", "a preempted job is not told why"):
                 self.workloads_readable = False
-                self.log.warning(
-                    "the service may not read Kueue's workloads (%s): a preempted job is not "
-                    "told why; hub_config/examples/kubernetes/rbac.yaml grants it",
-                    exc.message,
-                )
             return None
         except Exception as exc:
             self.log.warning("reading Kueue's workloads failed: %s", exc)
@@ -1128,17 +1123,11 @@ class KubernetesBackend(Backend):
                 )
             except asyncio.CancelledError:
                 raise
-            except KubeError as exc:
-                if exc.status in (401, 403, 404):
-                    self.kueue_readable = False
-                    self.log.warning(
-                        "the service may not read Kueue's queues (%s): borrowed and lent GPUs "
-                        "are not shown; hub_config/examples/kubernetes/rbac.yaml grants it",
-                        exc.message,
-                    )
-                    return
-                self.log.warning("reading Kueue's queues failed (%s); trying again later", exc)
             except Exception as exc:
+                so = "borrowed and lent GPUs are not shown"
+                if isinstance(exc, KubeError) and self._kueue_refused(exc, "queues", so):
+                    self.kueue_readable = False
+                    return
                 self.log.warning("reading Kueue's queues failed (%s); trying again later", exc)
             else:
                 found = queue_uses(local.get("items") or [], cluster.get("items") or [], gpus)
@@ -1146,6 +1135,21 @@ class KubernetesBackend(Backend):
                     self.kueue_queues = found
                     self._changed()
             await asyncio.sleep(self.events_interval)
+
+    def _kueue_refused(self, exc: KubeError, what: str, so: str) -> bool:
+        """Whether ``exc`` says the service may not read Kueue's ``what`` (no right in
+        the optional ClusterRole, or no Kueue installed); says so in the log, with what
+        it means (``so``). The caller stops reading them for good."""
+        if exc.status not in (401, 403, 404):
+            return False
+        self.log.warning(
+            "the service may not read Kueue's %s (%s): %s; "
+            "hub_config/examples/kubernetes/rbac.yaml grants it",
+            what,
+            exc.message,
+            so,
+        )
+        return True
 
     def queues(self) -> list[QueueUse]:
         return list(self.kueue_queues)
