@@ -524,6 +524,8 @@ export interface paths {
                 offset?: number;
                 /** @description only the last N bytes (the first line may be cut); not with offset */
                 tail?: number;
+                /** @description the log of this rank of a multi-node job (Job.nodes); 0, the default, is the job's; a rank it does not have is a 400 */
+                rank?: number;
             };
             header?: never;
             path: {
@@ -543,6 +545,8 @@ export interface paths {
                     offset?: number;
                     /** @description only the last N bytes (the first line may be cut); not with offset */
                     tail?: number;
+                    /** @description the log of this rank of a multi-node job (Job.nodes); 0, the default, is the job's; a rank it does not have is a 400 */
+                    rank?: number;
                 };
                 header?: never;
                 path: {
@@ -2302,6 +2306,8 @@ export interface components {
             html?: boolean | null;
             /** @description run this shell command (bash) instead of a notebook; path is then the folder it runs in */
             command?: string | null;
+            /** @description the nodes the submitter expects the job to span (nbjobs submit --nodes); a flavor spanning another number is a 400 that names the caller's flavors spanning it */
+            nodes?: number | null;
         };
         UpdateRequest: {
             priority: number;
@@ -2349,6 +2355,8 @@ export interface components {
             parameters: Record<string, unknown>;
             priority: number;
             gpus: string[];
+            /** @description the nodes it spans: ranks 0 to nodes - 1, each with its flavor's GPUs (gpus lists all of them); the log of rank N is logs?rank=N */
+            nodes: number;
             /** Format: date-time */
             submitted_at: string;
             /** Format: date-time */
@@ -2395,6 +2403,8 @@ export interface components {
             display_name: string;
             description: string;
             gpus: number;
+            /** @description the nodes one job spans, each with gpus GPUs, cpu and memory; they start together (a multi-node flavor) */
+            nodes: number;
             gpu_type: string | null;
             shared: boolean;
             cpu: string | null;
@@ -2499,6 +2509,8 @@ export interface components {
             html?: boolean | null;
             time_limit?: number | null;
             command?: string | null;
+            /** @description as in SubmitRequest: the nodes the job must span */
+            nodes?: number | null;
             schedule?: null | components["schemas"]["ScheduleSpec"];
             /** @default false */
             paused?: boolean;

@@ -14,7 +14,8 @@ Public API: :func:`run_notebook`, :class:`RunResult`, :class:`ExitCode`,
 :class:`BadInput`, and the status file's :class:`RunStatus`, :func:`read_status`,
 :func:`parse_status` (from bytes a reader opened itself) and :class:`StatusFileError`;
 :func:`parse_notebook` reads a notebook the way the runner does (nbformat 4.5, repairs
-said), for the job service's check at submit.
+said), for the job service's check at submit; :func:`rank_file`, :func:`rendezvous_env`
+and :data:`RANK_ENV` say what a rank of a multi-node job reads and writes (:mod:`.ranks`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
+from .ranks import RANK_ENV, rank_file, rendezvous_env
 from .status import (
     FINAL_STATES,
     CellError,
@@ -52,6 +54,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "FINAL_STATES",
+    "RANK_ENV",
     "STATE_FOR_EXIT_CODE",
     "BadInput",
     "CellError",
@@ -61,6 +64,8 @@ __all__ = [
     "StatusFileError",
     "parse_notebook",
     "parse_status",
+    "rank_file",
     "read_status",
+    "rendezvous_env",
     "run_notebook",
 ]

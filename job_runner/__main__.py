@@ -25,6 +25,7 @@ from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
 from .parameters import ParameterError, parse_parameter_value, parse_parameters_arg  # noqa: E402
 from .paths import make_folder, same_file, status_file_conflict  # noqa: E402
+from .ranks import NODES_ENV, node_rank, rank_file  # noqa: E402
 from .script import run_script  # noqa: E402
 from .status import RunStatus, utc_now, write_status  # noqa: E402
 from .telemetry import DEFAULT_INTERVAL, interval_problem  # noqa: E402
@@ -61,6 +62,11 @@ parameters (papermill-style): a cell tagged "injected-parameters" is inserted
 after the cell tagged "parameters" (first, if there is none). -p values are
 read as JSON when they parse (5, 2.5, true, null, [1,2], {"a":1}, "\\"quoted\\"")
 and as plain strings otherwise; -p wins over --parameters for the same name.
+
+multi-node jobs: a runner whose NBJOBS_NODE_RANK is k > 0 (a rank other than 0
+of a job on several nodes) writes its status, log and output into the status
+file's folder, named with its rank (status-rank-k.json, log-rank-k.txt,
+output-rank-k.log), and no HTML copy; rank 0 writes the job's own files.
 """
 
 
@@ -201,6 +207,9 @@ def _mode(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code."""
     args = build_parser().parse_args(argv)
+    rank = node_rank()
+    if rank:
+        as_rank(args, rank)
     if args.log_file is not None:
         conflict = log_file_conflict(args)
         if conflict is not None:
@@ -210,12 +219,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the log file may hold a little more than the cell output: the runner's own lines
     limit = args.max_log_output + MiB
     with teed_to(args.log_file, mode=args.log_file_mode, limit=limit):
+        if rank:
+            nodes = os.environ.get(NODES_ENV, "?")
+            print(f"nbjobs-runner: rank {rank} of {nodes} nodes; rank 0 writes the job's result")
         try:
             return _run(args)
         except Exception:
             # a runner bug: its traceback belongs in the job's log, wherever that is
             traceback.print_exc()
             return int(ExitCode.FAILED)
+
+
+def as_rank(args: argparse.Namespace, rank: int) -> None:
+    """Make a runner of rank ``rank`` > 0 of a multi-node job write its own files into
+    the job's folder (:func:`.ranks.rank_file`): its status file, its log, its output;
+    never the job's result, nor an HTML copy (rank 0 writes those)."""
+    output = Path(args.output)
+    if args.status_file:
+        status = Path(args.status_file)
+        args.status_file = str(rank_file(status, rank))
+        args.output = str(rank_file(status.with_name(f"output{output.suffix}"), rank))
+    else:
+        args.output = str(rank_file(output, rank))
+    if args.log_file:
+        args.log_file = str(rank_file(Path(args.log_file), rank))
+    args.html = None
+    args.make_output_folder = False
 
 
 def log_file_conflict(args: argparse.Namespace) -> str | None:

@@ -52,8 +52,9 @@ from nbjobs.models import ACTIVE_STATES
 #: 6: ``nbjobs_usage_days``, GPU time summed per day and key (job_service/usage.py),
 #:    and ``usage_rolled`` on ``nbjobs_jobs`` and ``nbjobs_usage_kept``; credits
 #:    (job_service/credits.py): ``nbjobs_credit_accounts``, ``nbjobs_credit_entries``
-#:    (kept by triggers) and the jobs' ``credit_*`` columns (revision 0006).
-SCHEMA_VERSION = 6
+#:    (kept by triggers) and the jobs' ``credit_*`` columns (revision 0006);
+#: 7: ``nbjobs_jobs.nodes``, the nodes a multi-node job spans (None: one).
+SCHEMA_VERSION = 7
 
 log = logging.getLogger("nbjobs.job_service")
 
@@ -150,6 +151,9 @@ class JobRecord(Base):
     #: what it counts in quotas and GPU-hours: its flavor's fraction of a GPU, else its
     #: GPUs (None: a job from before fractions, which counts ``gpu_count``)
     gpu_equivalents: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: the nodes it spans, ranks 0 to nodes - 1 (its flavor's ``nodes`` at submit;
+    #: None: one). ``gpu_count`` and ``gpu_equivalents`` count all of them
+    nodes: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: the devices (local) or resources (Kubernetes) the backend gave it
     gpus: Mapped[list[str]] = mapped_column(JSON, default=list)
     #: the backend's handle (a pid, a Kubernetes Job name)

@@ -137,13 +137,17 @@ class LogsHandler(APIHandler):
     """``GET api/jobs/{id}/logs``: the job's log as text, streamed.
 
     ``?offset=N`` starts at byte N, ``?tail=N`` sends the last N bytes (not both);
-    ``?follow=1`` goes on sending what the job writes until it ends. The log is read
+    ``?follow=1`` goes on sending what the job writes until it ends; ``?rank=N`` is the
+    log of rank N of a multi-node job (0, the default: the job's). The log is read
     in chunks of :data:`LOG_CHUNK` (off the event loop), and each chunk is written and
     flushed before the next is read: a reader costs the service one chunk of memory,
     whatever the log's size and however slowly the reader reads. The log is opened
     without following links (:meth:`~.service.JobService.open_log`): one the user
     replaced with a link is a 409, never the linked file.
     """
+
+    #: the rank whose log is asked for (0: the job's)
+    rank = 0
 
     async def get(self, job_id: str) -> None:
         follow = self.get_query_argument("follow", "0") in ("1", "true", "yes")
@@ -156,6 +160,7 @@ class LogsHandler(APIHandler):
         else:
             tail = None
         offset = self.int_arg("offset", 0, minimum=0)
+        self.rank = self.int_arg("rank", 0, minimum=0)
         log = await self._open(job_id)
         try:
             if tail is not None and log is not None:
@@ -195,7 +200,9 @@ class LogsHandler(APIHandler):
 
     async def _open(self, job_id: str, note: bool = True) -> int | None:
         try:
-            return await self.service.in_db(self.service.open_log, self.caller, job_id, note)
+            return await self.service.in_db(
+                self.service.open_log, self.caller, job_id, note, self.rank
+            )
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
 

@@ -102,6 +102,7 @@ class JobView:
                 parameters=record.parameters or {},
                 priority=record.priority,
                 gpus=record.gpus or [],
+                nodes=record.nodes or 1,
                 submitted_at=record.submitted_at,
                 started_at=record.started_at,
                 finished_at=record.finished_at,

@@ -22,10 +22,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nbjobs.job_runner import rank_file
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from nbjobs.config import PERIOD_WORDS, PERIODS, Flavor, NbjobsConfig, Quota
+from nbjobs.config import PERIOD_WORDS, PERIODS, Flavor, NbjobsConfig, Quota, nodes_words
 from nbjobs.models import (
     ClassInfo,
     FlavorInfo,
@@ -392,6 +393,7 @@ class JobService:
                     display_name=f.label,
                     description=f.description,
                     gpus=f.gpus,
+                    nodes=f.nodes,
                     gpu_type=f.gpu_type,
                     shared=f.shares_a_gpu,
                     cpu=f.cpu,
@@ -483,6 +485,21 @@ class JobService:
             names = ", ".join(f.name for f in self.config.flavors if self.may_use(caller, f))
             raise Forbidden(
                 f"you may not use flavor {request.flavor!r}; your flavors are: {names or 'none'}"
+            )
+        if request.nodes is not None and request.nodes != flavor.nodes:
+            spanning = ", ".join(
+                f.name
+                for f in self.config.flavors
+                if f.nodes == request.nodes and self.may_use(caller, f)
+            )
+            raise Invalid(
+                f"flavor {flavor.name!r} runs a job on {nodes_words(flavor.nodes)}, not "
+                f"{request.nodes}; "
+                + (
+                    f"your flavors on {nodes_words(request.nodes)}: {spanning}"
+                    if spanning
+                    else f"none of your flavors runs on {nodes_words(request.nodes)}"
+                )
             )
         if placeable:
             why_not = self.backend.can_ever_fit(flavor) or self.backend.cannot_run_for(caller.name)
@@ -636,7 +653,8 @@ class JobService:
                 credit_account=held[0] if held else None,
                 credit_hold=held[1] if held else None,
                 credit_price=held[2] if held else None,
-                gpu_count=flavor.gpus,
+                gpu_count=flavor.gpu_count,
+                nodes=flavor.nodes if flavor.nodes > 1 else None,
                 gpu_equivalents=flavor.gpu_equivalents,
                 gpus=[],
                 submitted_at=now,
@@ -883,9 +901,10 @@ class JobService:
             )
             db.commit()
 
-    def open_log(self, caller: Caller, job_id: str, note: bool = True) -> int | None:
+    def open_log(self, caller: Caller, job_id: str, note: bool = True, rank: int = 0) -> int | None:
         """The job's log, opened for reading (the caller closes it); None while there
-        is none yet (a queued job).
+        is none yet (a queued job). ``rank``: the log of that rank of a multi-node job
+        (rank 0's is the job's log).
 
         Nothing is followed through a link: when the job's folder, a folder above it or
         the log itself has become a link (or a pipe, a file where a folder was), this is
@@ -897,17 +916,25 @@ class JobService:
         with self.sessions() as db:
             record = self._visible(caller, db.get(JobRecord, job_id), job_id)
             job_dir = Path(record.job_dir)
+            nodes = record.nodes or 1
+            if rank >= nodes:
+                raise Invalid(
+                    f"job {job_id} runs on {nodes_words(nodes)}: its ranks are 0"
+                    + (f" to {nodes - 1}" if nodes > 1 else "")
+                    + f", not {rank}"
+                )
             if note:
                 # a teacher's or an admin's reading of someone's log is on the audit list
                 note_reading(db, caller.name, record.user, job_id, "log")
                 db.commit()
+        name = rank_file(Path("log.txt"), rank).name
         try:
             with opened_job_dir(job_dir) as folder:
-                return open_file_at(folder, "log.txt", os.O_RDONLY)
+                return open_file_at(folder, name, os.O_RDONLY)
         except FileNotFoundError:
             return None
         except FilesChanged as exc:
-            kind = "file" if exc.filename == "log.txt" else "folder"
+            kind = "file" if exc.filename == name else "folder"
             what = exc.strerror or ""
             if "link" in what:
                 what = f"a link, not a {kind}"

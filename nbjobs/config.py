@@ -775,6 +775,11 @@ class KubernetesBackendConfig(_Model):
     #: nodes no new job may start on (maintenance); running jobs finish. Labelling a node
     #: ``nbjobs.io/drain=true`` does the same without a restart of the service
     drained_nodes: list[str] = []
+    #: how a multi-node flavor's job (``flavors[].nodes`` > 1) is made: ``jobset`` (a
+    #: JobSet, jobset.x-k8s.io/v1alpha2: the JobSet controller must be installed) or
+    #: ``indexed-job`` (a ``batch/v1`` Indexed Job and a headless Service, nothing to
+    #: install). Either way Kueue admits all its pods at once, or none
+    multi_node: Literal["jobset", "indexed-job"] = "jobset"
     #: ``Always``, ``IfNotPresent`` or ``Never``; None: Kubernetes' default for the tag
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
 
@@ -861,6 +866,11 @@ class Flavor(_Model):
     #: CUDA_VISIBLE_DEVICES), on Kubernetes that many ``gpu_resource``; 0: none, the job sees no
     #: GPU. ``shared`` and ``fraction`` need 1
     gpus: int = Field(default=0, ge=0)
+    #: how many nodes one job spans (a multi-node job: torchrun, DeepSpeed), each with
+    #: ``gpus``, ``cpu`` and ``memory``; they start together or not at all (on Kubernetes
+    #: a JobSet or an Indexed Job, see ``backend.kubernetes.multi_node``; on one machine
+    #: that many local ranks). Quotas, GPU-hours and credits count nodes x gpus
+    nodes: int = Field(default=1, ge=1, le=64)
     #: the extended resource to ask for (a MIG slice: ``nvidia.com/mig-1g.10gb``)
     gpu_resource: str = "nvidia.com/gpu"
     #: the GPU's name people see with the flavor (``A100``); only a label: it selects no node
@@ -973,6 +983,11 @@ class Flavor(_Model):
 
     @model_validator(mode="after")
     def _shared_needs_one_gpu(self) -> Flavor:
+        if self.nodes > 1 and self.shares_a_gpu:
+            raise ValueError(
+                f"nodes: {self.nodes} with a share of a GPU (shared or fraction): a job on "
+                "several nodes takes whole GPUs; set nodes: 1 or drop the share"
+            )
         if self.shared and self.gpus != 1:
             raise ValueError("a shared (fractional) flavor takes a slot of one GPU: set gpus: 1")
         if self.idle_gpu is not None and not self.gpus:
@@ -1044,13 +1059,23 @@ class Flavor(_Model):
     @property
     def gpu_equivalents(self) -> float:
         """What one job of this flavor counts in quotas, GPU-hours and usage: its
-        fraction of a GPU, else its GPUs."""
-        return self.fraction if self.fraction is not None else float(self.gpus)
+        fraction of a GPU, else its GPUs on all its nodes."""
+        return self.fraction if self.fraction is not None else float(self.gpus * self.nodes)
+
+    @property
+    def gpu_count(self) -> int:
+        """The GPUs one job holds, on all its nodes."""
+        return self.gpus * self.nodes
 
     @property
     def label(self) -> str:
         """The name a person sees."""
         return self.display_name or self.name
+
+
+def nodes_words(nodes: int) -> str:
+    """``1 node``, ``2 nodes``: how a sentence says a job's span."""
+    return f"{nodes} node{'' if nodes == 1 else 's'}"
 
 
 #: settings that would give a notebook server a GPU; profiles are CPU-only, flavors are not
@@ -1080,6 +1105,11 @@ class ProfileOverride(_Model):
 
     #: the notebook server's image (KubeSpawner's ``image``); the profile's ``image``, long form
     image: str | None = None
+    #: how a multi-node flavor's job (``flavors[].nodes`` > 1) is made: ``jobset`` (a
+    #: JobSet, jobset.x-k8s.io/v1alpha2: the JobSet controller must be installed) or
+    #: ``indexed-job`` (a ``batch/v1`` Indexed Job and a headless Service, nothing to
+    #: install). Either way Kueue admits all its pods at once, or none
+    multi_node: Literal["jobset", "indexed-job"] = "jobset"
     #: ``Always``, ``IfNotPresent`` or ``Never``; None: Kubernetes' default for the tag
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     #: the most CPU the server may use, in cores (``0.5``, ``2``); the profile's ``cpu``, long form

@@ -117,6 +117,9 @@ class SubmitRequest(_Body):
     #: run this shell command (bash) instead of a notebook or script; ``path`` is then
     #: the folder it runs in (``.``: the user's folder)
     command: str | None = Field(default=None, min_length=1, max_length=8192)
+    #: the nodes the submitter expects the job to span (``nbjobs submit --nodes``): a
+    #: flavor spanning another number is refused, saying which flavors span it
+    nodes: int | None = Field(default=None, ge=1, le=64)
 
     @field_validator("parameters")
     @classmethod
@@ -213,6 +216,9 @@ class Job(BaseModel):
     parameters: dict[str, Any] = {}
     priority: int = 0
     gpus: list[str] = []
+    #: the nodes it spans (a multi-node flavor: ranks 0 to nodes - 1, each with the
+    #: flavor's GPUs; its logs per rank: ``logs?rank=N``)
+    nodes: int = 1
     submitted_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -277,6 +283,9 @@ class FlavorInfo(BaseModel):
     display_name: str
     description: str = ""
     gpus: int
+    #: the nodes one job spans, each with ``gpus`` GPUs, ``cpu`` and ``memory`` (a
+    #: multi-node flavor: they start together)
+    nodes: int = 1
     gpu_type: str | None = None
     shared: bool = False
     cpu: str | None = None

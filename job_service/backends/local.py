@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from nbjobs.job_runner import ExitCode, StatusFileError, rank_file, read_status, rendezvous_env
 from traitlets import Float, List, Unicode
 
 from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
@@ -229,6 +230,19 @@ class _Running:
     pidfd: int | None = None
     #: the job's control group (devices, memory, CPU)
     group: Group | None = None
+    #: the service cancels the job (its ranks' ends are that, not a rank's failure)
+    stopping: bool = False
+    #: the runner's status file (a rank's own, for rank k > 0 of a multi-node job), for
+    #: how a rank ended (None: not known)
+    status_file: Path | None = None
+    #: the job's other ranks (a multi-node flavor: rank 1 onwards, each its own runner,
+    #: GPUs and control group); this one is rank 0
+    others: list[_Running] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> list[_Running]:
+        """Every rank of the job, rank 0 first."""
+        return [self, *self.others]
 
 
 class LocalBackend(Backend):
@@ -301,19 +315,30 @@ class LocalBackend(Backend):
     # -- capacity --------------------------------------------------------------
 
     def can_ever_fit(self, flavor: Flavor) -> str | None:
-        if flavor.gpus > len(self.gpus):
+        if flavor.gpu_count > len(self.gpus):
             have = f"{len(self.gpus)} GPU{'s' if len(self.gpus) != 1 else ''}"
+            needs = (
+                f"{flavor.nodes} ranks x {flavor.gpus} GPU(s)"
+                if flavor.nodes > 1
+                else f"{flavor.gpus} GPU(s)"
+            )
             return (
-                f"flavor {flavor.name!r} needs {flavor.gpus} GPU(s) and this machine has {have}; "
+                f"flavor {flavor.name!r} needs {needs} and this machine has {have}; "
                 "pick a smaller flavor"
             )
-        if flavor.gpus == 0 and self.cpu_slots == 0:
-            return f"flavor {flavor.name!r} runs without a GPU and cpu_slots is 0 here"
+        if flavor.gpus == 0 and self.cpu_slots < flavor.nodes:
+            return (
+                f"flavor {flavor.name!r} runs {flavor.nodes} rank(s) without a GPU and "
+                f"cpu_slots is {self.cpu_slots} here"
+            )
         return None
+
+    def _all_ranks(self) -> list[_Running]:
+        return [rank for job in self.running.values() for rank in job.ranks]
 
     def _holders(self) -> dict[str, list[_Running]]:
         holders: dict[str, list[_Running]] = {g: [] for g in self.gpus}
-        for job in self.running.values():
+        for job in self._all_ranks():
             for gpu in job.gpus:
                 holders.setdefault(gpu, []).append(job)
         return holders
@@ -333,10 +358,26 @@ class LocalBackend(Backend):
             )
         return None
 
+    def _pick_ranks(self, flavor: Flavor) -> list[list[str]] | None:
+        """The GPUs of each rank of a new job of ``flavor`` (one list per node it
+        spans), or None when they are not all free now: a multi-node job's ranks start
+        together or not at all."""
+        if flavor.nodes == 1:
+            gpus = self._pick(flavor)
+            return None if gpus is None else [gpus]
+        if flavor.gpus == 0:
+            return [[] for _ in range(flavor.nodes)] if self.free_for(flavor) else None
+        if self._gpus_drained():
+            return None
+        free = [g for g, hs in self._holders().items() if not hs]
+        if len(free) < flavor.gpu_count:
+            return None
+        return [free[i * flavor.gpus : (i + 1) * flavor.gpus] for i in range(flavor.nodes)]
+
     def _pick(self, flavor: Flavor) -> list[str] | None:
         holders = self._holders()
         if flavor.gpus == 0:
-            cpu_jobs = sum(1 for j in self.running.values() if not j.gpus)
+            cpu_jobs = sum(1 for j in self._all_ranks() if not j.gpus)
             return [] if cpu_jobs < self.cpu_slots else None
         if self._gpus_drained():
             return None
@@ -355,14 +396,15 @@ class LocalBackend(Backend):
     def free_for(self, flavor: Flavor) -> int:
         holders = self._holders()
         if flavor.gpus == 0:
-            return max(0, self.cpu_slots - sum(1 for j in self.running.values() if not j.gpus))
+            free = self.cpu_slots - sum(1 for j in self._all_ranks() if not j.gpus)
+            return max(0, free) // flavor.nodes
         if self._gpus_drained():
             return 0
         if flavor.shares_a_gpu:
             return sum(
                 self.slots_per_gpu - len(hs) for hs in holders.values() if all(h.shared for h in hs)
             )
-        return sum(1 for hs in holders.values() if not hs) // flavor.gpus
+        return sum(1 for hs in holders.values() if not hs) // flavor.gpu_count
 
     def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
         if flavor.gpus == 0:
@@ -485,17 +527,48 @@ class LocalBackend(Backend):
             gpu_minors=gpu_minors(gpus, self.gpu_minors),
         )
 
-    def _job_group(self, job_id: str) -> Group | None:
+    def _job_group(self, job_id: str, rank: int = 0) -> Group | None:
+        """The control group of a job's rank (rank 0: ``job-ID``; rank k: ``job-ID-rank-k``,
+        each rank limited as one node of its flavor); None when groups are not enforced."""
         if not self.cgroups.enforced:
             return None
-        return self.cgroups.group(f"job-{job_id}")
+        return self.cgroups.group(f"job-{job_id}" + (f"-rank-{rank}" if rank else ""))
 
     async def start(self, spec: LaunchSpec) -> Launched:
         # checked at submit too; the account may have gone since
         account = self.job_account(spec.user)
-        gpus = self._pick(spec.flavor)
-        if gpus is None:
+        picked = self._pick_ranks(spec.flavor)
+        if picked is None:
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
+        # the ranks of a multi-node job meet at rank 0, on this machine
+        port = _free_port() if len(picked) > 1 else None
+        ranks: list[_Running] = []
+        try:
+            for rank, gpus in enumerate(picked):
+                ranks.append(self._start_rank(spec, rank, len(picked), gpus, account, port))
+        except BaseException:
+            for started in ranks:  # all ranks run, or none
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(started.pid, signal.SIGKILL)
+                self._close_group(started)
+            raise
+        first = ranks[0]
+        first.others = ranks[1:]
+        self.running[spec.job_id] = first
+        ref = f"{spec.job_id}:" + ":".join(f"{r.pid}:{r.created:.3f}" for r in ranks)
+        return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus])
+
+    def _start_rank(
+        self,
+        spec: LaunchSpec,
+        rank: int,
+        nodes: int,
+        gpus: list[str],
+        account: Account | None,
+        port: int | None,
+    ) -> _Running:
+        """Start one rank's runner (the job's only one, for one node) under the job's
+        account, in its own control group, with its own log."""
         own = account if account is not None else _own_account()
         env = job_environment(
             spec,
@@ -505,9 +578,11 @@ class LocalBackend(Backend):
             settings=self.settings,
             service_env=os.environ,
         )
+        if port is not None:
+            env.update(rendezvous_env(rank, nodes, "127.0.0.1", port))
         owner = (account.uid, account.gid) if account is not None else None
         limits = self.job_limits(spec.flavor, gpus)
-        group = self._job_group(spec.job_id)
+        group = self._job_group(spec.job_id, rank)
         prefix: list[str] = []
         if group is not None:
             try:
@@ -518,8 +593,10 @@ class LocalBackend(Backend):
                 limits, owner[0] if owner else None, owner[1] if owner else None
             )
         try:
-            log = _prepare_job_files(spec, owner)
+            log = _prepare_job_files(spec, owner, rank)
         except OSError as exc:
+            if group is not None:
+                group.remove()
             raise JobRefused(
                 f"the job's folder {spec.job_dir} could not be prepared ({exc.strerror}: "
                 f"{exc.filename}); it and its files must be real files, not links: "
@@ -538,7 +615,7 @@ class LocalBackend(Backend):
         try:
             # A plain Popen, polled: the job must be able to outlive this service (a
             # restart adopts it), which an asyncio subprocess transport does not allow.
-            process = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
+            process = subprocess.Popen(
                 [*prefix, *self.command(spec)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -562,19 +639,25 @@ class LocalBackend(Backend):
         finally:
             os.close(log)
         created = psutil.Process(process.pid).create_time()
-        self.running[spec.job_id] = _Running(
-            spec.job_id, process.pid, created, gpus, spec.flavor.shares_a_gpu, process, group=group
-        )
-        ref = f"{spec.job_id}:{process.pid}:{created:.3f}"
         self.log.info(
-            "job %s: runner pid %s on GPUs [%s] as %s (%s)",
+            "job %s: runner%s pid %s on GPUs [%s] as %s (%s)",
             spec.job_id,
+            f" of rank {rank} of {nodes}" if nodes > 1 else "",
             process.pid,
             ",".join(gpus),
             own.name if own else f"uid {os.getuid()}",
             limits.describe() if group is not None else "no control group",
         )
-        return Launched(ref=ref, gpus=gpus)
+        return _Running(
+            spec.job_id,
+            process.pid,
+            created,
+            gpus,
+            spec.flavor.shares_a_gpu,
+            process,
+            group=group,
+            status_file=rank_file(spec.status_file, rank),
+        )
 
     def _lookup(self, ref: str) -> _Running | None:
         return self.running.get(ref.split(":", 1)[0])
@@ -583,6 +666,60 @@ class LocalBackend(Backend):
         job = self._lookup(ref)
         if job is None:
             return Outcome(None, "the job's process was not known to this service")
+        if not job.others:
+            return await self._wait_rank(job)
+        return await self._wait_ranks(job.ranks)
+
+    async def _wait_ranks(self, ranks: list[_Running]) -> Outcome:
+        """Wait for every rank of a multi-node job. When one fails (or is stopped), the
+        others cannot go on without it (their rendezvous is broken): they are stopped,
+        and the job ends with what became of the first that failed. Rank 0's outcome
+        otherwise (its status file is the job's)."""
+        waits = {asyncio.ensure_future(self._wait_rank(r)): n for n, r in enumerate(ranks)}
+        outcomes: dict[int, Outcome] = {}
+        failed: int | None = None
+        pending = set(waits)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=waits.__getitem__):
+                    rank = waits[task]
+                    outcomes[rank] = task.result()
+                    if failed is None and _rank_failed(ranks[rank], outcomes[rank]):
+                        failed = rank
+                if failed is not None and pending:
+                    self.log.info(
+                        "job %s: rank %s ended first (%s); stopping the other ranks",
+                        ranks[0].job_id,
+                        failed,
+                        outcomes[failed].message or f"exit code {outcomes[failed].exit_code}",
+                    )
+                    await asyncio.gather(*(self._stop(ranks[waits[t]]) for t in pending))
+        finally:
+            for task in pending:  # this wait was cancelled (the service stops): so are they
+                task.cancel()
+        if failed is None or failed == 0 or ranks[0].stopping:
+            return outcomes[0]
+        said = outcomes[failed]
+        if said.exit_code == ExitCode.TIMED_OUT:
+            return Outcome(
+                said.exit_code,
+                f"rank {failed} of {len(ranks)} reached the job's time limit; the other "
+                "ranks were stopped",
+                state="timed_out",
+            )
+        what = _rank_said(ranks[failed]) or said.message
+        if what is None:
+            what = f"exit code {said.exit_code}" if said.exit_code is not None else "no exit code"
+        return Outcome(
+            said.exit_code,
+            f"rank {failed} of {len(ranks)} failed ({what}); the other ranks were stopped; "
+            f"see the log of rank {failed}",
+            state="failed",
+        )
+
+    async def _wait_rank(self, job: _Running) -> Outcome:
+        """Wait for one runner (a job's, or one rank's) to end; what became of it."""
         if job.process is not None:
             while (code := job.process.poll()) is None:
                 self._note_tree(job)
@@ -640,19 +777,26 @@ class LocalBackend(Backend):
             return
         loop = asyncio.get_running_loop()
         exited = asyncio.Event()
-        loop.add_reader(job.pidfd, exited.set)
+        fd = job.pidfd  # release() may close it meanwhile (the service stops)
+        loop.add_reader(fd, exited.set)
         try:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(exited.wait(), timeout=self.poll_interval)
         finally:
-            loop.remove_reader(job.pidfd)
-        if exited.is_set():
-            os.close(job.pidfd)
+            loop.remove_reader(fd)
+        if exited.is_set() and job.pidfd == fd:
+            os.close(fd)
             job.pidfd = -1
 
     async def cancel(self, ref: str) -> None:
         job = self._lookup(ref)
-        if job is None or not self._alive(job.pid, job.created):
+        if job is not None:
+            job.stopping = True
+            await asyncio.gather(*(self._stop(rank) for rank in job.ranks))
+
+    async def _stop(self, job: _Running) -> None:
+        """Stop one runner: SIGTERM (it saves its output), SIGKILL after the grace."""
+        if not self._alive(job.pid, job.created):
             return
         self._note_tree(job)
         with contextlib.suppress(ProcessLookupError):
@@ -668,33 +812,50 @@ class LocalBackend(Backend):
         self._kill_leftovers(job)
 
     def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
+        """Take back a job after a restart: ``JOB:PID:CREATED``, with ``:PID:CREATED`` more
+        for each further rank of a multi-node job (all alive, or the job is lost: a rank
+        that ended while nobody watched cannot be told from one that failed)."""
+        job_id, _, rest = ref.partition(":")
+        words = rest.split(":")
         try:
-            job_id, pid, created = ref.split(":")
-            pid_, created_ = int(pid), float(created)
+            processes = [(int(p), float(c)) for p, c in zip(words[::2], words[1::2], strict=True)]
         except ValueError:
             return False
-        if not self._alive(pid_, created_):
+        if not processes or not all(self._alive(p, c) for p, c in processes):
             return False
-        self.running[job_id] = _Running(
-            job_id, pid_, created_, list(gpus), flavor.shares_a_gpu, group=self._job_group(job_id)
-        )
+        each = len(gpus) // len(processes)
+        ranks = [
+            _Running(
+                job_id,
+                pid,
+                created,
+                list(gpus[n * each : (n + 1) * each]),
+                flavor.shares_a_gpu,
+                group=self._job_group(job_id, n),
+                status_file=_status_file_of(pid, n) if len(processes) > 1 else None,
+            )
+            for n, (pid, created) in enumerate(processes)
+        ]
+        ranks[0].others = ranks[1:]
+        self.running[job_id] = ranks[0]
         return True
 
     async def shutdown(self) -> None:
         # Jobs go on without us; keep their Popen objects referenced so that
         # dropping them does not count as losing track of a child.
-        for job in self.running.values():
+        for job in self._all_ranks():
             if job.process is not None and job.process.poll() is None:
                 _DETACHED.append(job.process)
 
     def release(self, ref: str) -> None:
-        job = self.running.pop(ref.split(":", 1)[0], None)
-        if job is not None and job.pidfd is not None and job.pidfd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(job.pidfd)
-            job.pidfd = -1
-        if job is not None and job.process is not None and job.process.poll() is None:
-            _DETACHED.append(job.process)  # released while still running: a service stop
+        released = self.running.pop(ref.split(":", 1)[0], None)
+        for job in released.ranks if released is not None else []:
+            if job.pidfd is not None and job.pidfd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(job.pidfd)
+                job.pidfd = -1
+            if job.process is not None and job.process.poll() is None:
+                _DETACHED.append(job.process)  # released while still running: a service stop
 
     # -- process tree ----------------------------------------------------------
 
@@ -738,8 +899,56 @@ def _own_account() -> Account | None:
         return None
 
 
-def _prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None) -> int:
-    """Open the job's log for the runner (a descriptor) and write its parameters file.
+def _rank_failed(rank: _Running, outcome: Outcome) -> bool:
+    """Whether a rank of a multi-node job ended other than in success: by its exit code,
+    or (a rank adopted after a restart, whose exit code nobody can learn) by its status
+    file; one that ended and left no final word failed."""
+    if outcome.exit_code is not None or outcome.state:
+        return outcome.exit_code != 0 or bool(outcome.state)
+    if rank.status_file is None:
+        return False  # nothing to go by: rank 0's status file decides, as for one node
+    try:
+        status = read_status(rank.status_file)
+    except (StatusFileError, OSError):
+        return True
+    return status is None or status.state != "succeeded"
+
+
+def _status_file_of(pid: int, rank: int) -> Path | None:
+    """The status file an adopted rank's runner writes, from its command line (the
+    runner of rank k > 0 writes its own, :func:`~nbjobs.job_runner.rank_file`)."""
+    try:
+        args = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return None
+    if "--status-file" not in args[:-1]:
+        return None
+    return rank_file(Path(args[args.index("--status-file") + 1]), rank)
+
+
+def _rank_said(rank: _Running) -> str | None:
+    """What a rank's runner said of its end in its status file (``train.py exited with
+    code 3: no shard``), or None when it left none (killed, or adopted after a restart)."""
+    if rank.status_file is None:
+        return None
+    try:
+        status = read_status(rank.status_file)
+    except (StatusFileError, OSError):
+        return None
+    return status.message if status is not None else None
+
+
+def _free_port() -> int:
+    """A TCP port of this machine free now, where the ranks of a multi-node job meet."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None, rank: int = 0) -> int:
+    """Open the log of the job's runner of ``rank`` (a descriptor; rank k > 0 of a
+    multi-node job has its own, :func:`~nbjobs.job_runner.rank_file`) and, for rank 0,
+    write the job's parameters file.
 
     Nothing is followed through a link: the job folder, the log and the snapshot are
     opened with ``O_NOFOLLOW``. With ``owner`` (run_as: user) the folder, the snapshot,
@@ -763,11 +972,13 @@ def _prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None) -> int:
                 os.fchown(snapshot, *owner)
             finally:
                 os.close(snapshot)
-        log = open_in_folder(spec.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        log_file = rank_file(spec.log_file, rank)
+        log = open_in_folder(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             if owner is not None:
                 os.fchown(log, *owner)
-            write_parameters_file(spec, owner=owner)
+            if rank == 0:  # once, before any rank starts: every rank reads it
+                write_parameters_file(spec, owner=owner)
         except BaseException:
             os.close(log)
             raise
