@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode
-from .ranks import RANK_ENV, rank_file, rendezvous_env
+from .ranks import RANK_ENV, RANK_VARIABLES, rank_file, rendezvous_env
 from .status import (
     FINAL_STATES,
     CellError,
@@ -55,6 +55,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "FINAL_STATES",
     "RANK_ENV",
+    "RANK_VARIABLES",
     "STATE_FOR_EXIT_CODE",
     "BadInput",
     "CellError",

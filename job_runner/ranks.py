@@ -23,6 +23,9 @@ from pathlib import Path
 RANK_ENV = "NBJOBS_NODE_RANK"
 #: the variable that tells it how many nodes the job has
 NODES_ENV = "NBJOBS_NODES"
+#: the variables of :func:`rendezvous_env` that hold the rank (the rest are the same on
+#: every node)
+RANK_VARIABLES = ("RANK", "NODE_RANK", "PET_NODE_RANK", RANK_ENV)
 
 
 def node_rank(env: Mapping[str, str] | None = None) -> int:
@@ -50,13 +53,7 @@ def rendezvous_env(rank: int, nodes: int, master_addr: str, master_port: int) ->
         "NNODES": str(nodes),
         "NODE_RANK": str(rank),
     }
-    env = {
-        **values,
-        "WORLD_SIZE": str(nodes),
-        "RANK": str(rank),
-        "LOCAL_RANK": "0",
-        RANK_ENV: str(rank),
-        NODES_ENV: str(nodes),
-    }
+    env = {**values, "WORLD_SIZE": str(nodes), "LOCAL_RANK": "0", NODES_ENV: str(nodes)}
     env.update({f"PET_{name}": value for name, value in values.items()})
+    env.update({name: str(rank) for name in RANK_VARIABLES})
     return env

@@ -64,6 +64,8 @@ from .kubernetes_objects import (
     CONTAINER_NAME,
     DRAIN_LABEL,
     JOB_ID_LABEL,
+    JOBSET_GROUP,
+    JOBSET_VERSION,
     KUEUE_QUEUE_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
@@ -75,7 +77,11 @@ from .kubernetes_objects import (
     free_slots,
     job_name_of,
     job_verdict,
+    jobset_child,
+    jobset_parent,
     make_job,
+    make_jobset,
+    make_rank_service,
     newest_warning,
     node_accepts,
     node_affinity,
@@ -94,6 +100,11 @@ from .kueue_queues import (
 )
 
 Obj = dict[str, Any]
+#: why a JobSet job waits before the JobSet controller made its Job
+JOBSET_WAITING = (
+    "waiting for the JobSet controller to make its Job (if this lasts, JobSet may not be "
+    "running in the cluster: ask your admin)"
+)
 #: deleted pods remembered for their final status (those of followed jobs are
 #: dropped at release; this bounds what unfollowed ones can hold)
 DELETED_PODS_KEPT = 1000
@@ -179,6 +190,13 @@ class KubernetesBackend(Backend):
         #: the cluster as last seen, by name
         self.jobs: dict[str, Obj] = {}
         self.pods: dict[str, Obj] = {}
+        #: the JobSets of multi-node jobs (``multi_node: jobset``), by name; their ranks'
+        #: Jobs (``NAME-node-0``) are in ``jobs``, followed as any Job
+        self.jobsets: dict[str, Obj] = {}
+        #: multi-node flavors run as JobSets here: their JobSets are watched too
+        self.uses_jobsets = self.settings.multi_node == "jobset" and any(
+            f.nodes > 1 for f in self.nbjobs.flavors
+        )
         #: pods as their DELETED event last showed them, by name: with pod-tracking
         #: finalizers a pod is gone before its Job's final condition, and its status
         #: (evicted, preempted, out of memory) is the only place the reason is
@@ -198,7 +216,7 @@ class KubernetesBackend(Backend):
         #: None until nodes are listed, or for good when the ServiceAccount may not read them
         self.nodes: dict[str, Obj] | None = None
         self.nodes_readable = True
-        self._synced = {kind: asyncio.Event() for kind in ("jobs", "pods", "nodes")}
+        self._synced = {kind: asyncio.Event() for kind in ("jobs", "pods", "nodes", "jobsets")}
         self._tick = asyncio.Event()
         #: the watched objects indexed per Job, for the current tick (see _index)
         self._index_cache: _Index | None = None
@@ -291,6 +309,8 @@ class KubernetesBackend(Backend):
     def seen(self, ref: str) -> Seen | None:
         name = self._name(ref)
         job = self.jobs.get(name)
+        if job is None and self._jobset_waits(name):
+            return Seen(waiting=JOBSET_WAITING)
         if job is None:
             # gone (cancelled, deleted, past its deadline): where it ran is still known
             node = self._placed.get(name)
@@ -319,6 +339,19 @@ class KubernetesBackend(Backend):
             )
             self._cancelling.add(name)
             await self._delete_job(name)
+        for name, jobset in list(self.jobsets.items()):
+            labels = (jobset.get("metadata") or {}).get("labels") or {}
+            job_id = labels.get(JOB_ID_LABEL)
+            if job_id is None or job_id in wanted or jobset_child(name) in self._cancelling:
+                continue
+            self.log.warning(
+                "JobSet %s/%s is there but its nbjobs job %s has ended or is unknown; deleting it",
+                self.namespace,
+                name,
+                job_id,
+            )
+            self._cancelling.add(jobset_child(name))
+            await self._delete_job(jobset_child(name))
         for pod_name, pod in list(self.pods.items()):
             labels = (pod.get("metadata") or {}).get("labels") or {}
             job_id = labels.get(JOB_ID_LABEL)
@@ -341,6 +374,8 @@ class KubernetesBackend(Backend):
     def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
         name = self._name(ref)
         job = self.jobs.get(name)
+        if job is None and self._jobset_waits(name):
+            job = self.jobsets[jobset_parent(name) or ""]  # its Job is yet to be made
         if job is None:
             return False
         meta = job.get("metadata") or {}
@@ -364,6 +399,8 @@ class KubernetesBackend(Backend):
             drained=self.drained,
         )
         self._write_parameters(spec)
+        if spec.flavor.nodes > 1 and self.settings.multi_node == "jobset":
+            return await self._start_jobset(spec, manifest)
         name = manifest["metadata"]["name"]
         # Counted from now (free_for() sees the Job being created: the service starts
         # several at once), until the API server's answer replaces it.
@@ -392,7 +429,82 @@ class KubernetesBackend(Backend):
             self._changed()
         self._log_files[name] = spec.log_file
         self.log.info("job %s: created Job %s/%s", spec.job_id, self.namespace, name)
+        if spec.flavor.nodes > 1:
+            await self._name_the_ranks(spec, created)
         return Launched(ref=f"{self.namespace}/{name}", gpus=[])
+
+    async def _name_the_ranks(self, spec: LaunchSpec, job: Obj) -> None:
+        """The headless Service of a multi-node Indexed Job, owned by it: without it the
+        ranks cannot find rank 0, so a Job whose Service cannot be made goes again."""
+        service = make_rank_service(job, (job.get("metadata") or {}).get("uid"))
+        try:
+            await self._create(service)
+        except KubeError as exc:
+            if exc.status == 409:
+                return  # made by an earlier try of this start
+            await self._delete_job(job["metadata"]["name"])
+            raise RuntimeError(
+                f"the Service that lets the ranks of job {spec.job_id} find each other "
+                f"could not be made ({exc}); the job service needs to create services in "
+                f"namespace {self.namespace} (rbac.yaml)"
+            ) from None
+
+    async def _start_jobset(self, spec: LaunchSpec, job: Obj) -> Launched:
+        """Create a multi-node job's JobSet; the Job followed is the one the JobSet
+        controller makes for its ranks."""
+        manifest = make_jobset(job)
+        name = manifest["metadata"]["name"]
+        child = jobset_child(name)
+        # counted from now, as a Job is (free_for), until the controller's Job replaces it
+        placeholder = {**job, "metadata": {**job["metadata"], "name": child}}
+        self.jobs.setdefault(child, placeholder)
+        self.jobsets.setdefault(name, manifest)
+        self._changed()
+        try:
+            created = await self._create(manifest)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, KubeError) or exc.status != 409:
+                if self.jobs.get(child) is placeholder:
+                    del self.jobs[child]
+                if self.jobsets.get(name) is manifest:
+                    del self.jobsets[name]
+                self._changed()
+                if isinstance(exc, KubeError) and exc.status == 404:
+                    raise RuntimeError(
+                        f"this cluster has no JobSet API ({JOBSET_GROUP}/{JOBSET_VERSION}) "
+                        "for a job on several nodes: install JobSet, or set "
+                        "backend.kubernetes.multi_node: indexed-job in nbjobs.yaml"
+                    ) from None
+                raise
+            created = await self._call(
+                self._custom.get_namespaced_custom_object,
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                self.namespace,
+                "jobsets",
+                name,
+            )
+            labels = (created.get("metadata") or {}).get("labels") or {}
+            if labels.get(JOB_ID_LABEL) != spec.job_id:
+                raise RuntimeError(
+                    f"a JobSet {name} that nbjobs did not make exists in {self.namespace}"
+                ) from None
+            self.log.info("job %s: its JobSet %s existed already; adopted", spec.job_id, name)
+        if self.jobsets.get(name, manifest) is manifest:
+            self.jobsets[name] = created
+        if self.jobs.get(child) is placeholder:
+            del self.jobs[child]  # the controller's Job, or none yet: the JobSet waits
+        self._changed()
+        self._log_files[child] = spec.log_file
+        self.log.info("job %s: created JobSet %s/%s", spec.job_id, self.namespace, name)
+        return Launched(ref=f"{self.namespace}/{child}", gpus=[])
+
+    def _jobset_waits(self, name: str) -> bool:
+        """``name`` is a JobSet's ranks' Job that is not made yet, its JobSet there."""
+        parent = jobset_parent(name)
+        return parent is not None and name not in self.jobs and parent in self.jobsets
 
     def _write_parameters(self, spec: LaunchSpec) -> None:
         """The job's parameters as a file in its folder on the shared storage, which the
@@ -417,12 +529,25 @@ class KubernetesBackend(Backend):
         return 0o644, None
 
     async def _create(self, manifest: Obj) -> Obj:
-        """Create the Job; try again while the API server or the network fails."""
+        """Create the Job (or a multi-node job's JobSet, or its ranks' Service); try again
+        while the API server or the network fails."""
+        body = copy.deepcopy(manifest)
         for attempt in range(1, self.create_attempts + 1):
             try:
-                return await self._call(
-                    self._batch.create_namespaced_job, self.namespace, copy.deepcopy(manifest)
-                )
+                if manifest["kind"] == "JobSet":
+                    return await self._call(
+                        self._custom.create_namespaced_custom_object,
+                        JOBSET_GROUP,
+                        JOBSET_VERSION,
+                        self.namespace,
+                        "jobsets",
+                        body,
+                    )
+                if manifest["kind"] == "Service":
+                    return await self._call(
+                        self._core.create_namespaced_service, self.namespace, body
+                    )
+                return await self._call(self._batch.create_namespaced_job, self.namespace, body)
             except (KubeError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 transient = not isinstance(exc, KubeError) or exc.status == 429 or exc.status >= 500
                 if not transient or attempt >= self.create_attempts:
@@ -442,6 +567,9 @@ class KubernetesBackend(Backend):
         while True:
             tick = self._tick
             job = self.jobs.get(name)
+            if job is None and self._jobset_waits(name):
+                await tick.wait()  # the JobSet controller has yet to make its Job
+                continue
             if not placed and (node := self._verdict(name).node):
                 placed = True  # admins: which job runs where (also the pod's nodeName)
                 self.log.info("Job %s/%s runs on node %s", self.namespace, name, node)
@@ -485,6 +613,8 @@ class KubernetesBackend(Backend):
         queue of the cohort reclaimed its GPUs, or a job of higher priority needed them).
         The Job goes (a new one goes back to Kueue's queue with the next attempt), the
         pods' log is kept, and the job is queued again."""
+        # a JobSet's: Kueue suspended the JobSet, whose Workload says why
+        job = self.jobsets.get(jobset_parent(name) or "") or job
         queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         self.log.info("Job %s/%s: suspended again after it ran; deleting it", self.namespace, name)
         await self._delete_job(name)
@@ -812,6 +942,7 @@ class KubernetesBackend(Backend):
         self._api = client.ApiClient(configuration)
         self._batch = client.BatchV1Api(self._api)
         self._core = client.CoreV1Api(self._api)
+        self._custom = client.CustomObjectsApi(self._api)
         self._tasks = [
             asyncio.ensure_future(
                 self._reflect(
@@ -831,6 +962,23 @@ class KubernetesBackend(Backend):
             ),
             asyncio.ensure_future(self._reflect_nodes()),
         ]
+        if self.uses_jobsets:
+            self._tasks.append(
+                asyncio.ensure_future(
+                    self._reflect(
+                        "jobsets",
+                        lambda **kw: self._custom.list_namespaced_custom_object(
+                            JOBSET_GROUP,
+                            JOBSET_VERSION,
+                            self.namespace,
+                            "jobsets",
+                            label_selector=MANAGED_SELECTOR,
+                            **kw,
+                        ),
+                        self.jobsets,
+                    )
+                )
+            )
         if self.events_interval > 0:
             self._tasks.append(asyncio.ensure_future(self._read_engine_events()))
             if self.settings.kueue is not None:
@@ -921,7 +1069,21 @@ class KubernetesBackend(Backend):
             response.release()
 
     async def _delete_job(self, name: str) -> None:
+        """Delete a Job and its pods; a JobSet's ranks' Job: its JobSet (the controller
+        would make a deleted Job again), which takes its Job, pods and Service along."""
+        parent = jobset_parent(name)
         try:
+            if parent is not None:
+                await self._call(
+                    self._custom.delete_namespaced_custom_object,
+                    JOBSET_GROUP,
+                    JOBSET_VERSION,
+                    self.namespace,
+                    "jobsets",
+                    parent,
+                    propagation_policy="Background",
+                )
+                return
             await self._call(
                 self._batch.delete_namespaced_job,
                 name,
@@ -972,7 +1134,8 @@ class KubernetesBackend(Backend):
                 await asyncio.wait_for(tick.wait(), timeout=max(0.01, deadline - loop.time()))
 
     def _kind_of(self, store: dict[str, Obj]) -> str:
-        return "jobs" if store is self.jobs else "pods" if store is self.pods else "nodes"
+        kinds = {id(self.jobs): "jobs", id(self.pods): "pods", id(self.jobsets): "jobsets"}
+        return kinds.get(id(store), "nodes")
 
     def _changed(self) -> None:
         tick, self._tick = self._tick, asyncio.Event()
@@ -1270,9 +1433,12 @@ def _suspended(job: Obj) -> bool:
 
 
 def _job_of_pod(pod: Obj) -> str | None:
-    """The name of the Job a pod belongs to (either label the Job controller sets)."""
+    """The name of the Job a pod belongs to (either label the Job controller sets; a
+    JobSet's pods belong to the Job its controller made, not one nbjobs named)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels.get("batch.kubernetes.io/job-name") or job_name_of(labels)
+    return (
+        labels.get("batch.kubernetes.io/job-name") or labels.get("job-name") or job_name_of(labels)
+    )
 
 
 def _error(status: int, body: bytes) -> KubeError:

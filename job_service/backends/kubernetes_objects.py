@@ -22,6 +22,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from nbjobs.job_runner import RANK_VARIABLES, rendezvous_env
+
 from nbjobs.config import (
     Flavor,
     KubernetesBackendConfig,
@@ -58,6 +60,14 @@ DRAIN_LABEL = "nbjobs.io/drain"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 VOLUME_NAME = "nbjobs-home"
 CONTAINER_NAME = "notebook"
+#: a multi-node job as a JobSet: its API, and the one replicated Job of its ranks
+JOBSET_GROUP, JOBSET_VERSION = "jobset.x-k8s.io", "v1alpha2"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RANKS_JOB = "node"
+#: where an Indexed Job's pod finds its index (its rank), as the Job controller writes it
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+#: the port rank 0 listens on for the others (torchrun's default)
+RENDEZVOUS_PORT = 29500
 
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -70,6 +80,18 @@ def job_name(job_id: str, attempt: int = 0) -> str:
     """The Job's name: derived from the job id (and the attempt, for a job the cluster
     disrupted and nbjobs re-queued) only, so a retried create cannot make two."""
     return f"nbjobs-{job_id}" if not attempt else f"nbjobs-{job_id}-r{attempt}"
+
+
+def jobset_child(jobset: str) -> str:
+    """The name of the Job the JobSet controller makes for a JobSet's ranks (its one
+    replicated Job, index 0): the Job nbjobs follows for a JobSet job."""
+    return f"{jobset}-{RANKS_JOB}-0"
+
+
+def jobset_parent(name: str) -> str | None:
+    """The JobSet whose ranks' Job ``name`` is (None: a Job nbjobs made itself)."""
+    suffix = f"-{RANKS_JOB}-0"
+    return name.removesuffix(suffix) if name.endswith(suffix) else None
 
 
 def job_name_of(labels: Mapping[str, str]) -> str | None:
@@ -200,6 +222,20 @@ def node_affinity(
     return result
 
 
+def rank_env(nodes: int, master_addr: str) -> list[dict[str, Any]]:
+    """The rendezvous variables of every pod of a multi-node job (see
+    :func:`nbjobs.job_runner.rendezvous_env`): the same for all, but the rank, which each
+    pod reads from its completion index through the downward API."""
+    from_index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
+    values = rendezvous_env(0, nodes, master_addr, RENDEZVOUS_PORT)
+    return [
+        {"name": name, "valueFrom": from_index}
+        if name in RANK_VARIABLES
+        else {"name": name, "value": value}
+        for name, value in sorted(values.items())
+    ]
+
+
 def make_job(
     spec: LaunchSpec,
     storage: StorageConfig,
@@ -307,16 +343,95 @@ def make_job(
         if settings.kueue.priority_class:
             job_labels_[KUEUE_PRIORITY_LABEL] = settings.kueue.priority_class
         job_spec["suspend"] = True
+    name = job_name(spec.job_id, spec.attempt)
+    if flavor.nodes > 1:
+        # one pod per rank, each its index; any rank failing fails the job (backoffLimit
+        # 0: the Job controller stops the others), all succeeding completes it
+        nodes = flavor.nodes
+        job_spec.update(completionMode="Indexed", completions=nodes, parallelism=nodes)
+        if settings.multi_node == "jobset":
+            master = f"{jobset_child(name)}-0.{name}"  # the JobSet names its pods' hosts
+        else:
+            master = f"{name}-0.{name}"  # the Indexed Job's pod 0, in the Service of its name
+            pod_spec["subdomain"] = name
+        env += rank_env(nodes, master)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(spec.job_id, spec.attempt),
+            "name": name,
             "namespace": settings.namespace,
             "labels": job_labels_,
             "annotations": {**engine.job_annotations, OWNER_ANNOTATION: spec.user},
         },
         "spec": job_spec,
+    }
+
+
+def make_rank_service(job: Mapping[str, Any], uid: str | None = None) -> dict[str, Any]:
+    """The headless Service that names the pods of a multi-node Indexed Job
+    (``nbjobs-ID-0.nbjobs-ID``: rank 0, where the others meet), owned by the Job (``uid``:
+    the created Job's) so that it goes when the Job goes, however the Job goes."""
+    meta = job["metadata"]
+    service: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": {k: v for k, v in meta["labels"].items() if k.startswith("nbjobs.io/")}
+            | MANAGED_BY,
+        },
+        "spec": {
+            "clusterIP": "None",
+            # the Job controller labels every pod of the Job with its name
+            "selector": {"job-name": meta["name"]},
+            # ranks find each other before they are ready (there is no readiness probe)
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT, "protocol": "TCP"}],
+        },
+    }
+    if uid:
+        service["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": uid}
+        ]
+    return service
+
+
+def make_jobset(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A multi-node job's Indexed Job (:func:`make_job`) as a JobSet of one replicated
+    Job: the JobSet controller makes the Job (``NAME-node-0``) and the headless Service
+    that names its pods; Kueue admits the JobSet whole (it holds the queue's label and
+    ``suspend``), KAI Scheduler gangs its pods. No restart: a rank that fails fails it."""
+    job = copy.deepcopy(dict(job))
+    meta = job["metadata"]
+    job_spec = job["spec"]
+    suspend = job_spec.pop("suspend", None)
+    ttl = job_spec.pop("ttlSecondsAfterFinished", None)
+    spec: dict[str, Any] = {
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        "failurePolicy": {"maxRestarts": 0},
+        "successPolicy": {"operator": "All"},
+        "replicatedJobs": [
+            {
+                "name": RANKS_JOB,
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": dict(meta["labels"])},
+                    "spec": job_spec,
+                },
+            }
+        ],
+    }
+    if suspend is not None:
+        spec["suspend"] = suspend
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    return {
+        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": spec,
     }
 
 
@@ -710,6 +825,58 @@ def _pod_failure(pod: Mapping[str, Any]) -> tuple[str | None, int | None, bool]:
     return None, exit_code, False
 
 
+def pods_by_rank(
+    job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+) -> dict[int, Mapping[str, Any]]:
+    """The newest pod of each rank of a multi-node (Indexed, several completions) Job, by
+    its completion index; empty for a Job of one pod."""
+    spec = job.get("spec") or {}
+    if spec.get("completionMode") != "Indexed" or (spec.get("completions") or 1) < 2:
+        return {}
+    ranks: dict[int, Mapping[str, Any]] = {}
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or ""):
+        rank = _rank_of(pod)
+        if rank is not None:
+            ranks[rank] = pod
+    return ranks
+
+
+def _rank_of(pod: Mapping[str, Any]) -> int | None:
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(COMPLETION_INDEX)
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def _node_of(pod: Mapping[str, Any]) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName")
+
+
+def _finished_at(pod: Mapping[str, Any]) -> str:
+    for cs in _container_statuses(pod):
+        terminated = (cs.get("state") or {}).get("terminated") or {}
+        if terminated.get("finishedAt"):
+            return str(terminated["finishedAt"])
+    return "~"  # not ended: after every time
+
+
+def _telling_pod(ranks: Mapping[int, Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The rank's pod that says most of a multi-node job: the first that failed (by its
+    container's end; a tie goes to the lower rank), else the first still pending, else
+    rank 0's."""
+    failed = [
+        (_finished_at(p), rank, p)
+        for rank, p in ranks.items()
+        if (p.get("status") or {}).get("phase") == "Failed"
+    ]
+    if failed:
+        return min(failed, key=lambda item: item[:2])[2]
+    pending = [
+        (rank, p) for rank, p in ranks.items() if (p.get("status") or {}).get("phase") == "Pending"
+    ]
+    if pending:
+        return min(pending, key=lambda item: item[0])[1]
+    return ranks[min(ranks)]
+
+
 def job_verdict(
     job: Mapping[str, Any] | None,
     pods: Iterable[Mapping[str, Any]],
@@ -790,7 +957,37 @@ def _job_verdict(
     )
     pod = pods[0] if pods else None
     node = (pod.get("spec") or {}).get("nodeName") if pod else None
+    ranks = pods_by_rank(job, pods)
+    if ranks:
+        # a multi-node job: the pod that tells its story (the first to fail, else one
+        # still waiting, else rank 0), and every node its ranks run on
+        pod = _telling_pod(ranks)
+        node = (
+            ", ".join(dict.fromkeys(n for _, p in sorted(ranks.items()) if (n := _node_of(p))))
+            or None
+        )
     failed = _condition(job, "Failed")
+    if (
+        failed is not None
+        and failed.get("reason") != "DeadlineExceeded"
+        and ranks
+        and pod is not None
+        and _rank_of(pod) not in (None, 0)
+    ):
+        # another rank than 0 failed: rank 0 was stopped for it (its status file says
+        # cancelled), so the job's end is that rank's
+        message, code, disrupted = _pod_failure(pod)
+        rank = _rank_of(pod)
+        what = message or (f"its runner exited with code {code}" if code is not None else None)
+        return Verdict(
+            done=True,
+            state="failed",
+            exit_code=code,
+            message=f"rank {rank} of {len(ranks)} failed ({what or failed.get('reason')}); "
+            f"the other ranks were stopped; see the log of rank {rank}",
+            node=node,
+            disrupted=disrupted,
+        )
     if failed is not None:
         if failed.get("reason") == "DeadlineExceeded":
             deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
