@@ -1379,6 +1379,8 @@ class NbjobsConfig(_Model):
                         "credits on no job of it could be paid for before it runs: give "
                         "it a time_limit",
                     )
+        if self.backend.kind == "kubernetes":
+            self._check_gangs()
         if self.backend.kind == "local":
             for kind in ("jobs", "servers"):
                 if getattr(self.network, kind).egress is not None:
@@ -1391,6 +1393,30 @@ class NbjobsConfig(_Model):
                         "NetworkPolicies (Calico, Cilium)",
                     )
         return self
+
+    def _check_gangs(self) -> None:
+        """A multi-node flavor's pods must start together: Kueue admits a whole Job or
+        JobSet, KAI Scheduler gangs a JobSet's pods; Volcano gangs only its own PodGroups,
+        which nbjobs does not make, and KAI leaves a plain Job's pods apart."""
+        multi_node = self.backend.kubernetes.multi_node
+        for index, flavor in enumerate(self.flavors):
+            if flavor.nodes < 2:
+                continue
+            scheduler = scheduler_name(flavor.scheduler)
+            if scheduler == SCHEDULERS["volcano"]:
+                _refuse_at(
+                    ("flavors", index, "nodes"),
+                    f"flavor {flavor.name!r} runs on {flavor.nodes} nodes with Volcano, which "
+                    "starts pods together only in a PodGroup nbjobs does not make: use "
+                    "Kueue (backend.kubernetes.kueue) or scheduler: kai for it",
+                )
+            if scheduler == SCHEDULERS["kai"] and multi_node != "jobset":
+                _refuse_at(
+                    ("flavors", index, "nodes"),
+                    f"flavor {flavor.name!r} runs on {flavor.nodes} nodes with KAI Scheduler, "
+                    "which starts a JobSet's pods together but schedules an Indexed Job's "
+                    "one by one: set backend.kubernetes.multi_node: jobset",
+                )
 
     def _check_queues_have_an_engine(self) -> None:
         """A queue means something only to Kueue, KAI or Volcano: refuse one that would

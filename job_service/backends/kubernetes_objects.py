@@ -983,7 +983,8 @@ def _job_verdict(
             done=True,
             state="failed",
             exit_code=code,
-            message=f"rank {rank} of {len(ranks)} failed ({what or failed.get('reason')}); "
+            message=f"rank {rank} of {(job.get('spec') or {}).get('completions')} failed "
+            f"({what or failed.get('reason')}); "
             f"the other ranks were stopped; see the log of rank {rank}",
             node=node,
             disrupted=disrupted,

@@ -212,15 +212,23 @@ export class NbjobsAPI {
   /**
    * The log from `offset` bytes on, or its last `tail` bytes; with `follow`, a stream
    * that lasts until the job ends. The response's `X-Log-Offset` header says at which
-   * byte of the log it starts.
+   * byte of the log it starts. `rank`: the log of that rank of a job on several nodes
+   * (unsaid, the job's own: rank 0's).
    */
   logs(
     id: string,
-    options: { follow?: boolean; offset?: number; tail?: number; signal?: AbortSignal } = {}
+    options: {
+      follow?: boolean;
+      offset?: number;
+      tail?: number;
+      rank?: number;
+      signal?: AbortSignal;
+    } = {}
   ): Promise<Response> {
     const from =
       options.tail !== undefined ? `tail=${options.tail}` : `offset=${options.offset ?? 0}`;
-    const query = `follow=${options.follow ? 1 : 0}&${from}`;
+    const rank = options.rank !== undefined ? `&rank=${options.rank}` : '';
+    const query = `follow=${options.follow ? 1 : 0}&${from}${rank}`;
     return this.fetch(`jobs/${encodeURIComponent(id)}/logs?${query}`, {
       signal: options.signal
     });

@@ -12,6 +12,7 @@ import {
   formatLimit,
   isWaiting,
   jobActions,
+  jobNodes,
   queueHistory,
   stateLabel
 } from './format';
@@ -62,6 +63,7 @@ export class JobDetail extends Widget {
     const job = this._job;
     const trans = this.trans;
     const can = jobActions(job, this.me, trans);
+    const nodes = jobNodes(job, trans);
     const rows: [string, Node | string][] = [
       [trans('State'), stateLabel(job, trans)],
       [trans('Why'), (isWaiting(job.state) ? job.waiting_reason : job.message) ?? '–'],
@@ -77,6 +79,7 @@ export class JobDetail extends Widget {
             )
           ],
       [trans('Flavor'), this.flavorText(job)],
+      ...(nodes ? ([[trans('Nodes'), nodes]] as [string, string][]) : []),
       [trans('Kernel'), job.kernel ?? trans("the notebook's own")],
       [trans('Time limit'), job.time_limit ? formatLimit(job.time_limit, trans) : trans('none')],
       [

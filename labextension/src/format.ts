@@ -122,10 +122,29 @@ export function progressLabel(job: IJob, trans: Translate = plain): string | nul
   return trans('%1 of %2 cells', Math.min(cells_done, cells_total), cells_total);
 }
 
-/** What a flavor gives: `1 × A100 · 8 CPU · 32Gi · up to 1 h`. */
+/** How many nodes a job of the flavor spans (1 from a service that does not say). */
+export function flavorNodes(flavor: Pick<IFlavor, 'nodes'>): number {
+  return flavor.nodes ?? 1;
+}
+
+/**
+ * What a flavor gives: `1 × A100 GPU · 8 CPU · 32Gi memory · up to 1 h`; one on several
+ * nodes says what each node has: `2 nodes × 1 A100 GPU · 8 CPU per node · …`.
+ */
 export function flavorResources(flavor: IFlavor, trans: Translate = plain): string {
   const parts: string[] = [];
-  if (flavor.gpus > 0) {
+  const nodes = flavorNodes(flavor);
+  if (nodes > 1) {
+    // whole GPUs only: a flavor on several nodes cannot share one (nbjobs.yaml refuses it)
+    const type =
+      (flavor.simulated ? ` ${trans('simulated')}` : '') +
+      (flavor.gpu_type ? ` ${flavor.gpu_type}` : '');
+    parts.push(
+      flavor.gpus > 0
+        ? trans('%1 nodes × %2%3 GPU', nodes, flavor.gpus, type)
+        : trans('%1 nodes, no GPU', nodes)
+    );
+  } else if (flavor.gpus > 0) {
     // Simulated GPUs (trying nbjobs without one) say so wherever the GPU is named.
     const type =
       (flavor.simulated ? ` ${trans('simulated')}` : '') +
@@ -142,10 +161,12 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
     parts.push(trans('no GPU'));
   }
   if (flavor.cpu) {
-    parts.push(trans('%1 CPU', flavor.cpu));
+    parts.push(nodes > 1 ? trans('%1 CPU per node', flavor.cpu) : trans('%1 CPU', flavor.cpu));
   }
   if (flavor.memory) {
-    parts.push(trans('%1 memory', flavor.memory));
+    parts.push(
+      nodes > 1 ? trans('%1 memory per node', flavor.memory) : trans('%1 memory', flavor.memory)
+    );
   }
   if (flavor.time_limit) {
     parts.push(trans('up to %1', formatLimit(flavor.time_limit, trans)));
@@ -164,6 +185,21 @@ export function flavorResources(flavor: IFlavor, trans: Translate = plain): stri
     );
   }
   return joinFacts(parts, trans);
+}
+
+/**
+ * What a flavor on several nodes means for the job, said under it once it is picked;
+ * null for a flavor on one node.
+ */
+export function flavorNodesNote(flavor: IFlavor, trans: Translate = plain): string | null {
+  const nodes = flavorNodes(flavor);
+  if (nodes <= 1) {
+    return null;
+  }
+  return trans(
+    'Runs on %1 nodes that start together; your script gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and NODE_RANK (torchrun reads them).',
+    nodes
+  );
 }
 
 /**
@@ -377,6 +413,15 @@ export function jobMatches(
     .split(/\s+/)
     .filter(Boolean)
     .every(word => haystack.includes(word));
+}
+
+/** The nodes of a job on several: how many, and that each rank has its own log (the log
+ *  tab picks which); null for a job on one node. */
+export function jobNodes(job: Pick<IJob, 'nodes'>, trans: Translate = plain): string | null {
+  const nodes = job.nodes ?? 1;
+  return nodes > 1
+    ? trans('%1 (ranks 0 to %2, each with a log of its own)', nodes, nodes - 1)
+    : null;
 }
 
 /** When a job was submitted, short: `14:02` today, `Nov 24 14:02` before. */

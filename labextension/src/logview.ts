@@ -1,30 +1,29 @@
 /**
  * A job's log in a main-area tab, following it live until the job ends.
  *
- * The server streams the log (`?follow=1`) and closes the stream when the job
- * is over; if the stream breaks earlier (a proxy timeout), the viewer picks up
- * again from the last byte it has. A long log is read from its end (the last
- * {@link LOG_TAIL} bytes), and the tab keeps at most {@link LOG_KEPT} characters,
- * dropping the oldest, so a flood cannot exhaust the browser.
+ * The reading (the tail first, then the stream, picking up where a broken stream left
+ * off) is logreader.ts's; the tab shows what it reads and keeps at most
+ * {@link LOG_KEPT} characters, dropping the oldest, so a flood cannot exhaust the
+ * browser. A job on several nodes has a log per rank: a select above the log picks
+ * which one the tab follows.
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { type NbjobsAPI, NbjobsError } from './api';
+import type { NbjobsAPI } from './api';
 import { listIcon } from '@jupyterlab/ui-components';
 import type { Translate } from './translate';
 import type { IJob } from './types';
 import { formatBytes } from './format';
+import { LogReader, logsCommand, rankChoices } from './logreader';
 
-/** How much of a log the tab first asks for: its last 1 MiB. */
-export const LOG_TAIL = 1024 * 1024;
 /** How much text the tab holds at most; older text is dropped. */
 export const LOG_KEPT = 4 * 1024 * 1024;
 
-/** The log text and a status line. */
+/** The log text and a status line (and, for a job on several nodes, which rank's). */
 export class LogView extends Widget {
   constructor(
-    private readonly api: NbjobsAPI,
+    api: NbjobsAPI,
     readonly job: IJob,
     private readonly trans: Translate
   ) {
@@ -40,81 +39,80 @@ export class LogView extends Widget {
     this._notice = document.createElement('div');
     this._notice.className = 'nbjobs-LogView-notice';
     this._notice.hidden = true;
+    this._reader = new LogReader(
+      api,
+      job.id,
+      {
+        reset: rank => this._reset(rank),
+        text: text => this._append(text),
+        status: text => this._setStatus(text),
+        skipped: bytes => {
+          this._skipped = true;
+          this._note(
+            trans(
+              'The first %1 of the log are not shown; `%2` prints it whole.',
+              formatBytes(bytes),
+              logsCommand(job.id, this._reader.rank)
+            )
+          );
+        },
+        ended: () => this._ended()
+      },
+      trans
+    );
+    const ranks = rankChoices(job, trans);
+    if (ranks.length) {
+      this.node.append(this._rankBar(ranks));
+    }
     this.node.append(this._status, this._notice, this._text);
-    void this._follow();
+    this._reader.start(0);
   }
 
   dispose(): void {
-    this._abort.abort();
+    this._reader.stop();
     super.dispose();
   }
 
-  private async _follow(): Promise<void> {
-    const trans = this.trans;
-    const decoder = new TextDecoder();
-    let failures = 0;
-    while (!this.isDisposed) {
-      this._setStatus(trans('Following the log…'));
-      try {
-        const first = this._offset === null;
-        const response = await this.api.logs(this.job.id, {
-          follow: true,
-          ...(first ? { tail: LOG_TAIL } : { offset: this._offset ?? 0 }),
-          signal: this._abort.signal
-        });
-        const start = Number(response.headers.get('X-Log-Offset') ?? '0') || 0;
-        if (first) {
-          this._offset = start;
-          this._skipped = start > 0;
-          if (start > 0) {
-            this._note(
-              trans(
-                'The first %1 of the log are not shown; `nbjobs logs %2` prints it whole.',
-                formatBytes(start),
-                this.job.id
-              )
-            );
-          }
-        }
-        const reader = response.body?.getReader();
-        if (!reader) {
-          this._append(decoder.decode(new Uint8Array(await response.arrayBuffer())));
-          break;
-        }
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) {
-            break;
-          }
-          this._offset = (this._offset ?? 0) + value.byteLength;
-          failures = 0;
-          this._append(decoder.decode(value, { stream: true }));
-        }
-        // The server closes the stream when the job has ended.
-        break;
-      } catch (error) {
-        if (this.isDisposed || (error as Error)?.name === 'AbortError') {
-          return;
-        }
-        if (error instanceof NbjobsError && error.kind === 'refused') {
-          this._setStatus(error.message);
-          return;
-        }
-        failures++;
-        this._setStatus(
-          error instanceof NbjobsError ? error.message : trans('The log stream broke; retrying…')
-        );
-        await new Promise(resolve => setTimeout(resolve, Math.min(30000, 1000 * 2 ** failures)));
-      }
-    }
-    if (!this.isDisposed) {
-      this._setStatus(
-        this._trimmed || this._skipped
-          ? trans('The job has ended; this is the end of its log.')
-          : trans('The job has ended; this is its whole log.')
-      );
-      this.node.dataset.ended = 'true';
-    }
+  /** "Rank 0" … "Rank N-1": the log the tab follows; another restarts from its tail. */
+  private _rankBar(ranks: string[]): HTMLElement {
+    const bar = document.createElement('label');
+    bar.className = 'nbjobs-LogView-ranks';
+    bar.textContent = this.trans('Log of');
+    const select = document.createElement('select');
+    select.className = 'jp-mod-styled';
+    select.name = 'nbjobs-rank';
+    select.title = this.trans('Each node of the job (each rank) writes a log of its own');
+    ranks.forEach((label, rank) => {
+      const option = document.createElement('option');
+      option.value = String(rank);
+      option.textContent = label;
+      select.append(option);
+    });
+    select.value = '0';
+    select.addEventListener('change', () => this._reader.start(Number(select.value)));
+    bar.append(select);
+    return bar;
+  }
+
+  /** A new read (another rank's): the tab starts over, empty. */
+  private _reset(rank: number): void {
+    this._text.replaceChildren();
+    this._kept = 0;
+    this._trimmed = false;
+    this._skipped = false;
+    this._notice.hidden = true;
+    this._notice.textContent = '';
+    delete this.node.dataset.ended;
+    this.node.dataset.rank = String(rank);
+  }
+
+  private _ended(): void {
+    this._setStatus(
+      this._trimmed || this._skipped
+        ? this.trans('The job has ended; this is the end of its log.')
+        : this.trans('The job has ended; this is its whole log.')
+    );
+    this.node.dataset.ended = 'true';
   }
 
   private _append(text: string): void {
@@ -138,8 +136,8 @@ export class LogView extends Widget {
         this._trimmed = true;
         this._note(
           this.trans(
-            'Older lines are no longer shown; `nbjobs logs %1` prints it whole.',
-            this.job.id
+            'Older lines are no longer shown; `%1` prints it whole.',
+            logsCommand(this.job.id, this._reader.rank)
           )
         );
       }
@@ -158,12 +156,10 @@ export class LogView extends Widget {
     this._status.textContent = text;
   }
 
-  private _abort = new AbortController();
-  /** the next byte of the log to ask for; null until the first answer says */
-  private _offset: number | null = null;
+  private _reader: LogReader;
   private _kept = 0;
   private _trimmed = false;
-  /** the first answer started past the log's beginning (its tail) */
+  /** the read started past the log's beginning (its tail) */
   private _skipped = false;
   private _notice: HTMLDivElement;
   private _status: HTMLDivElement;

@@ -12,6 +12,7 @@ import { NbjobsError } from './api';
 import {
   defaultFlavor,
   flavorAvailability,
+  flavorNodesNote,
   flavorResources,
   kernelChoice,
   placeText,
@@ -138,7 +139,10 @@ export class SubmitForm extends Widget {
     }
     // The kernel choice depends on the flavor: a flavor lacking the notebook's asks.
     for (const input of this._flavorInputs) {
-      input.addEventListener('change', () => this._showKernels());
+      input.addEventListener('change', () => {
+        this._showKernels();
+        this._showNodesNotes();
+      });
     }
     this._showKernels();
 
@@ -301,6 +305,16 @@ export class SubmitForm extends Widget {
         description.textContent = flavor.description;
         text.append(description);
       }
+      const nodesNote = flavorNodesNote(flavor, trans);
+      if (nodesNote) {
+        // what a job on several nodes must do, said only for the flavor picked
+        const note = document.createElement('span');
+        note.className = 'nbjobs-Flavor-nodes';
+        note.textContent = nodesNote;
+        note.hidden = !input.checked;
+        text.append(note);
+        this._nodesNotes.push([input, note]);
+      }
       label.classList.toggle('nbjobs-mod-disabled', input.disabled);
       label.append(input, text);
       fieldset.append(label);
@@ -353,6 +367,13 @@ export class SubmitForm extends Widget {
     const keep = kernels.find(k => k.toLowerCase() === (chosen ?? '').toLowerCase());
     const python = kernels.find(k => k.toLowerCase() === 'python3');
     this._kernel.value = keep ?? python ?? kernels[0] ?? '';
+  }
+
+  /** The note of a flavor on several nodes shows while that flavor is picked. */
+  private _showNodesNotes(): void {
+    for (const [input, note] of this._nodesNotes) {
+      note.hidden = !input.checked;
+    }
   }
 
   /** "Run now" or "On a schedule": every day at, on weekdays at, ..., or cron. */
@@ -579,6 +600,7 @@ export class SubmitForm extends Widget {
 
   private _parameters: ReturnType<typeof parseParameterCell> | null;
   private _flavorInputs: HTMLInputElement[] = [];
+  private _nodesNotes: [HTMLInputElement, HTMLSpanElement][] = [];
   private _parameterInputs: [IParameter, HTMLInputElement, HTMLSpanElement][] = [];
   private _name: HTMLInputElement;
   private _error: HTMLDivElement;

@@ -4,6 +4,7 @@ import {
   defaultFlavor,
   elapsedSeconds,
   flavorAvailability,
+  flavorNodesNote,
   flavorResources,
   formatBytes,
   formatDuration,
@@ -12,6 +13,7 @@ import {
   formatLimit,
   jobActions,
   jobMatches,
+  jobNodes,
   jobWarning,
   joinFacts,
   kernelChoice,
@@ -242,6 +244,35 @@ describe('flavors', () => {
     expect(gpus({ unavailable: 'needs 8 GPU(s)' })).toBe('needs 8 GPU(s)');
   });
 
+  it('says what each node of a flavor on several nodes has', () => {
+    expect(flavorResources(flavor({ nodes: 2 }))).toBe(
+      '2 nodes × 1 A100 GPU · 8 CPU per node · 32Gi memory per node · up to 1 h'
+    );
+    expect(
+      flavorResources(
+        flavor({ nodes: 4, gpus: 8, gpu_type: null, cpu: null, memory: null, time_limit: null })
+      )
+    ).toBe('4 nodes × 8 GPU');
+    expect(
+      flavorResources(
+        flavor({ nodes: 2, gpus: 0, gpu_type: null, cpu: null, memory: null, time_limit: null })
+      )
+    ).toBe('2 nodes, no GPU');
+    expect(flavorResources(flavor({ nodes: 2 }), marked)).toContain('«2 nodes × 1 A100 GPU»');
+    // one node (or a service that does not say) reads as before
+    expect(flavorResources(flavor({ nodes: 1 }))).toBe(flavorResources(flavor({})));
+    expect(flavorResources(flavor({ nodes: 1 }))).not.toContain('node');
+  });
+
+  it('notes what a job on several nodes gets, and nothing for one node', () => {
+    expect(flavorNodesNote(flavor({ nodes: 2 }))).toBe(
+      'Runs on 2 nodes that start together; your script gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and NODE_RANK (torchrun reads them).'
+    );
+    expect(flavorNodesNote(flavor({ nodes: 3 }), marked)).toMatch(/^«Runs on 3 nodes/);
+    expect(flavorNodesNote(flavor({ nodes: 1 }))).toBeNull();
+    expect(flavorNodesNote(flavor({}))).toBeNull();
+  });
+
   it('says when the GPUs are simulated', () => {
     expect(
       flavorResources(
@@ -366,6 +397,17 @@ describe('jobWarning', () => {
     expect(jobWarning({ state: 'running', borrowing } as unknown as IJob)).toBe(borrowing);
     expect(jobWarning({ ...base, borrowing } as unknown as IJob)).toBe(base.warning);
     expect(jobWarning({ state: 'queued', borrowing } as unknown as IJob)).toBeNull();
+  });
+});
+
+describe('jobNodes', () => {
+  it('says how many nodes a job spans and that each rank has a log', () => {
+    expect(jobNodes(job({ nodes: 2 }))).toBe('2 (ranks 0 to 1, each with a log of its own)');
+    expect(jobNodes(job({ nodes: 4 }), marked)).toBe(
+      '«4 (ranks 0 to 3, each with a log of its own)»'
+    );
+    expect(jobNodes(job({ nodes: 1 }))).toBeNull();
+    expect(jobNodes(job({}))).toBeNull(); // a service that does not say: one node
   });
 });
 

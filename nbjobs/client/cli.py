@@ -272,6 +272,12 @@ def _details(job: dict[str, Any]) -> str:
         *([("html copy", job["html_path"])] if job.get("html_path") else []),
         *([("kernel", job["kernel"])] if job.get("kernel") else []),
         ("flavor", job["flavor"]),
+        *(
+            # each rank has a log of its own; the plain `nbjobs logs ID` is rank 0's
+            [("nodes", f"{job['nodes']} (logs of each rank: nbjobs logs {job['id']} --rank N)")]
+            if (job.get("nodes") or 1) > 1
+            else []
+        ),
         ("submitted", job["submitted_at"]),
         ("started", job.get("started_at") or "-"),
         ("finished", job.get("finished_at") or "-"),
@@ -348,6 +354,24 @@ def add_submission_options(parser: argparse.ArgumentParser) -> None:
         help="run this shell command instead (its output is its log); NOTEBOOK is then the "
         "folder it runs in (default: this one)",
     )
+    parser.add_argument(
+        "--nodes",
+        type=_positive,
+        metavar="N",
+        help="the nodes the job must span (a multi-node flavor); a flavor spanning another "
+        "number is refused",
+    )
+
+
+def _positive(text: str) -> int:
+    """A count of at least 1 from the command line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("it must be 1 or more")
+    return value
 
 
 def submission_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -361,7 +385,7 @@ def submission_body(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.time_limit:
         body["time_limit"] = args.time_limit
-    for key in ("name", "kernel", "outputs", "html", "command"):
+    for key in ("name", "kernel", "outputs", "html", "command", "nodes"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     return body
@@ -533,7 +557,24 @@ def logs_parser() -> _Parser:
         metavar="SIZE",
         help="only the log's last SIZE bytes (like 64K, 1M), then, with -f, what follows",
     )
+    parser.add_argument(
+        "--rank",
+        type=_rank,
+        metavar="N",
+        help="the log of rank N of a multi-node job (default 0, the job's)",
+    )
     return parser
+
+
+def _rank(text: str) -> int:
+    """A rank from the command line: 0 or more (the service says which the job has)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rank (0, 1, ...)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("a rank cannot be negative")
+    return value
 
 
 def logs(argv: Sequence[str]) -> int:
@@ -542,7 +583,7 @@ def logs(argv: Sequence[str]) -> int:
     def action(client: Client, args: argparse.Namespace) -> int:
         client.timeout = 24 * 3600 if args.follow else client.timeout
         out = sys.stdout.buffer
-        query = {"follow": "1" if args.follow else None, "tail": args.tail}
+        query = {"follow": "1" if args.follow else None, "tail": args.tail, "rank": args.rank}
         for chunk in client.stream(f"jobs/{args.job}/logs", **query):
             out.write(chunk)
             out.flush()
@@ -819,6 +860,17 @@ def flavors_text(offered: list[dict[str, Any]]) -> str:
         gives += [f"{f['gpu_type']}"] if f.get("gpu_type") else []
         gives += [f"{f['cpu']} CPU"] if f.get("cpu") else []
         gives += [f"{f['memory']} memory"] if f.get("memory") else []
+        nodes = f.get("nodes") or 1
+        if nodes > 1:
+            # what one node has, times the nodes: "2 nodes x (1 GPU, A100, 8 CPU)"; with no
+            # GPU, "2 nodes x 4 CPU, no GPU" (not "2 nodes x no GPU")
+            each = gives if f["gpus"] else gives[1:]
+            span = f"{nodes} nodes"
+            if len(each) == 1:
+                span += f" x {each[0]}"
+            elif each:
+                span += f" x ({', '.join(each)})"
+            gives = [span] if f["gpus"] else [span, "no GPU"]
         if f.get("simulated"):
             gives.append("simulated")
         if f.get("free_gpus") is not None and f.get("total_gpus") is not None:

@@ -37,6 +37,7 @@ def service(tmp_path_factory):
                     {"name": "gpu", "gpus": 1},
                     {"name": "short", "gpus": 0, "time_limit": 2},
                     {"name": "listing", "gpus": 0},
+                    {"name": "pair", "gpus": 0, "nodes": 2, "time_limit": "10m"},
                 ],
             }
         )
@@ -516,4 +517,87 @@ def test_flavors_lists_what_a_user_may_use_and_why_one_cannot_run(service):
     # this service has no GPU: the gpu flavor says why no job of it could start
     gpu_note = next(line for line in lines if line.startswith("gpu: "))
     assert "GPU" in gpu_note
-    assert {f["name"] for f in json.loads(as_json.stdout)} == {"cpu", "gpu", "short", "listing"}
+    assert {f["name"] for f in json.loads(as_json.stdout)} == {
+        "cpu",
+        "gpu",
+        "short",
+        "listing",
+        "pair",
+    }
+    # a multi-node flavor says how many nodes a job of it spans
+    pair = next(line for line in lines if line.startswith("pair "))
+    assert "2 nodes, no GPU" in pair
+    assert "nodes" not in cpu
+
+
+def test_flavors_text_shows_what_each_node_of_a_multi_node_flavor_gives():
+    from nbjobs.client.cli import flavors_text
+
+    common = {"queued": 0, "available": 1, "time_limit": 600}
+    offered = [
+        {"name": "pair", "gpus": 1, "nodes": 2, "gpu_type": "A100", "cpu": 8, **common},
+        {"name": "duo", "gpus": 4, "nodes": 2, **common},
+        {"name": "cpus", "gpus": 0, "nodes": 3, "cpu": 4, **common},
+        {"name": "one", "gpus": 1, "nodes": 1, **common},
+    ]
+    rows = {line.split()[0]: line for line in flavors_text(offered).splitlines()[1:]}
+    assert "2 nodes x (1 GPU, A100, 8 CPU)" in rows["pair"]
+    assert "2 nodes x 4 GPU" in rows["duo"]
+    assert "3 nodes x 4 CPU, no GPU" in rows["cpus"]
+    assert "nodes" not in rows["one"]
+
+
+#: each rank says who it is; the service runs it once per rank, each with its own log
+RANKS = 'import os\nprint("I am rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"])\n'
+
+
+def test_submit_nodes_refuses_a_flavor_spanning_another_number(service):
+    (service[1] / "ranks.py").write_text(RANKS)
+
+    refused = cli(service, "submit", "ranks.py", "-f", "cpu", "--nodes", "2")
+    as_json = cli(service, "submit", "ranks.py", "-f", "cpu", "--nodes", "2", "--json")
+    zero = cli(service, "submit", "ranks.py", "-f", "cpu", "--nodes", "0")
+    agreed = cli(service, "submit", "ranks.py", "-f", "pair", "--nodes", "2", "--json")
+
+    assert refused.returncode == 5
+    assert (
+        "flavor 'cpu' runs a job on 1 node, not 2; your flavors on 2 nodes: pair" in refused.stderr
+    )
+    assert json.loads(as_json.stderr)["status"] == 400
+    assert zero.returncode == 2  # a usage error: nothing was sent
+    assert "it must be 1 or more" in zero.stderr
+    assert agreed.returncode == 0, agreed.stderr
+    assert json.loads(agreed.stdout)["nodes"] == 2
+
+
+def test_logs_rank_reads_the_log_of_each_rank_of_a_multi_node_job(service):
+    (service[1] / "ranks.py").write_text(RANKS)
+    done = cli(service, "submit", "ranks.py", "-f", "pair", "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    job_id = next(line.split()[-1] for line in done.stdout.splitlines() if line.startswith("job:"))
+
+    rank0 = cli(service, "logs", job_id)
+    rank1 = cli(service, "logs", job_id, "--rank", "1")
+    followed = cli(service, "logs", job_id, "--rank", "1", "-f", "--tail", "16")
+    missing = cli(service, "logs", job_id, "--rank", "2")
+    negative = cli(service, "logs", job_id, "--rank", "-1")
+    shown = cli(service, "status", job_id)
+
+    assert rank0.returncode == 0, rank0.stderr
+    assert "I am rank 0 of 2" in rank0.stdout
+    assert "I am rank 1" not in rank0.stdout
+    assert rank1.returncode == 0, rank1.stderr
+    assert "I am rank 1 of 2" in rank1.stdout
+    assert "I am rank 0" not in rank1.stdout
+    assert followed.returncode == 0, followed.stderr
+    assert len(followed.stdout.encode()) == 16
+    assert rank1.stdout.endswith(followed.stdout)
+    assert missing.returncode == 5
+    assert "runs on 2 nodes: its ranks are 0 to 1, not 2" in missing.stderr
+    assert negative.returncode == 2
+    assert "a rank cannot be negative" in negative.stderr
+    assert f"nodes:     2 (logs of each rank: nbjobs logs {job_id} --rank N)" in shown.stdout
+    assert "\nnodes:" in done.stdout  # --wait prints the same details
+    # a job on one node says nothing of nodes
+    single = json.loads(cli(service, "submit", "ranks.py", "-f", "cpu", "--wait", "--json").stdout)
+    assert "nodes:" not in cli(service, "status", single["id"]).stdout

@@ -78,7 +78,15 @@ RESOURCES = {
     "localqueues": ("kueue.x-k8s.io", "LocalQueue", True),
     "clusterqueues": ("kueue.x-k8s.io", "ClusterQueue", False),
     "workloads": ("kueue.x-k8s.io", "Workload", True),
+    # the headless Service of a multi-node Indexed Job (or the one a JobSet makes)
+    "services": ("", "Service", True),
+    # JobSet's (its controller: reconcile_jobsets, played by the test)
+    "jobsets": ("jobset.x-k8s.io", "JobSet", True),
 }
+#: the version each API group is served at (v1 unless here)
+VERSIONS = {"kueue.x-k8s.io": "v1beta1", "jobset.x-k8s.io": "v1alpha2"}
+#: where an Indexed Job's pod has its index
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 _SUFFIX = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
     "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
@@ -133,6 +141,13 @@ class ApiError(Exception):
     def __init__(self, code: int, reason: str, message: str, details: Obj | None = None):
         super().__init__(message)
         self.body = status_body(code, reason, message, details)
+
+
+def _has_condition(obj: Obj, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
 
 
 def _parse_selector(text: str) -> list[Callable[[dict[str, str]], bool]]:
@@ -231,6 +246,11 @@ class FakeApiServer:
         self.queries: list[tuple[str, str, dict[str, str]]] = []
         #: resources the caller's ServiceAccount may not touch (403 Forbidden)
         self.forbidden: set[str] = set()
+        #: the order objects were created in, by uid (Kueue admits the oldest first; two
+        #: creates in one second have the same creationTimestamp)
+        self.created: dict[str, int] = {}
+        #: resources this cluster does not serve (a CRD not installed, e.g. jobsets): 404
+        self.absent: set[str] = set()
         #: the resourceVersion of every BOOKMARK event sent
         self.bookmarks: list[int] = []
         self.bookmark_interval = bookmark_interval
@@ -341,7 +361,24 @@ class FakeApiServer:
             self._emit(resource, "DELETED", obj)
             if resource == "pods":
                 self._maybe_finish_foreground(obj)
+            self._collect_garbage(obj)
         return obj
+
+    def _collect_garbage(self, owner: Obj) -> None:
+        """The garbage collector: what the removed object owned goes too (a Job's
+        Service, a JobSet's Jobs and Service; a Job's pods terminate, gracefully)."""
+        uid = owner["metadata"].get("uid")
+        for (resource, namespace, name), obj in list(self.objects.items()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if not uid or not any(ref.get("uid") == uid for ref in refs):
+                continue
+            if resource == "pods":
+                self._terminate_pod(obj)
+            elif resource in ("services", "jobs"):
+                if resource == "jobs":
+                    for pod in self.pods_of(name, namespace or ""):
+                        self._terminate_pod(pod)
+                self.remove(resource, namespace, name)
 
     def get(self, resource: str, namespace: str | None, name: str) -> Obj | None:
         return self.objects.get((resource, namespace, name))
@@ -394,10 +431,19 @@ class FakeApiServer:
         node["metadata"]["labels"].update(labels)
         return self.put("nodes", node)
 
-    def start_pod(self, job_name: str, namespace: str, node: str | None = None) -> Obj:
-        """The Job controller makes the Job's pod; with ``node`` the scheduler binds it."""
+    def start_pod(
+        self, job_name: str, namespace: str, node: str | None = None, index: int | None = None
+    ) -> Obj:
+        """The Job controller makes the Job's pod; with ``node`` the scheduler binds it.
+        An Indexed Job's pod gets its ``index`` (annotation and label) and, as the real
+        controller names it, the hostname ``JOB-INDEX``."""
         job = self.objects[("jobs", namespace, job_name)]
         template = copy.deepcopy(job["spec"]["template"])
+        if job["spec"].get("completionMode") == "Indexed":
+            index = index or 0
+            template["metadata"].setdefault("annotations", {})[COMPLETION_INDEX] = str(index)
+            template["metadata"].setdefault("labels", {})[COMPLETION_INDEX] = str(index)
+            template["spec"]["hostname"] = f"{job_name}-{index}"
         labels = dict(template["metadata"].get("labels") or {})
         labels.update(
             {
@@ -445,13 +491,30 @@ class FakeApiServer:
             pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
         self.put("pods", pod, "ADDED")
         job = copy.deepcopy(job)
-        job["status"].update({"active": 1, "startTime": now()})
+        active = [
+            p
+            for p in self.pods_of(job_name, namespace)
+            if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        job["status"].update({"active": len(active)})
+        job["status"].setdefault("startTime", now())
         job["status"].setdefault("ready", 0)
         self.put("jobs", job)
         return pod
 
     def pods_of(self, job_name: str, namespace: str) -> list[Obj]:
         return self.list("pods", namespace, f"batch.kubernetes.io/job-name={job_name}")
+
+    def start_ranks(self, job_name: str, namespace: str, nodes: list[str]) -> list[str]:
+        """The Job controller makes every pod of an Indexed Job at once (it was admitted
+        whole), the scheduler binds pod i to ``nodes[i]``, the kubelets start them: their
+        names, by index."""
+        names = []
+        for index, node in enumerate(nodes):
+            pod = self.start_pod(job_name, namespace, node, index=index)
+            self.run_pod(pod["metadata"]["name"], namespace)
+            names.append(pod["metadata"]["name"])
+        return names
 
     def update_pod(self, pod_name: str, namespace: str, **status: Any) -> Obj:
         pod = copy.deepcopy(self.objects[("pods", namespace, pod_name)])
@@ -687,7 +750,19 @@ class FakeApiServer:
         if pod_deleted_first:
             self.remove("pods", namespace, pod_name)
         if job_name and ("jobs", namespace, job_name) in self.objects:
-            if exit_code == 0:
+            job = self.objects[("jobs", namespace, job_name)]
+            wanted = job["spec"].get("completions") or 1
+            succeeded = [
+                p
+                for p in self.pods_of(job_name, namespace)
+                if (p.get("status") or {}).get("phase") == "Succeeded"
+            ]
+            if exit_code == 0 and len(succeeded) < wanted and not pod_deleted_first:
+                job = copy.deepcopy(job)  # an Indexed Job waits for its other indexes
+                job["status"]["succeeded"] = len(succeeded)
+                job["status"]["active"] = max(0, job["status"].get("active", 1) - 1)
+                self.put("jobs", job)
+            elif exit_code == 0:
                 self.job_condition(
                     job_name, namespace, "Complete", "CompletionsReached", at=finished_at
                 )
@@ -790,6 +865,193 @@ class FakeApiServer:
             self._terminate_pod(pod)
         return stored
 
+    def reconcile_jobsets(self) -> None:
+        """The JobSet controller, once over every JobSet: makes the Job of each
+        replicated Job (``NAME-RJOB-0``, owned by it, suspended as the JobSet is, its pods
+        in the headless Service named after the JobSet), makes that Service, passes a
+        change of ``suspend`` on to its Jobs (a suspended Job's pods go), and sets the
+        JobSet's Completed or Failed condition from its Jobs'."""
+        for jobset in self.list("jobsets"):
+            meta, spec = jobset["metadata"], jobset["spec"]
+            namespace, name = meta["namespace"], meta["name"]
+            if meta.get("deletionTimestamp") or self._jobset_ended(jobset):
+                continue
+            suspend = bool(spec.get("suspend"))
+            owner = {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "name": name,
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+            network = spec.get("network") or {}
+            subdomain = network.get("subdomain") or name
+            if network.get("enableDNSHostnames", True) and not self.get(
+                "services", namespace, subdomain
+            ):
+                self._store_new(
+                    "services",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Service",
+                        "metadata": {
+                            "name": subdomain,
+                            "namespace": namespace,
+                            "ownerReferences": [owner],
+                        },
+                        "spec": {
+                            "clusterIP": "None",
+                            "selector": {"jobset.sigs.k8s.io/jobset-name": name},
+                            "publishNotReadyAddresses": bool(
+                                network.get("publishNotReadyAddresses")
+                            ),
+                        },
+                    },
+                )
+            for replicated in spec.get("replicatedJobs") or []:
+                for index in range(replicated.get("replicas", 1)):
+                    job_name = f"{name}-{replicated['name']}-{index}"
+                    existing = self.get("jobs", namespace, job_name)
+                    if existing is not None:
+                        if bool(existing["spec"].get("suspend")) != suspend:
+                            if suspend:
+                                self.suspend_again(job_name, namespace)
+                            else:
+                                self.admit(job_name, namespace)
+                        continue
+                    template = copy.deepcopy(replicated["template"])
+                    labels = {
+                        **(template.get("metadata") or {}).get("labels", {}),
+                        "jobset.sigs.k8s.io/jobset-name": name,
+                        "jobset.sigs.k8s.io/replicatedjob-name": replicated["name"],
+                        "jobset.sigs.k8s.io/job-index": str(index),
+                    }
+                    job_spec = template["spec"]
+                    job_spec["suspend"] = suspend
+                    pod_meta = job_spec["template"].setdefault("metadata", {})
+                    pod_meta["labels"] = {
+                        **(pod_meta.get("labels") or {}),
+                        "jobset.sigs.k8s.io/jobset-name": name,
+                    }
+                    job_spec["template"]["spec"]["subdomain"] = subdomain
+                    self._store_new(
+                        "jobs",
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "metadata": {
+                                "name": job_name,
+                                "namespace": namespace,
+                                "labels": labels,
+                                "annotations": dict(meta.get("annotations") or {}),
+                                "ownerReferences": [owner],
+                            },
+                            "spec": job_spec,
+                        },
+                    )
+            jobs = self.list("jobs", namespace, f"jobset.sigs.k8s.io/jobset-name={name}")
+            for kind, condition in (("Failed", "Failed"), ("Complete", "Completed")):
+                done = [j for j in jobs if _has_condition(j, kind)]
+                if done and (kind == "Failed" or len(done) == len(jobs)):
+                    ended = copy.deepcopy(jobset)
+                    ended["status"].setdefault("conditions", []).append(
+                        {
+                            "type": condition,
+                            "status": "True",
+                            "reason": f"AllJobs{condition}" if kind == "Complete" else "FailedJobs",
+                            "message": f"jobset {condition.lower()}",
+                            "lastTransitionTime": now(),
+                        }
+                    )
+                    self.put("jobsets", ended)
+                    break
+
+    @staticmethod
+    def _jobset_ended(jobset: Obj) -> bool:
+        return any(
+            c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
+            for c in (jobset.get("status") or {}).get("conditions") or []
+        )
+
+    def _store_new(self, resource: str, obj: Obj) -> Obj:
+        """A controller's create: stored as the server stores a created object."""
+        meta = obj["metadata"]
+        meta.update({"uid": str(uuid.uuid4()), "creationTimestamp": now(), "generation": 1})
+        self.created[meta["uid"]] = len(self.created)
+        obj.setdefault("status", {})
+        if resource == "jobs":
+            uid = meta["uid"]
+            labels = obj["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
+            labels.update(
+                {
+                    "batch.kubernetes.io/controller-uid": uid,
+                    "batch.kubernetes.io/job-name": meta["name"],
+                    "controller-uid": uid,
+                    "job-name": meta["name"],
+                }
+            )
+            obj["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        return self.put(resource, obj, "ADDED")
+
+    def set_jobset_suspend(self, name: str, namespace: str, suspend: bool) -> Obj:
+        """Kueue admits a JobSet (``suspend: false``) or preempts it (``true`` again); the
+        JobSet controller passes it on to its Jobs."""
+        jobset = copy.deepcopy(self.objects[("jobsets", namespace, name)])
+        jobset["spec"]["suspend"] = suspend
+        stored = self.put("jobsets", jobset)
+        self.reconcile_jobsets()
+        return stored
+
+    def kueue_admit_fitting(self, namespace: str, gpus: float) -> list[str]:
+        """Kueue with a ClusterQueue of ``gpus`` nvidia.com/gpu: admit, oldest first, each
+        suspended Job or JobSet whose pods' GPUs all fit in what the admitted ones leave,
+        whole or not at all (a multi-node job is one Workload of all its pods): the names
+        admitted."""
+
+        def wanted(spec: Obj) -> float:
+            pod = spec["template"]["spec"]
+            per_pod = sum(
+                _quantity(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+                for c in pod.get("containers") or []
+            )
+            return per_pod * (spec.get("parallelism") or 1)
+
+        def total(resource: str, obj: Obj) -> float:
+            if resource == "jobsets":
+                return sum(
+                    wanted(r["template"]["spec"]) * r.get("replicas", 1)
+                    for r in obj["spec"].get("replicatedJobs") or []
+                )
+            return wanted(obj["spec"])
+
+        queued: list[tuple[int, str, Obj]] = []
+        used = 0.0
+        for resource in ("jobs", "jobsets"):
+            for obj in self.list(resource, namespace):
+                labels = obj["metadata"].get("labels") or {}
+                if "kueue.x-k8s.io/queue-name" not in labels:
+                    continue  # a JobSet's Job: its JobSet is the Workload
+                if obj["spec"].get("suspend"):
+                    queued.append((self.created.get(obj["metadata"]["uid"], 0), resource, obj))
+                elif not (_has_condition(obj, "Complete") or _has_condition(obj, "Failed")) and (
+                    not self._jobset_ended(obj)
+                ):
+                    used += total(resource, obj)
+        admitted = []
+        for _, resource, obj in sorted(queued, key=lambda item: item[0]):
+            need = total(resource, obj)
+            if used + need > gpus + 1e-9:
+                continue
+            used += need
+            name = obj["metadata"]["name"]
+            if resource == "jobsets":
+                self.set_jobset_suspend(name, namespace, False)
+            else:
+                self.admit(name, namespace)
+            admitted.append(name)
+        return admitted
+
     def cut_log_streams(self) -> None:
         """End every open ``follow`` log stream now, as a proxy's idle timeout does."""
         self._log_cuts += 1
@@ -828,14 +1090,19 @@ class FakeApiServer:
             group, rest = "batch", parts[3:]
         elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
             group, rest = "networking.k8s.io", parts[3:]
-        elif parts[:3] == ["apis", "kueue.x-k8s.io", "v1beta1"]:
-            group, rest = "kueue.x-k8s.io", parts[3:]
+        elif len(parts) >= 3 and parts[0] == "apis" and VERSIONS.get(parts[1]) == parts[2]:
+            group, rest = parts[1], parts[3:]
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         namespace = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
-        if not rest or rest[0] not in RESOURCES or RESOURCES[rest[0]][0] != group:
+        if (
+            not rest
+            or rest[0] not in RESOURCES
+            or RESOURCES[rest[0]][0] != group
+            or rest[0] in self.absent
+        ):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         resource = rest[0]
         name = rest[1] if len(rest) > 1 else None
@@ -919,7 +1186,7 @@ class FakeApiServer:
         return web.json_response(
             {
                 "kind": f"{kind}List",
-                "apiVersion": f"{group}/v1" if group else "v1",
+                "apiVersion": f"{group}/{VERSIONS.get(group, 'v1')}" if group else "v1",
                 "metadata": {"resourceVersion": str(self.resource_version)},
                 "items": items,
             }
@@ -960,7 +1227,8 @@ class FakeApiServer:
                 "generation": 1,
             }
         )
-        body.setdefault("apiVersion", f"{group}/v1" if group else "v1")
+        self.created[meta["uid"]] = len(self.created)
+        body.setdefault("apiVersion", f"{group}/{VERSIONS.get(group, 'v1')}" if group else "v1")
         body.setdefault("kind", kind)
         body.setdefault("status", {})
         if resource == "jobs":
@@ -1017,6 +1285,22 @@ class FakeApiServer:
 
     def _validate(self, resource: str, body: Obj) -> list[Obj]:
         causes = []
+        if resource == "jobsets":  # the JobSet CRD's schema, and Kubernetes' for its Jobs
+            from .jobset_schema import jobset_problems
+
+            causes += [
+                {"reason": "FieldValueInvalid", "field": "spec", "message": problem}
+                for problem in jobset_problems(body)
+            ]
+        if resource == "services":
+            import kubernetes_validate
+
+            try:
+                kubernetes_validate.validate(
+                    {"apiVersion": "v1", "kind": "Service", **body}, "1.37.0", strict=True
+                )
+            except kubernetes_validate.ValidationError as exc:
+                causes.append({"reason": "FieldValueInvalid", "field": "spec", "message": str(exc)})
         if resource == "networkpolicies":  # what the real server checks: its schema
             import kubernetes_validate
 

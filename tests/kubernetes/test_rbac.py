@@ -90,6 +90,26 @@ async def test_a_jobs_whole_life_uses_exactly_the_role_and_reads_only_nodes_clus
     third = make_backend(cfg)
     await third.reconcile(set())
     assert fake.get("networkpolicies", NAMESPACE, JOBS_POLICY) is None
+    # a job on two nodes: an Indexed Job and its ranks' Service (create), or a JobSet
+    # (watched; created, a retried create read back, deleted at cancel)
+    pair = Flavor.model_validate({"name": "pair", "gpus": 1, "nodes": 2})
+    make_job_dir(job_folder(home, "eeeeeeeeeeee"), {"input.ipynb": b"{}"})
+    ranked = dataclasses.replace(
+        specs[0],
+        job_id="eeeeeeeeeeee",
+        flavor=pair,
+        status_file=job_folder(home, "eeeeeeeeeeee") / "status.json",
+    )
+    for mode in ("indexed-job", "jobset"):
+        with_pair = config(multi_node=mode)
+        with_pair = with_pair.model_copy(update={"flavors": [*with_pair.flavors, pair]})
+        backend = make_backend(with_pair)
+        await backend.reconcile(set())
+        ref = (await backend.start(ranked)).ref
+        if mode == "jobset":
+            await backend.start(ranked)  # a retried create: 409, then get
+        await backend.cancel(ref)
+        await backend.shutdown()
 
     role, cluster = allowed_by_rbac()
     used = set(fake.requests)
