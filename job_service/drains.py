@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from nbjobs.models import JobState
+from nbjobs.models import JobState, placed_on
 
 from .db import DrainRecord, JobRecord, utcnow
 from .errors import Caller, Conflict, Forbidden, NotFound
@@ -55,7 +55,7 @@ def jobs_on(ctx: Context, node: str, *, gpus_only: bool) -> list[str]:
     return [
         job
         for job, placed, gpus in rows
-        if (placed == node or (single and not placed)) and (gpus or not gpus_only)
+        if (placed_on(placed, node) or (single and not placed)) and (gpus or not gpus_only)
     ]
 
 

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode
+from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, rank_file
 
 from nbjobs.models import JobState
 from nbjobs.storage import opened_job_dir
@@ -174,7 +174,8 @@ class Follower:
         """Put a disrupted job back in the queue, in its old place; it runs from the top.
 
         What the disrupted attempt left (its status, its log) is kept beside the job's
-        files as ``status.attempt-N.json`` and ``log.attempt-N.txt``; the GPU time it
+        files as ``status.attempt-N.json`` and ``log.attempt-N.txt`` (and each further
+        rank's, ``log-rank-1.attempt-N.txt``, ...); the GPU time it
         held is not charged (the cluster, not the user, cut it short).
         """
         attempt = (record.requeues or 0) + 1
@@ -184,7 +185,13 @@ class Follower:
             allowed = MOST_PREEMPTIONS
         try:
             with opened_job_dir(Path(record.job_dir)) as folder:
-                for name, kept in [("status.json", "status"), ("log.txt", "log")]:
+                # each rank's of a multi-node job (status-rank-1.json, log-rank-1.txt, ...)
+                files = [
+                    rank_file(Path(base), rank)
+                    for rank in range(record.nodes or 1)
+                    for base in ("status.json", "log.txt")
+                ]
+                for name, kept in [(f.name, f.stem) for f in files]:
                     suffix = Path(name).suffix
                     with contextlib.suppress(FileNotFoundError):
                         # renamed in the job's folder itself: a link there is moved, not

@@ -197,6 +197,16 @@ class JobError(BaseModel):
     evalue: str
 
 
+#: how a job's ``node`` lists the nodes of a multi-node job ("gpu-0, gpu-1")
+NODE_SEPARATOR = ", "
+
+
+def placed_on(placed: str | None, node: str) -> bool:
+    """Whether a job said to run on ``placed`` (its ``node``) runs on ``node``: that one,
+    or one of them for a multi-node job."""
+    return placed is not None and node in placed.split(NODE_SEPARATOR)
+
+
 class Job(BaseModel):
     """One job as the API shows it."""
 

@@ -48,6 +48,7 @@ from traitlets import Float, Integer, Unicode
 
 from nbjobs.config import ConfigError, Flavor
 from nbjobs.engines import engine_title
+from nbjobs.models import NODE_SEPARATOR
 from nbjobs.network import JOBS_POLICY, MANAGED_BY, jobs_policy
 from nbjobs.storage import FilesChanged, job_folder, open_in_job_dir, user_folder
 
@@ -872,7 +873,12 @@ class KubernetesBackend(Backend):
             job, self._pods_of(name, deleted=True), flavor, capacity, self.engine_said.get(name)
         )
         if verdict.node:
-            self._placed[name] = verdict.node  # kept once bound, for the job's record
+            # kept once bound, for the job's record: every node its ranks ran on, also
+            # those whose pods are gone by its end
+            known = (self._placed.get(name) or "").split(NODE_SEPARATOR)
+            new = [n for n in verdict.node.split(NODE_SEPARATOR) if n not in known]
+            verdict.node = NODE_SEPARATOR.join([n for n in known if n] + new)
+            self._placed[name] = verdict.node
         return verdict
 
     @staticmethod

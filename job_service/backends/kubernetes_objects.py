@@ -41,6 +41,7 @@ from nbjobs.engines import (
     engine_fields,
     engine_title,
 )
+from nbjobs.models import NODE_SEPARATOR
 from nbjobs.storage import escape_username, user_folder, user_subpath
 
 from .base import LaunchSpec
@@ -963,7 +964,9 @@ def _job_verdict(
         # still waiting, else rank 0), and every node its ranks run on
         pod = _telling_pod(ranks)
         node = (
-            ", ".join(dict.fromkeys(n for _, p in sorted(ranks.items()) if (n := _node_of(p))))
+            NODE_SEPARATOR.join(
+                dict.fromkeys(n for _, p in sorted(ranks.items()) if (n := _node_of(p)))
+            )
             or None
         )
     failed = _condition(job, "Failed")

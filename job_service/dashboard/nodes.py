@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from nbjobs.models import placed_on
+
 from ..db import DrainRecord, JobRecord
 from ..drains import STARTED, apply, drain, jobs_on, undrain
 from ..errors import Caller, Forbidden
@@ -45,7 +47,7 @@ def nodes_view(ctx: Context, caller: Caller) -> list[NodeView]:
                     jobs=[
                         NodeJob(id=j.id, user=j.user, name=j.name, flavor=j.flavor)
                         for j in started
-                        if j.node == row.node or (single and not j.node)
+                        if placed_on(j.node, row.node) or (single and not j.node)
                     ],
                 )
             view.drained = view.drained or row.drained

@@ -244,7 +244,10 @@ function capacityText(flavor: IFlavor, trans: Translate): string {
         : trans('%1 of %2 GPUs free', freeGpus, totalGpus);
     // Free GPUs may still be too few for this flavor (it needs 2, 1 is free).
     const free = flavor.available > 0 ? gpus : trans('%1: a job will wait', gpus);
-    return joinFacts([free, waiting], trans);
+    const nodes = flavorNodes(flavor);
+    // a job on several nodes takes GPUs on each: say how many in all
+    const takes = nodes > 1 ? [trans('a job takes %1', nodes * flavor.gpus)] : [];
+    return joinFacts([free, ...takes, waiting], trans);
   }
   const free =
     flavor.available > 0

@@ -242,6 +242,10 @@ describe('flavors', () => {
     );
     expect(gpus({ free_gpus: 1, total_gpus: 1, queued: 0 })).toBe('1 of 1 GPU free · no queue');
     expect(gpus({ unavailable: 'needs 8 GPU(s)' })).toBe('needs 8 GPU(s)');
+    // a job on two nodes of two GPUs takes four of them
+    expect(gpus({ gpus: 2, nodes: 2, free_gpus: 4, available: 1, queued: 0 })).toBe(
+      '4 of 4 GPUs free · a job takes 4 · no queue'
+    );
   });
 
   it('says what each node of a flavor on several nodes has', () => {

@@ -226,3 +226,25 @@ async def test_a_restarted_service_adopts_every_rank(tmp_path, start):
             assert "rank 1 done" in (await c.get(f"jobs/{job['id']}/logs", params={"rank": 1})).text
     finally:
         await stop_all(again)
+
+
+async def test_the_time_limit_stops_every_rank(svc):
+    write(
+        svc,
+        "ada",
+        "forever.py",
+        "import os, time\nprint('rank', os.environ['RANK'], 'sleeps', flush=True)\n"
+        "time.sleep(120)\n",
+    )
+    job = await svc.submit("ada", "forever.py", flavor="cpu-pair", time_limit=2)
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    ranks = svc.service.backend.running[job["id"]].ranks  # type: ignore[attr-defined]
+    pids = [r.pid for r in ranks]
+    done = await svc.wait("ada", job["id"], timeout=60)
+    assert done["state"] == "timed_out", done
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+    async with svc.client("ada") as c:
+        log1 = (await c.get(f"jobs/{job['id']}/logs", params={"rank": 1})).text
+    assert "rank 1 sleeps" in log1
+    # stopped at the limit, or by the service when rank 0 reached it first: saying so
+    assert "[nbjobs] done: " in log1

@@ -25,6 +25,7 @@ from nbjobs.job_service.backends.kubernetes_objects import (
 )
 
 from nbjobs.config import ConfigError, Flavor, parse_config
+from nbjobs.models import placed_on
 from nbjobs.storage import user_folder
 from tests.job_service.conftest import Service, stop_service
 
@@ -192,6 +193,9 @@ async def test_an_indexed_job_runs_its_ranks_and_the_first_to_fail_fails_the_job
         "rank 1 of 2 failed (its runner exited with code 1); the other ranks were stopped; "
         "see the log of rank 1"
     )
+    assert done["node"] == "gpu-0, gpu-1"  # recorded: a drain of either node names it
+    assert placed_on(done["node"], "gpu-1")
+    assert not placed_on(done["node"], "gpu-")
     fake.expire_ttl(name, NAMESPACE)
     assert fake.get("services", NAMESPACE, name) is None  # collected with its Job
 
@@ -301,3 +305,47 @@ async def test_without_jobset_in_the_cluster_the_job_fails_saying_what_to_do(
     assert done["state"] == "failed"
     assert "this cluster has no JobSet API (jobset.x-k8s.io/v1alpha2)" in done["message"]
     assert "set backend.kubernetes.multi_node: indexed-job" in done["message"]
+
+
+async def test_an_evicted_rank_requeues_the_whole_job_and_its_deadline_ends_it(
+    fake, kubeconfig, tmp_path, services
+):
+    """One rank's pod evicted (a node drained): the Job fails as a whole, the job goes
+    back to the queue as its flavor allows, every rank's log kept; the next attempt's
+    ranks reach the time limit together: timed out, not failed."""
+    nodes = gpu_nodes(fake, 2)
+    data_pair = {**PAIR, "requeue_on_eviction": 1}
+    data = settings(tmp_path, multi_node="indexed-job")
+    data["flavors"].append(data_pair)
+    data["quotas"]["default"]["max_running_gpus"] = 8
+    svc = await start(tmp_path, kubeconfig, data)
+    services.append(svc)
+    (svc.home("ada") / "train.py").write_text("print('rank')\n")
+    job = await svc.submit("ada", "train.py", "pair")
+    first = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, first))
+    pods = fake.start_ranks(first, NAMESPACE, nodes)
+    jobdir = status_file(svc, "ada", job["id"]).parent
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
+    (jobdir / "log-rank-1.txt").write_text("rank 1: epoch 1\n")  # as its runner writes it
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+
+    fake.finish_pod(
+        pods[1], NAMESPACE, exit_code=143, disruption=("EvictionByEvictionAPI", "Eviction API")
+    )
+    second = f"{first}-r1"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, second))
+    again = await svc.job("ada", job["id"])
+    assert again["requeues"] == 1
+    assert "evicted" in again["message"]
+    assert (jobdir / "log-rank-1.attempt-1.txt").read_text() == "rank 1: epoch 1\n"
+    assert not (jobdir / "log-rank-1.txt").exists()  # the next attempt's rank 1 starts anew
+    await eventually(lambda: fake.get("services", NAMESPACE, second))  # its own Service
+
+    fake.start_ranks(second, NAMESPACE, nodes)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    fake.job_condition(second, NAMESPACE, "Failed", "DeadlineExceeded", "past its deadline")
+    done = await svc.wait("ada", job["id"], timeout=30)
+    assert done["state"] == "timed_out", done
+    assert done["message"].startswith("stopped by Kubernetes at its time limit")
