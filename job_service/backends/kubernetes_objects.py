@@ -417,8 +417,12 @@ def make_jobset(job: Mapping[str, Any]) -> dict[str, Any]:
             {
                 "name": RANKS_JOB,
                 "replicas": 1,
+                # the Job the controller makes carries these (its owner: adopt())
                 "template": {
-                    "metadata": {"labels": dict(meta["labels"])},
+                    "metadata": {
+                        "labels": dict(meta["labels"]),
+                        "annotations": dict(meta.get("annotations") or {}),
+                    },
                     "spec": job_spec,
                 },
             }

@@ -944,7 +944,9 @@ class FakeApiServer:
                                 "name": job_name,
                                 "namespace": namespace,
                                 "labels": labels,
-                                "annotations": dict(meta.get("annotations") or {}),
+                                "annotations": dict(
+                                    (template.get("metadata") or {}).get("annotations") or {}
+                                ),
                                 "ownerReferences": [owner],
                             },
                             "spec": job_spec,

@@ -349,3 +349,30 @@ async def test_an_evicted_rank_requeues_the_whole_job_and_its_deadline_ends_it(
     done = await svc.wait("ada", job["id"], timeout=30)
     assert done["state"] == "timed_out", done
     assert done["message"].startswith("stopped by Kubernetes at its time limit")
+
+
+async def test_a_restarted_service_adopts_a_running_jobset_and_sees_it_end(
+    fake, kubeconfig, tmp_path, services
+):
+    nodes = gpu_nodes(fake, 2)
+    svc = await service_with(tmp_path, kubeconfig, services, multi_node="jobset")
+    job = await svc.submit("ada", "train.py", "pair")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobsets", NAMESPACE, name))
+    fake.reconcile_jobsets()
+    child = f"{name}-node-0"
+    assert fake.get("jobs", NAMESPACE, child)["metadata"]["annotations"]["nbjobs.io/owner"] == "ada"
+    pods = fake.start_ranks(child, NAMESPACE, nodes)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    services.remove(svc)
+    await stop_service(svc)  # the job goes on in the cluster
+
+    again = await start(tmp_path, kubeconfig, yaml.safe_load(svc.config_file.read_text()))
+    services.append(again)
+    for pod in pods:
+        fake.finish_pod(pod, NAMESPACE, exit_code=0)
+    write_status(status_file(again, "ada", job["id"]), RunStatus("succeeded", 0, 0, exit_code=0))
+    done = await again.wait("ada", job["id"], timeout=30)
+    assert done["state"] == "succeeded", done
+    assert fake.get("jobsets", NAMESPACE, name) is not None  # left to its TTL, not deleted
