@@ -1105,11 +1105,6 @@ class ProfileOverride(_Model):
 
     #: the notebook server's image (KubeSpawner's ``image``); the profile's ``image``, long form
     image: str | None = None
-    #: how a multi-node flavor's job (``flavors[].nodes`` > 1) is made: ``jobset`` (a
-    #: JobSet, jobset.x-k8s.io/v1alpha2: the JobSet controller must be installed) or
-    #: ``indexed-job`` (a ``batch/v1`` Indexed Job and a headless Service, nothing to
-    #: install). Either way Kueue admits all its pods at once, or none
-    multi_node: Literal["jobset", "indexed-job"] = "jobset"
     #: ``Always``, ``IfNotPresent`` or ``Never``; None: Kubernetes' default for the tag
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     #: the most CPU the server may use, in cores (``0.5``, ``2``); the profile's ``cpu``, long form
@@ -1407,8 +1402,9 @@ class NbjobsConfig(_Model):
                 _refuse_at(
                     ("flavors", index, "nodes"),
                     f"flavor {flavor.name!r} runs on {flavor.nodes} nodes with Volcano, which "
-                    "starts pods together only in a PodGroup nbjobs does not make: use "
-                    "Kueue (backend.kubernetes.kueue) or scheduler: kai for it",
+                    "starts pods together only in a PodGroup nbjobs does not make: drop "
+                    "scheduler: volcano from it (Kueue, if on, then admits all its pods at "
+                    "once) or use scheduler: kai",
                 )
             if scheduler == SCHEDULERS["kai"] and multi_node != "jobset":
                 _refuse_at(

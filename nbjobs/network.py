@@ -76,12 +76,20 @@ def _policy(name: str, namespace: str, selector: dict[str, Any], egress: list[An
 
 
 def jobs_policy(config: NbjobsConfig) -> dict[str, Any] | None:
-    """The NetworkPolicy of the jobs' pods (in the jobs' namespace); None: no rules."""
+    """The NetworkPolicy of the jobs' pods (in the jobs' namespace); None: no rules.
+
+    With a multi-node flavor, job pods may also reach job pods (its ranks meet at rank 0
+    and NCCL opens ports of its own): a policy cannot say "a pod of the same job" only,
+    and this opens nothing the policy closed before, as it rules the pods' egress only
+    (any pod may reach a job pod)."""
     rules = config.network.jobs
     if rules.egress is None:
         return None
     selector = {"matchExpressions": [{"key": JOB_POD_LABEL, "operator": "Exists"}]}
-    return _policy(JOBS_POLICY, config.backend.kubernetes.namespace, selector, _egress(rules))
+    egress = _egress(rules)
+    if any(flavor.nodes > 1 for flavor in config.flavors):
+        egress.append({"to": [{"podSelector": selector}]})
+    return _policy(JOBS_POLICY, config.backend.kubernetes.namespace, selector, egress)
 
 
 def servers_policy(config: NbjobsConfig, namespace: str) -> dict[str, Any] | None:

@@ -37,7 +37,7 @@ import functools
 import json
 import os
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,7 +283,8 @@ class KubernetesBackend(Backend):
     def free_for(self, flavor: Flavor) -> int:
         if self.nodes is None:
             return 0
-        return self._capacity(flavor).jobs
+        # a multi-node job needs room for each of its pods (one per node it spans)
+        return self._capacity(flavor).jobs // flavor.nodes
 
     def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
         if self.nodes is None or not flavor.gpus or flavor_engine(flavor).engine_decides:
@@ -909,13 +910,19 @@ class KubernetesBackend(Backend):
 
     def _work_out_capacity(self, flavor: Flavor) -> Capacity:
         pods = list(self.pods.values())
-        # A Job created a moment ago has no pod yet; count it as the pod it will make.
-        have_pods = {job_name_of((p.get("metadata") or {}).get("labels") or {}) for p in pods}
+        # A Job created a moment ago has no pod yet (a multi-node one maybe not all of
+        # them): count the pods it will make.
+        made = Counter(_job_of_pod(p) for p in pods)
         for name, job in list(self.jobs.items()):
-            if name in have_pods or self._finished(job) or (job.get("spec") or {}).get("suspend"):
+            spec = job.get("spec") or {}
+            if self._finished(job) or spec.get("suspend"):
                 continue
-            template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-            pods.append({"spec": {"containers": template.get("containers") or []}, "status": {}})
+            template = (spec.get("template") or {}).get("spec") or {}
+            missing = (spec.get("parallelism") or 1) - made.get(name, 0)
+            pods += [
+                {"spec": {"containers": template.get("containers") or []}, "status": {}}
+                for _ in range(missing)
+            ]
         return free_slots(
             self._flavor_pod_spec(flavor),
             flavor_resources(flavor),

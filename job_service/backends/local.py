@@ -821,7 +821,18 @@ class LocalBackend(Backend):
             processes = [(int(p), float(c)) for p, c in zip(words[::2], words[1::2], strict=True)]
         except ValueError:
             return False
-        if not processes or not all(self._alive(p, c) for p, c in processes):
+        alive = [self._alive(p, c) for p, c in processes]
+        if not processes or not all(alive):
+            for (pid, _), up in zip(processes, alive, strict=True):
+                if up:  # a rank without the others can only wait: its GPUs go back
+                    self.log.warning(
+                        "job %s: a rank ended while no service watched; stopping the "
+                        "rank left (pid %s)",
+                        job_id,
+                        pid,
+                    )
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)
             return False
         each = len(gpus) // len(processes)
         ranks = [

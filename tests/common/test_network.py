@@ -150,3 +150,19 @@ def test_the_command_prints_both_policies_for_kubectl(tmp_path, capsys):
     path.write_text(CLUSTER + "network: {jobs: {egress: [{cidr: 10.0.0.1/8}]}}")
     assert main(["network-policies", "--config", str(path)]) == 2
     assert "has host bits set" in capsys.readouterr().err
+
+
+def test_with_a_multi_node_flavor_job_pods_may_reach_job_pods_and_nothing_more():
+    """Ranks meet at rank 0 (and NCCL opens ports of its own): under egress rules the
+    jobs' pods may reach the jobs' pods, not the rest of the cluster."""
+    closed = "network: {jobs: {egress: [], dns: false}}\n"
+    single = jobs_policy(parse_config(CLUSTER + closed))
+    assert single is not None
+    assert single["spec"]["egress"] == []
+    pair = "flavors: [{name: pair, gpus: 1, nodes: 2}]\n"
+    policy = jobs_policy(parse_config(CLUSTER + closed + pair))
+    assert policy is not None
+    kubernetes_validate.validate(policy, "1.37.0", strict=True)
+    [rule] = policy["spec"]["egress"]
+    assert rule == {"to": [{"podSelector": policy["spec"]["podSelector"]}]}
+    assert rule["to"][0]["podSelector"]["matchExpressions"][0]["key"] == "nbjobs.io/job-id"

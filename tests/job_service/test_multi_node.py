@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 
 import psutil
 import pytest
@@ -248,3 +250,28 @@ async def test_the_time_limit_stops_every_rank(svc):
     assert "rank 1 sleeps" in log1
     # stopped at the limit, or by the service when rank 0 reached it first: saying so
     assert "[nbjobs] done: " in log1
+
+
+async def test_a_rank_that_died_while_the_service_was_away_takes_the_others_down(tmp_path, start):
+    svc = await start_service(tmp_path, multi_node_config(tmp_path))
+    write(svc, "ada", "wait.py", "import time\ntime.sleep(120)\n")
+    job = await svc.submit("ada", "wait.py", flavor="cpu-pair")
+    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    ranks = svc.service.backend.running[job["id"]].ranks  # type: ignore[attr-defined]
+    survivor, lost = ranks[0].pid, ranks[1].pid
+    await svc.service.stop()  # the service goes; the ranks go on
+    svc.server.stop()
+    os.killpg(lost, signal.SIGKILL)  # rank 1 dies meanwhile (its node lost, say)
+    again = await start(multi_node_config(tmp_path))
+    try:
+        done = await again.wait("ada", job["id"], timeout=60)
+        assert done["state"] == "failed", done
+        assert job["id"] not in again.service.backend.running  # type: ignore[attr-defined]
+        for _ in range(50):  # rank 0 alone could only wait for rank 1: it is stopped
+            if not psutil.pid_exists(survivor) or psutil.Process(survivor).status() == "zombie":
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("rank 0 outlived the rank it needs")
+    finally:
+        await stop_all(again)

@@ -164,10 +164,19 @@ async def test_an_indexed_job_runs_its_ranks_and_the_first_to_fail_fails_the_job
 ):
     nodes = gpu_nodes(fake, 2)
     svc = await service_with(tmp_path, kubeconfig, services, multi_node="indexed-job")
+    await eventually(lambda: svc.service.backend.nodes)
+    async with svc.client("ada") as c:
+        flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+    # two nodes of two GPUs: room for one job of two pods of two GPUs, not two jobs
+    assert (flavors["pair"]["available"], flavors["a100"]["available"]) == (1, 4)
     job = await svc.submit("ada", "train.py", "pair")
     assert (job["nodes"], job["flavor"]) == (2, "pair")
     name = f"nbjobs-{job['id']}"
     created = await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    async with svc.client("ada") as c:
+        flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+    # before its pods exist, the Job counts as both of them
+    assert flavors["pair"]["available"] == 0
     service = await eventually(lambda: fake.get("services", NAMESPACE, name))
     # the Service goes with its Job, however the Job goes
     assert service["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
