@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from nbjobs.models import ACTIVE_STATES
@@ -555,3 +555,10 @@ def _fill_gpu_seconds_held(conn: Any) -> None:
     if values:
         fill = update(JobRecord).where(JobRecord.id == bindparam("job_id"))
         conn.execute(fill.values(gpu_seconds_held=bindparam("held")), values)
+
+
+def engine_of(sessions: sessionmaker[Session]) -> Engine:
+    """The engine a session factory of :func:`connect` binds (its connection pool)."""
+    bind = sessions.kw["bind"]
+    assert isinstance(bind, Engine)
+    return bind

@@ -40,7 +40,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..config import ConfigError, command_config_path, load_config
-from .db import DatabaseUnusable, LeaseRecord, SchemaVersion, connect, utcnow
+from .db import DatabaseUnusable, LeaseRecord, SchemaVersion, connect, engine_of, utcnow
 from .lease import DispatcherLease
 from .tables import ALL  # every table the service keeps
 
@@ -99,12 +99,6 @@ def open_source(url: str) -> sessionmaker[Session]:
                 USAGE,
             )
     return connect(url)
-
-
-def engine_of(sessions: sessionmaker[Session]) -> Engine:
-    bind = sessions.kw["bind"]
-    assert isinstance(bind, Engine)
-    return bind
 
 
 def take_lease(

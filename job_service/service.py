@@ -63,7 +63,7 @@ from .classes import ClassRegistry
 from .context import Context
 from .counters import ServiceMetrics
 from .credits import Credits
-from .db import ACTIVE_VALUES, JobRecord, KeptUsage, rowcount, utcnow
+from .db import ACTIVE_VALUES, JobRecord, KeptUsage, engine_of, rowcount, utcnow
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
     Caller,
@@ -115,6 +115,8 @@ __all__ = [  # what other modules import from here (the errors live in .errors)
 ]
 
 T = TypeVar("T")
+#: seconds a stopping service waits for its database calls still running to end
+STOP_WAIT = 5.0
 
 
 class JobService:
@@ -269,6 +271,16 @@ class JobService:
         await self.lease.aclose()
         self._db_threads.shutdown(wait=False, cancel_futures=True)
         self._read_threads.shutdown(wait=False, cancel_futures=True)
+        # Its connections go with it (a PostgreSQL server counts them against its
+        # max_connections; a service started again opens its own): once the calls still
+        # running have handed theirs back, a few seconds at most.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.to_thread(self._threads_done), STOP_WAIT)
+        engine_of(self.sessions).dispose()
+
+    def _threads_done(self) -> None:
+        self._db_threads.shutdown(wait=True)
+        self._read_threads.shutdown(wait=True)
 
     def _lease_lost(self) -> None:
         """Another service dispatches from this database now: stop scheduling at once."""

@@ -4,7 +4,39 @@ from __future__ import annotations
 
 import asyncio
 
+import sqlalchemy
+
 from .conftest import new_postgres_database, stop_service
+
+
+def connections_to(server_url: str, url: str) -> int:
+    """Connections open to the database of ``url`` on the server of ``server_url``."""
+    name = sqlalchemy.engine.make_url(url).database
+    engine = sqlalchemy.create_engine(server_url)
+    try:
+        with engine.connect() as conn:
+            return int(
+                conn.execute(
+                    sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :db"),
+                    {"db": name},
+                ).scalar()
+            )
+    finally:
+        engine.dispose()
+
+
+def last_queries(server_url: str, url: str) -> list[str]:
+    name = sqlalchemy.engine.make_url(url).database
+    engine = sqlalchemy.create_engine(server_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sqlalchemy.text("SELECT state, query FROM pg_stat_activity WHERE datname = :db"),
+                {"db": name},
+            ).all()
+            return [f"{state}: {query}" for state, query in rows]
+    finally:
+        engine.dispose()
 
 
 def running(job):
@@ -25,6 +57,9 @@ async def test_jobs_run_and_survive_a_restart_on_postgresql(start, postgres_url,
         )
     assert [r.status_code for r in burst] == [201] * 50
     await stop_service(first)
+    # the stopped service's connections went with it: a server counts them against its
+    # max_connections (100), and services started again and again ran it out
+    assert connections_to(postgres_url, url) == 0, last_queries(postgres_url, url)
 
     second = await start({"database": {"url": url}})
     try:
