@@ -33,7 +33,7 @@ from nbjobs.storage import opened_job_dir
 
 from .backends import Outcome
 from .db import JobRecord, utcnow
-from .live import read_status
+from .live import read_rank_statuses, read_status
 from .telemetry import clear_summary, record_final
 
 #: how often a job Kueue preempts goes back to the queue before it fails with the reason
@@ -254,7 +254,9 @@ class Follower:
         if status is not None:
             record.cells_done, record.cells_total = status.cells_done, status.cells_total
             record.current_cell = status.current_cell
-        record_final(record, status, self.log)  # what its GPUs did (telemetry summary)
+        # what its GPUs did (telemetry summary), on every rank of a multi-node job
+        others = read_rank_statuses(record.job_dir, record.nodes or 1, self.log)
+        record_final(record, status, self.log, others)
         if final_status:
             assert status is not None
             record.exit_code = status.exit_code

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbjobs.job_runner import RunStatus, StatusFileError, parse_status
+from nbjobs.job_runner import RunStatus, StatusFileError, parse_status, rank_file
 
 from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
@@ -34,13 +34,15 @@ STATUS_FILE_LIMIT = 8 * 1024**2
 MAX_AGE = 1.0
 
 
-def read_status_bytes(job_dir: str, log: logging.Logger) -> bytes | None:
-    """The bytes of the status file in ``job_dir``; None when there is none or it cannot
-    be read. Read without following links: a status file (or a folder on the way) that
-    the user replaced with a link to someone else's file is not read."""
+def read_status_bytes(job_dir: str, log: logging.Logger, rank: int = 0) -> bytes | None:
+    """The bytes of the status file in ``job_dir`` (of ``rank``, for a multi-node job's
+    other ranks); None when there is none or it cannot be read. Read without following
+    links: a status file (or a folder on the way) that the user replaced with a link to
+    someone else's file is not read."""
     try:
         with opened_job_dir(Path(job_dir)) as folder:
-            return read_file_at(folder, "status.json", limit=STATUS_FILE_LIMIT)
+            name = rank_file(Path("status.json"), rank).name
+            return read_file_at(folder, name, limit=STATUS_FILE_LIMIT)
     except FilesChanged as exc:
         log.warning("status file of %s not read: %s", job_dir, exc)
     except (OSError, ValueError):
@@ -62,6 +64,12 @@ def read_status(job_dir: str, log: logging.Logger) -> RunStatus | None:
     """The runner's status file in ``job_dir``, read now; None when there is none or it
     is not a status."""
     return parsed(read_status_bytes(job_dir, log))
+
+
+def read_rank_statuses(job_dir: str, nodes: int, log: logging.Logger) -> list[RunStatus | None]:
+    """The status files of a multi-node job's ranks 1 to ``nodes`` - 1, read now (empty
+    for a job on one node)."""
+    return [parsed(read_status_bytes(job_dir, log, rank)) for rank in range(1, nodes)]
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from nbjobs.models import (
 
 from .db import ACTIVE_VALUES, JobRecord, JobSample
 from .errors import Caller, DamagedRecord
-from .live import read_status
+from .live import read_rank_statuses, read_status
 from .periodic import Periodic
 
 if TYPE_CHECKING:
@@ -101,6 +101,43 @@ def reading_of(status: RunStatus | None) -> Reading | None:
         clean_summary(_plain(status.telemetry_summary)),
         status.state,
     )
+
+
+def with_ranks(first: Reading | None, others: list[Reading | None]) -> Reading | None:
+    """A multi-node job's telemetry: rank 0's reading (its time, state and sample count)
+    with every rank's GPUs (named ``0 (rank 1)``: GPU 0 of rank 1) and the ranks' CPU and
+    memory added up. ``others``: ranks 1 onwards; a rank with no reading adds nothing."""
+    if first is None or not others:
+        return first
+    ranks = [first, *others]
+    sample = first.sample
+    if sample is not None:
+        sample = {**sample, "gpus": _ranked(ranks, "sample")}
+        for key in ("cpu_percent", "memory_bytes"):
+            sample[key] = _added(ranks, "sample", key)
+    summary = first.summary
+    if summary is not None:
+        summary = {**summary, "gpus": _ranked(ranks, "summary")}
+        for key in ("cpu_mean_percent", "cpu_peak_percent", "memory_peak_bytes"):
+            summary[key] = _added(ranks, "summary", key)
+    return Reading(sample, summary, first.state)
+
+
+def _ranked(ranks: list[Reading | None], part: str) -> list[dict[str, Any]]:
+    return [
+        {**gpu, "index": f"{gpu['index']} (rank {rank})"}
+        for rank, reading in enumerate(ranks)
+        for gpu in ((getattr(reading, part) or {}).get("gpus") or [] if reading else [])
+    ]
+
+
+def _added(ranks: list[Reading | None], part: str, key: str) -> Any:
+    values = [
+        value
+        for reading in ranks
+        if reading is not None and (value := (getattr(reading, part) or {}).get(key)) is not None
+    ]
+    return sum(values) if values else None
 
 
 def _plain(value: Any) -> Any:
@@ -368,21 +405,29 @@ def delete_samples(db: Session, job_id: str) -> None:
     )
 
 
-def record_final(record: JobRecord, status: RunStatus | None, log: logging.Logger) -> None:
-    """Set an ending job's summary from its final status, and keep its last sample.
+def record_final(
+    record: JobRecord,
+    status: RunStatus | None,
+    log: logging.Logger,
+    others: list[RunStatus | None] | None = None,
+) -> None:
+    """Set an ending job's summary from its final status (and, for a multi-node job, its
+    other ranks' ``others``), and keep its last sample.
 
     Called by :meth:`~.follow.Follower.finish` in its transaction. A status without
     telemetry (a CPU job, telemetry off, a runner that never wrote) leaves what the
     collector recorded while the job ran.
     """
     try:
-        _record_final(record, status, log)
+        _record_final(record, status, others or [])
     except Exception:  # the job's end is recorded whatever its telemetry holds
         log.exception("job %s: its telemetry summary was not recorded", record.id)
 
 
-def _record_final(record: JobRecord, status: RunStatus | None, log: logging.Logger) -> None:
-    reading = reading_of(status)
+def _record_final(
+    record: JobRecord, status: RunStatus | None, others: list[RunStatus | None]
+) -> None:
+    reading = with_ranks(reading_of(status), [reading_of(s) for s in others])
     if reading is None:
         return
     if reading.summary is not None:
@@ -464,24 +509,27 @@ class TelemetryCollector:
         if sweep:
             await ctx.in_db(self._sweep)
         jobs = await ctx.in_db(self._started_jobs)
-        ctx.runners.keep_only(job_id for job_id, _, _, _ in jobs)
+        ctx.runners.keep_only(job_id for job_id, *_ in jobs)
         if not jobs:
             return 0
-        readings = await asyncio.to_thread(self._read, [(j[0], j[1]) for j in jobs])
-        known = {job_id: (last, count) for job_id, _, last, count in jobs}
+        readings = await asyncio.to_thread(self._read, [(j[0], j[1], j[4]) for j in jobs])
+        known = {job_id: (last, count) for job_id, _, last, count, _ in jobs}
         return await ctx.in_db(self._store, readings, known)
 
-    def _read(self, jobs: list[tuple[str, str]]) -> dict[str, Reading | None]:
-        """Each job's status file, read now; what it says is everyone's latest word."""
+    def _read(self, jobs: list[tuple[str, str, int]]) -> dict[str, Reading | None]:
+        """Each job's status file, read now; what it says is everyone's latest word. A
+        multi-node job's telemetry is all its ranks' (:func:`with_ranks`)."""
         readings = {}
-        for job_id, job_dir in jobs:
+        for job_id, job_dir, nodes in jobs:
             status = read_status(job_dir, self.log)
             self.ctx.runners.put(job_id, status)
-            readings[job_id] = reading_of(status)
+            others = read_rank_statuses(job_dir, nodes, self.log)
+            readings[job_id] = with_ranks(reading_of(status), [reading_of(s) for s in others])
         return readings
 
-    def _started_jobs(self) -> list[tuple[str, str, datetime | None, int]]:
-        """Each started job: its folder, its latest stored sample's time, its sample count."""
+    def _started_jobs(self) -> list[tuple[str, str, datetime | None, int, int]]:
+        """Each started job: its folder, its latest stored sample's time, its sample
+        count, the nodes it spans."""
         with self.ctx.sessions() as db:
             rows = db.execute(
                 select(
@@ -489,12 +537,13 @@ class TelemetryCollector:
                     JobRecord.job_dir,
                     func.max(JobSample.at),
                     func.count(JobSample.id),
+                    JobRecord.nodes,
                 )
                 .outerjoin(JobSample, JobSample.job_id == JobRecord.id)
                 .where(JobRecord.state.in_(ACTIVE_VALUES))
-                .group_by(JobRecord.id, JobRecord.job_dir)
+                .group_by(JobRecord.id, JobRecord.job_dir, JobRecord.nodes)
             ).all()
-        return [(r[0], r[1], r[2], int(r[3] or 0)) for r in rows]
+        return [(r[0], r[1], r[2], int(r[3] or 0), int(r[4] or 1)) for r in rows]
 
     def _store(
         self,
@@ -575,6 +624,7 @@ class TelemetryCollector:
             rows = db.scalars(query.order_by(JobSample.at, JobSample.id)).all()
             state_text, gpu_count = record.state, record.gpu_count
             job_dir, stored = record.job_dir, record.telemetry_summary
+            nodes = record.nodes or 1
             try:
                 state = JobState(state_text)
                 samples = [sample_model(r) for r in rows]
@@ -583,7 +633,10 @@ class TelemetryCollector:
             except (ValueError, TypeError, ValidationError) as exc:
                 raise DamagedRecord(job_id, f"its telemetry cannot be read: {exc}") from None
         if state in ACTIVE_STATES:
-            live = reading_of(self.ctx.runners.latest(job_id, job_dir))
+            live = with_ranks(
+                reading_of(self.ctx.runners.latest(job_id, job_dir)),
+                [reading_of(s) for s in read_rank_statuses(job_dir, nodes, self.log)],
+            )
             if live is not None and live.sample is not None:
                 at = live.sample["at"]
                 if (not samples or at > samples[-1].at) and (since is None or at > since):

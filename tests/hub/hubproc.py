@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -91,6 +92,18 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+            keep_log(log_path)
+
+
+#: where each hub's log is kept after its tests (the hub's folder goes with them): what
+#: a failure that only shows under load (CI) left behind
+HUB_LOGS = Path(__file__).resolve().parents[1] / "artifacts" / "hub-logs"
+
+
+def keep_log(log_path: Path) -> None:
+    HUB_LOGS.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        shutil.copyfile(log_path, HUB_LOGS / f"{log_path.parent.name}.log")
 
 
 def login(url: str, user: str, password: str = "nbjobs") -> requests.Session:

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from nbjobs.job_runner import parse_status
 from nbjobs.job_service.db import JobRecord, JobSample
 from nbjobs.job_service.telemetry import (
     MAX_SAMPLES,
     clean_sample,
     clean_summary,
+    record_final,
     summarise,
     usage_hint,
 )
@@ -342,3 +344,46 @@ async def test_a_full_answer_is_what_the_spec_says(svc):
     assert body["hint"].startswith("GPU busy 2 % on average")
     assert len(body["samples"]) == 1
     assert len(body["summary"]["gpus"]) == 2
+
+
+async def test_a_multi_node_jobs_telemetry_is_every_ranks(svc):
+    """Each rank samples its own GPUs into its own status file: the job's series and
+    summary hold all of them, named by rank, with the ranks' CPU and memory added up;
+    and so does the summary kept when the job ends."""
+    job_id, jobdir = insert_job(svc.service, "ada", gpu_count=2)
+    with svc.service.sessions() as db:
+        db.get(JobRecord, job_id).nodes = 2
+        db.commit()
+    t0 = NOW - timedelta(seconds=30)
+    write_status(
+        jobdir / "status.json",
+        telemetry=sample(t0, [20.0]),
+        telemetry_summary=summary([20.0], 30.0, since=t0),
+    )
+    write_status(
+        jobdir / "status-rank-1.json",
+        telemetry=sample(t0, [80.0], cpu=50.0, memory=GIB),
+        telemetry_summary=summary([80.0], 30.0, since=t0),
+    )
+    assert await svc.service.telemetry.collect() == 1
+    body = await metrics(svc, "ada", job_id)
+    [first] = body["samples"]
+    assert [(g["index"], g["utilization_percent"]) for g in first["gpus"]] == [
+        ("0 (rank 0)", 20.0),
+        ("0 (rank 1)", 80.0),
+    ]
+    assert first["gpu_utilization_percent"] == 50.0
+    assert (first["cpu_percent"], first["memory_bytes"]) == (145.0, 4 * GIB)
+    assert body["summary"]["gpu_allocated_seconds"] == 60.0  # 2 GPUs x 30 s
+    assert body["summary"]["gpu_utilization_mean_percent"] == 50.0
+    assert len(body["summary"]["gpus"]) == 2
+
+    # at its end, the final summary is every rank's too
+    final = [
+        parse_status((jobdir / name).read_bytes()) for name in ("status.json", "status-rank-1.json")
+    ]
+    with svc.service.sessions() as db:
+        record = db.get(JobRecord, job_id)
+        record_final(record, final[0], svc.service.log, final[1:])
+        assert record.gpu_allocated_seconds == 60.0
+        assert record.gpu_busy_seconds == 30.0  # 6 s of rank 0's GPU, 24 s of rank 1's
