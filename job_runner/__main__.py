@@ -19,7 +19,7 @@ from typing import Any
 # is its own process, so it declines that one optional module; nothing else changes.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from .errors import BadInput, ExitCode  # noqa: E402
+from .errors import BadInput, ExitCode, positive_seconds  # noqa: E402
 from .kernel_start import EarlyStart  # noqa: E402
 from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
@@ -264,6 +264,10 @@ def log_file_conflict(args: argparse.Namespace) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        # before anything starts (a notebook's kernel is launched early): a refusal is
+        # then the runner's one line, never a kernel's interrupted start beside it
+        positive_seconds(args.timeout, "--timeout")
+        positive_seconds(args.cell_timeout, "--cell-timeout")
         parameters: dict[str, Any] = {}
         if args.parameters:
             parameters.update(parse_parameters_arg(args.parameters))

@@ -65,3 +65,13 @@ def could_not_write(what: str, path: str | os.PathLike[str], exc: OSError) -> st
     folder = os.path.dirname(os.fspath(path)) or "."
     advice = _WRITE_ADVICE.get(code, "check the storage (or ask your admin) and re-run")
     return f"could not write {what} {os.fspath(path)}: {reason}; {advice.format(folder=folder)}"
+
+
+def positive_seconds(value: float | None, what: str) -> float | None:
+    """A time limit from the command line: None (no limit) or more than 0 seconds;
+    :class:`BadInput` that says so otherwise."""
+    if value is None:
+        return None
+    if value <= 0:
+        raise BadInput(f"{what} must be a positive number of seconds, not {value}")
+    return float(value)

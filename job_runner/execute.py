@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 
-from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
+from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write, positive_seconds
 from .gpus import visible_gpus_within
 from .kernel_start import EarlyStart, KernelManager, LaunchedKernel
 from .output_limits import OutputBudget, OutputLimits
@@ -316,8 +316,8 @@ class NotebookJob:
         job.input_path = Path(input_path).absolute()
         job.output_path = Path(output_path).absolute()
         job.status_path = Path(status_file).absolute() if status_file is not None else None
-        job.timeout = _positive_or_none(timeout, "--timeout")
-        job.cell_timeout = _positive_or_none(cell_timeout, "--cell-timeout")
+        job.timeout = positive_seconds(timeout, "--timeout")
+        job.cell_timeout = positive_seconds(cell_timeout, "--cell-timeout")
         job.parameters = dict(parameters)
         job.echo = echo
         job.output_limits = output_limits or OutputLimits()
@@ -945,14 +945,6 @@ def _strip_previous_run(nb: NotebookNode) -> None:
             cell.execution_count = None
             cell.metadata.pop("nbjobs", None)
             cell.metadata.pop("execution", None)
-
-
-def _positive_or_none(value: float | None, what: str) -> float | None:
-    if value is None:
-        return None
-    if value <= 0:
-        raise BadInput(f"{what} must be a positive number of seconds, not {value}")
-    return float(value)
 
 
 def _seconds(value: float | None) -> str:

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import psutil
@@ -342,18 +343,22 @@ def test_notifications_land_in_each_users_demo_inbox(demo):
 # -- one machine, many users: accounts, files, secrets, devices -------------------------
 
 
-def service_processes() -> list[psutil.Process]:
-    """The hub, its proxy and the job service: every process holding a secret of theirs."""
+def service_processes(demo: Any) -> list[psutil.Process]:
+    """The demo's hub, its proxy and its job service: every process holding a secret of
+    theirs (the demo's own, not another test's hub that may come and go meanwhile)."""
     found = []
-    for process in psutil.process_iter(["cmdline"]):
-        line = " ".join(process.info["cmdline"] or [])
-        if "jupyterhub -f" in line or "nbjobs.cli service" in line or "configurable-http" in line:
-            found.append(process)
+    for process in psutil.Process(demo[2].pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            line = " ".join(process.cmdline())
+            if any(w in line for w in ("jupyterhub -f", "nbjobs.cli service", "configurable-http")):
+                found.append(process)
     return found
 
 
-def service_token() -> str:
-    service = next(p for p in service_processes() if "nbjobs.cli service" in " ".join(p.cmdline()))
+def service_token(demo: Any) -> str:
+    service = next(
+        p for p in service_processes(demo) if "nbjobs.cli service" in " ".join(p.cmdline())
+    )
     return service.environ()["JUPYTERHUB_API_TOKEN"]
 
 
@@ -378,7 +383,7 @@ def test_as_root_each_user_is_their_own_os_account(demo):
 
 def test_bob_reads_nothing_of_ada_nor_of_the_services(demo):
     url, workdir, _, _ = demo
-    token = service_token()
+    token = service_token(demo)
     private = [
         workdir / "home" / "ada" / "hello.ipynb",
         workdir / "nbjobs.yaml",
@@ -388,7 +393,9 @@ def test_bob_reads_nothing_of_ada_nor_of_the_services(demo):
         workdir / "jupyterhub.sqlite",
         workdir / "jupyterhub.log",
     ]
-    for process in service_processes():
+    processes = service_processes(demo)
+    assert len(processes) >= 3  # the hub, its proxy, the job service
+    for process in processes:
         private += [Path(f"/proc/{process.pid}/environ"), Path(f"/proc/{process.pid}/mem")]
     assert all(p.exists() for p in private)
     s = login(url, "bob")
@@ -502,7 +509,7 @@ def test_a_job_runs_as_its_owner_sees_no_secret_and_opens_only_its_gpu(demo, sta
     s = login(url, "ada")
     start_server(url, s, "ada")
     home = workdir / "home" / "ada"
-    pids = [p.pid for p in service_processes()]
+    pids = [p.pid for p in service_processes(demo)]
     source = ROGUE_JOB % {
         "pids": pids,
         "bob": str(workdir / "home" / "bob"),
