@@ -18,7 +18,7 @@ from nbjobs.models import Job, JobState
 
 from .db import JobRecord, rowcount, utcnow
 from .errors import Caller, Conflict, NotFound
-from .periodic import Periodic
+from .periodic import InRounds, Periodic
 
 if TYPE_CHECKING:
     from .classes import ClassRegistry
@@ -181,7 +181,7 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
-class ApprovalExpiry:
+class ApprovalExpiry(InRounds):
     """Checks pending requests for expiry every :data:`EXPIRY_ROUND` seconds."""
 
     def __init__(self, ctx: Context) -> None:
@@ -193,12 +193,5 @@ class ApprovalExpiry:
             log=lambda: ctx.log,
         )
 
-    def run(self) -> None:
-        if any(f.approval for f in self.ctx.config.flavors):
-            self._rounds.run()
-
-    async def stop(self) -> None:
-        await self._rounds.stop()
-
-    def halt(self) -> None:
-        self._rounds.halt()
+    def wanted(self) -> bool:
+        return any(f.approval for f in self.ctx.config.flavors)

@@ -35,7 +35,7 @@ from nbjobs.models import FINAL_STATES, CreditAccount, CreditEntry, CreditStatem
 
 from .db import Base, JobRecord, UTCDateTime, rowcount, utcnow
 from .errors import Caller, Forbidden, Invalid, NotFound, ServiceError
-from .periodic import Periodic, until_short
+from .periodic import InRounds, Periodic, until_short
 
 if TYPE_CHECKING:
     from .context import Context
@@ -91,7 +91,7 @@ def split(account: str) -> tuple[str, str]:
     return kind, name
 
 
-class Credits:
+class Credits(InRounds):
     """Holds, charges and grants; the accounts' statements."""
 
     def __init__(self, ctx: Context) -> None:
@@ -107,15 +107,8 @@ class Credits:
 
     # -- the rounds ----------------------------------------------------------------------
 
-    def run(self) -> None:
-        if self.enabled:
-            self._rounds.run()
-
-    async def stop(self) -> None:
-        await self._rounds.stop()
-
-    def halt(self) -> None:
-        self._rounds.halt()
+    def wanted(self) -> bool:
+        return self.enabled
 
     async def sweep(self) -> int:
         """Charge every ended job not charged yet; how many were."""

@@ -89,3 +89,27 @@ class Periodic:
                 raise
             except Exception:
                 self._log().exception("%s failed; trying again", self.what)
+
+
+class InRounds:
+    """A part of the service whose work runs in the rounds of a :class:`Periodic` (its
+    ``_rounds``): the service runs it (when there is work for it), halts and stops it."""
+
+    _rounds: Periodic
+
+    def wanted(self) -> bool:
+        """Whether nbjobs.yaml gives the rounds any work at all. Default: yes."""
+        return True
+
+    def run(self) -> None:
+        """Start the rounds, when :meth:`wanted`."""
+        if self.wanted():
+            self._rounds.run()
+
+    def halt(self) -> None:
+        """No more rounds, at once (the lease was lost: another service does them now)."""
+        self._rounds.halt()
+
+    async def stop(self) -> None:
+        """No more rounds; returns once a round in progress has stopped."""
+        await self._rounds.stop()

@@ -29,7 +29,7 @@ from nbjobs.storage import opened_job_dir
 
 from .db import ACTIVE_VALUES, JobRecord, JobSample
 from .idle import IdlePolicy, IdleVerdict, judge
-from .periodic import Periodic
+from .periodic import InRounds, Periodic
 
 if TYPE_CHECKING:
     from .context import Context
@@ -63,7 +63,7 @@ def policy_of(flavor: Flavor) -> IdlePolicy | None:
     )
 
 
-class IdleReclaimer:
+class IdleReclaimer(InRounds):
     """Judges the running jobs of flavors with an idle-GPU policy, every interval."""
 
     def __init__(self, ctx: Context, telemetry: TelemetryCollector) -> None:
@@ -90,16 +90,9 @@ class IdleReclaimer:
                 found[flavor.name] = (policy, frozenset(flavor.idle_gpu.exempt_groups))
         return found
 
-    def run(self) -> None:
-        """Look every interval from now on (nothing to do without a policy or telemetry)."""
-        if self.policies() and self.telemetry.interval:
-            self._rounds.run()
-
-    def halt(self) -> None:
-        self._rounds.halt()
-
-    async def stop(self) -> None:
-        await self._rounds.stop()
+    def wanted(self) -> bool:
+        """Nothing to look at without a policy or telemetry."""
+        return bool(self.policies() and self.telemetry.interval)
 
     async def check(self, now: datetime | None = None) -> dict[str, IdleVerdict]:
         """One look at every watched job; what was decided for each (for tests and logs)."""

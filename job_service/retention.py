@@ -39,7 +39,7 @@ from nbjobs.units import format_size
 
 from .db import JobRecord, utcnow
 from .errors import Caller, Forbidden, InsufficientStorage
-from .periodic import Periodic
+from .periodic import InRounds, Periodic
 
 if TYPE_CHECKING:
     from .context import Context
@@ -57,7 +57,7 @@ REPORT_FRESH = 60.0
 ROOM_FRESH = 5.0
 
 
-class Retention:
+class Retention(InRounds):
     """Removes the inputs of jobs that ended long enough ago; measures users' space."""
 
     def __init__(
@@ -76,15 +76,6 @@ class Retention:
         #: each user folder's job files as last measured: (when, bytes), plus what
         #: submits wrote since. A burst of 200 submits walked a user's .nbjobs 200 times.
         self._held: dict[str, tuple[float, int]] = {}
-
-    def run(self) -> None:
-        self._rounds.run()
-
-    async def stop(self) -> None:
-        await self._rounds.stop()
-
-    def halt(self) -> None:
-        self._rounds.halt()
 
     # -- removing ------------------------------------------------------------------------
 

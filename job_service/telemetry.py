@@ -51,7 +51,7 @@ from nbjobs.models import (
 from .db import ACTIVE_VALUES, JobRecord, JobSample
 from .errors import Caller, DamagedRecord
 from .live import read_rank_statuses, read_status
-from .periodic import Periodic
+from .periodic import InRounds, Periodic
 
 if TYPE_CHECKING:
     from .context import Context
@@ -449,7 +449,7 @@ def clear_summary(record: JobRecord) -> None:
 # -- the collector ------------------------------------------------------------------
 
 
-class TelemetryCollector:
+class TelemetryCollector(InRounds):
     """Reads the started jobs' telemetry every interval and keeps it (see the module)."""
 
     def __init__(
@@ -478,19 +478,6 @@ class TelemetryCollector:
     def interval(self) -> float:
         """Seconds between samples (nbjobs.yaml ``telemetry.interval``; 0: off)."""
         return telemetry_interval(self.ctx.config)
-
-    def run(self) -> None:
-        """Collect every interval from now on (with telemetry off, every
-        :data:`DEFAULT_INTERVAL`: the runners' states still count in the metrics)."""
-        self._rounds.run()
-
-    def halt(self) -> None:
-        """Collect no more, at once (the lease was lost: another service collects now)."""
-        self._rounds.halt()
-
-    async def stop(self) -> None:
-        """Collect no more; returns once a pass in progress has stopped."""
-        await self._rounds.stop()
 
     async def collect(self) -> int:
         """One pass: read every started job's status file and keep what is new.

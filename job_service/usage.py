@@ -51,7 +51,7 @@ from .metering import (
     pieces,
     usage_line,
 )
-from .periodic import Periodic, until_short
+from .periodic import InRounds, Periodic, until_short
 
 if TYPE_CHECKING:
     from .context import Context
@@ -220,7 +220,7 @@ def _add(db: Session, jobs: Iterable[MeteredJob], prices: Mapping[str, float]) -
     db.execute(statement, values)
 
 
-class UsageRoller:
+class UsageRoller(InRounds):
     """Sums ended jobs into their days, a round every :data:`ROUND` seconds, while this
     service holds the dispatcher lease."""
 
@@ -229,15 +229,6 @@ class UsageRoller:
         self._rounds = Periodic(
             self.sweep, lambda: ROUND, what="summing ended jobs' GPU time", log=lambda: ctx.log
         )
-
-    def run(self) -> None:
-        self._rounds.run()
-
-    async def stop(self) -> None:
-        await self._rounds.stop()
-
-    def halt(self) -> None:
-        self._rounds.halt()
 
     async def sweep(self) -> int:
         """Sum every ended job not summed yet, a transaction per :data:`PER_ROUND` jobs;

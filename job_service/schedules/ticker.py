@@ -37,7 +37,7 @@ from nbjobs.models import Job, SubmitRequest
 
 from ..db import JobRecord, rowcount, utcnow
 from ..errors import Caller, Conflict, ServiceError
-from ..periodic import Periodic
+from ..periodic import InRounds, Periodic
 from .definitions import next_run, schedule_of
 from .models import DefinitionRun
 from .store import DefinitionRecord, DefinitionRunRecord, DefinitionVersionRecord
@@ -64,7 +64,7 @@ class Due:
     request: SubmitRequest
 
 
-class Ticker:
+class Ticker(InRounds):
     """Starts due definition runs while this service holds the dispatcher lease."""
 
     def __init__(
@@ -88,15 +88,6 @@ class Ticker:
             what="starting scheduled job definitions",
             log=lambda: ctx.log,
         )
-
-    def run(self) -> None:
-        self._rounds.run()
-
-    async def stop(self) -> None:
-        await self._rounds.stop()
-
-    def halt(self) -> None:
-        self._rounds.halt()
 
     @property
     def grace(self) -> timedelta:
