@@ -362,23 +362,18 @@ class LocalBackend(Backend):
         """The GPUs of each rank of a new job of ``flavor`` (one list per node it
         spans), or None when they are not all free now: a multi-node job's ranks start
         together or not at all."""
-        if flavor.nodes == 1:
-            gpus = self._pick(flavor)
-            return None if gpus is None else [gpus]
-        if flavor.gpus == 0:
-            return [[] for _ in range(flavor.nodes)] if self.free_for(flavor) else None
-        if self._gpus_drained():
+        gpus = self._pick(flavor)
+        if gpus is None:
             return None
-        free = [g for g, hs in self._holders().items() if not hs]
-        if len(free) < flavor.gpu_count:
-            return None
-        return [free[i * flavor.gpus : (i + 1) * flavor.gpus] for i in range(flavor.nodes)]
+        each = flavor.gpus
+        return [gpus[n * each : (n + 1) * each] for n in range(flavor.nodes)]
 
     def _pick(self, flavor: Flavor) -> list[str] | None:
+        """The GPUs a new job of ``flavor`` gets, on all its nodes (none for a CPU job),
+        or None when they (or its CPU slots) are not free now."""
         holders = self._holders()
         if flavor.gpus == 0:
-            cpu_jobs = sum(1 for j in self._all_ranks() if not j.gpus)
-            return [] if cpu_jobs < self.cpu_slots else None
+            return [] if self.free_for(flavor) else None
         if self._gpus_drained():
             return None
         if flavor.shares_a_gpu:
@@ -391,7 +386,7 @@ class LocalBackend(Backend):
             open_.sort(key=lambda g: (-len(holders[g]), self.gpus.index(g)))
             return open_[:1] or None
         free = [g for g, hs in holders.items() if not hs]
-        return free[: flavor.gpus] if len(free) >= flavor.gpus else None
+        return free[: flavor.gpu_count] if len(free) >= flavor.gpu_count else None
 
     def free_for(self, flavor: Flavor) -> int:
         holders = self._holders()
