@@ -408,24 +408,13 @@ class KubernetesBackend(Backend):
         # several at once), until the API server's answer replaces it.
         self.jobs.setdefault(name, manifest)
         self._changed()
-        try:
-            created = await self._create(manifest)
-        except asyncio.CancelledError:
-            raise  # the service stops: the create may be stored; the next start adopts it
-        except BaseException as exc:
-            if not isinstance(exc, KubeError) or exc.status != 409:
-                if self.jobs.get(name) is manifest:
-                    del self.jobs[name]
-                    self._changed()
-                raise
-            # A retried create (the service stopped between create and record): adopt it.
-            created = await self._call(self._batch.read_namespaced_job, name, self.namespace)
-            labels = (created.get("metadata") or {}).get("labels") or {}
-            if labels.get(JOB_ID_LABEL) != spec.job_id:
-                raise RuntimeError(
-                    f"a Job {name} that nbjobs did not make exists in {self.namespace}"
-                ) from None
-            self.log.info("job %s: its Job %s existed already; adopted", spec.job_id, name)
+
+        def uncount() -> None:
+            if self.jobs.get(name) is manifest:
+                del self.jobs[name]
+                self._changed()
+
+        created = await self._create_or_adopt(spec, manifest, uncount)
         if self.jobs.get(name, manifest) is manifest:  # the watch has not brought it yet
             self.jobs[name] = created
             self._changed()
@@ -462,38 +451,24 @@ class KubernetesBackend(Backend):
         self.jobs.setdefault(child, placeholder)
         self.jobsets.setdefault(name, manifest)
         self._changed()
+
+        def uncount() -> None:
+            if self.jobs.get(child) is placeholder:
+                del self.jobs[child]
+            if self.jobsets.get(name) is manifest:
+                del self.jobsets[name]
+            self._changed()
+
         try:
-            created = await self._create(manifest)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            if not isinstance(exc, KubeError) or exc.status != 409:
-                if self.jobs.get(child) is placeholder:
-                    del self.jobs[child]
-                if self.jobsets.get(name) is manifest:
-                    del self.jobsets[name]
-                self._changed()
-                if isinstance(exc, KubeError) and exc.status == 404:
-                    raise RuntimeError(
-                        f"this cluster has no JobSet API ({JOBSET_GROUP}/{JOBSET_VERSION}) "
-                        "for a job on several nodes: install JobSet, or set "
-                        "backend.kubernetes.multi_node: indexed-job in nbjobs.yaml"
-                    ) from None
+            created = await self._create_or_adopt(spec, manifest, uncount)
+        except KubeError as exc:
+            if exc.status != 404:
                 raise
-            created = await self._call(
-                self._custom.get_namespaced_custom_object,
-                JOBSET_GROUP,
-                JOBSET_VERSION,
-                self.namespace,
-                "jobsets",
-                name,
-            )
-            labels = (created.get("metadata") or {}).get("labels") or {}
-            if labels.get(JOB_ID_LABEL) != spec.job_id:
-                raise RuntimeError(
-                    f"a JobSet {name} that nbjobs did not make exists in {self.namespace}"
-                ) from None
-            self.log.info("job %s: its JobSet %s existed already; adopted", spec.job_id, name)
+            raise RuntimeError(
+                f"this cluster has no JobSet API ({JOBSET_GROUP}/{JOBSET_VERSION}) "
+                "for a job on several nodes: install JobSet, or set "
+                "backend.kubernetes.multi_node: indexed-job in nbjobs.yaml"
+            ) from None
         if self.jobsets.get(name, manifest) is manifest:
             self.jobsets[name] = created
         if self.jobs.get(child) is placeholder:
@@ -502,6 +477,41 @@ class KubernetesBackend(Backend):
         self._log_files[child] = spec.log_file
         self.log.info("job %s: created JobSet %s/%s", spec.job_id, self.namespace, name)
         return Launched(ref=f"{self.namespace}/{child}", gpus=[])
+
+    async def _create_or_adopt(
+        self, spec: LaunchSpec, manifest: Obj, uncount: Callable[[], None]
+    ) -> Obj:
+        """Create a job's Job or JobSet. A create answered 409 is a retried one (the
+        service stopped between create and record): what exists is read back and adopted
+        when it is this job's. Any other failure first takes back what the caller counted
+        (``uncount``), then is raised."""
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        try:
+            return await self._create(manifest)
+        except asyncio.CancelledError:
+            raise  # the service stops: the create may be stored; the next start adopts it
+        except BaseException as exc:
+            if not isinstance(exc, KubeError) or exc.status != 409:
+                uncount()
+                raise
+        if kind == "JobSet":
+            created = await self._call(
+                self._custom.get_namespaced_custom_object,
+                JOBSET_GROUP,
+                JOBSET_VERSION,
+                self.namespace,
+                "jobsets",
+                name,
+            )
+        else:
+            created = await self._call(self._batch.read_namespaced_job, name, self.namespace)
+        labels = (created.get("metadata") or {}).get("labels") or {}
+        if labels.get(JOB_ID_LABEL) != spec.job_id:
+            raise RuntimeError(
+                f"a {kind} {name} that nbjobs did not make exists in {self.namespace}"
+            )
+        self.log.info("job %s: its %s %s existed already; adopted", spec.job_id, kind, name)
+        return created
 
     def _jobset_waits(self, name: str) -> bool:
         """``name`` is a JobSet's ranks' Job that is not made yet, its JobSet there."""
