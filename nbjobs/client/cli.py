@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -363,15 +363,26 @@ def add_submission_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive(text: str) -> int:
-    """A count of at least 1 from the command line."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("it must be 1 or more")
-    return value
+def _at_least(lowest: int, what: str, below: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``lowest`` (``what`` it is, for the
+    error on a text that is none; ``below``: the error on a number under it)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value < lowest:
+            raise argparse.ArgumentTypeError(below)
+        return value
+
+    return parse
+
+
+#: a count of nodes: 1 or more
+_positive = _at_least(1, "a whole number", "it must be 1 or more")
+#: a rank of a multi-node job: 0 or more (the service says which the job has)
+_rank = _at_least(0, "a rank (0, 1, ...)", "a rank cannot be negative")
 
 
 def submission_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -564,17 +575,6 @@ def logs_parser() -> _Parser:
         help="the log of rank N of a multi-node job (default 0, the job's)",
     )
     return parser
-
-
-def _rank(text: str) -> int:
-    """A rank from the command line: 0 or more (the service says which the job has)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rank (0, 1, ...)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a rank cannot be negative")
-    return value
 
 
 def logs(argv: Sequence[str]) -> int:
