@@ -978,23 +978,40 @@ class FakeApiServer:
 
     def _store_new(self, resource: str, obj: Obj) -> Obj:
         """A controller's create: stored as the server stores a created object."""
-        meta = obj["metadata"]
+        self._stamp(resource, obj)
+        return self.put(resource, obj, "ADDED")
+
+    def _stamp(self, resource: str, body: Obj) -> None:
+        """What the server adds to an object it creates: its uid, creation time and
+        generation; for a Job, the labels of its pods and the defaults of its spec."""
+        group, kind, _ = RESOURCES[resource]
+        meta = body["metadata"]
+        name = meta["name"]
         meta.update({"uid": str(uuid.uuid4()), "creationTimestamp": now(), "generation": 1})
         self.created[meta["uid"]] = len(self.created)
-        obj.setdefault("status", {})
+        body.setdefault("apiVersion", f"{group}/{VERSIONS.get(group, 'v1')}" if group else "v1")
+        body.setdefault("kind", kind)
+        body.setdefault("status", {})
         if resource == "jobs":
             uid = meta["uid"]
-            labels = obj["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
-            labels.update(
+            template_labels = (
+                body["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
+            )
+            template_labels.update(
                 {
                     "batch.kubernetes.io/controller-uid": uid,
-                    "batch.kubernetes.io/job-name": meta["name"],
+                    "batch.kubernetes.io/job-name": name,
                     "controller-uid": uid,
-                    "job-name": meta["name"],
+                    "job-name": name,
                 }
             )
-            obj["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-        return self.put(resource, obj, "ADDED")
+            body["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+            body["spec"].setdefault("parallelism", 1)
+            body["spec"].setdefault("completions", 1)
+            body["spec"].setdefault("suspend", False)
+            body["spec"].setdefault("completionMode", "NonIndexed")
+            if not body["spec"]["suspend"]:
+                body["status"]["startTime"] = now()
 
     def set_jobset_suspend(self, name: str, namespace: str, suspend: bool) -> Obj:
         """Kueue admits a JobSet (``suspend: false``) or preempts it (``true`` again); the
@@ -1221,38 +1238,8 @@ class FakeApiServer:
                 f'{qualified} "{name}" already exists',
                 {"name": name, "group": group, "kind": resource},
             )
-        meta.update(
-            {
-                "namespace": namespace,
-                "uid": str(uuid.uuid4()),
-                "creationTimestamp": now(),
-                "generation": 1,
-            }
-        )
-        self.created[meta["uid"]] = len(self.created)
-        body.setdefault("apiVersion", f"{group}/{VERSIONS.get(group, 'v1')}" if group else "v1")
-        body.setdefault("kind", kind)
-        body.setdefault("status", {})
-        if resource == "jobs":
-            uid = meta["uid"]
-            template_labels = (
-                body["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})
-            )
-            template_labels.update(
-                {
-                    "batch.kubernetes.io/controller-uid": uid,
-                    "batch.kubernetes.io/job-name": name,
-                    "controller-uid": uid,
-                    "job-name": name,
-                }
-            )
-            body["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
-            body["spec"].setdefault("parallelism", 1)
-            body["spec"].setdefault("completions", 1)
-            body["spec"].setdefault("suspend", False)
-            body["spec"].setdefault("completionMode", "NonIndexed")
-            if not body["spec"]["suspend"]:
-                body["status"]["startTime"] = now()
+        meta["namespace"] = namespace
+        self._stamp(resource, body)
         self.put(resource, body, "ADDED")
         if failure is not None:
             raise ApiError(failure[0], "InternalError", "etcdserver: request timed out")

@@ -153,6 +153,16 @@ async def service_with(
     return svc
 
 
+async def ranks_running(
+    svc: Service, fake: FakeApiServer, job: dict[str, Any], job_name: str, nodes: list[str]
+) -> tuple[list[str], dict[str, Any]]:
+    """The Job's pods made and started, one per node of ``nodes``, and its rank 0 saying
+    it runs: the pods' names, and the job as it then shows."""
+    pods = fake.start_ranks(job_name, NAMESPACE, nodes)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
+    return pods, await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+
+
 def gpu_nodes(fake: FakeApiServer, count: int) -> list[str]:
     for i in range(count):
         fake.add_node(f"gpu-{i}", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
@@ -181,13 +191,11 @@ async def test_an_indexed_job_runs_its_ranks_and_the_first_to_fail_fails_the_job
     # the Service goes with its Job, however the Job goes
     assert service["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
 
-    pods = fake.start_ranks(name, NAMESPACE, nodes)
+    pods, running = await ranks_running(svc, fake, job, name, nodes)
     assert sorted(p["spec"]["hostname"] for p in fake.pods_of(name, NAMESPACE)) == [
         f"{name}-0",
         f"{name}-1",
     ]
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
-    running = await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
     assert running["node"] == "gpu-0, gpu-1"
     async with svc.client("ada") as c:
         flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
@@ -240,9 +248,7 @@ async def test_kueue_admits_a_jobsets_ranks_all_at_once_or_none(
     assert fake.get("jobs", NAMESPACE, children[1])["spec"]["suspend"] is True
     assert fake.pods_of(children[1], NAMESPACE) == []
 
-    pods = fake.start_ranks(children[0], NAMESPACE, nodes[:2])
-    write_status(status_file(svc, "ada", first["id"]), RunStatus("running", 0, 0))
-    running = await svc.wait("ada", first["id"], lambda j: j["state"] == "running")
+    pods, running = await ranks_running(svc, fake, first, children[0], nodes[:2])
     assert running["node"] == "gpu-0, gpu-1"
     still = await svc.job("ada", second["id"])
     assert still["state"] == "queued"
@@ -275,9 +281,7 @@ async def test_cancel_and_kueue_preemption_take_the_whole_jobset(
     await eventually(lambda: fake.get("jobsets", NAMESPACE, name))
     fake.reconcile_jobsets()
     fake.kueue_admit_fitting(NAMESPACE, gpus=8)
-    fake.start_ranks(f"{name}-node-0", NAMESPACE, nodes)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    await ranks_running(svc, fake, job, f"{name}-node-0", nodes)
 
     # Kueue preempts the JobSet: all of it goes, and the job queues again as a new one
     write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 0, 0, exit_code=4))
@@ -292,9 +296,7 @@ async def test_cancel_and_kueue_preemption_take_the_whole_jobset(
     # admitted again and running, a cancel deletes the JobSet and every rank with it
     fake.reconcile_jobsets()
     fake.kueue_admit_fitting(NAMESPACE, gpus=8)
-    fake.start_ranks(f"{name}-r1-node-0", NAMESPACE, nodes)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    await ranks_running(svc, fake, job, f"{name}-r1-node-0", nodes)
     async with svc.client("ada") as c:
         assert (await c.post(f"jobs/{job['id']}/cancel")).status_code == 200
     await eventually(lambda: fake.get("jobsets", NAMESPACE, f"{name}-r1") is None)
@@ -333,11 +335,9 @@ async def test_an_evicted_rank_requeues_the_whole_job_and_its_deadline_ends_it(
     job = await svc.submit("ada", "train.py", "pair")
     first = f"nbjobs-{job['id']}"
     await eventually(lambda: fake.get("jobs", NAMESPACE, first))
-    pods = fake.start_ranks(first, NAMESPACE, nodes)
+    pods, _ = await ranks_running(svc, fake, job, first, nodes)
     jobdir = status_file(svc, "ada", job["id"]).parent
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
     (jobdir / "log-rank-1.txt").write_text("rank 1: epoch 1\n")  # as its runner writes it
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
 
     fake.finish_pod(
         pods[1], NAMESPACE, exit_code=143, disruption=("EvictionByEvictionAPI", "Eviction API")
@@ -351,9 +351,7 @@ async def test_an_evicted_rank_requeues_the_whole_job_and_its_deadline_ends_it(
     assert not (jobdir / "log-rank-1.txt").exists()  # the next attempt's rank 1 starts anew
     await eventually(lambda: fake.get("services", NAMESPACE, second))  # its own Service
 
-    fake.start_ranks(second, NAMESPACE, nodes)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    await ranks_running(svc, fake, job, second, nodes)
     fake.job_condition(second, NAMESPACE, "Failed", "DeadlineExceeded", "past its deadline")
     done = await svc.wait("ada", job["id"], timeout=30)
     assert done["state"] == "timed_out", done
@@ -371,9 +369,7 @@ async def test_a_restarted_service_adopts_a_running_jobset_and_sees_it_end(
     fake.reconcile_jobsets()
     child = f"{name}-node-0"
     assert fake.get("jobs", NAMESPACE, child)["metadata"]["annotations"]["nbjobs.io/owner"] == "ada"
-    pods = fake.start_ranks(child, NAMESPACE, nodes)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
-    await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    pods, _ = await ranks_running(svc, fake, job, child, nodes)
     services.remove(svc)
     await stop_service(svc)  # the job goes on in the cluster
 
