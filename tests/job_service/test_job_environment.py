@@ -461,6 +461,61 @@ async def test_jobs_run_as_the_submitting_users_own_account(tmp_path, public_fol
     )
 
 
+RANK_WHO_AM_I = """
+import json, os
+rank = os.environ["RANK"]
+seen = {{"uid": os.getuid(), "euid": os.geteuid()}}
+try:
+    seen["secret"] = open({secret!r}).read()
+except PermissionError:
+    seen["secret"] = "denied"
+json.dump(seen, open(f"whoami-{{rank}}.json", "w"))
+"""
+
+
+async def test_every_rank_of_a_multi_node_job_runs_as_its_owner(
+    tmp_path, public_folder, os_account
+):
+    """Each rank is a runner of its own: every one under the owner's account (never the
+    service's), its files in the job's folder the account's, the service's secret shut."""
+    name = os_account.pw_name
+    secret = public_folder / "root-only.txt"
+    secret.write_text("root's secret")
+    secret.chmod(0o600)
+    python = python_for(os_account, public_folder)
+    overrides = {
+        **local_backend(gpus=[], run_as="user"),
+        "flavors": [*BASE_CONFIG["flavors"], {"name": "cpu-pair", "gpus": 0, "nodes": 2}],
+        "storage": {"root": str(public_folder / "home")},
+    }
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"own-token": name}))
+    tokens.chmod(0o600)
+    argv = (f"--StaticTokenAuth.tokens_file={tokens}", f"--LocalBackend.python={python}")
+    svc = await start_service(tmp_path, overrides, argv)
+    try:
+        home = svc.home(name)
+        (home / "who.py").write_text(RANK_WHO_AM_I.format(secret=str(secret)))
+        async with httpx.AsyncClient(base_url=svc.url + "api/", timeout=60) as http:
+            own = {"Authorization": "token own-token"}
+            body = {"path": "who.py", "flavor": "cpu-pair"}
+            job = (await http.post("jobs", json=body, headers=own)).json()
+            while job["state"] not in ("succeeded", "failed", "cancelled"):
+                await asyncio.sleep(0.1)
+                job = (await http.get(f"jobs/{job['id']}", headers=own)).json()
+    finally:
+        await stop_all(svc)
+
+    assert job["state"] == "succeeded", job
+    for rank in (0, 1):
+        seen = json.loads((home / f"whoami-{rank}.json").read_text())
+        assert seen == {"uid": os_account.pw_uid, "euid": os_account.pw_uid, "secret": "denied"}
+    folder = job_folder(home, job["id"])
+    owned = [folder / "log-rank-1.txt", folder / "status-rank-1.json", folder / "log.txt"]
+    assert {p.name: p.lstat().st_uid for p in owned} == {p.name: os_account.pw_uid for p in owned}
+    assert stat.S_IMODE((folder / "log-rank-1.txt").lstat().st_mode) == 0o600
+
+
 def test_run_as_user_needs_a_service_running_as_root(public_folder, os_account):
     config = public_folder / "nbjobs.yaml"
     config.write_text(
