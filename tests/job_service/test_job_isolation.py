@@ -1,0 +1,115 @@
+"""A job cannot act as its owner's notebook server: on one machine both run as the
+user's own OS account, and a job once read the server's token from its runtime file
+(or its environment in /proc) and opened a terminal in it that outlived the job.
+
+Real service, real runner under a real OS account; a stand-in "server" of the same
+account holds a token in its environment and in a runtime folder as a real one does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import uuid
+
+import httpx
+import psutil
+import pytest
+
+from nbjobs.accounts import Account, drop_privileges
+from nbjobs.sandbox import remove_server_runtime, server_runtime_folder
+
+from .conftest import start_service, stop_all
+from .test_job_environment import (  # noqa: F401 (fixtures)
+    local_backend,
+    os_account,
+    public_folder,
+    python_for,
+)
+
+LOOK_FOR_THE_SERVER = """
+import glob, json, os, subprocess
+token = {token!r}
+found = []
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+for pid in pids:
+    try:
+        if token.encode() in open(f"/proc/{{pid}}/environ", "rb").read():
+            found.append(f"environ of {{pid}}")
+    except OSError:
+        pass
+for path in glob.glob("/run/nbjobs/servers/*/*") + glob.glob({runtime!r} + "/*"):
+    try:
+        if token in open(path).read():
+            found.append(path)
+    except OSError:
+        pass
+subprocess.Popen(["sleep", "600", {mark!r}], start_new_session=True)
+json.dump({{"found": found, "pids": len(pids)}}, open("looked.json", "w"))
+"""
+
+
+@pytest.fixture
+def server_of(os_account):  # noqa: F811
+    """A stand-in notebook server of the account: its token in its environment and in
+    its runtime folder, as jupyterhub-singleuser keeps it."""
+    account = Account.of(os_account)
+    token = "server-token-" + uuid.uuid4().hex
+    runtime = server_runtime_folder(account)
+    (runtime / "jpserver-1.json").write_text(json.dumps({"token": token}))
+    os.chown(runtime / "jpserver-1.json", account.uid, account.gid)
+    env = {"PATH": os.environ["PATH"], "JUPYTERHUB_API_TOKEN": token}
+    server = subprocess.Popen(
+        ["sleep", "600"], env=env, preexec_fn=lambda: drop_privileges(account)
+    )
+    try:
+        yield token, runtime
+    finally:
+        server.kill()
+        server.wait()
+        remove_server_runtime(runtime)
+
+
+async def test_a_job_sees_neither_its_owners_server_nor_its_files_and_takes_what_it_started(
+    tmp_path,
+    public_folder,  # noqa: F811
+    os_account,  # noqa: F811
+    server_of,
+):
+    token, runtime = server_of
+    name = os_account.pw_name
+    mark = f"nbjobs-job-left-{uuid.uuid4().hex[:8]}"
+    python = python_for(os_account, public_folder)
+    overrides = {
+        **local_backend(gpus=[], run_as="user"),
+        "storage": {"root": str(public_folder / "home")},
+    }
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"own-token": name}))
+    tokens.chmod(0o600)
+    argv = (f"--StaticTokenAuth.tokens_file={tokens}", f"--LocalBackend.python={python}")
+    svc = await start_service(tmp_path, overrides, argv)
+    look = LOOK_FOR_THE_SERVER.format(token=token, runtime=str(runtime), mark=mark)
+    try:
+        svc.write(name, "look.ipynb", look)
+        async with httpx.AsyncClient(base_url=svc.url + "api/", timeout=60) as http:
+            own = {"Authorization": "token own-token"}
+            body = {"path": "look.ipynb", "flavor": "cpu"}
+            job = (await http.post("jobs", json=body, headers=own)).json()
+            while job["state"] not in ("succeeded", "failed", "cancelled"):
+                await asyncio.sleep(0.1)
+                job = (await http.get(f"jobs/{job['id']}", headers=own)).json()
+    finally:
+        await stop_all(svc)
+
+    assert job["state"] == "succeeded", job
+    looked = json.loads((svc.home(name) / "looked.json").read_text())
+    assert looked["found"] == []
+    # its namespace's first process, the runner, its kernel and what the cell started
+    assert looked["pids"] < 10, looked
+    left = [p for p in psutil.process_iter(["cmdline"]) if mark in (p.info["cmdline"] or [])]
+    assert left == [], "a process the job started outlived it"
+    # the server's own file is where it was, for the server
+    assert token in (runtime / "jpserver-1.json").read_text()
