@@ -28,7 +28,9 @@ MACHINE_WIDE = (
     "tests/hub/test_accounts_hub.py",
     "tests/hub/test_demo.py",
     "tests/hub/test_install.py",
+    "tests/hub/test_private_kernels.py",
     "tests/job_service/test_job_environment.py",
+    "tests/job_service/test_job_isolation.py",
     "tests/job_service/test_job_limits.py",
     "tests/lab/test_lab_newcomer.py",  # runs `nbjobs demo`: its accounts too
 )
