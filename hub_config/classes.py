@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 from nbjobs.client.cli import Client, ClientError, UsageError, _client
 
@@ -122,6 +123,25 @@ def _show(cls: dict[str, Any]) -> str:
     if cls.get("source") == "nbjobs.yaml":
         rows.append(("defined in", "nbjobs.yaml (an admin changes it there)"))
     return "\n".join(f"{k + ':':<12}{v}" for k, v in rows)
+
+
+def show_invitations(invitations: list[dict[str, Any]], service: str) -> str:
+    """The invitations a change made, one a line, each with its whole link: hand each to
+    its user (only its holder chooses that user's password)."""
+    if not invitations:
+        return ""
+    lines = [
+        f"{len(invitations)} new account(s): give each person their own link (it works "
+        "once; only its holder chooses the password):"
+    ]
+    for invitation in invitations:
+        link = urljoin(service, invitation["url"])
+        mailed = f", mailed to {invitation['mailed_to']}" if invitation.get("mailed_to") else ""
+        lines.append(
+            f"  {invitation['user']}: {link} (code {invitation['code']}, until "
+            f"{invitation['expires_at'][:16].replace('T', ' ')} UTC{mailed})"
+        )
+    return "\n".join(lines)
 
 
 # -- the commands ---------------------------------------------------------------
@@ -227,6 +247,9 @@ def main(argv: Sequence[str]) -> int:
             else:
                 done = {"create": "created", "add": "updated", "remove": "updated"}[args.command]
                 print(f"{done} class {result['name']}\n{_show(result)}")
+                invited = show_invitations(result.get("invitations") or [], client.base)
+                if invited:
+                    print(invited)
         elif args.command == "list":
             if args.name:
                 cls = client.call("GET", f"classes/{args.name}")
@@ -257,4 +280,35 @@ def main(argv: Sequence[str]) -> int:
     except ClientError as exc:
         print(f"nbjobs class {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
+    return 0
+
+
+def invite_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``nbjobs invite``."""
+    parser = argparse.ArgumentParser(
+        prog="nbjobs invite",
+        description="Make a new one-time invitation for a hub user who has not chosen a "
+        "password yet (admins: anyone; teachers: their students). Its holder opens the link "
+        "and chooses the password; an earlier invitation of theirs stops working.",
+    )
+    parser.add_argument("user", help="the hub user's name")
+    parser.add_argument("--url", help="the job service (default: $NBJOBS_URL)")
+    parser.add_argument("--token", help="your JupyterHub API token (default: $NBJOBS_TOKEN)")
+    parser.add_argument("--json", action="store_true", help="print JSON, for scripts")
+    return parser
+
+
+def invite(argv: Sequence[str]) -> int:
+    """``nbjobs invite NAME``."""
+    args = invite_parser().parse_args(list(argv))
+    try:
+        client = _client(args)
+        made = client.call("POST", "invitations", {"user": args.user})
+    except ClientError as exc:
+        print(f"nbjobs invite: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if args.json:
+        print(json.dumps(made))
+    else:
+        print(show_invitations([made], client.base).split("\n", 1)[1].strip())
     return 0

@@ -22,14 +22,14 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from nbjobs.config import NbjobsConfig
-from nbjobs.models import ClassInfo, CreateClass, RosterProblem
+from nbjobs.models import ClassInfo, CreateClass, InvitationInfo, RosterProblem
 
 from .errors import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
 
@@ -150,6 +150,9 @@ class ClassRegistry:
         self._hub_classes: dict[str, ClassInfo] = {}
         self._all_groups: set[str] = set()
         self._fetched = 0.0
+        #: asks the hub for an invitation to each account a roster created (set by the
+        #: service: job_service/invitations.py); None: none are asked for
+        self.invite_new: Callable[[list[str]], Awaitable[list[InvitationInfo]]] | None = None
 
     # -- reading ---------------------------------------------------------------
 
@@ -456,7 +459,7 @@ class ClassRegistry:
         self.log.info(
             "class %s created by %s with %d students", info.name, caller.name, len(students)
         )
-        return info
+        return await self._with_invitations(info, created)
 
     async def add_students(self, caller: Caller, name: str, students: list[str]) -> ClassInfo:
         """Add students (all or none) to a class the caller teaches."""
@@ -465,12 +468,13 @@ class ClassRegistry:
         cls = self._owned(caller, name)
         wanted = await self.check_roster(students, name)
         new = [s for s in wanted if s not in cls.students]
+        created: list[str] = []
         if new:
-            await self._ensure_users(hub, new)
+            created = await self._ensure_users(hub, new)
             await hub.add_users(name, new)
         info = cls.model_copy(update={"students": [*cls.students, *new]})
         self._hub_classes[name] = info
-        return info
+        return await self._with_invitations(info, created)
 
     async def remove_students(self, caller: Caller, name: str, students: list[str]) -> ClassInfo:
         """Take students out of a class the caller teaches (their jobs stay theirs)."""
@@ -501,6 +505,13 @@ class ClassRegistry:
         self._hub_classes.pop(name, None)
         self._all_groups.discard(name)
         self.log.info("class %s deleted by %s", name, caller.name)
+
+    async def _with_invitations(self, info: ClassInfo, created: list[str]) -> ClassInfo:
+        """``info`` with the invitations of the accounts this change ``created`` (its
+        answer's: the cache keeps none)."""
+        if not created or self.invite_new is None:
+            return info
+        return info.model_copy(update={"invitations": await self.invite_new(created)})
 
     async def _ensure_users(self, hub: HubGroups, names: list[str]) -> list[str]:
         """Create the hub accounts a roster names that do not exist yet; return those."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .credits import Credits
     from .dispatch import Dispatcher
     from .events import ChangeFeed
+    from .invitations import Invitations
     from .notifications.outbox import Outbox
     from .notifications.settings import NotifySettingsStore
     from .retention import Retention
@@ -52,6 +53,7 @@ class ServiceFacade(Protocol):
     definitions: Definitions
     dispatcher: Dispatcher
     feed: ChangeFeed
+    invitations: Invitations
     notify_settings: NotifySettingsStore
     outbox: Outbox
     retention: Retention

@@ -16,6 +16,7 @@ from tornado.iostream import StreamClosedError
 from nbjobs.models import (
     BudgetGrant,
     CreateClass,
+    CreateInvitation,
     CreditGrant,
     RejectRequest,
     RerunChanges,
@@ -414,6 +415,16 @@ class ClassStudentsHandler(APIHandler):
         self.send(self.service.budgets.annotate(info))
 
 
+class InvitationsHandler(APIHandler):
+    """``POST api/invitations``: a new one-time invitation for a user with no password
+    yet (admins: anyone; teachers: their students)."""
+
+    async def post(self) -> None:
+        request = self.body(CreateInvitation)
+        made = await self._call(self.service.invitations.invite(self.caller, request.user))
+        self.send(made, status=HTTPStatus.CREATED)
+
+
 class UsageHandler(APIHandler):
     async def get(self) -> None:
         usage = await self._call_sync(
@@ -498,6 +509,7 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (api + r"/credits/(?P<account>[^/]+)/grants", CreditGrantHandler),
         (api + "/classes/?", ClassesHandler),
         (api + "/roster-check", RosterCheckHandler),
+        (api + "/invitations", InvitationsHandler),
         (api + r"/classes/(?P<name>[^/]+)/?", ClassHandler),
         (api + r"/classes/(?P<name>[^/]+)/students", ClassStudentsHandler),
         (api + r"/classes/(?P<name>[^/]+)/students/(?P<student>[^/]+)/budget", BudgetHandler),

@@ -83,6 +83,7 @@ from .follow import Follower
 from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
+from .invitations import Invitations
 from .live import RunnerStatuses
 from .notebooks import NotebookChecks
 from .notifications.outbox import Outbox
@@ -205,6 +206,9 @@ class JobService:
         self.definitions = Definitions(self.ctx, self.check_request, lambda: self.ticker.clock())
         self.ticker = Ticker(self.ctx, self.definitions, self.submit, lambda: self.user_now)
         self.notify_settings = NotifySettingsStore(self.ctx)
+        #: invitations the hub makes for the names rosters and admins add (invitations.py)
+        self.invitations = Invitations(self.ctx, self.classes.hub)
+        self.classes.invite_new = self.invitations.for_new_users
         self.outbox = Outbox(self.ctx)
         self.budgets = Budgets(self.ctx)
         #: what changed, pushed to the open ``api/events`` streams (see events.py); it

@@ -46,6 +46,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedule": ("nbjobs.client.schedule", "main", "job definitions that run on a schedule"),
     "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
     "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
+    "invite": (
+        "nbjobs.hub_config.classes",
+        "invite",
+        "a one-time link for a new user to choose their password (admins, teachers)",
+    ),
     "check-config": ("nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)"),
     "install": (
         "nbjobs.install",
@@ -93,6 +98,7 @@ PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "schedule runs": ("nbjobs.client.schedule", "runs_parser", ()),
     "notify": ("nbjobs.client.notify", "notify_parser", ()),
     "class": ("nbjobs.hub_config.classes", "class_parser", ()),
+    "invite": ("nbjobs.hub_config.classes", "invite_parser", ()),
     "check-config": ("nbjobs.check", "check_parser", ()),
     "copy-database": ("nbjobs.job_service.dbcopy", "copy_parser", ()),
     "network-policies": ("nbjobs.network", "policies_parser", ()),

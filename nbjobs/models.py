@@ -497,6 +497,28 @@ class ErrorBody(BaseModel):
     problems: list[RosterProblem] | None = None
 
 
+class InvitationInfo(BaseModel):
+    """A one-time invitation for a hub user to choose their first password: the only
+    time its code is shown (the hub keeps a hash of it)."""
+
+    user: str
+    #: 16 letters and digits, grouped by four; typed at the hub's ``/hub/invite`` page
+    code: str
+    #: the link that opens it: absolute where ``notifications.links_base`` is set, else
+    #: the hub's path (``/hub/invite/CODE``)
+    url: str
+    #: when it stops working
+    expires_at: datetime
+    #: the address it was mailed to (None: not mailed; hand it over yourself)
+    mailed_to: str | None = None
+
+
+class CreateInvitation(_Body):
+    """``POST api/invitations``: a new invitation for a user with no password yet."""
+
+    user: str = Field(min_length=1, max_length=255)
+
+
 class ClassInfo(BaseModel):
     """A class: a JupyterHub group of students, its teachers, flavors and GPU-hours."""
 
@@ -515,6 +537,9 @@ class ClassInfo(BaseModel):
     source: str = "hub"
     #: GPU-hours granted to single students on top of ``gpu_hours``, counting now
     extra_hours: dict[str, float] = {}
+    #: the invitations this change made for the accounts it created (only in the answer
+    #: to a create or an add, on a hub whose login uses invitations): hand them out
+    invitations: list[InvitationInfo] = []
 
 
 class CreateClass(_Body):
