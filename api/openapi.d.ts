@@ -2007,6 +2007,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A new one-time invitation for a user to choose their first password
+         * @description On a hub whose login uses invitations (nbjobs install's): admins invite any user, teachers their own students, who have not chosen a password yet. The code is shown only here (the hub keeps a hash); an earlier invitation of the user stops working. Where the user's name is their address (notifications.email.names_are_addresses), it is mailed there too.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["CreateInvitation"];
+                };
+            };
+            responses: {
+                /** @description The invitation; hand its link (or code) to its user */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Invitation"];
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                404: components["responses"]["NotFound"];
+                409: components["responses"]["Conflict"];
+                413: components["responses"]["TooLarge"];
+                502: components["responses"]["HubRefused"];
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/classes/{name}": {
         parameters: {
             query?: never;
@@ -2246,6 +2296,22 @@ export interface components {
             extra_hours: {
                 [key: string]: number;
             };
+            /** @description the invitations made for the accounts a create or an add created (only in that answer; empty where the hub's login makes none) */
+            invitations: components["schemas"]["Invitation"][];
+        };
+        Invitation: {
+            user: string;
+            /** @description 16 letters and digits grouped by four, typed at the hub's /hub/invite page */
+            code: string;
+            /** @description the link that opens it: absolute where notifications.links_base is set, else the hub's path /hub/invite/CODE */
+            url: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** @description the address it was mailed to; null - hand it over yourself */
+            mailed_to: string | null;
+        };
+        CreateInvitation: {
+            user: string;
         };
         CreateClass: {
             name: string;
@@ -3128,6 +3194,8 @@ export interface components {
 }
 export type Error = components['schemas']['Error'];
 export type Class = components['schemas']['Class'];
+export type Invitation = components['schemas']['Invitation'];
+export type CreateInvitation = components['schemas']['CreateInvitation'];
 export type CreateClass = components['schemas']['CreateClass'];
 export type RosterCheck = components['schemas']['RosterCheck'];
 export type RosterChecked = components['schemas']['RosterChecked'];
