@@ -148,6 +148,14 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             self._unauthenticated()
         if caller.refused:
             raise web.HTTPError(403, "%s", caller.refused)
+        if caller.created:
+            # a user made again under an earlier one's name: the earlier one is retired
+            # before this one sees anything (job_service/deleted_users.py)
+            try:
+                await self.service.departures.admit(caller.name, caller.created)
+            except ServiceError as exc:  # a user retired, their token not yet forgotten
+                self.set_header("WWW-Authenticate", 'token realm="nbjobs"')
+                raise web.HTTPError(exc.status, "%s", exc.message) from None
         self.caller = caller
 
     def _unauthenticated(self) -> NoReturn:

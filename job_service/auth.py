@@ -256,6 +256,9 @@ class HubTokenAuth(Authenticator):
         self.hub_auth = HubAuth(parent=self)
         #: sha256(token) -> (monotonic time of the hub's answer, the answer)
         self._answers: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        #: sha256(token) -> when the hub made its user: a token dies with its user, so
+        #: this never changes while the token works
+        self._made: OrderedDict[str, str] = OrderedDict()
 
     async def _hub_model(self, token: str) -> dict[str, Any] | None:
         """The hub's user model for a token, reused for at most ``cache_seconds``.
@@ -290,7 +293,32 @@ class HubTokenAuth(Authenticator):
         admin = self.is_admin(name, groups, bool(model.get("admin")) or ADMIN_SCOPE in scopes)
         may_submit = admin or not self.require_submit_scope or SUBMIT_SCOPE in scopes
         teacher = self.is_teacher(name, groups, TEACH_SCOPE in scopes)
-        return Caller(name, groups, admin, may_submit=may_submit, teacher=teacher)
+        created = await self._made_at(token, name, model)
+        return Caller(name, groups, admin, may_submit=may_submit, teacher=teacher, created=created)
+
+    async def _made_at(self, token: str, name: str, model: dict[str, Any]) -> str | None:
+        """When the hub made the token's user: in the token's answer when its scopes let
+        it read that, else asked of the hub with the service's own token (once per token)."""
+        if model.get("created"):
+            return str(model["created"])
+        key = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        if key in self._made:
+            self._made.move_to_end(key)
+            return self._made[key]
+        from .classes import HubError, HubGroups
+
+        hub = HubGroups(self.hub_auth.api_url, self.hub_auth.api_token)
+        try:
+            user = await hub.user(name)
+        except HubError as exc:
+            self.log.warning("nbjobs: cannot ask the hub when %s was made: %s", name, exc.message)
+            return None
+        if user is None or not user.get("created"):
+            return None
+        self._made[key] = str(user["created"])
+        while len(self._made) > max(self.cache_size, 1):
+            self._made.popitem(last=False)
+        return self._made[key]
 
     async def user_now(self, name: str) -> Caller | None:
         from .classes import HubGroups
@@ -301,7 +329,8 @@ class HubTokenAuth(Authenticator):
             return None
         groups = self.meaningful(model.get("groups"))
         admin = self.is_admin(name, groups, bool(model.get("admin")))
-        return Caller(name, groups, admin, teacher=self.is_teacher(name, groups, False))
+        teacher = self.is_teacher(name, groups, False)
+        return Caller(name, groups, admin, teacher=teacher, created=model.get("created"))
 
     @staticmethod
     def accepted_scopes() -> set[str]:

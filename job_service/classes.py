@@ -97,6 +97,18 @@ class HubGroups:
         result = await self._call("GET", "groups")
         return list(result or [])
 
+    async def users(self) -> dict[str, str]:
+        """Every hub user's name and ``created`` time (as the hub writes it), read page by
+        page until an empty one (the hub caps a page at its ``api_page_max_limit``)."""
+        found: dict[str, str] = {}
+        while True:
+            page = await self._call("GET", f"users?offset={len(found)}&limit=200")
+            before = len(found)
+            for model in page or []:
+                found[str(model["name"])] = str(model.get("created") or "")
+            if len(found) == before:
+                return found
+
     async def user_exists(self, name: str) -> bool:
         return await self.user(name) is not None
 

@@ -53,8 +53,10 @@ from nbjobs.models import ACTIVE_STATES
 #:    and ``usage_rolled`` on ``nbjobs_jobs`` and ``nbjobs_usage_kept``; credits
 #:    (job_service/credits.py): ``nbjobs_credit_accounts``, ``nbjobs_credit_entries``
 #:    (kept by triggers) and the jobs' ``credit_*`` columns (revision 0006);
-#: 7: ``nbjobs_jobs.nodes``, the nodes a multi-node job spans (None: one).
-SCHEMA_VERSION = 7
+#: 7: ``nbjobs_jobs.nodes``, the nodes a multi-node job spans (None: one);
+#: 8: ``nbjobs_users``, which person of each hub name the service knows, and
+#:    ``nbjobs_deleted_users``, the users retired (job_service/deleted_users.py; revision 0007).
+SCHEMA_VERSION = 8
 
 log = logging.getLogger("nbjobs.job_service")
 

@@ -25,6 +25,9 @@ class Caller:
     teacher: bool = False
     #: why this caller's token may not use nbjobs at all (a 403 that says so); None: it may
     refused: str | None = None
+    #: when the hub made this user (its ``created``, as it wrote it): a user deleted and made
+    #: again under the same name has another (job_service/deleted_users.py); None: unknown
+    created: str | None = None
 
 
 class ServiceError(Exception):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .classes import ClassRegistry
     from .context import Context
     from .credits import Credits
+    from .deleted_users import Departures
     from .dispatch import Dispatcher
     from .events import ChangeFeed
     from .invitations import Invitations
@@ -51,6 +52,7 @@ class ServiceFacade(Protocol):
     credits: Credits
     decisions: Decisions
     definitions: Definitions
+    departures: Departures
     dispatcher: Dispatcher
     feed: ChangeFeed
     invitations: Invitations

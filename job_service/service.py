@@ -64,6 +64,8 @@ from .context import Context
 from .counters import ServiceMetrics
 from .credits import Credits
 from .db import ACTIVE_VALUES, JobRecord, KeptUsage, engine_of, rowcount, utcnow
+from .deleted_users import BY as DEPARTURES_BY
+from .deleted_users import Departures
 from .dispatch import Dispatcher, too_big_for_quota
 from .errors import (
     Caller,
@@ -220,6 +222,15 @@ class JobService:
         self.usage_sums = UsageRoller(self.ctx)
         #: accounts that pay for jobs on priced flavors: holds, charges, grants
         self.credits = Credits(self.ctx)
+        #: a user deleted in the hub, or made again under the same name, retired: the next
+        #: person of the name finds nothing of the earlier one's
+        self.departures = Departures(
+            self.ctx,
+            folder_for=self.folder_for,
+            cancel=lambda job_id, why: self.cancel(Caller(DEPARTURES_BY, admin=True), job_id, why),
+            charge=self.credits.charge,
+            after=self.budgets.load,
+        )
         #: what works in the background while this service holds the lease, in the order
         #: it starts (and halts); it stops in the reverse order
         self.loops: list[Loop] = [
@@ -231,6 +242,7 @@ class JobService:
             self.retention,
             self.usage_sums,
             self.credits,
+            self.departures,
             self.ticker,
         ]
         #: called when another service took the lease over (the app stops then)

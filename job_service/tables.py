@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData
 
-from . import audit, credits, db, usage
+from . import audit, credits, db, deleted_users, usage
 from .notifications import store as notification_store
 from .schedules import store as schedule_store
 
 #: the modules that define tables
-TABLE_MODULES = (db, audit, usage, credits, notification_store, schedule_store)
+TABLE_MODULES = (db, audit, usage, credits, notification_store, schedule_store, deleted_users)
 
 #: every table the service keeps
 ALL: MetaData = db.Base.metadata

@@ -1301,6 +1301,21 @@ class AdminConfig(_Model):
     groups: list[str] = []
 
 
+class UsersConfig(_Model):
+    """What becomes of a hub user's nbjobs things (jobs, job definitions, notification
+    settings, folder, OS account) when the hub deletes them, or when a user of the same
+    name is made again: the new person never inherits them."""
+
+    #: ``archive``: kept for admins under an archive name (``ada/deleted-20261129T0301Z``,
+    #: which no hub user can have), the folder moved to ``.nbjobs-deleted`` under the
+    #: storage root; ``remove``: the jobs, definitions, settings and folder are deleted
+    #: (GPU time used stays in usage reports). Either way running jobs are cancelled and
+    #: the OS account nbjobs made for them is removed
+    on_delete: Literal["archive", "remove"] = "archive"
+    #: how often the job service compares the users it knows with the hub's
+    check_every: Duration = Field(default=60.0, ge=5, le=3600)
+
+
 class NbjobsConfig(_Model):
     """The whole of ``nbjobs.yaml``."""
 
@@ -1337,6 +1352,8 @@ class NbjobsConfig(_Model):
     network: NetworkConfig = NetworkConfig()
     #: accounts that pay for jobs on priced flavors
     credits: CreditsConfig = CreditsConfig()
+    #: what becomes of a deleted hub user's jobs, definitions, settings, folder and account
+    users: UsersConfig = UsersConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> NbjobsConfig:

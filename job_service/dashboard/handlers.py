@@ -20,6 +20,7 @@ from .models import DrainRequest, Me, MoveRequest
 from .nodes import drain_node, nodes_view, undrain_node
 from .overview import overview
 from .queue import move, queue_view
+from .users import UserHandler, UsersHandler
 
 #: where ``jlpm build:dashboard`` writes the page's script and style (in the package)
 STATIC = Path(nbjobs.__file__).resolve().parent / "dashboard_static"
@@ -276,4 +277,6 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (board + "/approvals", ApprovalsHandler),
         (board + "/nodes", NodesHandler),
         (board + rf"/nodes/(?P<node>{NODE})/drain", DrainHandler),
+        (board + "/users", UsersHandler),
+        (board + r"/users/(?P<name>[^/]+)", UserHandler),
     ]

@@ -101,6 +101,10 @@ class Overview(BaseModel):
     #: Kueue's queues (empty without Kueue, or when the service may not read them), as
     #: the backend sees them
     queues: list[QueueUse] = []
+    #: what the admin should know about classes and hub groups: a class moved into its own
+    #: group at start, a class named like a group nbjobs.yaml gives meaning to (it grants
+    #: nothing of it), an old class group nbjobs does not count
+    class_notices: list[str] = []
 
 
 class QueuedJob(BaseModel):
@@ -172,3 +176,41 @@ class DrainRequest(BaseModel):
     reason: str = Field(default="", max_length=500)
     #: cancel the jobs running there now (they keep their partial output), else they finish
     cancel_running: bool = False
+
+
+class DeletedUser(BaseModel):
+    """A user the service retired: deleted in the hub, made again under the same name, or
+    deleted by an admin through nbjobs; what became of their things."""
+
+    name: str
+    noticed_at: datetime
+    #: in words: "deleted in the hub", "made again in the hub (made ...)", "deleted by root"
+    why: str
+    #: ``users.on_delete`` then
+    action: Literal["archive", "remove"]
+    #: the name their records (archive) or their GPU time (remove) are kept under
+    archived_as: str
+    jobs: int
+    cancelled: int
+    definitions: int
+    #: notification settings and mail addresses
+    settings: int
+    #: where their folder went (archive); None: removed, or there was none
+    folder: str | None = None
+    #: the OS account removed (one machine)
+    account: str | None = None
+    #: what could not be done, for the admin to finish by hand
+    problems: str | None = None
+
+
+class UsersView(BaseModel):
+    """``GET api/dashboard/users``: what becomes of a deleted user's things, and the users
+    retired so far (newest first)."""
+
+    #: nbjobs.yaml ``users.on_delete``
+    on_delete: Literal["archive", "remove"]
+    #: seconds between comparisons with the hub's users (``users.check_every``)
+    check_every: float
+    #: the service asks a hub (else users are retired only by an admin, here)
+    in_hub: bool
+    deleted: list[DeletedUser]

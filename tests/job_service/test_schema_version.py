@@ -24,6 +24,7 @@ OUTLINES = {
     5: "78fe0278ed2c0876",
     6: "3865ad5ce50ef49a",
     7: "4d61313e85752f32",
+    8: "7d3c4f075f43eebd",
 }
 
 
@@ -114,6 +115,7 @@ def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, 
 #: what each schema version lacked of the next, to make an older database from today's:
 #: tables that came later, columns (table, column) and the indexes on those columns
 CAME_LATER = {
+    8: (["nbjobs_users", "nbjobs_deleted_users"], [], []),
     7: ([], [("nbjobs_jobs", "nodes")], []),
     6: (
         ["nbjobs_usage_days", "nbjobs_credit_accounts", "nbjobs_credit_entries"],
@@ -153,7 +155,7 @@ def as_of(url: str, version: int) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_each_earlier_schema_upgrades_to_the_newest_revision(tmp_path, request, database, version):
     if database == "sqlite":
