@@ -20,6 +20,7 @@ from typing import Any
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 from .errors import BadInput, ExitCode, positive_seconds  # noqa: E402
+from .folder_room import FolderRoom, room_for_log  # noqa: E402
 from .kernel_start import EarlyStart  # noqa: E402
 from .log_file import teed_to  # noqa: E402
 from .output_limits import MiB, OutputLimits  # noqa: E402
@@ -62,6 +63,13 @@ parameters (papermill-style): a cell tagged "injected-parameters" is inserted
 after the cell tagged "parameters" (first, if there is none). -p values are
 read as JSON when they parse (5, 2.5, true, null, [1,2], {"a":1}, "\\"quoted\\"")
 and as plain strings otherwise; -p wins over --parameters for the same name.
+
+room for job files: with --folder-limit the job's log stops where the owner's
+job files (--folder, their .nbjobs) would pass the limit, counting from
+--folder-used; the folder is also measured every 2 s while the job runs. At the
+limit the job stops: exit code 1, "no room left in your folder (N MiB of M for
+job files)"; its output is still written. Files the job writes elsewhere are
+not counted.
 
 multi-node jobs: a runner whose NBJOBS_NODE_RANK is k > 0 (a rank other than 0
 of a job on several nodes) writes its status, log and output into the status
@@ -147,6 +155,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"sample GPUs, CPU and memory this often (default {DEFAULT_INTERVAL:g}; at "
         "least 1; 0 = off)",
     )
+    parser.add_argument(
+        "--folder-limit",
+        type=_byte_count,
+        metavar="BYTES",
+        help="the most the owner's job files may take (storage.max_job_files): past it "
+        "the log stops and the job fails saying there is no room left",
+    )
+    parser.add_argument(
+        "--folder-used",
+        type=_byte_count,
+        default=0,
+        metavar="BYTES",
+        help="what the owner's job files took when the job started (default 0)",
+    )
+    parser.add_argument(
+        "--folder",
+        metavar="DIR",
+        help="the owner's job files (their .nbjobs), measured while the job runs",
+    )
     defaults = OutputLimits()
     for flag, default, what in [
         ("--max-cell-output", defaults.cell, "output kept per cell in OUTPUT"),
@@ -176,6 +203,17 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size (like 512K, 2M, 1G)") from None
     if value < 1024:
         raise argparse.ArgumentTypeError(f"{text!r} is too small; give at least 1K")
+    return value
+
+
+def _byte_count(text: str) -> int:
+    """A number of bytes from the command line: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is below 0; give 0 or more bytes")
     return value
 
 
@@ -218,16 +256,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(ExitCode.BAD_INPUT)
     # the log file may hold a little more than the cell output: the runner's own lines
     limit = args.max_log_output + MiB
-    with teed_to(args.log_file, mode=args.log_file_mode, limit=limit):
+    room = folder_room(args)
+    with teed_to(args.log_file, mode=args.log_file_mode, limit=limit), room_for_log(room):
         if rank:
             nodes = os.environ.get(NODES_ENV, "?")
             print(f"nbjobs-runner: rank {rank} of {nodes} nodes; rank 0 writes the job's result")
         try:
-            return _run(args)
+            return _run(args, room)
         except Exception:
             # a runner bug: its traceback belongs in the job's log, wherever that is
             traceback.print_exc()
             return int(ExitCode.FAILED)
+
+
+def folder_room(args: argparse.Namespace) -> FolderRoom | None:
+    """The room left for the owner's job files (``--folder-limit``), or None."""
+    if args.folder_limit is None:
+        return None
+    folder = Path(args.folder).absolute() if args.folder else None
+    return FolderRoom(args.folder_limit, args.folder_used, folder)
 
 
 def as_rank(args: argparse.Namespace, rank: int) -> None:
@@ -262,7 +309,7 @@ def log_file_conflict(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, room: FolderRoom | None = None) -> int:
     try:
         # before anything starts (a notebook's kernel is launched early): a refusal is
         # then the runner's one line, never a kernel's interrupted start beside it
@@ -287,8 +334,9 @@ def _run(args: argparse.Namespace) -> int:
                 source_name=args.source_name,
                 max_output=args.max_output,
                 telemetry_interval=args.telemetry_interval,
+                room=room,
             )
-        exit_code = asyncio.run(_run_notebook(args, parameters))
+        exit_code = asyncio.run(_run_notebook(args, parameters, room))
     except (BadInput, ParameterError) as exc:
         print(f"nbjobs-runner: error: {exc}", file=sys.stderr)
         _record_bad_input(args, str(exc))
@@ -296,7 +344,9 @@ def _run(args: argparse.Namespace) -> int:
     return int(exit_code)
 
 
-async def _run_notebook(args: argparse.Namespace, parameters: dict[str, Any]) -> ExitCode:
+async def _run_notebook(
+    args: argparse.Namespace, parameters: dict[str, Any], room: FolderRoom | None = None
+) -> ExitCode:
     """Launch the kernel, import what running a notebook takes while it boots (nbformat,
     nbclient: a tenth of a second), then check and run the job (see :mod:`.kernel_start`)."""
     early = await EarlyStart.for_job(args.input, args.kernel, args.cwd)
@@ -323,6 +373,7 @@ async def _run_notebook(args: argparse.Namespace, parameters: dict[str, Any]) ->
         html_path=args.html,
         make_output_folder=args.make_output_folder,
         early=early,
+        folder_room=room,
     )
     return result.exit_code
 

@@ -31,6 +31,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbformat import NotebookNode
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write, positive_seconds
+from .folder_room import FolderRoom
 from .gpus import visible_gpus_within
 from .kernel_start import EarlyStart, KernelManager, LaunchedKernel
 from .output_limits import OutputBudget, OutputLimits
@@ -142,6 +143,7 @@ async def arun_notebook(
     html_path: str | os.PathLike[str] | None = None,
     make_output_folder: bool = False,
     early: EarlyStart | None = None,
+    folder_room: FolderRoom | None = None,
 ) -> RunResult:
     """Execute ``input_path`` and write the executed notebook to ``output_path``.
 
@@ -192,6 +194,7 @@ async def arun_notebook(
     if launched is not None and (launched.kernel_name, launched.cwd) != (job.kernel_name, job.cwd):
         await early.discard()  # the notebook, as repaired, names another kernel
     job.early = early
+    job.folder_room = folder_room
     return await job.run()
 
 
@@ -265,6 +268,8 @@ class NotebookJob:
     _progress_unwritten = False
     #: the kernel launched while the job was checked, and the signals meanwhile
     early: EarlyStart
+    #: the room left in the owner's folder (``--folder-limit``); None: not limited
+    folder_room: FolderRoom | None = None
 
     def __init__(self) -> None:
         self.stop_reason: tuple[ExitCode, str] | None = None
@@ -395,6 +400,7 @@ class NotebookJob:
         for warning in self.warnings:
             self._log(f"warning: {warning}")
         self._start_telemetry()
+        self._watch_folder_room()
         started = time.monotonic()
         client = _EchoingClient(
             self.nb,
@@ -776,6 +782,20 @@ class NotebookJob:
         if error is not None and failed_index is not None:
             error.cell_index = failed_index + 2  # after the banner and the anchor
         return error
+
+    def _watch_folder_room(self) -> None:
+        """Stop the run, failed, when the owner's folder has no room left (the log
+        reached it, or the folder measured past it)."""
+        room = self.folder_room
+        if room is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:  # from the watching thread, or from a write to the log
+            loop.call_soon_threadsafe(self._stop, ExitCode.FAILED, room.message())
+
+        room.when_full(stop)
+        room.start_watching()
 
     # -- telemetry -----------------------------------------------------------
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write
+from .folder_room import FolderRoom, write_within
 from .status import RunStatus, read_stop_reason, utc_now, write_status
 from .telemetry import Sample, Sampler, interval_problem
 
@@ -64,6 +65,7 @@ class ScriptJob:
         source_name: str | None,
         max_output: int,
         telemetry_interval: float = 0,
+        room: FolderRoom | None = None,
     ) -> None:
         problem = interval_problem(telemetry_interval)
         if problem is not None:
@@ -107,6 +109,8 @@ class ScriptJob:
         self.telemetry_interval = float(telemetry_interval)
         self._sampler: Sampler | None = None
         self._telemetry_ended = False
+        #: the room left in the owner's folder: at its end the script is stopped
+        self.room = room
         #: the status is written from the main thread and the sampling thread
         self._status_lock = threading.Lock()
 
@@ -193,6 +197,10 @@ class ScriptJob:
             self.status.state = "running"
             self._write_status()
             self._start_telemetry()
+            if self.room is not None:
+                room = self.room
+                room.when_full(lambda: self.stop(ExitCode.FAILED, room.message()))
+                room.start_watching()
             timer = None
             if self.timeout:
                 timer = threading.Timer(
@@ -204,8 +212,7 @@ class ScriptJob:
                 timer.start()
             assert self._proc.stdout is not None
             for line in iter(self._proc.stdout.readline, b""):
-                sys.stdout.buffer.write(line)
-                sys.stdout.flush()
+                write_within(sys.stdout, line)
                 if line.strip():
                     last_line = line
                 if kept + len(line) <= self.max_output:
@@ -264,6 +271,7 @@ def run_script(
     source_name: str | None,
     max_output: int,
     telemetry_interval: float = 0,
+    room: FolderRoom | None = None,
 ) -> int:
     """Run a script or command as a job; its exit code as the runner's (see ExitCode)."""
     source = Path(input_path).absolute() if input_path and input_path != "-" else None
@@ -278,6 +286,7 @@ def run_script(
         source_name=source_name,
         max_output=max_output,
         telemetry_interval=telemetry_interval,
+        room=room,
     )
 
     def cancelled(signum: int, _frame: object) -> None:

@@ -51,6 +51,7 @@ from .backends import Launched, LaunchSpec
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
 from .errors import Caller
 from .queue import fair_share, in_queue_order
+from .retention import room_at_start
 
 if TYPE_CHECKING:
     from .context import Context
@@ -204,6 +205,10 @@ class Dispatcher:
             spec = await ctx.in_db(self._claim, row.id, token)
             if spec is None:
                 continue  # cancelled (or changed) since the queue was read
+            # what its owner's job files take now (a walk, off the loop): the runner
+            # stops the job where they would pass storage.max_job_files
+            limit = ctx.config.storage.max_job_files
+            spec.job_files = await asyncio.to_thread(room_at_start, limit, spec.job_dir)
             self.launches[row.id] = asyncio.ensure_future(self._launch(spec, token))
             # Let the start run up to its first wait: the backend takes the job's
             # capacity there, and free_for() counts it for the next job of this pass.

@@ -10,6 +10,9 @@ the notebook or script), its status, log and telemetry. Nothing used to remove t
 - a deleted job's folder goes with it (:meth:`~.service.JobService.forget`);
 - a submit is refused (507) while the user's ``.nbjobs`` holds more than
   ``storage.max_job_files``, saying how much and what to do;
+- a job is handed the room left under that cap as it starts (:func:`room_at_start`):
+  its runner stops it where its log, or what it writes there itself, would pass the cap
+  ("no room left in your folder", see ``job_runner/folder_room.py``);
 - ``GET api/storage`` (``nbjobs storage``, the dashboard's Storage view) says how much
   each user's ``.nbjobs`` holds: users their own, admins everyone's.
 
@@ -30,6 +33,7 @@ from sqlalchemy import func, select, update
 
 from nbjobs.models import FINAL_STATES, StorageReport, UserStorage
 from nbjobs.storage import (
+    JOBS_DIR,
     free_space,
     job_files_size,
     remove_from_job_dir,
@@ -37,7 +41,8 @@ from nbjobs.storage import (
 )
 from nbjobs.units import format_size
 
-from .db import JobRecord, utcnow
+from .backends.base import JobFilesRoom
+from .db import ACTIVE_VALUES, JobRecord, utcnow
 from .errors import Caller, Forbidden, InsufficientStorage
 from .periodic import InRounds, Periodic
 
@@ -51,9 +56,9 @@ PER_ROUND = 500
 #: how long an admin's report of every user's space is reused
 REPORT_FRESH = 60.0
 #: seconds a user's measured job files (plus what submits wrote since) stand for them at
-#: submit while under the cap; over it, they are measured again before a refusal. What
-#: goes away meanwhile only makes the figure high; what runners write meanwhile (logs)
-#: is what may pass unseen for this long.
+#: submit while under the cap, as long as none of their jobs ran meanwhile (a running
+#: job's log grows); over it, they are measured again before a refusal. What goes away
+#: meanwhile only makes the figure high.
 ROOM_FRESH = 5.0
 
 
@@ -73,9 +78,10 @@ class Retention(InRounds):
             self.sweep, lambda: ROUND, what="removing old job inputs", log=lambda: ctx.log
         )
         self._report: tuple[float, list[UserStorage]] | None = None
-        #: each user folder's job files as last measured: (when, bytes), plus what
+        #: each user folder's job files as last measured: (when, bytes, when by the
+        #: database's clock), plus what
         #: submits wrote since. A burst of 200 submits walked a user's .nbjobs 200 times.
-        self._held: dict[str, tuple[float, int]] = {}
+        self._held: dict[str, tuple[float, int, datetime]] = {}
 
     # -- removing ------------------------------------------------------------------------
 
@@ -123,18 +129,24 @@ class Retention(InRounds):
 
     # -- measuring -----------------------------------------------------------------------
 
-    def check_room(self, user: str, folder: Path) -> None:
-        """Refuse a submit while ``user``'s job files are over ``storage.max_job_files``
-        (call off the event loop: it walks their ``.nbjobs``)."""
+    async def check_room(self, user: str, folder: Path) -> None:
+        """Refuse a submit while ``user``'s job files are over ``storage.max_job_files``.
+        A figure measured a moment ago stands unless one of their jobs ran since."""
         limit = self.ctx.config.storage.max_job_files
         if limit is None:
             return
-        now = time.monotonic()
         known = self._held.get(str(folder))
-        if known is not None and now - known[0] < ROOM_FRESH and known[1] < limit:
+        if (
+            known is not None
+            and time.monotonic() - known[0] < ROOM_FRESH
+            and known[1] < limit
+            and not await self.ctx.in_db(self._ran_since, user, known[2])
+        ):
             return  # measured a moment ago (with what submits wrote since) and under
-        held = job_files_size(folder)
-        self._held[str(folder)] = (now, held)
+        # a job that ended a moment before (by a clock a little behind) counts as after
+        measured_at, since = time.monotonic(), utcnow() - timedelta(seconds=ROOM_FRESH)
+        held = await asyncio.to_thread(job_files_size, folder)
+        self._held[str(folder)] = (measured_at, held, since)
         if held >= limit:
             raise InsufficientStorage(
                 f"your job files (.nbjobs in your folder: inputs, logs) take {format_size(held)}, "
@@ -143,12 +155,26 @@ class Retention(InRounds):
                 "again, or ask your admin to raise storage.max_job_files"
             )
 
+    def _ran_since(self, user: str, since: datetime) -> bool:
+        """Whether a job of ``user`` runs now or ended after ``since``: their job files
+        may have grown (its log, what it wrote) since they were measured."""
+        with self.ctx.sessions() as db:
+            found = db.scalar(
+                select(JobRecord.id)
+                .where(
+                    JobRecord.user == user,
+                    JobRecord.state.in_(ACTIVE_VALUES) | (JobRecord.finished_at >= since),
+                )
+                .limit(1)
+            )
+        return found is not None
+
     def note_written(self, folder: Path, size: int) -> None:
         """A submit wrote ``size`` bytes of job files under ``folder``: the running total
         check_room goes by until it measures again."""
         known = self._held.get(str(folder))
         if known is not None:
-            self._held[str(folder)] = (known[0], known[1] + size)
+            self._held[str(folder)] = (known[0], known[1] + size, known[2])
 
     async def place(self, user: str) -> tuple[str, int | None]:
         """Where ``user``'s results are written, as people know it, and the bytes free
@@ -208,3 +234,13 @@ class Retention(InRounds):
         return UserStorage(
             user=user, jobs=jobs, job_files=job_files_size(folder), folder=where, free_bytes=free
         )
+
+
+def room_at_start(limit: int | None, job_dir: Path) -> JobFilesRoom | None:
+    """The room for the job files of the owner of the job whose folder is ``job_dir``
+    (``<their folder>/.nbjobs/jobs/<id>``), measured now; None when there is no
+    ``storage.max_job_files``. Call it off the event loop: it walks their ``.nbjobs``."""
+    if limit is None:
+        return None
+    folder = job_dir.parents[len(JOBS_DIR.parts)]
+    return JobFilesRoom(limit, job_files_size(folder), folder / JOBS_DIR.parts[0])

@@ -468,7 +468,7 @@ class JobService:
         # The cheap checks first: a refused submit costs no read of the notebook.
         await self.in_db(self._check_quota, caller, flavor)
         folder = self.folder_for(caller.name)
-        await asyncio.to_thread(self.retention.check_room, caller.name, folder)
+        await self.retention.check_room(caller.name, folder)
         job_id = uuid.uuid4().hex[:12]
         jobdir = job_folder(folder, job_id)
         if kind == "notebook":

@@ -13,16 +13,21 @@ notebook server and per job, through control groups:
   (the biggest: usually the kernel of the notebook) and counts an OOM kill,
   which nbjobs reads back to say "out of memory (limit 8 GiB)".
 - **CPU**: a quota of cores per period.
+- **tasks**: the most processes and threads the group may hold at once (the
+  ``pids`` controller); past it ``fork`` and ``clone`` fail (``EAGAIN``), so one
+  fork bomb cannot take every process slot of the machine. The kernel counts each
+  refusal, which nbjobs reads back to say "too many processes (limit 4096)".
 
 Three kinds of machines:
 
-- cgroup **v1** (the ``devices``, ``memory`` and ``cpu`` hierarchies): all three,
+- cgroup **v1** (the ``devices``, ``memory``, ``cpu`` and ``pids`` hierarchies): all,
   by writing the group's files; a process joins its group before it runs the
   user's program (:meth:`Group.join`).
 - cgroup **v2** with **systemd** as PID 1: the process starts through
-  ``systemd-run --scope`` with ``DevicePolicy``/``DeviceAllow``, ``MemoryMax`` and
-  ``CPUQuota`` (v2 has no device files; systemd attaches the device filter).
-- cgroup **v2 without systemd**: memory and CPU through the group's files; GPU
+  ``systemd-run --scope`` with ``DevicePolicy``/``DeviceAllow``, ``MemoryMax``,
+  ``CPUQuota`` and ``TasksMax`` (v2 has no device files; systemd attaches the device
+  filter).
+- cgroup **v2 without systemd**: memory, CPU and tasks through the group's files; GPU
   devices are not enforced, and :meth:`Cgroups.unenforced` says so.
 
 :class:`Cgroups` finds which, once; :meth:`Cgroups.group` names one group per
@@ -45,10 +50,10 @@ NVIDIA_MAJOR = 195
 #: minors of NVIDIA's control devices (nvidiactl, nvidia-modeset): every GPU job needs them
 NVIDIA_CONTROL_MINORS = (255, 254)
 #: what nbjobs enforces through control groups
-FEATURES = ("devices", "memory", "cpu")
+FEATURES = ("devices", "memory", "cpu", "pids")
 #: the CFS period the CPU quota is counted in (microseconds)
 CPU_PERIOD_US = 100_000
-_V1_CONTROLLERS = {"devices": "devices", "memory": "memory", "cpu": "cpu"}
+_V1_CONTROLLERS = {"devices": "devices", "memory": "memory", "cpu": "cpu", "pids": "pids"}
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class Limits:
     cpus: float | None = None
     #: minors of the GPU devices (major 195) the group may open; ``()``: none at all
     gpu_minors: tuple[int, ...] | None = None
+    #: processes and threads at once (each thread is a task); past it new ones fail
+    tasks: int | None = None
 
     def describe(self) -> str:
         """The limits in words, for logs."""
@@ -72,6 +79,8 @@ class Limits:
             parts.append(f"memory {human_bytes(self.memory)}")
         if self.cpus is not None:
             parts.append(f"{self.cpus:g} CPU")
+        if self.tasks is not None:
+            parts.append(f"{self.tasks} tasks")
         return ", ".join(parts) or "no limits"
 
 
@@ -132,7 +141,7 @@ class Cgroups:
                 self.enforced = FEATURES
                 return
             available = (self.root / "cgroup.controllers").read_text().split()
-            self.enforced = tuple(f for f in ("memory", "cpu") if f in available)
+            self.enforced = tuple(f for f in ("memory", "cpu", "pids") if f in available)
             self.reason = "cgroup v2 without systemd has no device files"
             return
         found = tuple(
@@ -155,7 +164,8 @@ class Cgroups:
     def summary(self) -> str:
         """One line for the service's start and the dashboard's backend health."""
         if not self.enforced:
-            return f"GPU devices, memory and CPU are not enforced ({self.reason})"
+            every = [_WORDS[f] for f in FEATURES]
+            return f"{', '.join(every[:-1])} and {every[-1]} are not enforced ({self.reason})"
         how = f"cgroup {self.version}" + (" through systemd" if self.uses_systemd else "")
         line = f"{', '.join(_WORDS[f] for f in self.enforced)} enforced ({how})"
         missing = self.unenforced()
@@ -206,7 +216,7 @@ class Cgroups:
         return Group(self, name)
 
 
-_WORDS = {"devices": "GPU devices", "memory": "memory", "cpu": "CPU"}
+_WORDS = {"devices": "GPU devices", "memory": "memory", "cpu": "CPU", "pids": "tasks"}
 
 
 class Group:
@@ -287,6 +297,9 @@ class Group:
             folder = paths["cpu"]
             _write(folder / "cpu.cfs_period_us", str(CPU_PERIOD_US))
             _write(folder / "cpu.cfs_quota_us", str(max(1000, int(limits.cpus * CPU_PERIOD_US))))
+        if "pids" in paths:
+            # "max" again for a stale group of the same name that had a limit
+            _write(paths["pids"] / "pids.max", _tasks_text(limits.tasks))
 
     def _create_v2(self, limits: Limits) -> None:
         cg = self.cgroups
@@ -305,6 +318,8 @@ class Group:
         if limits.cpus is not None:
             quota = max(1000, int(limits.cpus * CPU_PERIOD_US))
             _write(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+        if "pids" in cg.enforced:
+            _write(folder / "pids.max", _tasks_text(limits.tasks))
 
     def command_prefix(self, limits: Limits, uid: int | None, gid: int | None) -> list[str]:
         """Under systemd (cgroup v2): the ``systemd-run`` words that start a command in this
@@ -329,6 +344,8 @@ class Group:
             words += ["-p", f"MemoryMax={limits.memory}", "-p", "MemorySwapMax=0"]
         if limits.cpus is not None:
             words += ["-p", f"CPUQuota={round(limits.cpus * 100)}%"]
+        if limits.tasks is not None:
+            words += ["-p", f"TasksMax={limits.tasks}"]
         if uid is not None:
             words.append(f"--uid={uid}")
         if gid is not None:
@@ -395,6 +412,33 @@ class Group:
             return None
         return int(text)
 
+    def task_limit_hits(self) -> int:
+        """How many times a new process or thread of the group was refused for passing
+        its task limit (``pids.events``' ``max``; 0 where not enforced)."""
+        folder = self.paths().get("pids")
+        if folder is None:
+            return 0
+        try:
+            lines = (folder / "pids.events").read_text().splitlines()
+        except OSError:
+            return 0
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "max":
+                return int(value)
+        return 0
+
+    def task_limit(self) -> int | None:
+        """The group's task limit, as the kernel holds it; None: none."""
+        folder = self.paths().get("pids")
+        if folder is None:
+            return None
+        try:
+            text = (folder / "pids.max").read_text().strip()
+        except OSError:
+            return None
+        return None if text == "max" else int(text)
+
     # -- ending it -------------------------------------------------------------
 
     def kill_all(self, grace: float = 0.0) -> None:
@@ -430,6 +474,10 @@ def _write(path: Path, text: str) -> None:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
+
+
+def _tasks_text(tasks: int | None) -> str:
+    return "max" if tasks is None else str(tasks)
 
 
 def _systemd_is_init() -> bool:

@@ -169,6 +169,24 @@ def parse_size(value: Any) -> int:
 
 Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str)]
 
+#: the fewest tasks a job or a notebook server may be held to: a runner and its kernel
+#: alone hold about 20 processes and threads, and a library may start one thread per core
+MIN_TASKS = 64
+
+
+def _task_count(value: int | None) -> int | None:
+    if value is not None and value < MIN_TASKS:
+        raise ValueError(
+            f"tasks: {value} is too few: a job's runner and kernel alone hold about 20 "
+            f"processes and threads, and libraries start one thread per core; give at "
+            f"least {MIN_TASKS} (the default is 4096)"
+        )
+    return value
+
+
+#: how many processes and threads (tasks) may run at once in one job or notebook server
+TaskCount = Annotated[int | None, AfterValidator(_task_count)]
+
 
 class StorageConfig(_Model):
     """Where users' files live: one folder per user under ``root``."""
@@ -339,9 +357,16 @@ class LocalBackendConfig(_Model):
     #: is on, else ``service``
     run_as: Literal["service", "user"] | None = None
     #: kernel control groups for every notebook server and job: GPU devices (exactly the
-    #: ones given), memory and CPU. ``auto``: what this machine offers, saying once at start
-    #: what it cannot enforce; ``required``: refuse to start without all three; ``off``
+    #: ones given), memory, CPU and tasks. ``auto``: what this machine offers, saying once at
+    #: start what it cannot enforce; ``required``: refuse to start without all four; ``off``
     cgroups: Literal["auto", "required", "off"] = "auto"
+    #: the most processes and threads (tasks; each thread counts) one job or notebook
+    #: server may hold at once, where a flavor's or profile's ``tasks`` does not say;
+    #: past it new ones fail, and a job ends "too many processes (limit N)". One fork
+    #: bomb then takes no more than this of the machine's process slots. PyTorch's
+    #: DataLoader workers and math libraries' threads (one per core) count: keep a few
+    #: thousand. None: no limit
+    tasks: TaskCount = 4096
     #: variables every local job gets, on top of the few nbjobs passes (PATH, LANG, ...)
     env: JobEnv = {}
     #: variables copied by name from the job service's environment into every local job
@@ -884,6 +909,10 @@ class Flavor(_Model):
     #: memory per job, requested and limited alike (``16Gi``); None: not asked for. On one
     #: machine the job's control group gets this limit (past it: "out of memory")
     memory: Quantity = None
+    #: the most processes and threads a job may hold at once, on one machine (past it:
+    #: "too many processes"); None: ``backend.local.tasks``. On Kubernetes the kubelet's
+    #: ``podPidsLimit`` sets it for every pod
+    tasks: TaskCount = None
     #: the job pods' image on Kubernetes, with nbjobs installed; None:
     #: ``backend.kubernetes.default_image`` (with neither, the flavor cannot run). Unused on one
     #: machine
@@ -1171,6 +1200,10 @@ class Profile(_Model):
     memory: Quantity = "2Gi"
     #: the notebook server's image; None: KubeSpawner's ``image`` (the hub's setting)
     image: str | None = None
+    #: the most processes and threads the server, its kernels and terminals may hold at
+    #: once, on one machine; None: ``backend.local.tasks``. On Kubernetes the kubelet's
+    #: ``podPidsLimit`` sets it for every pod
+    tasks: TaskCount = None
     #: JupyterHub groups it is offered to; empty: everyone. JupyterHub admins are offered all
     groups: list[str] = []
     #: preselected on the spawn page (KubeSpawner's ``default``)

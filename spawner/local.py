@@ -12,8 +12,9 @@ account, which keeps nobody apart (one trusted person, or a try-out).
 
 Where the kernel offers control groups (:mod:`nbjobs.cgroups`), each server runs
 in one of its own: no GPU device may be opened from it (a pod on a cluster gets
-none either), and the profile's memory and CPU are limits. A server whose
-process the kernel killed for memory is logged with its limit.
+none either), and the profile's memory, CPU and tasks are limits. A server whose
+process the kernel killed for memory is logged with its limit, and so is one
+whose new process or thread the kernel refused for passing its task limit.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
         self.account: Account | None = None
         self.group: Group | None = None
         self._oom_said = 0
+        self._task_limit_said = 0
         self._systemd_prefix: list[str] = []
         self._nbjobs_settings: NbjobsConfig | None = None
 
@@ -127,8 +129,9 @@ class LocalCPUSpawner(LocalProcessSpawner):
 
     def server_limits(self, config: NbjobsConfig) -> Limits:
         """No GPU device, and the memory and CPU of the admin's settings or of the profile
-        this user gets (the default one they may use)."""
+        this user gets (the default one they may use); its tasks, else the machine's."""
         memory, cpus = self.mem_limit, self.cpu_limit
+        tasks = config.backend.local.tasks
         groups = {g.name for g in getattr(self.user, "groups", [])}
         offered = profile_list(config, groups, bool(getattr(self.user, "admin", False)))
         chosen = next((p for p in offered if p["default"]), offered[0] if offered else None)
@@ -136,7 +139,9 @@ class LocalCPUSpawner(LocalProcessSpawner):
             override = chosen["kubespawner_override"]
             memory = memory or override.get("mem_limit")
             cpus = cpus or override.get("cpu_limit")
-        return Limits(memory=memory or None, cpus=cpus or None, gpu_minors=())
+            profile = next(p for p in config.profiles if p.name == chosen["slug"])
+            tasks = profile.tasks if profile.tasks is not None else tasks
+        return Limits(memory=memory or None, cpus=cpus or None, gpu_minors=(), tasks=tasks)
 
     # -- its life --------------------------------------------------------------
 
@@ -155,6 +160,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
         self.notebook_dir = str(folder)
         self._systemd_prefix = []
         self._oom_said = 0
+        self._task_limit_said = 0
         self.group = self._make_group(config)
         command: list[str] = list(self.cmd)  # type: ignore[has-type]
         if self._systemd_prefix:
@@ -211,6 +217,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
             if kills > self._oom_said:
                 self._oom_said = kills
                 self._say_out_of_memory(group, "a process of")
+            self._say_task_limit(group)
         elif group is not None:
             self._say_why_it_stopped(group)
         return status
@@ -232,6 +239,22 @@ class LocalCPUSpawner(LocalProcessSpawner):
             what,
         )
 
+    def _say_task_limit(self, group: Group) -> None:
+        """Log, once per new refusal seen, that the server's group reached its task limit
+        (a kernel's fork or thread failed; one that loops on it is a fork bomb held in)."""
+        hits = group.task_limit_hits()
+        if hits <= self._task_limit_said:
+            return
+        self._task_limit_said = hits
+        self.log.warning(
+            "nbjobs: %s's notebook server reached its task limit (limit %s; %d new "
+            "processes or threads refused): a notebook or terminal started too many; its "
+            "profile's tasks (or backend.local.tasks) in nbjobs.yaml allows more",
+            self.user.name,
+            group.task_limit() or "none",
+            hits,
+        )
+
     def _existing_group(self) -> Group | None:
         """The server's group after a hub restart (it is named, not remembered)."""
         try:
@@ -247,6 +270,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
         terminals) and remove the group."""
         if group.oom_kills() > self._oom_said:
             self._say_out_of_memory(group, "the last process of")
+        self._say_task_limit(group)
         group.kill_all(grace=2.0)
         group.remove()
         if group is self.group:

@@ -27,6 +27,26 @@ from nbjobs.config import Flavor, LimitsConfig, NbjobsConfig, TelemetryConfig
 from nbjobs.storage import open_job_dir
 
 
+@dataclass(frozen=True)
+class JobFilesRoom:
+    """The owner's job files when a job starts: the most they may take
+    (``storage.max_job_files``), what they took, and where they are (their ``.nbjobs``).
+    The runner stops the job when they would pass the limit."""
+
+    limit: int
+    used: int
+    folder: Path
+
+    def runner_args(self, where: Callable[[Path], str]) -> list[str]:
+        """The runner's options for it (``--folder-limit`` and the rest)."""
+        return [
+            f"--folder-limit={self.limit}",
+            f"--folder-used={self.used}",
+            "--folder",
+            where(self.folder),
+        ]
+
+
 @dataclass
 class LaunchSpec:
     """Everything a backend needs to start one job."""
@@ -58,6 +78,8 @@ class LaunchSpec:
     output_in_folder: bool = False
     #: the snapshot is a script (or a command's ``command.sh``), not a notebook
     script: bool = False
+    #: the room for the owner's job files, measured as the job starts (None: no limit)
+    job_files: JobFilesRoom | None = None
 
     def runner_command(
         self,
@@ -89,6 +111,8 @@ class LaunchSpec:
             command += ["--parameters", where(self.parameters_file)]
         if self.time_limit:
             command += ["--timeout", f"{self.time_limit:g}"]
+        if self.job_files is not None:
+            command += self.job_files.runner_args(where)
         return command + limits.runner_args() + telemetry.runner_args()
 
     def choice_args(self, where: Callable[[Path], str]) -> list[str]:

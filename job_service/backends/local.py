@@ -16,9 +16,10 @@ unless ``run_as: user``. Parameters reach the runner in a file of the job's
 folder, readable by the job's account alone, never on its command line.
 
 Each job runs in a control group of its own (:mod:`nbjobs.cgroups`): it may
-open only the GPU devices it was given, and the flavor's ``memory`` and ``cpu``
-are limits there; a job the kernel killed for memory ends ``failed`` with "out
-of memory (limit 8 GiB)", and nothing of a job outlives it.
+open only the GPU devices it was given, and the flavor's ``memory``, ``cpu`` and
+``tasks`` are limits there; a job the kernel killed for memory ends ``failed`` with
+"out of memory (limit 8 GiB)", one that failed after the kernel refused it a new
+process or thread "too many processes (limit 4096)", and nothing of a job outlives it.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ class _Running:
     tree: set[tuple[int, float]] = field(default_factory=set)
     #: a Linux pidfd that becomes readable when the runner exits (-1: none, poll)
     pidfd: int | None = None
-    #: the job's control group (devices, memory, CPU)
+    #: the job's control group (devices, memory, CPU, tasks)
     group: Group | None = None
     #: the service cancels the job (its ranks' ends are that, not a rank's failure)
     stopping: bool = False
@@ -515,11 +516,12 @@ class LocalBackend(Backend):
 
     def job_limits(self, flavor: Flavor, gpus: list[str]) -> Limits:
         """What the job's control group allows: the GPU devices it was given (none for a
-        CPU flavor), the flavor's memory and CPU."""
+        CPU flavor), the flavor's memory and CPU, and its tasks (else the machine's)."""
         return Limits(
             memory=quantity_bytes(flavor.memory),
             cpus=quantity_cpus(flavor.cpu),
             gpu_minors=gpu_minors(gpus, self.gpu_minors),
+            tasks=flavor.tasks if flavor.tasks is not None else self.settings.tasks,
         )
 
     def _job_group(self, job_id: str, rank: int = 0) -> Group | None:
@@ -725,9 +727,9 @@ class LocalBackend(Backend):
                 await self._exited_or_timeout(job)
             code = None
         self._kill_leftovers(job)
-        oom = self._close_group(job)
-        if oom is not None:
-            return Outcome(code, oom, state="failed")
+        limit_hit = self._close_group(job, Outcome(code))
+        if limit_hit is not None:
+            return Outcome(code, limit_hit, state="failed")
         if code is not None and code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -736,10 +738,12 @@ class LocalBackend(Backend):
             return Outcome(code, f"the runner was killed by {name}")
         return Outcome(code)
 
-    def _close_group(self, job: _Running) -> str | None:
+    def _close_group(self, job: _Running, ended: Outcome | None = None) -> str | None:
         """Stop what is left in the ended job's group and remove the group; "out of memory
         (limit 8 GiB)" when the kernel killed a process of the job for passing its
-        flavor's memory (None otherwise)."""
+        flavor's memory, "too many processes (limit 4096)" when the job ``ended`` in
+        failure after the kernel refused it a process or thread (None otherwise: a job
+        that caught the refusal and succeeded stays a success)."""
         group = job.group
         if group is None:
             return None
@@ -750,6 +754,13 @@ class LocalBackend(Backend):
                 return (
                     f"out of memory (limit {shown}): the job used all its flavor's memory; "
                     "use less, or pick a flavor with more"
+                )
+            if ended is not None and group.task_limit_hits() and _rank_failed(job, ended):
+                return (
+                    f"too many processes (limit {group.task_limit() or 'none'}): the job "
+                    "held as many processes and threads as its flavor allows, and a new one "
+                    "was refused; start fewer (a DataLoader's num_workers, a pool's size), "
+                    "or pick a flavor with more"
                 )
             return None
         finally:

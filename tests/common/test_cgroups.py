@@ -32,39 +32,46 @@ def v2_root(tmp_path):
 def made_like_the_kernel(folder):
     """mkdir in cgroupfs brings the control files with it; in a plain folder, make them."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("cgroup.subtree_control", "memory.max", "memory.swap.max", "cpu.max"):
+    for name in ("cgroup.subtree_control", "memory.max", "memory.swap.max", "cpu.max", "pids.max"):
         (folder / name).touch()
 
 
 @as_root
-def test_v2_without_systemd_limits_memory_and_cpu_and_says_devices_are_not(v2_root):
+def test_v2_without_systemd_limits_memory_cpu_and_tasks_and_says_devices_are_not(v2_root):
     cgroups = Cgroups(v2_root, systemd=False)
     made_like_the_kernel(v2_root / "nbjobs")
     made_like_the_kernel(v2_root / "nbjobs" / "job-abc")
+    group = cgroups.group("job-abc")
 
-    cgroups.group("job-abc").create(Limits(memory=8 * 2**30, cpus=1.5, gpu_minors=(0,)))
+    group.create(Limits(memory=8 * 2**30, cpus=1.5, gpu_minors=(0,), tasks=2048))
 
     folder = v2_root / "nbjobs" / "job-abc"
     assert (folder / "memory.max").read_text() == str(8 * 2**30)
     assert (folder / "memory.swap.max").read_text() == "0"
     assert (folder / "cpu.max").read_text() == "150000 100000"
-    assert (v2_root / "nbjobs" / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    assert (folder / "pids.max").read_text() == "2048"
+    assert (v2_root / "nbjobs" / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
     assert cgroups.unenforced() == ["devices"]
     assert cgroups.summary() == (
-        "memory, CPU enforced (cgroup v2); not enforced: GPU devices (cgroup v2 without "
-        "systemd has no device files)"
+        "memory, CPU, tasks enforced (cgroup v2); not enforced: GPU devices (cgroup v2 "
+        "without systemd has no device files)"
     )
+    # v2 counts the refusals in pids.events as v1 does ("max N")
+    (folder / "pids.events").write_text("max 7\n")
+    assert (group.task_limit(), group.task_limit_hits()) == (2048, 7)
 
 
 @as_root
 def test_v2_under_systemd_starts_each_in_a_scope_with_its_devices(v2_root):
     cgroups = Cgroups(v2_root, systemd=True)
     group = cgroups.group("job-abc")
-    limits = Limits(memory=2**30, cpus=2, gpu_minors=(1, 3))
+    limits = Limits(memory=2**30, cpus=2, gpu_minors=(1, 3), tasks=4096)
 
     words = group.command_prefix(limits, uid=1001, gid=1001)
 
-    assert cgroups.summary() == "GPU devices, memory, CPU enforced (cgroup v2 through systemd)"
+    assert cgroups.summary() == (
+        "GPU devices, memory, CPU, tasks enforced (cgroup v2 through systemd)"
+    )
     assert words[:6] == [
         "systemd-run",
         "--scope",
@@ -79,6 +86,7 @@ def test_v2_under_systemd_starts_each_in_a_scope_with_its_devices(v2_root):
     assert gpus == ["DeviceAllow=/dev/nvidia1 rw", "DeviceAllow=/dev/nvidia3 rw"]
     assert "DeviceAllow=/dev/nvidiactl rw" in props
     assert {"MemoryMax=1073741824", "MemorySwapMax=0", "CPUQuota=200%"} <= set(props)
+    assert "TasksMax=4096" in props
     assert words[-3:] == ["--uid=1001", "--gid=1001", "--"]
     # a notebook server: no NVIDIA device at all, terminals still work
     server = group.command_prefix(Limits(gpu_minors=()), uid=None, gid=None)
@@ -92,7 +100,7 @@ def test_off_and_required():
     assert off.enforced == ()
     assert (
         off.summary()
-        == "GPU devices, memory and CPU are not enforced (backend.local.cgroups is off)"
+        == "GPU devices, memory, CPU and tasks are not enforced (backend.local.cgroups is off)"
     )
     with pytest.raises(CgroupError, match=r"backend\.local\.cgroups is required"):
         Cgroups(Path("/nowhere"), mode="required")
@@ -149,8 +157,8 @@ def test_gpu_minors_and_sizes_in_words():
     assert gpu_minors(["0"], {"0": 4}) == (4,)
     assert human_bytes(8 * 2**30) == "8 GiB"
     assert human_bytes(200 * 2**20) == "200 MiB"
-    assert Limits(memory=2**30, cpus=0.5, gpu_minors=()).describe() == (
-        "no GPU device, memory 1 GiB, 0.5 CPU"
+    assert Limits(memory=2**30, cpus=0.5, gpu_minors=(), tasks=512).describe() == (
+        "no GPU device, memory 1 GiB, 0.5 CPU, 512 tasks"
     )
 
 
@@ -173,3 +181,69 @@ def test_a_sweep_removes_the_empty_groups_of_jobs_and_keeps_a_busy_one():
         sleeper.kill()
         sleeper.wait()
         busy.remove()
+
+
+FORK_LOOP = """
+import os, sys, time
+forked = []
+try:
+    for _ in range(int(sys.argv[1])):  # bounded: without a limit it stops by itself
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        forked.append(pid)
+    print("forked", len(forked))
+except OSError as exc:
+    print("refused after", len(forked), exc.strerror)
+for pid in forked:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+"""
+
+THREAD_LOOP = """
+import sys, threading
+stop, started = threading.Event(), 0
+try:
+    while started < int(sys.argv[1]):  # bounded: without a limit it stops by itself
+        threading.Thread(target=stop.wait, daemon=True).start()
+        started += 1
+    print("started", started)
+except RuntimeError as exc:
+    print("refused after", started, exc)
+stop.set()
+"""
+
+
+@as_root
+@pytest.mark.parametrize("loop", [FORK_LOOP, THREAD_LOOP], ids=["forks", "threads"])
+def test_v1_a_fork_or_thread_loop_stops_at_the_groups_tasks(loop):
+    cgroups = Cgroups()
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    group = cgroups.group(f"test-tasks-{os.getpid()}")
+    group.create(Limits(tasks=40))
+    try:
+        assert group.task_limit() == 40
+        inside = subprocess.run(
+            [sys.executable, "-c", loop, "400"],
+            preexec_fn=group.join,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        hits = group.task_limit_hits()
+    finally:
+        group.kill_all()
+        group.remove()
+    # the loop itself is one task of the 40: it got no more than the rest
+    said = inside.stdout.split()
+    assert said[:2] == ["refused", "after"], inside.stdout
+    assert int(said[2]) < 40, inside.stdout
+    assert hits >= 1
+    # the rest of the machine is unaffected: this process still forks, and one past 40
+    outside = subprocess.run(
+        [sys.executable, "-c", loop, "60"], capture_output=True, text=True, check=True
+    )
+    assert outside.stdout.split()[:2] in (["forked", "60"], ["started", "60"]), outside.stdout

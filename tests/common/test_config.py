@@ -94,6 +94,16 @@ def test_the_published_schema_is_generated_from_the_loader():
             "turn telemetry off",
         ),
         ("telemetry:\n  interval: -10\n", "telemetry.interval: -10 is not an interval"),
+        (
+            "flavors:\n  - name: c\n    tasks: 10\n",
+            "line 3: flavors.0.tasks: tasks: 10 is too few: a job's runner and kernel alone "
+            "hold about 20 processes and threads",
+        ),
+        ("profiles:\n  - {name: a, tasks: 8}\n", "profiles.0.tasks: tasks: 8 is too few"),
+        (
+            "backend:\n  local:\n    tasks: many\n",
+            "line 3: backend.local.tasks: Input should be a valid integer",
+        ),
         ("telemetry:\n  every: 10s\n", "line 2: telemetry.every"),
         (
             "flavors:\n  - name: g\n    gpus: 1\n    idle_gpu: {after: 10s}\n",

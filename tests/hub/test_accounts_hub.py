@@ -1,10 +1,12 @@
 """A hub whose users are the machine's own accounts: JupyterHub's PAM login, nbjobs'
-``accounts: existing`` (no prefix), and a profile's memory as the server's limit.
+``accounts: existing`` (no prefix), and a profile's memory and tasks as the server's
+limits.
 
 Real OS accounts with passwords (CI runs as root), a real hub with its proxy, real
 servers and terminals. What a user would notice: they log in with their system
 password, their server and jobs run as them, and a notebook that allocates past the
-profile's memory is killed while the server lives on, with the hub saying why.
+profile's memory is killed while the server lives on, with the hub saying why; so is
+a fork loop past the profile's tasks refused.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def pam_hub():
     nbjobs_yaml = local_nbjobs_yaml(
         public,
         backend={"kind": "local", "local": {"gpus": [], "cpu_slots": 1, "accounts": accounts}},
-        profiles=[{"name": "small", "cpu": "1", "memory": "256Mi", "default": True}],
+        profiles=[{"name": "small", "cpu": "1", "memory": "256Mi", "tasks": 100, "default": True}],
     )
     port = free_port()
     config = basics(public, port, free_port()).replace(
@@ -111,6 +113,43 @@ def test_a_notebook_past_its_profiles_memory_is_killed_and_the_hub_says_why(pam_
     log = public / "hub.log"
     deadline = time.monotonic() + 20
     line = f"{user}'s notebook server ran out of memory (limit 256 MiB)"
+    while line not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+
+
+FORK_LOOP = """
+import os, time
+forked = []
+try:
+    for _ in range(300):  # bounded: without a limit it ends by itself
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        forked.append(pid)
+    print("forked", len(forked))
+except OSError:
+    print("refused after", len(forked))
+for pid in forked:
+    os.kill(pid, 9)
+"""
+
+
+def test_a_fork_loop_in_a_terminal_stops_at_the_profiles_tasks_and_the_hub_says_so(pam_hub):
+    url, user, password, public = pam_hub
+    s = login(url, user, password)
+    start_server(url, s, user)
+    (public / "shared" / "home" / user / "forks.py").write_text(FORK_LOOP)
+
+    said = terminal_says(url, s, user, "python3 forks.py; echo alive")
+
+    assert "refused after" in said, said  # the kernel refused a fork before 300
+    assert int(said.split("refused after")[1].split()[0]) < 100, said
+    assert "alive" in said.split("refused after")[1]  # the server and its terminal live on
+    log = public / "hub.log"
+    deadline = time.monotonic() + 20
+    line = f"{user}'s notebook server reached its task limit (limit 100;"
     while line not in log.read_text():
         assert time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.5)

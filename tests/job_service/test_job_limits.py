@@ -1,12 +1,15 @@
-"""A job's flavor is a limit on one machine, as on a cluster: its memory, its CPU, and
-nothing of it left running after it ends. Real service, runners and kernels, in real
-control groups (CI runs as root on cgroup v1); the notebooks report what they get.
+"""A job's flavor is a limit on one machine, as on a cluster: its memory, its CPU, its
+processes and threads, and nothing of it left running after it ends. Real service,
+runners and kernels, in real control groups (CI runs as root on cgroup v1); the
+notebooks report what they get.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import sys
 
 import nbformat
 import psutil
@@ -23,6 +26,7 @@ needs_cgroups = pytest.mark.skipif(
 FLAVORS = [
     *BASE_CONFIG["flavors"],
     {"name": "small", "gpus": 0, "memory": "200Mi", "cpu": "500m", "time_limit": "5m"},
+    {"name": "few-tasks", "gpus": 0, "tasks": 100, "time_limit": "5m"},
 ]
 
 
@@ -119,12 +123,12 @@ async def test_a_machine_without_control_groups_says_what_is_not_enforced(tmp_pa
         if os.geteuid() == 0
         else "nbjobs does not run as root"
     )
-    line = f"jobs' GPU devices, memory and CPU are not enforced ({why})"
+    line = f"jobs' GPU devices, memory, CPU and tasks are not enforced ({why})"
     said = [text for text in capfd.readouterr().err.splitlines() if line in text]
     assert len(said) == 1, said  # once, at start
     assert said[0].startswith("[W"), said  # a warning
     assert ok
-    assert detail.endswith(f"GPU devices, memory and CPU are not enforced ({why})")
+    assert detail.endswith(f"GPU devices, memory, CPU and tasks are not enforced ({why})")
 
 
 @needs_cgroups
@@ -134,4 +138,88 @@ async def test_the_dashboard_health_says_what_is_enforced(tmp_path):
         _, detail = svc.service.backend.health()
     finally:
         await stop_all(svc)
-    assert detail.endswith("GPU devices, memory, CPU enforced (cgroup v1)"), detail
+    assert detail.endswith("GPU devices, memory, CPU, tasks enforced (cgroup v1)"), detail
+
+
+# Each loop is bounded, far past the flavor's 100 tasks: without a limit it ends by
+# itself (and the job succeeds) instead of taking the machine's process slots.
+THREAD_LOOP = """
+import threading
+stop = threading.Event()
+for started in range(2000):
+    threading.Thread(target=stop.wait, daemon=True).start()
+"""
+
+FORK_LOOP = """
+import os, time
+for forked in range(1000):
+    if os.fork() == 0:
+        time.sleep(600)
+        os._exit(0)
+"""
+
+
+MANY_AT_ONCE = """
+import os, time
+for _ in range(150):
+    if os.fork() == 0:
+        time.sleep(1)
+        os._exit(0)
+"""
+
+
+@needs_cgroups
+@pytest.mark.parametrize(
+    ("loop", "ename"),
+    [(THREAD_LOOP, "RuntimeError"), (FORK_LOOP, "BlockingIOError")],
+    ids=["threads", "forks"],
+)
+async def test_a_job_past_its_flavors_tasks_fails_saying_so_and_the_machine_goes_on(
+    tmp_path, loop, ename
+):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS})
+    try:
+        svc.write("ada", "bomb.ipynb", "print('before')", loop)
+        job = await svc.submit("ada", "bomb.ipynb", "few-tasks")
+        done = await svc.wait("ada", job["id"], timeout=120)
+        removed = group_gone(svc.service.backend.cgroups.group(f"job-{job['id']}"))
+    finally:
+        await stop_all(svc)
+
+    assert done["state"] == "failed", done
+    assert done["message"].startswith("too many processes (limit 100)"), done["message"]
+    assert done["error"]["ename"] == ename, done["error"]  # the cell that was refused
+    output = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    first = next(c for c in output.cells if c.source == "print('before')")
+    assert first.outputs[0].text == "before\n"
+    assert removed  # and its forked children with it
+    # the rest of the machine is unaffected: outside the job, 150 at once start
+    many = await asyncio.create_subprocess_exec(sys.executable, "-c", MANY_AT_ONCE)
+    assert await many.wait() == 0
+
+
+CAUGHT = """
+import threading
+stop, started = threading.Event(), 0
+try:
+    for started in range(2000):
+        threading.Thread(target=stop.wait, daemon=True).start()
+except RuntimeError:
+    print("refused, and carried on")
+stop.set()
+"""
+
+
+@needs_cgroups
+async def test_a_job_that_catches_the_refusal_and_carries_on_succeeds(tmp_path):
+    svc = await start_service(tmp_path, {"flavors": FLAVORS})
+    try:
+        svc.write("ada", "careful.ipynb", CAUGHT)
+        job = await svc.submit("ada", "careful.ipynb", "few-tasks")
+        done = await svc.wait("ada", job["id"], timeout=120)
+    finally:
+        await stop_all(svc)
+
+    assert done["state"] == "succeeded", done
+    output = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
+    assert output.cells[0].outputs[0].text == "refused, and carried on\n"
