@@ -1346,6 +1346,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/dashboard/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Admins: what becomes of a deleted user's things (users.on_delete) and the users retired so far
+         * @description A hub user deleted in the hub, made again under the same name, or deleted here is retired: their running jobs are cancelled, the OS account nbjobs made for them is removed, and their jobs, definitions, notification settings and folder are archived (kept under an archive name such as ada/deleted-20261129T030100Z, which no hub user can have) or removed, as nbjobs.yaml's users.on_delete says. A new user of the same name inherits nothing.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The setting and the users retired, newest first */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["UsersView"];
+                    };
+                };
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/users/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Admins: delete a user (in a hub, the hub user too) and retire their things as users.on_delete says */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    name: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description What was done */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["DeletedUser"];
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                404: components["responses"]["NotFound"];
+                413: components["responses"]["TooLarge"];
+                502: components["responses"]["HubRefused"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/definitions": {
         parameters: {
             query?: never;
@@ -2928,6 +3016,45 @@ export interface components {
                 flavor: string;
             }[];
         };
+        /** @description A user retired, and what became of their things */
+        DeletedUser: {
+            name: string;
+            /** Format: date-time */
+            noticed_at: string;
+            /** @description deleted in the hub; made again in the hub (made ...); deleted by ADMIN through nbjobs */
+            why: string;
+            /**
+             * @description users.on_delete then
+             * @enum {string}
+             */
+            action: "archive" | "remove";
+            /** @description the name their records (archive) or their GPU time (remove) are kept under */
+            archived_as: string;
+            jobs: number;
+            /** @description jobs still queued or running, cancelled */
+            cancelled: number;
+            definitions: number;
+            /** @description notification settings and mail addresses */
+            settings: number;
+            /** @description where their folder went (archive); null: removed, or none */
+            folder: string | null;
+            /** @description the OS account removed (one machine) */
+            account: string | null;
+            /** @description what could not be done, for the admin to finish by hand */
+            problems: string | null;
+        };
+        UsersView: {
+            /**
+             * @description nbjobs.yaml users.on_delete
+             * @enum {string}
+             */
+            on_delete: "archive" | "remove";
+            /** @description seconds between comparisons with the hub's users */
+            check_every: number;
+            /** @description the service asks a hub (else users are retired only by an admin, here) */
+            in_hub: boolean;
+            deleted: components["schemas"]["DeletedUser"][];
+        };
         DrainRequest: {
             /** @default  */
             reason?: string;
@@ -3250,6 +3377,8 @@ export type QueueRow = components['schemas']['QueueRow'];
 export type QueuedJob = components['schemas']['QueuedJob'];
 export type MoveRequest = components['schemas']['MoveRequest'];
 export type NodeView = components['schemas']['NodeView'];
+export type DeletedUser = components['schemas']['DeletedUser'];
+export type UsersView = components['schemas']['UsersView'];
 export type DrainRequest = components['schemas']['DrainRequest'];
 export type RejectRequest = components['schemas']['RejectRequest'];
 export type CreditAccount = components['schemas']['CreditAccount'];

@@ -113,6 +113,8 @@ RESPONSE_MODELS = {
     "FlavorRow": dashboard_models.FlavorRow,
     "WaitingJob": dashboard_models.WaitingJob,
     "BackendHealth": dashboard_models.BackendHealth,
+    "DeletedUser": dashboard_models.DeletedUser,
+    "UsersView": dashboard_models.UsersView,
 }
 #: what a schema constrains, compared between the spec and the models
 CONSTRAINTS = (
