@@ -48,6 +48,9 @@ export type IAuditEntry = api.AuditEntry;
 export type IAuditList = api.AuditList;
 /** `POST api/jobs/{id}/result/link`: where a job's result opens, once. */
 export type IResultLink = api.ResultLink;
+/** GET api/dashboard/users: what becomes of a deleted user’s things, and who was deleted. */
+export type IUsersView = api.UsersView;
+export type IDeletedUser = api.DeletedUser;
 
 export class Api {
   constructor(

@@ -47,6 +47,7 @@ import {
   wait,
   when
 } from './format';
+import { usersView } from './users';
 
 Chart.register(
   BarController,
@@ -256,7 +257,7 @@ class Dashboard {
       views.push(['credits', 'Credits']);
     }
     if (this.me?.admin) {
-      views.push(['audit', 'Audit']);
+      views.push(['audit', 'Audit'], ['users', 'Users']);
     }
     return views;
   }
@@ -315,7 +316,8 @@ class Dashboard {
       usage: () => this.usage(),
       storage: () => this.storage(),
       credits: () => this.credits(),
-      audit: () => this.audit()
+      audit: () => this.audit(),
+      users: () => this.users()
     };
     void (draw[id] ?? draw.usage)();
   }
@@ -570,6 +572,21 @@ class Dashboard {
         'A move changes the job’s priority; jobs of equal priority take turns by fair share. Quotas and free GPUs may still pass a job over.'
       )
     );
+  }
+
+  // -- users (job_service/dashboard/ui/users.ts) ---------------------------------------
+
+  private async users(said = ''): Promise<void> {
+    let content: HTMLElement[];
+    try {
+      content = await usersView(this.api, { h, table }, again => void this.users(again), said);
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    if (this.view === 'users') {
+      this.main.replaceChildren(...content);
+    }
   }
 
   // -- nodes -------------------------------------------------------------------------
