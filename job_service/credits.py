@@ -32,6 +32,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from nbjobs.config import Flavor
 from nbjobs.models import FINAL_STATES, CreditAccount, CreditEntry, CreditStatement
+from nbjobs.units import figure, limit_figure
 
 from .db import Base, JobRecord, UTCDateTime, rowcount, utcnow
 from .errors import Caller, Forbidden, Invalid, NotFound, ServiceError
@@ -228,16 +229,20 @@ class Credits(InRounds):
         account = self.payer(db, caller)
         if account is None:
             raise PaymentRequired(
-                f"flavor {flavor.name!r} costs {price:g} credits a GPU-hour and you have no "
-                "credits: ask your teacher or admin for some, or use a flavor without a price"
+                f"flavor {flavor.name!r} costs {limit_figure(price)} credits a GPU-hour and you "
+                "have no credits: ask your teacher or admin for some, or use a flavor without "
+                "a price"
             )
         self._lock_account(db, account)
         found = self.summary(db, account)
         if found.available < worst:
             raise PaymentRequired(
-                f"this job may cost up to {worst:g} credits ({flavor.gpu_equivalents:g} GPU "
-                f"x {hours:g} h at {price:g}) and {account} has {found.available:g} available "
-                f"({found.balance:g}, less {found.held:g} held for jobs not ended): ask for a "
+                f"this job may cost up to {figure(worst)} credits "
+                f"({limit_figure(flavor.gpu_equivalents)} GPU x {figure(hours)} h at "
+                f"{limit_figure(price)}) and {account} has "
+                f"{figure(found.available, against=worst)} available "
+                f"({figure(found.balance)}, less {figure(found.held)} held for jobs not "
+                "ended): ask for a "
                 "shorter time limit, a smaller flavor, or more credits"
             )
         return account, worst, price

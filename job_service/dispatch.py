@@ -46,6 +46,7 @@ from sqlalchemy.orm import Session
 
 from nbjobs.config import PERIOD_WORDS, Flavor, Quota
 from nbjobs.models import JobState
+from nbjobs.units import figure, limit_figure
 
 from .backends import Launched, LaunchSpec
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
@@ -295,14 +296,16 @@ class Dispatcher:
             # said of the owner by name: admins and teachers read it too
             return (
                 f"waiting for {user}'s running jobs: {user} may use "
-                f"{quota.max_running_gpus:g} GPU(s) at once and uses {running_gpus[user]:g}"
+                f"{limit_figure(quota.max_running_gpus)} GPU(s) at once and uses "
+                f"{figure(running_gpus[user], against=quota.max_running_gpus)}"
             )
         if flavor.gpus and quota.gpu_hours is not None:
             used = hours.get((user, quota.period), 0.0)
             if used >= quota.gpu_hours:
                 return (
-                    f"{user}'s {quota.gpu_hours:g} GPU-hours in {PERIOD_WORDS[quota.period]} "
-                    "are used up; it starts as older GPU time leaves that window, or cancel it"
+                    f"{user}'s {limit_figure(quota.gpu_hours)} GPU-hours in "
+                    f"{PERIOD_WORDS[quota.period]} are used up; it starts as older GPU time "
+                    "leaves that window, or cancel it"
                 )
         backend = ctx.backend
         if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:

@@ -53,6 +53,7 @@ from nbjobs.storage import (
     remove_job_dir,
     user_folder,
 )
+from nbjobs.units import figure, limit_figure
 
 from . import drains, joblist, metering, usage
 from .approvals import ApprovalExpiry, Decisions, needs_approval, waiting_for_approval
@@ -731,7 +732,8 @@ class JobService:
             used = self.gpu_hours(db, caller.name, quota.period)
             if used >= quota.gpu_hours:
                 raise OverQuota(
-                    f"you have used {used:.1f} of your {quota.gpu_hours:g} GPU-hours in "
+                    f"you have used {figure(used, against=quota.gpu_hours)} of your "
+                    f"{limit_figure(quota.gpu_hours)} GPU-hours in "
                     f"{PERIOD_WORDS[quota.period]}; use a CPU flavor, wait until older GPU "
                     "time leaves that window, or ask your teacher or admin for more"
                 )

@@ -114,7 +114,7 @@ async def test_used_up_gpu_hours_refuse_gpu_flavors_but_not_cpu(start):
             cpu = await c.post("jobs", json={"path": "h.ipynb", "flavor": "cpu"})
 
         assert gpu.status_code == 429
-        assert "you have used 0.0 of your 0 GPU-hours in the last 7 days" in gpu.json()["message"]
+        assert "you have used 0 of your 0 GPU-hours in the last 7 days" in gpu.json()["message"]
         assert cpu.status_code == 201
     finally:
         await stop_service(svc)

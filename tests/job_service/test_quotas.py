@@ -12,7 +12,7 @@ from nbjobs.config import PERIOD_WORDS, Quota, QuotaConfig
 
 from .conftest import record_gpu_time, stop_all
 
-HOUR, DAY = timedelta(hours=1), timedelta(days=1)
+HOUR, DAY, SECOND = timedelta(hours=1), timedelta(days=1), timedelta(seconds=1)
 
 
 def running(job):
@@ -36,6 +36,21 @@ def ada_used_gpus_over_forty_days(svc) -> None:
     record_gpu_time(svc, "bob", gpus=2, started_ago=2 * HOUR, finished_ago=HOUR)  # not ada's
 
 
+async def test_a_small_budget_is_said_with_the_digits_that_make_it_true(start):
+    # 0.0223 GPU-hours used of a 0.02 budget once read "used 0.0 of your 0.02"
+    svc = await start({"quotas": {"default": {"gpu_hours": 0.02, "period": "day"}}})
+    try:
+        record_gpu_time(svc, "ada", gpus=1, started_ago=HOUR, finished_ago=HOUR - 80.28 * SECOND)
+        over = await post_gpu_job(svc, "ada")
+    finally:
+        await stop_all(svc)
+
+    assert over.status_code == 429
+    assert over.json()["message"].startswith(
+        "you have used 0.0223 of your 0.02 GPU-hours in the last 24 hours; "
+    )
+
+
 @pytest.mark.parametrize(("period", "used"), [("day", 3.0), ("week", 14.0), ("month", 114.0)])
 async def test_gpu_hours_count_the_gpu_time_inside_the_period_only(start, period, used):
     svc = await start({"quotas": {"default": {"gpu_hours": used - 0.5, "period": period}}})
@@ -50,7 +65,7 @@ async def test_gpu_hours_count_the_gpu_time_inside_the_period_only(start, period
 
         assert over.status_code == 429
         assert over.json()["message"] == (
-            f"you have used {used:.1f} of your {used - 0.5:g} GPU-hours in "
+            f"you have used {used:g} of your {used - 0.5:g} GPU-hours in "
             f"{PERIOD_WORDS[period]}; use a CPU flavor, wait until older GPU time leaves that "
             "window, or ask your teacher or admin for more"
         )
@@ -150,7 +165,7 @@ async def test_a_member_of_several_groups_gets_each_limits_most_generous_and_one
         assert two_gpus.status_code == 201
         assert over.status_code == 429
         assert over.json()["message"] == (
-            "you have used 2.0 of your 1 GPU-hours in the last 24 hours; use a CPU flavor, "
+            "you have used 2 of your 1 GPU-hours in the last 24 hours; use a CPU flavor, "
             "wait until older GPU time leaves that window, or ask your teacher or admin for more"
         )
     finally:
