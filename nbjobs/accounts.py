@@ -13,8 +13,11 @@ Three modes:
   service's (one trusted person, or a machine that is not shared).
 - ``create``: nbjobs makes ``{prefix}{name}`` (``jupyter-ada``) the first time
   it is needed, like The Littlest JupyterHub. It marks what it made in the
-  account's comment (``nbjobs user <hub name>``) and never takes over an account it
-  did not make, nor one it made for another hub user.
+  account's comment (``nbjobs user <hub name> <instance>``, the instance being
+  ``backend.local.instance``) and never takes over an account it did not make, one
+  it made for another hub user, or one another nbjobs on the machine made (a second
+  install, the demo). An account made again for a folder whose files keep the uid
+  of the one removed gets that uid back, so the files stay its own.
 - ``existing``: the admin manages accounts (PAM, LDAP, ``adduser``); nbjobs looks
   up ``{prefix}{name}`` and refuses, in a sentence, when it is missing.
 
@@ -41,8 +44,11 @@ from urllib.parse import quote, unquote
 from .config import AccountsConfig
 
 #: what the comment (GECOS) of an account nbjobs made starts with; the hub name follows,
-#: %-quoted (a comment may hold neither ':' nor ',')
+#: %-quoted (a comment may hold neither ':' nor ','), then a space and the instance that
+#: made it (none on accounts made before instances existed)
 MARK = "nbjobs user "
+#: the instance of a configuration that names none (``backend.local.instance``)
+DEFAULT_INSTANCE = "nbjobs"
 #: the longest account name ``useradd`` accepts on Debian and most others
 MAX_NAME = 32
 _ALLOWED = re.compile(r"[^a-z0-9_-]+")
@@ -97,12 +103,16 @@ def account_name(hub_name: str, prefix: str) -> str:
     return name
 
 
-def account_for(hub_name: str, settings: AccountsConfig, home: Path) -> Account | None:
+def account_for(
+    hub_name: str, settings: AccountsConfig, home: Path, *, instance: str = DEFAULT_INSTANCE
+) -> Account | None:
     """The OS account the hub user ``hub_name`` runs as; None when ``mode`` is ``none``.
 
-    ``create`` makes the account (home ``home``, not created here) when it is missing;
-    the caller must be root. Raises :class:`AccountRefused` with a sentence when the
-    account is missing (``existing``), belongs to someone else, or is a system account.
+    ``create`` makes the account (home ``home``, not created here) when it is missing,
+    marked as made by ``instance`` (``backend.local.instance``); the caller must be root.
+    Raises :class:`AccountRefused` with a sentence when the account is missing
+    (``existing``), belongs to someone else (another hub user, another nbjobs instance,
+    nobody nbjobs knows), or is a system account.
     """
     if settings.mode == "none":
         return None
@@ -116,8 +126,8 @@ def account_for(hub_name: str, settings: AccountsConfig, home: Path) -> Account 
                 "nbjobs uses existing accounts only (backend.local.accounts.mode: existing); "
                 "ask an admin to create it"
             ) from None
-        entry = _create(name, hub_name, settings, home)
-    _check_owner(entry, hub_name, settings)
+        entry = _create(name, hub_name, settings, home, instance)
+    _check_owner(entry, hub_name, settings, instance, home)
     if settings.mode == "create" and entry.pw_dir != str(home) and os.geteuid() == 0:
         # nbjobs' own account, its storage moved (a new root in nbjobs.yaml): follow it
         usermod = shutil.which("usermod") or "/usr/sbin/usermod"
@@ -136,7 +146,9 @@ def account_for(hub_name: str, settings: AccountsConfig, home: Path) -> Account 
     return Account.of(entry)
 
 
-def _check_owner(entry: pwd.struct_passwd, hub_name: str, settings: AccountsConfig) -> None:
+def _check_owner(
+    entry: pwd.struct_passwd, hub_name: str, settings: AccountsConfig, instance: str, home: Path
+) -> None:
     if entry.pw_uid == 0 or entry.pw_uid < settings.min_uid:
         raise AccountRefused(
             f"the OS account {entry.pw_name!r} (uid {entry.pw_uid}) is a system account "
@@ -145,31 +157,51 @@ def _check_owner(entry: pwd.struct_passwd, hub_name: str, settings: AccountsConf
         )
     if settings.mode != "create":
         return
-    comment = entry.pw_gecos.split(",", 1)[0]
-    if not comment.startswith(MARK):
+    mark = read_mark(entry)
+    if mark is None:
         raise AccountRefused(
             f"the OS account {entry.pw_name!r} exists and nbjobs did not make it, so it is not "
             f"handed to the hub user {hub_name!r}; an admin can remove or rename it, or set "
             "backend.local.accounts.mode: existing to use the accounts as they are"
         )
-    owner = unquote(comment[len(MARK) :])
+    owner, made_by = mark
+    if made_by is not None and made_by != instance:
+        raise AccountRefused(
+            f"the OS account {entry.pw_name!r} belongs to another nbjobs on this machine "
+            f"(backend.local.instance {made_by!r}; this one is {instance!r}), so it is not "
+            f"handed to the hub user {hub_name!r}; give this one's accounts a prefix of "
+            "their own (backend.local.accounts.prefix, or nbjobs install --prefix)"
+        )
     if owner != hub_name:
         raise AccountRefused(
             f"the hub users {owner!r} and {hub_name!r} both become the OS account "
             f"{entry.pw_name!r}, which belongs to {owner!r}; an admin must rename one of them "
             "in the hub"
         )
+    if made_by is None and entry.pw_dir != str(home):
+        raise AccountRefused(
+            f"the OS account {entry.pw_name!r} was made by an older nbjobs for the folder "
+            f"{entry.pw_dir}, not {home}, and may be another nbjobs's on this machine; if that "
+            f"one is gone, an admin can remove the account (userdel {entry.pw_name}), else "
+            "give this one's accounts a prefix of their own (backend.local.accounts.prefix)"
+        )
+    if made_by is None and os.geteuid() == 0:
+        # made before instances were marked, for this very folder: this instance's
+        _set_comment(entry.pw_name, _comment(hub_name, instance))
 
 
-def _create(name: str, hub_name: str, settings: AccountsConfig, home: Path) -> pwd.struct_passwd:
+def _create(
+    name: str, hub_name: str, settings: AccountsConfig, home: Path, instance: str
+) -> pwd.struct_passwd:
     if os.geteuid() != 0:
         raise AccountRefused(
             f"the OS account {name!r} for the hub user {hub_name!r} does not exist, and only "
             "root can create it (backend.local.accounts.mode: create); run the hub as root"
         )
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    command = [useradd, "--no-create-home", "--home-dir", str(home), "--user-group"]
-    command += ["--shell", settings.shell, "--comment", MARK + quote(hub_name, safe="@.-_+")]
+    command = [useradd, "--no-create-home", "--home-dir", str(home)]
+    command += _same_ids_as(home, name, hub_name)
+    command += ["--shell", settings.shell, "--comment", _comment(hub_name, instance)]
     if settings.groups:
         command += ["--groups", ",".join(settings.groups)]
     done = subprocess.run([*command, name], capture_output=True, text=True)
@@ -183,6 +215,60 @@ def _create(name: str, hub_name: str, settings: AccountsConfig, home: Path) -> p
             f"{done.stderr.strip() or done.returncode}"
         )
     return pwd.getpwnam(name)
+
+
+def _same_ids_as(home: Path, name: str, hub_name: str) -> list[str]:
+    """useradd's words for the uid (and group) of a new account: those that own its
+    folder already, when an earlier account of the same user was removed (an uninstall)
+    and left its files; a new uid would own none of them."""
+    try:
+        found = home.lstat()
+    except OSError:
+        return ["--user-group"]
+    if found.st_uid == 0:  # made by root before the account existed: prepare_home hands it
+        return ["--user-group"]
+    try:
+        holder = pwd.getpwuid(found.st_uid)
+    except KeyError:
+        pass
+    else:
+        raise AccountRefused(
+            f"the folder {home} of the hub user {hub_name!r} belongs to the OS account "
+            f"{holder.pw_name!r} (uid {found.st_uid}), so a new account {name!r} would not own "
+            "its files; an admin can move the folder away, or give it to root "
+            f"(chown -R root {home}) for nbjobs to hand it over"
+        )
+    words = ["--uid", str(found.st_uid)]
+    try:
+        grp.getgrgid(found.st_gid)
+    except KeyError:  # its old group is free too: the account's own group gets it back
+        groupadd = shutil.which("groupadd") or "/usr/sbin/groupadd"
+        subprocess.run(
+            [groupadd, "--gid", str(found.st_gid), name], capture_output=True, check=False
+        )
+    with contextlib.suppress(KeyError):
+        if grp.getgrnam(name).gr_gid == found.st_gid:  # made now, or by the other process
+            return [*words, "--gid", name]
+    return [*words, "--user-group"]
+
+
+def _comment(hub_name: str, instance: str) -> str:
+    return f"{MARK}{quote(hub_name, safe='@.-_+')} {instance}"
+
+
+def _set_comment(name: str, comment: str) -> None:
+    usermod = shutil.which("usermod") or "/usr/sbin/usermod"
+    subprocess.run([usermod, "--comment", comment, name], capture_output=True, check=False)
+
+
+def read_mark(entry: pwd.struct_passwd) -> tuple[str, str | None] | None:
+    """Who an account nbjobs made is for, and which instance made it (None: made before
+    instances were marked); None when nbjobs did not make it."""
+    comment = entry.pw_gecos.split(",", 1)[0]
+    if not comment.startswith(MARK):
+        return None
+    quoted, _, instance = comment[len(MARK) :].partition(" ")
+    return unquote(quoted), instance or None
 
 
 def prepare_home(account: Account, home: Path) -> None:
@@ -206,14 +292,16 @@ def prepare_home(account: Account, home: Path) -> None:
         os.close(fd)
 
 
-def remove_account(name: str) -> bool:
+def remove_account(name: str, instance: str | None = None) -> bool:
     """Remove an account nbjobs made (its comment says so), stopping what still runs as
-    it (a server or a job left behind); its files stay. True if removed."""
+    it (a server or a job left behind); its files stay. With ``instance``, only one that
+    instance made (or one made before instances were marked). True if removed."""
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
         return False
-    if not entry.pw_gecos.startswith(MARK):
+    mark = read_mark(entry)
+    if mark is None or (instance is not None and mark[1] not in (None, instance)):
         return False
     _stop_processes_of(entry.pw_uid)
     userdel = shutil.which("userdel") or "/usr/sbin/userdel"
@@ -239,9 +327,15 @@ def _stop_processes_of(uid: int) -> None:
     )
 
 
-def accounts_made() -> list[str]:
-    """The OS accounts nbjobs made on this machine (their comment says so)."""
-    return sorted(e.pw_name for e in pwd.getpwall() if e.pw_gecos.startswith(MARK))
+def accounts_made(instance: str | None = None) -> list[str]:
+    """The OS accounts nbjobs made on this machine (their comment says so); with
+    ``instance``, only those that instance made."""
+    found = []
+    for entry in pwd.getpwall():
+        mark = read_mark(entry)
+        if mark is not None and (instance is None or mark[1] == instance):
+            found.append(entry.pw_name)
+    return sorted(found)
 
 
 def closed_to_others(path: Path) -> Path | None:

@@ -303,6 +303,7 @@ JobEnv = Annotated[dict[str, str], AfterValidator(_job_env)]
 
 
 _ACCOUNT_PREFIX = re.compile(r"^([a-z_][a-z0-9_-]*)?$")
+_INSTANCE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 
 class AccountsConfig(_Model):
@@ -367,6 +368,11 @@ class LocalBackendConfig(_Model):
     #: DataLoader workers and math libraries' threads (one per core) count: keep a few
     #: thousand. None: no limit
     tasks: TaskCount = 4096
+    #: this nbjobs's name among others on the same machine (a second class's install, the
+    #: demo): the parent of its control groups, and the mark on the OS accounts it makes,
+    #: so that one never takes over, stops or removes another's. ``nbjobs install`` picks
+    #: it (``nbjobs`` for the first install, ``nbjobs-<id>`` for one in other folders)
+    instance: str = "nbjobs"
     #: variables every local job gets, on top of the few nbjobs passes (PATH, LANG, ...)
     env: JobEnv = {}
     #: variables copied by name from the job service's environment into every local job
@@ -403,6 +409,16 @@ class LocalBackendConfig(_Model):
     def _pass_env_names(cls, value: list[str]) -> list[str]:
         for name in value:
             _job_env_name(name)
+        return value
+
+    @field_validator("instance")
+    @classmethod
+    def _instance_name(cls, value: str) -> str:
+        if not _INSTANCE.match(value):
+            raise ValueError(
+                f"{value!r} cannot name a control group: use lowercase letters, digits, '-' "
+                "and '_' (a letter first), at most 40, like 'nbjobs-physics'"
+            )
         return value
 
 

@@ -44,6 +44,14 @@ STUDENTS, TEACHERS, ADMINS = ["ada", "bob"], ["tess"], ["admin"]
 #: what the demo's OS accounts are called: ``demo-ada``
 ACCOUNT_PREFIX = "demo-"
 
+
+def demo_instance(prefix: str = ACCOUNT_PREFIX) -> str:
+    """The demo's name among the nbjobs on this machine (``backend.local.instance``):
+    ``nbjobs-demo``, or after another account prefix ``nbjobs-<prefix>``. Its control
+    groups and OS accounts are its own; an install's uninstall leaves them be."""
+    return "nbjobs-" + (prefix.strip("-_") or "demo")
+
+
 HUB_CONFIG = """\
 # Written by `nbjobs demo`; rewritten at every start.
 import os
@@ -89,16 +97,23 @@ class Ports:
 SIMULATED_GPUS = 2
 
 
-def demo_config(gpus: bool, accounts: bool = False, notifications: dict | None = None) -> dict:
+def demo_config(
+    gpus: bool,
+    accounts: bool = False,
+    notifications: dict | None = None,
+    prefix: str = ACCOUNT_PREFIX,
+) -> dict:
     """The demo's nbjobs.yaml: its real GPUs, or (without one) simulated ones that say so;
-    with ``accounts``, an OS account per user; ``notifications`` as given."""
+    with ``accounts``, an OS account per user named with ``prefix``; ``notifications`` as
+    given."""
     local: dict = {"gpus": "auto", "cpu_slots": 2}
     label = "1 GPU"
     if not gpus:
         local = {"simulated_gpus": SIMULATED_GPUS, "cpu_slots": 2}
         label = "1 GPU (simulated)"
+    local["instance"] = demo_instance(prefix)
     if accounts:
-        local["accounts"] = {"mode": "create", "prefix": ACCOUNT_PREFIX}
+        local["accounts"] = {"mode": "create", "prefix": prefix}
     flavors = [
         {"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "30m"},
         {"name": "gpu", "display_name": label, "gpus": 1, "time_limit": "1h"},
@@ -151,11 +166,13 @@ def prepare(
     ports: Ports = Ports(),
     accounts: bool | None = None,
     showcase: bool = True,
+    prefix: str = ACCOUNT_PREFIX,
 ) -> Path:
     """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config.
 
-    ``accounts``: give the users OS accounts (demo-ada, ...); None: where the machine
-    allows it (as root). The accounts are the machine's, shared by every demo on it.
+    ``accounts``: give the users OS accounts (demo-ada, ...: ``prefix`` and the name);
+    None: where the machine allows it (as root). The accounts are the machine's, shared
+    by every demo on it with the same prefix.
     ``showcase``: the demo's class, inbox and notifications (a test hub that writes an
     nbjobs.yaml of its own goes without).
     """
@@ -176,7 +193,7 @@ def prepare(
         notifications = demo_inbox.notifications_config(
             workdir, ports.inbox, ports.smtp, f"http://{ip}:{ports.port}"
         )
-    settings = demo_config(bool(discover_gpus()), accounts, notifications)
+    settings = demo_config(bool(discover_gpus()), accounts, notifications, prefix)
     _write_private(config, yaml.safe_dump(settings, sort_keys=False))
     homes = workdir / "home"
     homes.mkdir(exist_ok=True)
@@ -280,7 +297,10 @@ def _give_home(user: str, home: Path, settings: dict) -> None:
     from nbjobs.accounts import account_for, prepare_home
     from nbjobs.config import AccountsConfig
 
-    account = account_for(user, AccountsConfig(**settings["backend"]["local"]["accounts"]), home)
+    local = settings["backend"]["local"]
+    account = account_for(
+        user, AccountsConfig(**local["accounts"]), home, instance=local["instance"]
+    )
     assert account is not None
     owned_before = home.stat().st_uid
     prepare_home(account, home)
@@ -291,20 +311,25 @@ def _give_home(user: str, home: Path, settings: dict) -> None:
                 os.lchown(os.path.join(folder, name), account.uid, account.gid)
 
 
-def account_names() -> list[str]:
+def account_names(prefix: str = ACCOUNT_PREFIX) -> list[str]:
     """The demo users' OS account names, as the demo's nbjobs.yaml makes them."""
     from nbjobs.accounts import account_name
 
-    return [account_name(u, ACCOUNT_PREFIX) for u in STUDENTS + TEACHERS + ADMINS]
+    return [account_name(u, prefix) for u in STUDENTS + TEACHERS + ADMINS]
 
 
 def accounts_line(workdir: Path) -> str:
     """Who the users' servers and jobs run as, in words."""
     local = yaml.safe_load((workdir / "nbjobs.yaml").read_text())["backend"]["local"]
-    if local.get("accounts", {}).get("mode") == "create":
+    accounts = local.get("accounts", {})
+    if accounts.get("mode") == "create":
+        prefix = accounts.get("prefix", ACCOUNT_PREFIX)
+        remove = "nbjobs demo --remove-accounts" + (
+            f" --prefix {prefix}" if prefix != ACCOUNT_PREFIX else ""
+        )
         return (
-            f"users: each their own OS account ({', '.join(account_names())}); nobody reads "
-            "another's folder (nbjobs demo --remove-accounts removes them)"
+            f"users: each their own OS account ({', '.join(account_names(prefix))}); nobody "
+            f"reads another's folder ({remove} removes them)"
         )
     why = accounts_possible(workdir)
     return f"users: NOT kept apart (everyone runs as this account: {why})"
@@ -312,6 +337,8 @@ def accounts_line(workdir: Path) -> str:
 
 def demo_parser() -> argparse.ArgumentParser:
     """The argument parser of ``nbjobs demo``."""
+    from nbjobs.instances import prefix_argument
+
     parser = argparse.ArgumentParser(prog="nbjobs demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", default=".nbjobs-demo", help="where the demo keeps its files")
     parser.add_argument("--ip", default="127.0.0.1", help="the address the hub listens on")
@@ -335,6 +362,13 @@ def demo_parser() -> argparse.ArgumentParser:
         help="remove the OS accounts an earlier demo as root made (demo-ada, ...) and stop; "
         "their folders stay",
     )
+    parser.add_argument(
+        "--prefix",
+        type=prefix_argument,
+        default=ACCOUNT_PREFIX,
+        help="what the users' OS account names start with, as root (demo-ada); a demo with "
+        "another prefix has accounts and control groups of its own",
+    )
     return parser
 
 
@@ -347,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.remove_accounts:
         from nbjobs.accounts import remove_account
 
-        removed = [name for name in account_names() if remove_account(name)]
+        instance = demo_instance(args.prefix)
+        removed = [n for n in account_names(args.prefix) if remove_account(n, instance)]
         print(f"nbjobs demo: removed {', '.join(removed) or 'no accounts'}")
         return 0
     # the hub, the service, the servers and the jobs make private files: the hub's
@@ -364,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.inbox_port,
             args.smtp_port,
         )
-        hub_config = prepare(workdir, args.ip, ports)
+        hub_config = prepare(workdir, args.ip, ports, prefix=args.prefix)
     except AccountRefused as exc:
         print(f"nbjobs demo: {exc}", file=sys.stderr)
         return 2

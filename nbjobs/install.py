@@ -41,6 +41,16 @@ import yaml
 
 from nbjobs.hub_config import local_hub_lines
 
+from .instances import (
+    Settings,
+    accounts_of,
+    instance_for,
+    prefix_argument,
+    prefix_taken,
+    read_settings,
+    remove_control_groups,
+)
+
 #: the two services' systemd units
 HUB_UNIT, JOBS_UNIT = "nbjobs-hub.service", "nbjobs-jobs.service"
 MANIFEST = "installed.json"
@@ -66,6 +76,13 @@ def install_parser() -> argparse.ArgumentParser:
         help="firstuse: users the admin (or a teacher's roster) added choose their password at "
         "first login, and get an OS account jupyter-NAME; pam: the machine's own accounts "
         "and passwords",
+    )
+    parser.add_argument(
+        "--prefix",
+        type=prefix_argument,
+        default=ACCOUNT_PREFIX,
+        help="what the users' OS account names start with (firstuse): jupyter-ada; a second "
+        "install on this machine needs a prefix of its own",
     )
     parser.add_argument("--ip", default="", help="the address the hub listens on (all: '')")
     parser.add_argument("--port", type=int, default=80, help="the hub's public port")
@@ -126,12 +143,19 @@ class Installer:
         self.units_dir = Path(args.units_dir)
         self.bin = Path(sys.executable).parent
         self.made: dict[str, list[str]] = {"folders": [], "files": [], "units": []}
+        # this install's name on the machine, and its accounts' prefix (None: PAM's own
+        # accounts): from the nbjobs.yaml kept from an earlier run, else new
+        kept = read_settings(self.config_dir / "nbjobs.yaml")
+        self.kept = kept is not None and (self.config_dir / "nbjobs.yaml").exists()
+        self.instance = kept.instance if kept else instance_for(self.state_dir)
+        fresh_prefix = None if args.authenticator == "pam" else args.prefix
+        self.prefix = kept.prefix if kept else fresh_prefix
 
     def say(self, text: str) -> None:
         print(f"nbjobs install: {text}", flush=True)
 
     def run(self) -> int:
-        problem = self.preflight()
+        problem = self.preflight() or self.neighbours()
         if problem:
             print(f"nbjobs install: {problem}", file=sys.stderr)
             return 2
@@ -181,6 +205,24 @@ class Installer:
             if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
                 return f"{tool} is missing; install the passwd package"
         return None
+
+    def neighbours(self) -> str | None:
+        """Why this install would share OS accounts with another nbjobs on the machine
+        (the same account prefix); None when it keeps to its own."""
+        if self.prefix is None:
+            return None
+        why = prefix_taken(self.prefix, self.instance, self.storage)
+        if why is None:
+            return None
+        if self.kept:
+            return (
+                f"{why}; set backend.local.accounts.prefix in {self.config_dir / 'nbjobs.yaml'} "
+                "to one no other nbjobs here uses, then run nbjobs install again"
+            )
+        return (
+            f"{why}; run nbjobs install again with --prefix naming accounts of this install's "
+            "own (a prefix no other nbjobs here uses, like --prefix class2-)"
+        )
 
     # -- what it makes ---------------------------------------------------------
 
@@ -245,7 +287,7 @@ class Installer:
         path = self.config_dir / "nbjobs.yaml"
         if path.exists():
             path.chmod(0o600)
-            self.say(f"kept {path} (yours to edit; check it with nbjobs check-config)")
+            self.say(f"kept {path} (yours to edit; check it with `nbjobs check-config {path}`)")
             return
         gpus = detect_gpus()
         settings = server_config(
@@ -255,11 +297,13 @@ class Installer:
             admins=self.args.admin,
             pam=self.args.authenticator == "pam",
             simulated=self.args.simulated_gpus,
+            prefix=self.prefix or ACCOUNT_PREFIX,
+            instance=self.instance,
         )
         header = (
             "# nbjobs on this machine: written by `nbjobs install`, yours to edit now\n"
             "# (the installer keeps it). Every key: https://nbjobs.readthedocs.io/ or\n"
-            "# docs/reference/config.md; check it with `nbjobs check-config --config FILE`.\n"
+            f"# docs/reference/config.md; check it with `nbjobs check-config {path}`.\n"
         )
         self.write(path, header + yaml.safe_dump(settings, sort_keys=False))
         found = ", ".join(f"{i}: {name}" for i, name in gpus) or "none"
@@ -408,7 +452,12 @@ class Installer:
     def save_manifest(self) -> None:
         path = self.state_dir / MANIFEST
         self.made["files"] = [f for f in self.made["files"] if f != str(path)]
-        record = {**self.made, "config_dir": str(self.config_dir), "storage": str(self.storage)}
+        record = {
+            **self.made,
+            "config_dir": str(self.config_dir),
+            "storage": str(self.storage),
+            "instance": self.instance,
+        }
         self.write(path, json.dumps(record, indent=1) + "\n")
 
 
@@ -471,15 +520,19 @@ def server_config(
     admins: Sequence[str],
     pam: bool,
     simulated: int = 0,
+    prefix: str = ACCOUNT_PREFIX,
+    instance: str = "nbjobs",
 ) -> dict[str, Any]:
-    """nbjobs.yaml for a class on this server: CPU and GPU flavors from its GPUs."""
+    """nbjobs.yaml for a class on this server: CPU and GPU flavors from its GPUs; its OS
+    accounts named with ``prefix``, its control groups and accounts marked ``instance``."""
     local: dict[str, Any] = {
         # the GPUs found now, by index: nvidia-smi may have found them where NVML is absent
         "gpus": [index for index, _ in gpus],
         "cpu_slots": 2,
         "accounts": {"mode": "existing", "prefix": ""}
         if pam
-        else {"mode": "create", "prefix": ACCOUNT_PREFIX},
+        else {"mode": "create", "prefix": prefix},
+        "instance": instance,
     }
     flavors: list[dict[str, Any]] = [
         {"name": "cpu", "display_name": "CPU only", "gpus": 0, "time_limit": "1h"}
@@ -606,19 +659,25 @@ def uninstall(argv: Sequence[str] | None = None) -> int:
     def say(text: str) -> None:
         print(f"nbjobs uninstall: {text}", flush=True)
 
-    prefix = _account_prefix(config_dir / "nbjobs.yaml")
+    settings = read_settings(config_dir / "nbjobs.yaml") or Settings(
+        # the file is gone: what the installer wrote down (the prefix: none removed
+        # unless marked with the instance)
+        instance=made.get("instance", instance_for(state_dir)),
+        prefix=None,
+        storage=made.get("storage", args.storage),
+    )
     if systemd_runs():
         for unit in made.get("units", []):
             subprocess.run(["systemctl", "disable", "--now", unit], capture_output=True)
     stopped = _stop_processes(config_dir)
     if stopped:
         say(f"stopped {stopped} process(es) of the hub and the job service")
-    from .accounts import accounts_made, remove_account
+    from .accounts import remove_account
 
-    if prefix is not None:
-        for name in accounts_made():
-            if name.startswith(prefix) and remove_account(name):
-                say(f"removed the OS account {name}")
+    # this install's own accounts only: another nbjobs's here (its mark, its homes) stay
+    for name in accounts_of(settings):
+        if remove_account(name, settings.instance):
+            say(f"removed the OS account {name}")
     for unit in made.get("units", []):
         with contextlib.suppress(FileNotFoundError):
             (Path(args.units_dir) / unit).unlink()
@@ -628,7 +687,7 @@ def uninstall(argv: Sequence[str] | None = None) -> int:
     for file in made.get("files", []):
         with contextlib.suppress(FileNotFoundError):
             Path(file).unlink()
-    _remove_control_groups()
+    remove_control_groups(settings.instance)
     storage = Path(made.get("storage", args.storage))
     for folder in sorted(made.get("folders", []), key=len, reverse=True):
         path = Path(folder)
@@ -644,17 +703,6 @@ def uninstall(argv: Sequence[str] | None = None) -> int:
             folder.rmdir()
     say("done")
     return 0
-
-
-def _account_prefix(config: Path) -> str | None:
-    try:
-        settings = yaml.safe_load(config.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return ACCOUNT_PREFIX
-    accounts = settings.get("backend", {}).get("local", {}).get("accounts", {})
-    if accounts.get("mode") != "create":
-        return None  # the admin's own accounts (PAM): never removed
-    return str(accounts.get("prefix", ACCOUNT_PREFIX))
 
 
 def _stop_processes(config_dir: Path) -> int:
@@ -680,14 +728,3 @@ def _stop_processes(config_dir: Path) -> int:
     psutil.wait_procs(ours, timeout=30)  # the hub stops its proxy and servers itself
     stop_processes(family, grace=0)  # what it could not
     return len(ours)
-
-
-def _remove_control_groups() -> None:
-    """The ``nbjobs`` control groups, once empty (their jobs and servers are gone)."""
-    from .cgroups import Cgroups
-
-    cgroups = Cgroups()
-    cgroups.sweep("", older_than=0)
-    for folder in cgroups.parent_folders():
-        with contextlib.suppress(OSError):
-            folder.rmdir()

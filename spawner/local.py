@@ -150,7 +150,10 @@ class LocalCPUSpawner(LocalProcessSpawner):
         config = self.nbjobs_config()
         folder = Path(self.user_folder())
         try:
-            self.account = account_for(self.user.name, config.backend.local.accounts, folder)
+            local = config.backend.local
+            self.account = account_for(
+                self.user.name, local.accounts, folder, instance=local.instance
+            )
         except AccountRefused as exc:
             raise RuntimeError(str(exc)) from None
         if self.account is not None:
@@ -172,7 +175,8 @@ class LocalCPUSpawner(LocalProcessSpawner):
 
     def _make_group(self, config: NbjobsConfig) -> Group | None:
         try:
-            cgroups = Cgroups(mode=config.backend.local.cgroups)
+            local = config.backend.local
+            cgroups = Cgroups(mode=local.cgroups, parent=local.instance)
         except CgroupError as exc:
             raise RuntimeError(str(exc)) from None
         if not LocalCPUSpawner._cgroups_said:
@@ -258,7 +262,8 @@ class LocalCPUSpawner(LocalProcessSpawner):
     def _existing_group(self) -> Group | None:
         """The server's group after a hub restart (it is named, not remembered)."""
         try:
-            cgroups = Cgroups(mode=self.nbjobs_config().backend.local.cgroups)
+            local = self.nbjobs_config().backend.local
+            cgroups = Cgroups(mode=local.cgroups, parent=local.instance)
         except CgroupError:
             return None
         if not cgroups.enforced:

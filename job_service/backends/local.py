@@ -277,7 +277,10 @@ class LocalBackend(Backend):
                 f"accounts; run the service as root, or set {instead}"
             )
         try:
-            self.cgroups = Cgroups(Path(self.cgroup_root), mode=local.cgroups)
+            # the instance's own parent: a sweep never touches another nbjobs's groups
+            self.cgroups = Cgroups(
+                Path(self.cgroup_root), mode=local.cgroups, parent=local.instance
+            )
         except CgroupError as exc:
             raise ConfigError(str(exc)) from None
         # groups of jobs that ended while no service watched them; running ones stay
@@ -486,7 +489,9 @@ class LocalBackend(Backend):
         if self.settings.accounts.mode != "none":
             home = user_folder(self.nbjobs.storage, user)
             try:
-                account = account_for(user, self.settings.accounts, home)
+                account = account_for(
+                    user, self.settings.accounts, home, instance=self.settings.instance
+                )
             except AccountRefused as exc:
                 raise JobRefused(str(exc)) from None
             assert account is not None

@@ -147,3 +147,87 @@ def test_existing_mode_refuses_a_missing_or_system_account(tmp_path):
 
 def test_none_means_no_account(tmp_path):
     assert account_for("ada", AccountsConfig(), Path(tmp_path)) is None
+
+
+@as_root
+def test_an_account_another_nbjobs_made_is_neither_handed_over_nor_removed(prefix, tmp_path):
+    """Two nbjobs on one machine (a second install, a demo) with one account prefix: the
+    first to make ada's account keeps it."""
+    mine = AccountsConfig(mode="create", prefix=prefix)
+    first = account_for("ada", mine, tmp_path / "a" / "ada", instance="nbjobs-first")
+    assert first is not None
+
+    with pytest.raises(AccountRefused) as refused:
+        account_for("ada", mine, tmp_path / "b" / "ada", instance="nbjobs-second")
+
+    assert str(refused.value) == (
+        f"the OS account '{prefix}ada' belongs to another nbjobs on this machine "
+        "(backend.local.instance 'nbjobs-first'; this one is 'nbjobs-second'), so it is not "
+        "handed to the hub user 'ada'; give this one's accounts a prefix of their own "
+        "(backend.local.accounts.prefix, or nbjobs install --prefix)"
+    )
+    assert pwd.getpwnam(f"{prefix}ada").pw_dir == str(tmp_path / "a" / "ada")  # not moved
+    assert f"{prefix}ada" not in accounts_made("nbjobs-second")
+    assert not remove_account(f"{prefix}ada", "nbjobs-second")
+    assert pwd.getpwnam(f"{prefix}ada").pw_uid == first.uid
+    assert f"{prefix}ada" in accounts_made("nbjobs-first")
+
+
+@as_root
+def test_an_account_made_again_gets_back_the_uid_that_owns_its_folder(prefix, tmp_path):
+    """An uninstall removed ada's account and kept her folder: made again, the account
+    owns her files again (a new uid would own none of them: her server could not start)."""
+    settings = AccountsConfig(mode="create", prefix=prefix)
+    home = tmp_path / "ada"
+    before = account_for("ada", settings, home)
+    assert before is not None
+    prepare_home(before, home)
+    (home / "train.ipynb").write_text("{}")
+    os.chown(home / "train.ipynb", before.uid, before.gid)
+    account_for("bob", settings, tmp_path / "bob")  # takes the next uid meanwhile
+    assert remove_account(f"{prefix}ada")
+
+    again = account_for("ada", settings, home)
+
+    assert again is not None
+    assert (again.uid, again.gid) == (before.uid, before.gid)
+    assert home.stat().st_uid == again.uid
+
+
+@as_root
+def test_a_folder_another_account_owns_gets_no_new_account(prefix, tmp_path):
+    settings = AccountsConfig(mode="create", prefix=prefix)
+    bob = account_for("bob", settings, tmp_path / "bob")
+    assert bob is not None
+    home = tmp_path / "ada"
+    home.mkdir()
+    os.chown(home, bob.uid, bob.gid)
+
+    with pytest.raises(AccountRefused) as refused:
+        account_for("ada", settings, home)
+
+    assert str(refused.value) == (
+        f"the folder {home} of the hub user 'ada' belongs to the OS account '{prefix}bob' "
+        f"(uid {bob.uid}), so a new account '{prefix}ada' would not own its files; an admin "
+        f"can move the folder away, or give it to root (chown -R root {home}) for nbjobs to "
+        "hand it over"
+    )
+    with pytest.raises(KeyError):
+        pwd.getpwnam(f"{prefix}ada")
+
+
+@as_root
+def test_an_account_an_older_nbjobs_made_is_kept_for_its_own_folder_only(prefix, tmp_path):
+    """Accounts made before instances were marked: the nbjobs whose folder is its home
+    takes it over; another (its storage elsewhere) is refused."""
+    home = tmp_path / "ada"
+    useradd = ["useradd", "--no-create-home", "--home-dir", str(home), "--user-group"]
+    subprocess.run([*useradd, "--comment", "nbjobs user ada", f"{prefix}ada"], check=True)
+    settings = AccountsConfig(mode="create", prefix=prefix)
+
+    with pytest.raises(AccountRefused, match="was made by an older nbjobs for the folder"):
+        account_for("ada", settings, tmp_path / "elsewhere" / "ada", instance="nbjobs-b")
+    assert account_for("ada", settings, home, instance="nbjobs-a") is not None
+
+    assert pwd.getpwnam(f"{prefix}ada").pw_gecos == "nbjobs user ada nbjobs-a"
+    assert accounts_made("nbjobs-a") == [f"{prefix}ada"]

@@ -5,7 +5,8 @@ Everything is real: root (CI's), OS accounts, the units' files, the hub and the 
 service started by the commands the installer printed (no systemd runs here), the
 first-use login, a spawn, a job on the GPU flavor (the GPUs come from a stand-in
 ``nvidia-smi -L``; the notebook computes nothing on them). Its folders are under one
-temporary folder instead of /etc, /var/lib and /srv.
+temporary folder instead of /etc, /var/lib and /srv, and its OS accounts have a prefix
+of this test run's own: an install or a demo running on the machine is never touched.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
+import shlex
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -26,6 +30,9 @@ import pytest
 import requests
 import yaml
 
+from nbjobs.accounts import account_for, prepare_home
+from nbjobs.cgroups import Cgroups, Limits
+from nbjobs.config import AccountsConfig
 from tests.waiting import wait_until_answering
 
 from .hubproc import free_port, login, start_server, xsrf
@@ -39,6 +46,16 @@ echo "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-66666666-7777-8888-9999-0000000000
 """
 
 
+def folders(top: Path) -> dict[str, Path]:
+    """An install's folders under ``top``, as /etc, /var/lib and /srv hold them."""
+    return {
+        "config-dir": top / "etc" / "nbjobs",
+        "state-dir": top / "var" / "lib" / "nbjobs",
+        "storage": top / "srv" / "nbjobs",
+        "units-dir": top / "etc" / "systemd" / "system",
+    }
+
+
 @pytest.fixture(scope="module")
 def machine():
     top = Path(tempfile.mkdtemp(prefix="nbjobs-install-"))
@@ -47,21 +64,25 @@ def machine():
     tools.mkdir()
     (tools / "nvidia-smi").write_text(NVIDIA_SMI)
     (tools / "nvidia-smi").chmod(0o755)
-    dirs = {
-        "config-dir": top / "etc" / "nbjobs",
-        "state-dir": top / "var" / "lib" / "nbjobs",
-        "storage": top / "srv" / "nbjobs",
-        "units-dir": top / "etc" / "systemd" / "system",
-    }
+    dirs = folders(top)
     path_args = [f"--{name}={path}" for name, path in dirs.items()]
     env = {**os.environ, "PATH": f"{tools}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
     yield top, dirs, path_args, env
-    subprocess.run(
-        [sys.executable, "-m", "nbjobs.cli", "uninstall", *path_args, "--remove-user-files"],
-        env=env,
-        capture_output=True,
-    )
+    for args in (path_args, _args(folders(top / "second"))):
+        subprocess.run(
+            [sys.executable, "-m", "nbjobs.cli", "uninstall", *args, "--remove-user-files"],
+            env=env,
+            capture_output=True,
+        )
     shutil.rmtree(top, ignore_errors=True)
+
+
+def _args(dirs: dict[str, Path]) -> list[str]:
+    return [f"--{name}={path}" for name, path in dirs.items()]
+
+
+#: this run's account prefixes: jupyter- is a real install's
+PREFIX, OTHER_PREFIX = f"t{uuid.uuid4().hex[:6]}-", f"u{uuid.uuid4().hex[:6]}-"
 
 
 def nbjobs(env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +100,7 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     port = free_port()
     ports = [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
     ports += [f"--proxy-api-port={free_port()}", "--ip=127.0.0.1"]
-    command = ["install", *path_args, *ports, "--admin", "boss"]
+    command = ["install", *path_args, *ports, "--admin", "boss", f"--prefix={PREFIX}"]
 
     first = nbjobs(env, *command)
     again = nbjobs(env, *command)
@@ -92,7 +113,9 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     assert f"kept {storage}" in again.stdout
     settings = yaml.safe_load((config_dir / "nbjobs.yaml").read_text())
     assert [f["name"] for f in settings["flavors"]] == ["cpu", "gpu", "gpu-2"]
-    assert settings["backend"]["local"]["accounts"] == {"mode": "create", "prefix": "jupyter-"}
+    local = settings["backend"]["local"]
+    assert local["accounts"] == {"mode": "create", "prefix": PREFIX}
+    assert re.fullmatch(r"nbjobs-[0-9a-f]{8}", local["instance"])  # not the first install's
     assert settings["admin"]["users"] == ["boss"]
     # what holds a secret, or users' records, is root's alone
     files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in config_dir.iterdir()}
@@ -135,7 +158,7 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     assert refused.status_code != 302  # a stranger cannot claim a name
     ada = login(url, "ada", "adas-own-secret")
     start_server(url, ada, "ada")
-    account = pwd.getpwnam("jupyter-ada")
+    account = pwd.getpwnam(f"{PREFIX}ada")
     home = storage / "ada"
     assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (account.pw_uid, 0o700)
 
@@ -174,8 +197,8 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     gone = nbjobs(env, "uninstall", *path_args)
 
     assert gone.returncode == 0, gone.stdout + gone.stderr
-    assert "removed the OS account jupyter-ada" in gone.stdout
-    assert not [e for e in pwd.getpwall() if e.pw_name.startswith("jupyter-")]
+    assert f"removed the OS account {PREFIX}ada" in gone.stdout
+    assert not [e for e in pwd.getpwall() if e.pw_name.startswith(PREFIX)]
     assert not dirs["units-dir"].exists() or not list(dirs["units-dir"].iterdir())
     assert not config_dir.exists()
     assert not state_dir.exists()
@@ -183,3 +206,98 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{url}/hub/api/", timeout=5)
     assert json.dumps(sorted(p.name for p in storage.iterdir())) == '["ada"]'
+
+
+def test_a_second_install_keeps_to_its_own_and_its_uninstall_leaves_the_first_alone(machine):
+    """Two classes' installs on one server: the second cannot take the first's account
+    names, and removing it stops, deletes and empties nothing of the first's (ada's
+    account, what runs as it in the first's control group, an ended job's empty group)."""
+    top, dirs, path_args, env = machine
+    first = nbjobs(env, "install", *path_args, *_ports(), f"--prefix={PREFIX}", "--no-start")
+    assert first.returncode == 0, first.stdout + first.stderr
+    settings = yaml.safe_load((dirs["config-dir"] / "nbjobs.yaml").read_text())
+    instance = settings["backend"]["local"]["instance"]
+    home = dirs["storage"] / "ada"
+    account = account_for(
+        "ada", AccountsConfig(mode="create", prefix=PREFIX), home, instance=instance
+    )
+    assert account is not None
+    prepare_home(account, home)
+    cgroups = Cgroups(parent=instance)
+    server, ended = cgroups.group("server-of-ada"), cgroups.group("job-ended-unwatched")
+    server.create(Limits(memory=2**30))
+    ended.create(Limits(memory=2**30))
+    # ada's notebook server, as the first install's hub runs it: her account, its group
+    as_ada = ["setpriv", f"--reuid={account.uid}", f"--regid={account.gid}", "--clear-groups"]
+    running = subprocess.Popen(
+        [*as_ada, "sleep", "300"],
+        preexec_fn=server.join if cgroups.enforced else None,
+    )
+    second = _args(folders(top / "second"))
+    try:
+        same = nbjobs(env, "install", *second, *_ports(), f"--prefix={PREFIX}")
+        made_nothing = not (top / "second").exists()
+        beside = nbjobs(env, "install", *second, *_ports(), f"--prefix={OTHER_PREFIX}")
+        theirs = yaml.safe_load((top / "second/etc/nbjobs/nbjobs.yaml").read_text())
+        gone = nbjobs(env, "uninstall", *second, "--remove-user-files")
+
+        assert same.returncode == 2
+        assert same.stderr == (
+            f"nbjobs install: the OS accounts {PREFIX}ada belong to another nbjobs on this "
+            f"machine (their homes are in {dirs['storage']}); run nbjobs install again with "
+            "--prefix naming accounts of this install's own (a prefix no other nbjobs here "
+            "uses, like --prefix class2-)\n"
+        )
+        assert made_nothing  # refused before it made anything
+        assert beside.returncode == 0, beside.stdout + beside.stderr
+        assert theirs["backend"]["local"]["instance"] not in (instance, "nbjobs")
+        assert gone.returncode == 0, gone.stdout + gone.stderr
+        assert "removed the OS account" not in gone.stdout
+        assert pwd.getpwnam(f"{PREFIX}ada").pw_uid == account.uid
+        assert running.poll() is None  # ada's server still runs
+        if cgroups.enforced:
+            assert server.pids() == [running.pid]
+            assert all(p.is_dir() for p in ended.paths().values())
+
+        # the first's own uninstall removes its account, stops what ran as it, and
+        # removes its control groups
+        removed = nbjobs(env, "uninstall", *path_args)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert f"removed the OS account {PREFIX}ada" in removed.stdout
+        assert running.wait(timeout=30) is not None
+        assert not any(p.exists() for p in cgroups.parent_folders())
+    finally:
+        running.kill()
+        running.wait()
+        server.remove()
+        ended.remove()
+
+
+def _ports() -> list[str]:
+    ports = [f"--port={free_port()}", f"--hub-port={free_port()}", "--ip=127.0.0.1"]
+    return [*ports, f"--service-port={free_port()}", f"--proxy-api-port={free_port()}"]
+
+
+def test_every_command_the_installer_and_its_files_print_works_as_printed(machine):
+    """An admin copies what the installer says (check the file with ...) and what the
+    files it wrote say: each of those commands runs; a bare command's name is one
+    nbjobs knows."""
+    _, dirs, path_args, env = machine
+    command = ["install", *path_args, *_ports(), f"--prefix={PREFIX}", "--no-start"]
+    said = nbjobs(env, *command).stdout + nbjobs(env, *command).stdout
+    written = [p.read_text() for p in dirs["config-dir"].iterdir() if p.is_file()]
+    written += [p.read_text() for p in dirs["units-dir"].iterdir()]
+
+    printed = set(re.findall(r"`(nbjobs [^`]+)`", "\n".join([said, *written])))
+
+    assert f"nbjobs check-config {dirs['config-dir'] / 'nbjobs.yaml'}" in printed
+    program = shutil.which("nbjobs", path=env["PATH"])
+    assert program is not None
+    for line in sorted(printed):
+        words = shlex.split(line)
+        if len(words) == 2:  # a command named, not one to run here: `nbjobs uninstall`
+            words.append("--help")
+        ran = subprocess.run(
+            [program, *words[1:]], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, f"{line}: {ran.stdout}{ran.stderr}"
