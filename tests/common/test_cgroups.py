@@ -13,6 +13,8 @@ import os
 import stat
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,17 @@ import pytest
 from nbjobs.cgroups import CgroupError, Cgroups, Limits, gpu_minors, human_bytes
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="control groups need root")
+
+
+@pytest.fixture
+def cgroups() -> Iterator[Cgroups]:
+    """This machine's control groups under a parent of this test's own (an install's
+    ``nbjobs`` or a demo's groups are never touched), removed afterwards."""
+    mine = Cgroups(parent=f"nbjobs-test-{uuid.uuid4().hex[:8]}")
+    yield mine
+    mine.sweep("", older_than=0)
+    for folder in mine.parent_folders():
+        folder.rmdir()
 
 
 @pytest.fixture
@@ -118,8 +131,7 @@ for path in sys.argv[1:]:
 
 
 @as_root
-def test_v1_a_group_opens_only_its_gpu_limits_memory_and_cleans_up(tmp_path):
-    cgroups = Cgroups()
+def test_v1_a_group_opens_only_its_gpu_limits_memory_and_cleans_up(tmp_path, cgroups):
     if cgroups.version != "v1":
         pytest.skip("this machine has no cgroup v1 (CI has)")
     for minor in (2, 3):  # stand-in GPUs: no driver behind them, so an allowed open is ENXIO
@@ -163,13 +175,15 @@ def test_gpu_minors_and_sizes_in_words():
 
 
 @as_root
-def test_a_sweep_removes_the_empty_groups_of_jobs_and_keeps_a_busy_one():
-    cgroups = Cgroups()
+def test_a_sweep_removes_the_empty_groups_of_jobs_and_keeps_a_busy_one(cgroups):
     if cgroups.version != "v1":
         pytest.skip("this machine has no cgroup v1 (CI has)")
     ended, busy = cgroups.group(f"job-ended{os.getpid()}"), cgroups.group(f"job-busy{os.getpid()}")
-    ended.create(Limits(memory=2**30))
-    busy.create(Limits(memory=2**30))
+    # another nbjobs on the machine (another parent): its ended job's group is its own
+    neighbour = Cgroups(parent=f"{cgroups.parent}-other")
+    theirs = neighbour.group(f"job-ended{os.getpid()}")
+    for group in (ended, busy, theirs):
+        group.create(Limits(memory=2**30))
     sleeper = subprocess.Popen(["sleep", "30"], preexec_fn=busy.join)
     try:
         cgroups.sweep("job-")  # both new: another service may be starting them
@@ -177,10 +191,14 @@ def test_a_sweep_removes_the_empty_groups_of_jobs_and_keeps_a_busy_one():
         cgroups.sweep("job-", older_than=0)
         assert not any(p.exists() for p in ended.paths().values())
         assert all(p.exists() for p in busy.paths().values())
+        assert all(p.exists() for p in theirs.paths().values())
     finally:
         sleeper.kill()
         sleeper.wait()
         busy.remove()
+        theirs.remove()
+        for folder in neighbour.parent_folders():
+            folder.rmdir()
 
 
 FORK_LOOP = """
@@ -217,8 +235,7 @@ stop.set()
 
 @as_root
 @pytest.mark.parametrize("loop", [FORK_LOOP, THREAD_LOOP], ids=["forks", "threads"])
-def test_v1_a_fork_or_thread_loop_stops_at_the_groups_tasks(loop):
-    cgroups = Cgroups()
+def test_v1_a_fork_or_thread_loop_stops_at_the_groups_tasks(loop, cgroups):
     if cgroups.version != "v1":
         pytest.skip("this machine has no cgroup v1 (CI has)")
     group = cgroups.group(f"test-tasks-{os.getpid()}")
