@@ -6,7 +6,7 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from nbjobs.job_service.backends.base import LaunchSpec
+from nbjobs.job_service.backends.base import JobFilesRoom, LaunchSpec
 from nbjobs.job_service.backends.kubernetes_objects import (
     ManifestError,
     job_name,
@@ -270,6 +270,18 @@ def test_the_users_kernel_html_copy_and_outputs_folder_reach_the_runner_in_pod_p
     assert not {"--kernel", "--html", "--make-output-folder"} & set(
         plain["containers"][0]["command"]
     )
+
+
+def test_the_room_for_the_users_job_files_reaches_the_runner_in_pod_paths():
+    home = user_folder(STORAGE, "ada")
+    room = JobFilesRoom(limit=200 * 1024**2, used=150 * 1024**2, folder=home / ".nbjobs")
+    job = valid(make_job(spec(job_files=room), STORAGE, SETTINGS))
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert f"--folder-limit={200 * 1024**2}" in command
+    assert f"--folder-used={150 * 1024**2}" in command
+    assert command[command.index("--folder") + 1] == "/home/jovyan/.nbjobs"
+    plain = valid(make_job(spec(), STORAGE, SETTINGS))["spec"]["template"]["spec"]
+    assert "--folder" not in plain["containers"][0]["command"]
 
 
 def test_the_admins_telemetry_interval_reaches_the_runner():
