@@ -2955,6 +2955,8 @@ export interface components {
             recent_failures: components["schemas"]["Failure"][];
             /** @description Kueue's queues jobs go to (empty without Kueue, or when the service may not read them) */
             queues: components["schemas"]["QueueRow"][];
+            /** @description what the admin should know about classes and hub groups, each a sentence: a class moved into its own hub group (nbjobs-class-NAME) at start, a class named like a group nbjobs.yaml gives meaning to (it grants nothing of it), an old class group nobody's membership counts in */
+            class_notices: string[];
         };
         QueueRow: {
             local_queue: string;

@@ -6,6 +6,7 @@ import os
 import sys
 from typing import Any
 
+from nbjobs.class_groups import CLASS_GROUP_PREFIX, class_group, class_of_group
 from nbjobs.config import ConfigError, NbjobsConfig, load_config
 from nbjobs.network import SignInCheck
 
@@ -65,6 +66,21 @@ def grant_every_user(c: Any, scopes: list[str]) -> None:
     c.JupyterHub.load_roles = roles
 
 
+def refuse_class_groups_in_roles(roles: list[dict[str, Any]]) -> None:
+    """Stop the hub if a role defined before ``configure()`` (z2jh's ``hub.loadRoles``, an
+    earlier ``load_roles``) gives itself to a class's group: a class grants nothing."""
+    for role in roles:
+        for group in role.get("groups") or []:
+            cls = class_of_group(group)
+            if cls is not None:
+                raise SystemExit(
+                    f"nbjobs: the hub role {role.get('name')!r} names group {group!r}, the "
+                    f"hub group of class {cls!r}; a class grants nothing, so no role may be "
+                    f"given to it. Give the role to a group of your own (not starting with "
+                    f"{CLASS_GROUP_PREFIX!r}) or to named users"
+                )
+
+
 def configure(
     c: Any, config_path: str | None = None, service_port: int | None = None
 ) -> NbjobsConfig:
@@ -121,30 +137,38 @@ def configure(
     # see)
     grant_every_user(c, ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"])
     roles = list(c.JupyterHub.get("load_roles", []))
+    refuse_class_groups_in_roles(roles)
     roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})
+    # The hub grants nbjobs' roles to named users only. Members of admin.groups and
+    # teachers.groups are admins and teachers by the job service's own reading of
+    # nbjobs.yaml, which never counts a class's group: listed here, a group would be given
+    # the role by JupyterHub itself, whatever hub group (a class made before the name
+    # meant anything, say) happens to carry that name.
     teachers = set(config.teachers.users) | {t for cls in config.classes for t in cls.teachers}
-    if teachers or config.teachers.groups:
+    if teachers:
         roles.append(
             {
                 "name": "nbjobs-teachers",
                 "users": sorted(teachers),
-                "groups": list(config.teachers.groups),
+                # an empty list, not none: JupyterHub keeps the groups a role had when its
+                # definition leaves them out (a hub that listed teachers.groups before)
+                "groups": [],
                 "scopes": ["custom:nbjobs:teach", "custom:nbjobs:submit"],
             }
         )
-    if config.admin.users or config.admin.groups:
+    if config.admin.users:
         roles.append(
             {
                 "name": "nbjobs-admins",
                 "users": list(config.admin.users),
-                "groups": list(config.admin.groups),
+                "groups": [],
                 "scopes": ["custom:nbjobs:admin", "custom:nbjobs:submit"],
             }
         )
     c.JupyterHub.load_roles = roles
     groups = dict(c.JupyterHub.get("load_groups", {}))
     for cls in config.classes:
-        groups[cls.name] = {"users": sorted(set(cls.students) | set(cls.teachers))}
+        groups[class_group(cls.name)] = {"users": sorted(set(cls.students) | set(cls.teachers))}
     c.JupyterHub.load_groups = groups
 
     if config.network.sign_in.allow:

@@ -228,7 +228,7 @@ class JobServiceApp(Application):
         # (never as a person made since under the same name: deleted_users.py)
         service.user_now = service.departures.vetted(auth.user_now)
         # a teacher's class is a hub group, but never one that grants what nbjobs.yaml gives
-        auth.class_groups = service.classes.hub_class_names
+        auth.class_groups = service.classes.uncounted_groups
         facade: ServiceFacade = service  # the handlers' view of it: checked here
         settings: dict[str, Any] = {
             "nbjobs_service": facade,
@@ -294,6 +294,9 @@ class JobServiceApp(Application):
             return
         stopped.cancel()
         starting.result()  # LeaseHeld when not a standby
+        # which hub groups are classes, with any class from before classes had groups of
+        # their own moved into its own, before the first caller's groups are counted
+        await self.service.classes.refresh(force=True)
         app = self.make_web_app(self.service, auth)
         # the handlers refuse a body over limits.request_body with a 413 (see APIHandler);
         # tornado's own cap, a little above it, is the backstop

@@ -28,6 +28,7 @@ import yaml
 from traitlets import Bool, Dict, Float, Integer, List, Unicode
 from traitlets.config import LoggingConfigurable
 
+from nbjobs.class_groups import is_class_group
 from nbjobs.config import AdminConfig, TeachersConfig
 
 from .errors import Caller
@@ -79,10 +80,11 @@ class Authenticator(LoggingConfigurable):
         """,
     ).tag(config=True)
 
-    #: the names of the classes teachers made (hub groups); set by the app from its class
-    #: registry. Membership of one never counts as membership of a group nbjobs.yaml
-    #: gives meaning to: a class made before its name gained one (an admin later naming
-    #: it in a flavor's groups, a quota, admins) grants nothing of that
+    #: hub groups outside the classes' namespace that never count either (a class made
+    #: before classes had one, not yet moved); set by the app from its class registry.
+    #: A class's group never counts as a group nbjobs.yaml gives meaning to: a class named
+    #: before its name gained one (an admin later naming it in admins, teachers, a
+    #: flavor's groups, a quota) grants nothing of that
     class_groups: Callable[[], Collection[str]]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -91,7 +93,8 @@ class Authenticator(LoggingConfigurable):
 
     def meaningful(self, groups: Iterable[str] | None) -> frozenset[str]:
         """The groups of a user that count for flavors, quotas, roles and metrics."""
-        return frozenset(groups or ()) - set(self.class_groups())
+        uncounted = self.class_groups()
+        return frozenset(g for g in groups or () if not is_class_group(g) and g not in uncounted)
 
     async def caller_for_token(self, token: str) -> Caller | None:
         raise NotImplementedError

@@ -1,8 +1,12 @@
 """Classes: a teacher's roster, its flavors and GPU-hours, kept as JupyterHub groups.
 
-A class is a JupyterHub group whose ``properties`` hold ``nbjobs_class``
-(teachers, flavors, GPU-hours per student and period). Admins may also declare
-classes in ``nbjobs.yaml``; those are read-only here.
+A class ``ml101`` is the JupyterHub group ``nbjobs-class-ml101`` whose ``properties``
+hold ``nbjobs_class`` (teachers, flavors, GPU-hours per student and period). That
+namespace is what keeps a class from granting anything: ``nbjobs.yaml`` may not give
+one of its groups a thing (see :mod:`nbjobs.class_groups`), and the service never
+counts one as a caller's group. Classes made before the namespace are moved into it
+at start (:mod:`.legacy_classes`). Admins may also declare classes in
+``nbjobs.yaml``; those are read-only here.
 
 Why the job service makes the group changes and not the teacher's token
 directly: JupyterHub's scopes can be narrowed to one group (``groups!group=ml101``),
@@ -28,10 +32,12 @@ from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from nbjobs.class_groups import class_group, class_of_group, group_meanings, is_class_group
 from nbjobs.config import NbjobsConfig
 from nbjobs.models import ClassInfo, CreateClass, InvitationInfo, RosterProblem
 
 from .errors import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
+from .legacy_classes import move_to_namespace, name_collisions, stale_yaml_class_groups
 
 #: the key of a class's settings in its JupyterHub group's properties
 PROPERTY = "nbjobs_class"
@@ -160,8 +166,17 @@ class ClassRegistry:
         self.log = log or logging.getLogger("nbjobs.job_service")
         self.max_age = max_age
         self._hub_classes: dict[str, ClassInfo] = {}
+        #: each hub class's group (its namespaced one, but for a class not yet moved)
+        self._group_of: dict[str, str] = {}
         self._all_groups: set[str] = set()
+        #: groups outside the classes' namespace that never count either (see
+        #: :meth:`uncounted_groups`)
+        self._uncounted: frozenset[str] = frozenset()
+        #: what the admin should know about classes and groups (log and dashboard)
+        self._moves: list[str] = []
+        self._stale: list[str] = []
         self._fetched = 0.0
+        self._reading = asyncio.Lock()
         #: asks the hub for an invitation to each account a roster created (set by the
         #: service: job_service/invitations.py); None: none are asked for
         self.invite_new: Callable[[list[str]], Awaitable[list[InvitationInfo]]] | None = None
@@ -172,20 +187,73 @@ class ClassRegistry:
         """Re-read the hub's groups if the cache is older than ``max_age``."""
         if self.hub is None or (not force and time.monotonic() - self._fetched < self.max_age):
             return
+        async with self._reading:  # one read (and move of old classes) at a time
+            if force or time.monotonic() - self._fetched >= self.max_age:
+                await self._read(self.hub)
+
+    async def _read(self, hub: HubGroups) -> None:
         try:
-            groups = await self.hub.groups()
+            groups = await hub.groups()
         except ServiceError as exc:
             # Keep serving the last known classes rather than failing every request.
             self.log.warning("cannot read classes from the hub: %s", exc.message)
             return
-        classes = {}
+        classes: dict[str, ClassInfo] = {}
+        group_of: dict[str, str] = {}
+        legacy: dict[str, dict[str, Any]] = {}
         for group in groups:
             settings = (group.get("properties") or {}).get(PROPERTY)
-            if isinstance(settings, dict):
-                classes[group["name"]] = _from_group(group["name"], group.get("users"), settings)
-        self._hub_classes = classes
-        self._all_groups = {g["name"] for g in groups}
+            if not isinstance(settings, dict):
+                continue
+            name = class_of_group(group["name"])
+            if name is None:  # a class from before the namespace: moved below
+                name = group["name"]
+                legacy[name] = group
+                if name in classes:
+                    continue  # moved already (the move was cut short): the new group wins
+            classes[name] = _from_group(name, group.get("users"), settings)
+            group_of[name] = group["name"]
+        all_groups = {g["name"] for g in groups}
+        meanings = group_meanings(self.config)
+        if legacy:
+            moved, notes = await move_to_namespace(hub, legacy, all_groups, meanings, self.log)
+            for name in moved:
+                group_of[name] = class_group(name)
+                all_groups = (all_groups - {name}) | {class_group(name)}
+            self._moves += notes
+            legacy = {n: g for n, g in legacy.items() if n not in moved}
+        members = {g["name"]: {str(u) for u in g.get("users") or []} for g in groups}
+        stale = stale_yaml_class_groups(self.config, members, meanings)
+        said = self.notices()
+        self._hub_classes, self._group_of, self._all_groups = classes, group_of, all_groups
+        self._uncounted = frozenset(legacy) | frozenset(stale)
+        self._stale = list(stale.values())
+        for line in self.notices():
+            if line not in said:
+                self.log.warning("%s", line)
         self._fetched = time.monotonic()
+
+    def uncounted_groups(self) -> frozenset[str]:
+        """Hub groups outside the classes' namespace that never count as a caller's group:
+        a class not yet moved into it, and the old group of an nbjobs.yaml class that still
+        holds its people while nbjobs.yaml gives that name meaning. (Groups in the
+        namespace never count either: :func:`nbjobs.class_groups.is_class_group`.)"""
+        return self._uncounted
+
+    def notices(self) -> list[str]:
+        """What the admin should know about classes and groups: the classes moved into
+        their own groups since the start, and every name shared by a class and a group
+        that nbjobs.yaml gives meaning to."""
+        names = {c.name for c in self.all()}
+        return [*self._moves, *self._stale, *name_collisions(names, group_meanings(self.config))]
+
+    def counted(self, groups: Iterable[str]) -> set[str]:
+        """Those of a user's hub ``groups`` that count for what nbjobs.yaml gives groups."""
+        return {g for g in groups if not is_class_group(g) and g not in self._uncounted}
+
+    def _group(self, name: str) -> str:
+        """The hub group of the hub class ``name``."""
+        return self._group_of.get(name, class_group(name))
 
     def all(self) -> list[ClassInfo]:
         """Every class, nbjobs.yaml's first."""
@@ -204,10 +272,6 @@ class ClassRegistry:
         ]
         names = {c.name for c in static}
         return static + [c for n, c in sorted(self._hub_classes.items()) if n not in names]
-
-    def hub_class_names(self) -> set[str]:
-        """The classes teachers made (hub groups), as last read from the hub."""
-        return set(self._hub_classes)
 
     def get(self, name: str) -> ClassInfo | None:
         return next((c for c in self.all() if c.name == name), None)
@@ -345,7 +409,7 @@ class ClassRegistry:
             return None  # a new account: the roster creates it
         if model.get("admin"):
             return "a JupyterHub admin" + refuse
-        groups = set(model.get("groups") or [])
+        groups = self.counted(model.get("groups") or [])
         if groups & set(admins.groups):
             return f"in admin group {sorted(groups & set(admins.groups))[0]!r}" + refuse
         if groups & set(teachers.groups):
@@ -355,27 +419,6 @@ class ClassRegistry:
         if roles:
             return f"holds the JupyterHub role {roles[0]!r}" + refuse
         return None
-
-    def group_meanings(self) -> dict[str, str]:
-        """The group names nbjobs.yaml gives something to, and what (a class may not take
-        one: its students would get it)."""
-        config = self.config
-        meanings: dict[str, str] = {}
-
-        def note(names: Iterable[str], what: str) -> None:
-            for name in names:
-                meanings.setdefault(name, what)
-
-        note(config.admin.groups, "its members are nbjobs admins")
-        note(config.teachers.groups, "its members teach")
-        for flavor in config.flavors:
-            note(flavor.groups, f"it may use flavor {flavor.name!r}")
-            if flavor.approval is not None:
-                note(flavor.approval.groups, f"its jobs on {flavor.name!r} need approval")
-        note(config.quotas.groups, "it has a quota of its own")
-        for profile in config.profiles:
-            note(profile.groups, f"it may use profile {profile.name!r}")
-        return meanings
 
     async def _may_teach(self, name: str) -> bool:
         """Whether the hub user ``name`` may teach: named a teacher (or admin) in
@@ -391,7 +434,7 @@ class ClassRegistry:
             return False
         if model.get("admin"):
             return True
-        groups = set(model.get("groups") or [])
+        groups = self.counted(model.get("groups") or [])
         if groups & (set(config.teachers.groups) | set(config.admin.groups)):
             return True
         return bool({"nbjobs-teachers", "nbjobs-admins"} & set(model.get("roles") or []))
@@ -425,16 +468,12 @@ class ClassRegistry:
                 "(at most 63), like 'ml101'"
             )
         gpu_hours = self._check_settings(request)
-        meaning = self.group_meanings().get(request.name)
-        if meaning:
-            # a class is a hub group: its students would get what that group is given
-            raise Invalid(
-                f"class name {request.name!r} is a group nbjobs.yaml gives meaning to "
-                f"({meaning}); its students would get that too: pick another name"
-            )
+        # The class's group is in the classes' namespace: whatever nbjobs.yaml gives a group
+        # named like the class, now or later, its students get none of it.
+        group = class_group(request.name)
         await self.refresh(force=True)
-        if self.get(request.name) is not None or request.name in self._all_groups:
-            raise Conflict(f"a class or group named {request.name!r} exists; pick another name")
+        if self.get(request.name) is not None or group in self._all_groups:
+            raise Conflict(f"a class named {request.name!r} exists; pick another name")
         students = await self.check_roster(request.students, request.name)
         teachers = sorted({caller.name, *request.teachers} - {"", *students})
         bad_teachers = [t for t in teachers if not USER_NAME.match(t)]
@@ -459,15 +498,16 @@ class ClassRegistry:
             period=request.period,
         )
         try:
-            await hub.create_group(request.name, students)
-            await hub.set_properties(request.name, {PROPERTY: _settings(info)})
+            await hub.create_group(group, students)
+            await hub.set_properties(group, {PROPERTY: _settings(info)})
         except ServiceError:
-            await hub.delete_group(request.name)
+            await hub.delete_group(group)
             for name in created:
                 await hub.delete_user(name)
             raise
         self._hub_classes[info.name] = info
-        self._all_groups.add(info.name)
+        self._group_of[info.name] = group
+        self._all_groups.add(group)
         self.log.info(
             "class %s created by %s with %d students", info.name, caller.name, len(students)
         )
@@ -483,7 +523,7 @@ class ClassRegistry:
         created: list[str] = []
         if new:
             created = await self._ensure_users(hub, new)
-            await hub.add_users(name, new)
+            await hub.add_users(self._group(name), new)
         info = cls.model_copy(update={"students": [*cls.students, *new]})
         self._hub_classes[name] = info
         return await self._with_invitations(info, created)
@@ -503,7 +543,7 @@ class ClassRegistry:
                     if s in unknown
                 ]
             )
-        await hub.remove_users(name, students)
+        await hub.remove_users(self._group(name), students)
         info = cls.model_copy(update={"students": [s for s in cls.students if s not in students]})
         self._hub_classes[name] = info
         return info
@@ -513,9 +553,11 @@ class ClassRegistry:
         hub = self._need_hub()
         await self.refresh(force=True)
         self._owned(caller, name)
-        await hub.delete_group(name)
+        group = self._group(name)
+        await hub.delete_group(group)
         self._hub_classes.pop(name, None)
-        self._all_groups.discard(name)
+        self._group_of.pop(name, None)
+        self._all_groups.discard(group)
         self.log.info("class %s deleted by %s", name, caller.name)
 
     async def _with_invitations(self, info: ClassInfo, created: list[str]) -> ClassInfo:

@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .class_groups import class_group_named
 from .engines import (
     SCHEDULERS,
     Sharing,
@@ -1302,8 +1303,8 @@ class QuotaConfig(_Model):
 class ClassConfig(_Model):
     """A teacher's class: a roster, its flavors and its GPU-hours."""
 
-    #: the class's name (``ml101``), also the JupyterHub group the hub config makes of its
-    #: students and teachers
+    #: the class's name (``ml101``); the hub config makes its students and teachers the
+    #: JupyterHub group ``nbjobs-class-ml101``, which grants nothing
     name: str
     #: user names of its teachers: they see and cancel its students' jobs, decide their approval
     #: requests, grant them more GPU-hours and may use its flavors
@@ -1442,6 +1443,9 @@ class NbjobsConfig(_Model):
                     )
         if self.backend.kind == "kubernetes":
             self._check_gangs()
+        named = class_group_named(self)
+        if named is not None:
+            _refuse_at(*named)
         if self.backend.kind == "local":
             for kind in ("jobs", "servers"):
                 if getattr(self.network, kind).egress is not None:

@@ -178,4 +178,5 @@ def overview(ctx: Context) -> Overview:
         longest_wait=longest,
         recent_failures=failures,
         queues=backend.queues(),
+        class_notices=ctx.classes.notices(),
     )

@@ -108,6 +108,10 @@ class Hub:
         r = requests.get(f"{self.url}/hub/api/groups/{name}", headers=self.admin, timeout=30)
         return r.json() if r.status_code == 200 else None
 
+    def klass(self, name: str) -> dict | None:
+        """The hub group of class ``name`` (classes live in groups of their own)."""
+        return self.group(f"nbjobs-class-{name}")
+
     def user_exists(self, name: str) -> bool:
         r = requests.get(f"{self.url}/hub/api/users/{name}", headers=self.admin, timeout=30)
         return r.status_code == 200
@@ -128,7 +132,7 @@ def test_a_teacher_creates_a_class_from_a_roster(hub):
 
     assert done.returncode == 0, done.stderr
     assert "created class ml101" in done.stdout
-    group = hub.group("ml101")
+    group = hub.klass("ml101")
     assert group is not None
     assert sorted(group["users"]) == ["ada", "dora"]
     assert group["properties"]["nbjobs_class"]["teachers"] == ["tess"]
@@ -157,7 +161,7 @@ def test_a_bad_roster_names_every_line_and_changes_nothing(hub):
     assert "bad.csv, line 2: 'not a name': not a valid user name" in refused.stderr
     assert "bad.csv, line 3: 'carol': listed twice" in refused.stderr
     assert "bad.csv, line 4: 'bob': already a student of class 'first'" in refused.stderr
-    assert hub.group("second") is None
+    assert hub.klass("second") is None
     assert not hub.user_exists("carol")
     assert not hub.user_exists("frank")
 
@@ -199,10 +203,10 @@ def test_a_class_belongs_to_its_teachers(hub):
 
     assert other.returncode == 5
     assert "no class 'owned' of yours" in other.stderr
-    assert "zed" not in hub.group("owned")["users"]
+    assert "zed" not in hub.klass("owned")["users"]
     assert student.returncode == 5
     assert "lacks the custom:nbjobs:teach scope" in student.stderr
-    assert hub.group("mine") is None
+    assert hub.klass("mine") is None
     assert hub.nbjobs("tom", "class", "list", "owned").returncode == 5
 
 
@@ -214,7 +218,7 @@ def test_teachers_may_not_exceed_what_the_admin_allows(hub):
     assert "at most 5 GPU-hours per student" in too_much.stderr
     assert wrong_flavor.returncode == 5
     assert "teachers may give: cpu, lab-cpu" in wrong_flavor.stderr
-    assert hub.group("greedy") is None
+    assert hub.klass("greedy") is None
 
 
 def test_a_teacher_names_only_teachers_as_co_teachers(hub):
@@ -227,10 +231,10 @@ def test_a_teacher_names_only_teachers_as_co_teachers(hub):
         "ada may not teach here (no teacher role): a class's co-teachers must be teachers "
         "already; ask an admin to make them one"
     ) in student.stderr
-    assert hub.group("c2") is None
+    assert hub.klass("c2") is None
     assert not hub.user_exists("newkid")  # nothing was created
     assert teacher.returncode == 0, teacher.stderr
-    assert hub.group("c3")["properties"]["nbjobs_class"]["teachers"] == ["tess", "tom"]
+    assert hub.klass("c3")["properties"]["nbjobs_class"]["teachers"] == ["tess", "tom"]
     assert hub.nbjobs("tess", "class", "delete", "c3").returncode == 0
 
 
@@ -238,18 +242,31 @@ def test_a_teacher_names_only_teachers_as_co_teachers(hub):
     ("name", "meaning"),
     [("nobody", "it may use flavor 'lab-cpu'"), ("staff", "its members are nbjobs admins")],
 )
-def test_a_class_may_not_take_the_name_of_a_group_that_grants_something(hub, name, meaning):
-    """The attack: a class named after the group a restricted flavor names, so that its
-    students get that flavor."""
-    made = hub.api("tess", "POST", "classes", json={"name": name, "students": ["zed"]})
-
-    assert made.status_code == 400, made.text
-    assert made.json()["message"] == (
-        f"class name {name!r} is a group nbjobs.yaml gives meaning to ({meaning}); its "
-        "students would get that too: pick another name"
+def test_a_class_named_like_a_group_that_grants_something_grants_nothing(hub, name, meaning):
+    """The attack: a class named after the group a restricted flavor names (or admins'),
+    so that its students get that flavor (or become admins). The class is made, in a hub
+    group of its own, and its student gets nothing that group name is given."""
+    made = hub.api("tess", "POST", "classes", json={"name": name, "students": [f"zed-{name}"]})
+    assert made.status_code == 201, made.text
+    token = requests.post(
+        f"{hub.url}/hub/api/users/zed-{name}/tokens", headers=hub.admin, json={}, timeout=30
+    ).json()["token"]
+    as_zed = {"Authorization": f"token {token}"}
+    flavors = requests.get(hub.service + "api/flavors", headers=as_zed, timeout=60)
+    everyone = requests.get(
+        hub.service + "api/jobs", headers=as_zed, params={"scope": "all"}, timeout=60
     )
-    group = hub.group(name)
-    assert group is None or group["users"] == ["sam"]  # zed joined no such group
+    notices = hub.api("sam", "GET", "dashboard/overview").json()["class_notices"]  # an admin
+    hub.api("tess", "DELETE", f"classes/{name}")
+
+    assert hub.group(name) is None or f"zed-{name}" not in hub.group(name)["users"]
+    assert (
+        f"class {name!r} has the name of a group nbjobs.yaml gives meaning to ({meaning}); the "
+        f"class is hub group 'nbjobs-class-{name}' and its students get none of that. Rename "
+        "the class or the group if that is not what you meant"
+    ) in notices
+    assert [f["name"] for f in flavors.json()] == ["cpu"]
+    assert everyone.status_code == 403, everyone.text
 
 
 def test_a_class_whose_name_gained_a_meaning_later_grants_nothing_of_it(hub):
@@ -258,7 +275,7 @@ def test_a_class_whose_name_gained_a_meaning_later_grants_nothing_of_it(hub):
     that group is given. Made as nbjobs makes a class (a group with the class property),
     by the hub's API, since creating one of that name through nbjobs is refused now."""
     assert hub.nbjobs("tess", "class", "create", "early", "zed2").returncode == 0
-    settings = hub.group("early")["properties"]
+    settings = hub.klass("early")["properties"]
     assert hub.nbjobs("tess", "class", "delete", "early").returncode == 0
     api = f"{hub.url}/hub/api"
     made = requests.post(
@@ -318,7 +335,7 @@ def test_add_remove_and_delete_keep_students_and_their_work(hub):
     assert again.returncode == 5
     assert "command line: 'hal': listed twice" in again.stderr
     assert removed.returncode == 0
-    assert sorted(hub.group("cv")["users"]) == ["hal", "ivy"]
+    assert sorted(hub.klass("cv")["users"]) == ["hal", "ivy"]
     assert not_there.returncode == 5
     assert "not a student of class 'cv'" in not_there.stderr
 
@@ -326,13 +343,13 @@ def test_add_remove_and_delete_keep_students_and_their_work(hub):
 
     assert deleted.returncode == 0
     assert "accounts, files and jobs are kept" in deleted.stdout
-    assert hub.group("cv") is None
+    assert hub.klass("cv") is None
     assert hub.user_exists("hal")
 
 
 def test_a_teacher_sees_the_class_jobs_and_cancels_but_does_not_rerun(hub):
     # ada is in ml101 (tess's) from the first test; tom teaches nothing of hers.
-    if hub.group("ml101") is None:
+    if hub.klass("ml101") is None:
         hub.nbjobs("tess", "class", "create", "ml101", "ada", "--flavors", "lab-cpu")
     home = hub.tmp / "home" / escape_username("ada")
     home.mkdir(parents=True, exist_ok=True)
@@ -385,11 +402,11 @@ def test_a_teacher_may_not_enrol_admins_or_teachers(hub, student, reason):
 
     assert created.returncode == 5
     assert f"grab.csv, line 2: {reason}" in created.stderr
-    assert hub.group(f"grab-{student.lower()}") is None
+    assert hub.klass(f"grab-{student.lower()}") is None
     assert not hub.user_exists("pia2")
     assert added.returncode == 5
     assert f"command line: {reason}" in added.stderr
-    assert hub.group(ok)["users"] == ["pia"]
+    assert hub.klass(ok)["users"] == ["pia"]
     hub.nbjobs("tess", "class", "delete", ok)
     after = requests.get(f"{hub.url}/hub/api/users", headers=hub.admin, timeout=30).json()
     assert {u["name"]: u["admin"] for u in after} == {
@@ -407,7 +424,7 @@ def test_the_teacher_of_another_class_is_not_a_student(hub):
 
     assert refused.returncode == 5
     assert "'cora': a teacher (class 'cotaught')" in refused.stderr
-    assert hub.group("takeover") is None
+    assert hub.klass("takeover") is None
 
 
 def test_names_differing_only_in_case_are_one_student(hub):
@@ -424,9 +441,9 @@ def test_names_differing_only_in_case_are_one_student(hub):
     assert not hub.user_exists("zara")
     assert made.returncode == 0, made.stderr
     # stored as JupyterHub stores names: the hub account is the one its owner logs in as
-    assert sorted(hub.group("cases")["users"]) == ["quinn", "yuri"]
+    assert sorted(hub.klass("cases")["users"]) == ["quinn", "yuri"]
     assert hub.nbjobs("tess", "class", "remove", "cases", "QUINN").returncode == 0
-    assert hub.group("cases")["users"] == ["yuri"]
+    assert hub.klass("cases")["users"] == ["yuri"]
 
 
 def test_adding_bad_students_names_each_and_changes_nothing(hub):
@@ -439,8 +456,8 @@ def test_adding_bad_students_names_each_and_changes_nothing(hub):
     assert refused.returncode == 5
     assert "more.csv, line 3: 'not a name': not a valid user name" in refused.stderr
     assert "more.csv, line 4: 'xia': already a student of class 'theirs'" in refused.stderr
-    assert hub.group("mine-a")["users"] == ["wes"]
-    assert hub.group("theirs")["users"] == ["xia"]
+    assert hub.klass("mine-a")["users"] == ["wes"]
+    assert hub.klass("theirs")["users"] == ["xia"]
     assert not hub.user_exists("vic")
 
 
@@ -465,7 +482,7 @@ def test_a_roster_that_is_not_a_csv_list_of_names_is_refused(hub, content, expec
     assert expected in created.stderr
     assert added.returncode == 5
     assert expected in added.stderr
-    assert hub.group("odd") is None
+    assert hub.klass("odd") is None
 
 
 @pytest.mark.parametrize(

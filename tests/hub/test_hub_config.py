@@ -38,9 +38,10 @@ def test_the_kubernetes_example_makes_a_hub_of_cpu_only_pods_and_the_job_service
         "custom:nbjobs:teach",
     }
     by_name = roles(c)
-    assert by_name["nbjobs-teachers"]["groups"] == ["teachers"]
-    assert "custom:nbjobs:teach" in by_name["nbjobs-teachers"]["scopes"]
-    assert by_name["nbjobs-admins"]["groups"] == ["platform-admins"]
+    # teachers.groups and admin.groups are the job service's to read (it never counts a
+    # class's group): the hub gives nbjobs' roles to named users only, none here
+    assert "nbjobs-teachers" not in by_name
+    assert "nbjobs-admins" not in by_name
     # The service manages class groups; it gets no server access and no tokens of others.
     service_scopes = set(by_name["nbjobs-service"]["scopes"])
     assert {"admin:groups", "groups", "read:groups"} <= service_scopes
@@ -64,6 +65,49 @@ def test_a_user_role_the_admin_defined_gains_the_nbjobs_scopes(monkeypatch):
         "custom:nbjobs:submit",
         "access:services!service=nbjobs",
     ]
+
+
+def test_the_hub_gives_no_role_to_a_group_and_classes_get_groups_of_their_own(
+    monkeypatch, tmp_path
+):
+    """A hub role listing a group is granted by JupyterHub to whatever hub group carries
+    that name, a class's too: nbjobs' roles list named users only (and an empty group
+    list, so that a hub started before drops the groups it had), classes become groups in
+    their own namespace, and a role defined before configure() that names a class's group
+    stops the hub with a sentence."""
+    monkeypatch.delenv("NBJOBS_SERVICE_URL_EXTERNAL", raising=False)
+    path = tmp_path / "nbjobs.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "admin": {"users": ["ada"], "groups": ["staff"]},
+                "teachers": {"groups": ["teachers"]},
+                "classes": [{"name": "ml101", "teachers": ["tess"], "students": ["stu"]}],
+            }
+        )
+    )
+    c = Config()
+
+    configure(c, str(path))
+
+    by_name = roles(c)
+    assert by_name["nbjobs-admins"]["users"] == ["ada"]
+    assert by_name["nbjobs-admins"]["groups"] == []
+    assert by_name["nbjobs-teachers"]["users"] == ["tess"]
+    assert by_name["nbjobs-teachers"]["groups"] == []
+    assert c.JupyterHub.load_groups == {"nbjobs-class-ml101": {"users": ["stu", "tess"]}}
+
+    c = Config()
+    c.JupyterHub.load_roles = [
+        {"name": "graders", "groups": ["nbjobs-class-ml101"], "scopes": ["admin:users"]}
+    ]
+    with pytest.raises(SystemExit) as stopped:
+        configure(c, str(path))
+    assert str(stopped.value) == (
+        "nbjobs: the hub role 'graders' names group 'nbjobs-class-ml101', the hub group of "
+        "class 'ml101'; a class grants nothing, so no role may be given to it. Give the role "
+        "to a group of your own (not starting with 'nbjobs-class-') or to named users"
+    )
 
 
 def test_the_service_may_run_outside_the_hub_with_its_own_token(monkeypatch):

@@ -52,8 +52,9 @@ async def test_the_hub_starts_with_nbjobs_roles_scopes_and_service(app):
     assert [u.name for u in roles["nbjobs-teachers"].users] == ["tess"]
     assert set(roles["nbjobs-admins"].scopes) == {"custom:nbjobs:admin", "custom:nbjobs:submit"}
     assert [u.name for u in roles["nbjobs-admins"].users] == ["ada"]
-    # the class is a hub group holding its roster
-    group = orm.Group.find(app.db, "ml101")
+    # the class is a hub group of its own namespace holding its roster
+    assert orm.Group.find(app.db, "ml101") is None
+    group = orm.Group.find(app.db, "nbjobs-class-ml101")
     assert sorted(u.name for u in group.users) == ["stu", "tess"]
 
     # each person's token carries exactly the nbjobs powers of their role

@@ -372,7 +372,17 @@ class Dashboard {
         { class: `nbjobs-Card ${data.backend.ok ? 'nbjobs-Ok' : 'nbjobs-Bad'}` },
         h('h2', {}, `Backend: ${data.backend.kind}`),
         h('p', {}, `${data.backend.ok ? 'working' : 'NOT working'}: ${data.backend.detail}`)
-      )
+      ),
+      ...(data.class_notices.length
+        ? [
+            h(
+              'div',
+              { class: 'nbjobs-Card nbjobs-Bad', 'aria-label': 'Classes and groups' },
+              h('h2', {}, 'Classes and groups'),
+              ...data.class_notices.map(notice => h('p', {}, notice))
+            )
+          ]
+        : [])
     );
     const nodes = table(
       ['Node', 'GPU', 'Held', 'Busy', 'Jobs', 'State'],
