@@ -41,7 +41,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from sqlalchemy import Integer, String, Text, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -340,7 +339,7 @@ class Departures(InRounds):
             )
 
     def _remove_account(self, name: str) -> tuple[str | None, str | None]:
-        """Remove the OS account nbjobs made for ``name`` (one machine, accounts
+        """Remove the OS account this nbjobs made for ``name`` (one machine, accounts
         ``create``): the next person of the name gets a fresh one. (account, problem)."""
         from nbjobs import accounts
 
@@ -352,22 +351,21 @@ class Departures(InRounds):
             entry = pwd.getpwnam(account)
         except (accounts.AccountRefused, KeyError):
             return None, None
-        comment = entry.pw_gecos.split(",", 1)[0]
-        if not comment.startswith(accounts.MARK):
-            return None, None  # not nbjobs': the admin's to remove
-        owner, _, made_by = comment[len(accounts.MARK) :].partition(" ")
-        instance = getattr(local, "instance", None)
-        if unquote(owner) != name or (made_by and instance and made_by != instance):
-            return None, None  # another user's, or another nbjobs's on this machine
+        mark = accounts.read_mark(entry)
+        if mark is None or mark[0] != name or mark[1] not in (None, local.instance):
+            return None, None  # not nbjobs', another user's, or another nbjobs's here
         if os.geteuid() != 0:
             return None, (
                 f"the OS account {account} could not be removed: only root can; remove it "
                 f"(userdel {account}) before {name} uses nbjobs again"
             )
-        accounts.remove_account(account)
+        accounts.remove_account(account, local.instance)
         with contextlib.suppress(KeyError):
             pwd.getpwnam(account)
-            return None, f"the OS account {account} could not be removed: userdel {account}"
+            return None, (
+                f"the OS account {account} could not be removed (userdel failed): stop what "
+                f"runs as it and run userdel {account} before {name} uses nbjobs again"
+            )
         return account, None
 
     def _put_folder_away(
@@ -381,7 +379,14 @@ class Departures(InRounds):
         except FileNotFoundError:
             return None, None, None
         except OSError as exc:
-            return None, None, f"their folder {folder} could not be read ({exc.strerror})"
+            return (
+                None,
+                None,
+                (
+                    f"their folder {folder} could not be read ({exc.strerror}): check the storage, "
+                    "and move the folder aside by hand before the name is used again"
+                ),
+            )
         if self.ctx.config.users.on_delete == "remove":
             try:
                 if folder.is_symlink():

@@ -29,6 +29,7 @@ MACHINE_WIDE = (
     "tests/hub/test_demo.py",
     "tests/hub/test_install.py",
     "tests/hub/test_private_kernels.py",
+    "tests/job_service/test_deleted_user_account.py",
     "tests/job_service/test_job_environment.py",
     "tests/job_service/test_job_isolation.py",
     "tests/job_service/test_job_limits.py",
