@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dbm
 from typing import Any
+from urllib.parse import urlencode
 
 import bcrypt
 from firstuseauthenticator import FirstUseAuthenticator
@@ -88,10 +89,11 @@ class InvitationAuthenticator(FirstUseAuthenticator):
         name = self.normalize_username(data["username"])
         if not self.open_first_use and not self.has_password(name):
             if self._user_exists(name):
+                page = url_path_join(handler.hub.base_url, "invite")
                 handler.custom_login_error = (
                     f"{name} has no password yet: open the invitation link you were given "
-                    "(or enter its code at the invitation page) to choose one; whoever "
-                    "added you (a teacher or an admin) can make a new one"
+                    f"(or enter its code at {page}) to choose one; whoever added you (a "
+                    "teacher or an admin) can make a new one"
                 )
             return None
         result: str | None = await super().authenticate(handler, data)
@@ -168,6 +170,9 @@ class InvitationPage(BaseHandler):
     async def page(self, status: int = 200, **values: Any) -> None:
         self.set_status(status)
         defaults = {"code": "", "invited": None, "refusal": None, "problem": None}
+        # where the holder goes once logged in (the hub checks it is one of its own pages)
+        next_url = self.get_argument("next", "")
+        values.setdefault("next_query", f"?{urlencode({'next': next_url})}" if next_url else "")
         html = await self.render_template(
             PAGE_NAME,
             **{**defaults, **values},
@@ -247,7 +252,7 @@ PAGE = """{% extends "page.html" %}
        invitation works once; from then on you log in with this name and password.</p>
     {% if problem %}<p class="alert alert-danger" role="alert" id="problem">{{ problem }}</p>
     {% endif %}
-    <form method="post" action="{{ base_url }}invite/{{ code }}">
+    <form method="post" action="{{ base_url }}invite/{{ code }}{{ next_query }}">
       <input type="hidden" name="_xsrf" value="{{ xsrf }}" />
       <label class="form-label" for="password">Password (at least {{ min_length }}
         characters)</label>

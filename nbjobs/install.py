@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from nbjobs.hub_config import local_hub_lines
+from nbjobs.hub_config.invitations import hub_login_lines, invite_without_password
 
 from .instances import (
     Settings,
@@ -73,9 +74,16 @@ def install_parser() -> argparse.ArgumentParser:
         "--authenticator",
         choices=["firstuse", "pam"],
         default="firstuse",
-        help="firstuse: users the admin (or a teacher's roster) added choose their password at "
-        "first login, and get an OS account jupyter-NAME; pam: the machine's own accounts "
-        "and passwords",
+        help="firstuse: users the admin (or a teacher's roster) added choose their password "
+        "with a one-time invitation, and get an OS account jupyter-NAME; pam: the machine's "
+        "own accounts and passwords",
+    )
+    parser.add_argument(
+        "--open-first-login",
+        action="store_true",
+        help="firstuse without invitations: the first login with a name an admin or a "
+        "roster added chooses its password, so whoever knows the name first (a classmate) "
+        "can take it; only where every user is trusted",
     )
     parser.add_argument(
         "--prefix",
@@ -181,11 +189,29 @@ class Installer:
         admins = ", ".join(self.args.admin) or "(none: name one with --admin)"
         self.say(f"done. Open http://{host}{port}/ ; admins: {admins}")
         if self.args.authenticator == "firstuse":
-            self.say(
-                "log in as an admin now: the first login chooses the password. Add users in "
-                "the hub's admin page (or a teacher's class roster); each chooses theirs"
-            )
+            self.first_logins(f"http://{host}{port}")
         return 0
+
+    def first_logins(self, hub_url: str) -> None:
+        """Say how the admins choose their passwords: an invitation each (or, with
+        --open-first-login, their first login, with a warning)."""
+        if self.args.open_first_login:
+            self.say(
+                "WARNING: --open-first-login: the first login with a name chooses its "
+                "password, so anyone who knows a name added before its owner logs in (a "
+                "classmate who saw the roster) can take it. Run nbjobs install again without "
+                "it to give new names one-time invitations instead"
+            )
+        for invitation in invite_without_password(self.state_dir, list(self.args.admin)):
+            self.say(
+                f"{invitation.user} chooses their password at {hub_url}/hub/invite/"
+                f"{invitation.code} (once, until {invitation.expires[:16].replace('T', ' ')} "
+                "UTC)"
+            )
+        self.say(
+            "add users in the hub's admin page, then make each an invitation (nbjobs invite "
+            "NAME, or the dashboard); a teacher's roster shows one per new student"
+        )
 
     def preflight(self) -> str | None:
         """Why this machine cannot be set up; None when it can."""
@@ -351,13 +377,7 @@ class Installer:
             'c.JupyterHub.authenticator_class = "pam"\n'
             "c.Authenticator.allow_all = True  # every account of this machine may log in\n"
             if a.authenticator == "pam"
-            else 'c.JupyterHub.authenticator_class = "firstuseauthenticator.'
-            'FirstUseAuthenticator"\n'
-            "# only users the admin (or a teacher's roster) added; each picks a password at "
-            "first login\n"
-            "c.FirstUseAuthenticator.create_users = False\n"
-            f'c.FirstUseAuthenticator.dbm_path = "{self.state_dir}/passwords.dbm"\n'
-            "c.Authenticator.allow_existing_users = True\n"
+            else hub_login_lines(self.state_dir, open_first_use=a.open_first_login)
         )
         text = (
             HUB_CONFIG.format(

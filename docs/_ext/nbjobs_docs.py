@@ -497,6 +497,11 @@ CONFIGURABLES = (
         "spawner-options",
         ("nbjobs.spawner.kubernetes.NbjobsKubeSpawner", "nbjobs.spawner.local.LocalCPUSpawner"),
     ),
+    (
+        "The hub's login (nbjobs install)",
+        "hub-login-options",
+        ("nbjobs.hub_config.first_login.InvitationAuthenticator",),
+    ),
 )
 
 

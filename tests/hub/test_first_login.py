@@ -14,6 +14,8 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,7 +85,14 @@ class Hub:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("first-login")
+    with invitation_hub(tmp_path_factory.mktemp("first-login")) as running:
+        yield running
+
+
+@contextmanager
+def invitation_hub(folder: Path) -> Iterator[Hub]:
+    """A real hub with nbjobs install's login (invitations), its job service on the local
+    backend, the teacher tess (no password yet) and an admin service's token."""
     port, hub_port, service_port = free_port(), free_port(), free_port()
     admin_token = secrets.token_hex(16)
     settings = {

@@ -35,7 +35,7 @@ from nbjobs.cgroups import Cgroups, Limits
 from nbjobs.config import AccountsConfig
 from tests.waiting import wait_until_answering
 
-from .hubproc import free_port, login, start_server, xsrf
+from .hubproc import free_port, start_server, xsrf
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="nbjobs install needs root (CI's)")
 
@@ -95,6 +95,32 @@ def nbjobs(env, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def claim(url: str, user: str, password: str) -> requests.Response:
+    """Log in as ``user`` with ``password`` through the hub's form; the answer."""
+    s = requests.Session()
+    s.get(f"{url}/hub/login", timeout=30)
+    return s.post(
+        f"{url}/hub/login",
+        data={"username": user, "password": password, "_xsrf": s.cookies["_xsrf"]},
+        allow_redirects=False,
+        timeout=30,
+    )
+
+
+def use_invitation(link: str, password: str) -> requests.Session:
+    """Open an invitation's link and choose the password: a session logged in."""
+    s = requests.Session()
+    assert s.get(link, timeout=30).status_code == 200
+    chosen = s.post(
+        link,
+        data={"password": password, "password_again": password, "_xsrf": s.cookies["_xsrf"]},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert chosen.status_code == 302, chosen.text
+    return s
+
+
 def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     _, dirs, path_args, env = machine
     port = free_port()
@@ -144,19 +170,28 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     ready = lambda r: r.status_code == 401  # noqa: E731
     wait_until_answering(f"{url}/services/nbjobs/api/health", ready=ready, timeout=90)
 
-    # the admin's first login picks the password; ada is added in the hub; hers picks hers
-    boss = login(url, "boss", "first-day-secret")
+    # the admin chooses the password with the invitation the installer printed; ada is
+    # added in the hub; her password is chosen by whoever holds the invitation made for her
+    [link] = re.findall(r"boss chooses their password at (http://\S+/hub/invite/\S+)", again.stdout)
+    assert claim(url, "boss", "first-day-secret").status_code == 403  # not by logging in
+    boss = use_invitation(link, "first-day-secret")
     added = boss.post(f"{url}/hub/api/users/ada", headers={"X-XSRFToken": xsrf(boss, "/hub/")})
     assert added.status_code == 201, added.text
-    nobody = requests.Session()
-    nobody.get(f"{url}/hub/login")
-    refused = nobody.post(
-        f"{url}/hub/login",
-        data={"username": "mallory", "password": "whatever1", "_xsrf": nobody.cookies["_xsrf"]},
-        allow_redirects=False,
+    assert claim(url, "mallory", "whatever1").status_code == 403  # a stranger cannot log in
+    claimed = claim(url, "ada", "mallorys-pick")  # a classmate who saw the name
+    assert claimed.status_code == 403
+    assert "ada has no password yet: open the invitation link" in claimed.text
+    made = boss.post(
+        f"{url}/hub/api/users/boss/tokens", json={}, headers={"X-XSRFToken": xsrf(boss, "/hub/")}
     )
-    assert refused.status_code != 302  # a stranger cannot claim a name
-    ada = login(url, "ada", "adas-own-secret")
+    invited = nbjobs(
+        {**env, "NBJOBS_URL": f"{url}/services/nbjobs/", "NBJOBS_TOKEN": made.json()["token"]},
+        "invite",
+        "ada",
+    )
+    assert invited.returncode == 0, invited.stderr
+    ada = use_invitation(invited.stdout.split()[1], "adas-own-secret")
+    assert claim(url, "ada", "mallorys-pick").status_code == 403
     start_server(url, ada, "ada")
     account = pwd.getpwnam(f"{PREFIX}ada")
     home = storage / "ada"

@@ -32,6 +32,8 @@ export type IQueuedJob = api.QueuedJob;
 /** A job as the API shows it (what the approvals view reads of it). */
 export type IJob = api.Job;
 export type IClass = api.Class;
+/** A one-time link for a new account to choose its password (`POST api/invitations`). */
+export type IInvitation = api.Invitation;
 export type IFlavor = api.Flavor;
 export type INodeView = api.NodeView;
 export type IUsageLine = api.UsageLine;

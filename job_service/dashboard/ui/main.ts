@@ -21,6 +21,7 @@ import {
   IResultLink,
   IClass,
   IFlavor,
+  IInvitation,
   IJob,
   IMe,
   INodeView,
@@ -139,6 +140,8 @@ class Dashboard {
   /** changes the service pushes: the views that list jobs draw again by themselves */
   private events: EventStream | null = null;
   private redrawSoon = 0;
+  /** the invitations the last roster change or Invite made: shown until handed out */
+  private invitations: IInvitation[] = [];
 
   constructor(root: HTMLElement) {
     this.root = root;
@@ -838,9 +841,40 @@ class Dashboard {
     this.main.replaceChildren(
       h('h2', {}, `Classes: ${classes.length}`),
       status,
+      ...this.invitationsPanel(),
       ...sections,
       this.createClassForm(flavors, status)
     );
+  }
+
+  /** The invitations to hand out (each link works once, for its own person), or nothing. */
+  private invitationsPanel(): HTMLElement[] {
+    if (!this.invitations.length) {
+      return [];
+    }
+    const rows = this.invitations.map(invitation => {
+      const link = new URL(invitation.url, window.location.origin).href;
+      return [
+        invitation.user,
+        h('a', { href: link, class: 'nbjobs-InvitationLink' }, link),
+        h('code', {}, invitation.code),
+        `${invitation.expires_at.slice(0, 16).replace('T', ' ')} UTC`,
+        invitation.mailed_to ? `mailed to ${invitation.mailed_to}` : 'not mailed'
+      ];
+    });
+    const panel = h(
+      'section',
+      { class: 'nbjobs-Invitations', 'aria-label': 'Invitations to hand out' },
+      h('h3', {}, 'Invitations to hand out'),
+      h(
+        'p',
+        { class: 'nbjobs-Hint' },
+        'Give each person their own link, privately: whoever opens it first chooses that ' +
+          "account's password. It works once, until the time shown; they are shown only now."
+      ),
+      table(['User', 'Link', 'Code', 'Until', 'Mail'], rows, 'Invitations')
+    );
+    return [panel];
   }
 
   private failIn(status: HTMLElement, error: unknown): void {
@@ -886,6 +920,18 @@ class Dashboard {
           }
         })();
       });
+      const invite = h('button', { type: 'button', 'data-action': 'invite' }, 'Invite');
+      invite.addEventListener('click', () => {
+        void (async () => {
+          try {
+            const made = await this.api.post<IInvitation>('invitations', { user: student });
+            this.invitations = [made];
+            await this.classes(`A new invitation for ${student}; an earlier one stops working.`);
+          } catch (error) {
+            this.failIn(status, error);
+          }
+        })();
+      });
       const remove = h('button', { type: 'button', 'data-action': 'remove' }, 'Remove');
       remove.addEventListener('click', () => {
         if (!window.confirm(`Remove ${student} from ${cls.name}? Their jobs and files stay.`)) {
@@ -917,6 +963,7 @@ class Dashboard {
           { class: 'nbjobs-Actions' },
           cls.gpu_hours === null ? null : amount,
           cls.gpu_hours === null ? null : extend,
+          invite,
           fromHub ? remove : null
         )
       ];
@@ -926,9 +973,11 @@ class Dashboard {
           `Add students to ${cls.name}`,
           'Add',
           async names => {
-            await this.api.post(`classes/${encodeURIComponent(cls.name)}/students`, {
-              students: names
-            });
+            const changed = await this.api.post<IClass>(
+              `classes/${encodeURIComponent(cls.name)}/students`,
+              { students: names }
+            );
+            this.invitations = changed.invitations;
             return `Added ${names.length} student(s) to ${cls.name}.`;
           },
           status,
@@ -1283,13 +1332,14 @@ class Dashboard {
       'Create a class',
       'Create class',
       async students => {
-        await this.api.post('classes', {
+        const made = await this.api.post<IClass>('classes', {
           name: name.value.trim(),
           students,
           flavors: boxes.filter(b => b.checked).map(b => b.value),
           gpu_hours: budget.value === '' ? null : Number(budget.value),
           period: period.value
         });
+        this.invitations = made.invitations;
         return `Created class ${name.value.trim()} with ${students.length} student(s).`;
       },
       status,
