@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import OperationalError
 from tornado import web
 
 from nbjobs.redaction import NoTokenInLogs
@@ -38,6 +39,8 @@ MAX_DIGITS = 1000
 #: the largest number a query argument may carry (offsets): what every database and
 #: ``seek`` takes (2**53 - 1, also exact in JavaScript)
 MAX_INT_ARG = 2**53 - 1
+#: seconds a caller is asked to wait (Retry-After) when the database is locked or away
+DATABASE_RETRY_AFTER = 10
 #: a job id in a URL (the service makes 12 hex digits; up to 32 are accepted)
 JOB_ID = "[0-9a-f]{1,32}"
 
@@ -181,8 +184,22 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         message = self._reason
         exc_info = kwargs.get("exc_info")
+        if exc_info is not None and isinstance(exc_info[1], OperationalError):
+            # the database is locked past its wait, or unreachable: a busy service, not a
+            # broken request (the log has the details)
+            status_code = 503
+            self.set_status(status_code)
+            self.set_header("Retry-After", str(DATABASE_RETRY_AFTER))
+            message = (
+                "the job service's database is busy or out of reach right now; try again "
+                f"in {DATABASE_RETRY_AFTER} s"
+            )
+            exc_info = None
         if exc_info is not None:
             exc = exc_info[1]
+            retry_after = getattr(exc, "retry_after", None)
+            if retry_after:
+                self.set_header("Retry-After", str(retry_after))
             if isinstance(exc, web.HTTPError) and exc.log_message:
                 message = exc.log_message % exc.args if exc.args else exc.log_message
             elif isinstance(exc, web.HTTPError) and exc.reason:
@@ -200,7 +217,8 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
                 f"{self.request.method} is not something {self.request.path} answers; "
                 f"it answers {', '.join(allowed) or 'nothing'} (see api/openapi.yaml)"
             )
-        if status_code >= 500 and not (exc_info and isinstance(exc_info[1], web.HTTPError)):
+        uncaught = exc_info is not None and not isinstance(exc_info[1], web.HTTPError)
+        if status_code >= 500 and uncaught:
             # an uncaught exception: its text is for the log, not the caller
             message = "the job service failed on this request; its log says why"
         self.set_header("Content-Type", "application/json")
@@ -302,7 +320,7 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
         try:
             return await run(func, *args, **kwargs)
         except ServiceError as exc:
-            raise web.HTTPError(exc.status, "%s", exc.message) from None
+            raise _http_error(exc) from None
 
     async def _call(self, coro: Any) -> Any:
         try:
@@ -357,6 +375,7 @@ def _http_error(exc: ServiceError) -> web.HTTPError:
     """The HTTP error for a refusal; a roster's problems ride along for the body."""
     error = web.HTTPError(exc.status, "%s", exc.message)
     error.problems = getattr(exc, "problems", None)  # type: ignore[attr-defined]
+    error.retry_after = getattr(exc, "retry_after", None)  # type: ignore[attr-defined]
     return error
 
 

@@ -64,6 +64,17 @@ class OverQuota(ServiceError):
     status = 429
 
 
+class Busy(ServiceError):
+    """The service is too busy to take this request now: 503, with ``Retry-After``."""
+
+    status = 503
+
+    def __init__(self, message: str, retry_after: int = 30) -> None:
+        super().__init__(message)
+        #: seconds after which the caller may try again (the ``Retry-After`` header)
+        self.retry_after = retry_after
+
+
 class InsufficientStorage(ServiceError):
     status = 507
 

@@ -27,19 +27,20 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import pwd
 import resource
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from nbjobs.cgroups import human_bytes
 from nbjobs.config import LimitsConfig
 
-from .errors import Invalid, ServiceError, TooLarge
+from .errors import Busy, Invalid, ServiceError, TooLarge
 
 #: notebooks up to this size are checked in a thread of the service (a few tens of ms)
 SMALL = 4 * 1024**2
@@ -116,17 +117,36 @@ class NotebookChecks:
         one of the places for big checks; read and check the notebook inside."""
         lock = self._users.setdefault(user, asyncio.Lock())
         self._waiting[user] = self._waiting.get(user, 0) + 1
+        wait = self._limits.check_wait
+        deadline = asyncio.get_running_loop().time() + (wait if wait is not None else math.inf)
         try:
-            async with lock:
+            async with _within(lock, deadline, self._busy_yours):
                 if size <= SMALL:
                     yield Turn(self, holds_place=False)
                 else:
-                    async with self._places:
+                    async with _within(self._places, deadline, self._busy_all):
                         yield Turn(self, holds_place=True)
         finally:
             self._waiting[user] -= 1
             if not self._waiting[user]:  # nobody else of theirs waits: forget the lock
                 del self._waiting[user], self._users[user]
+
+    def _busy_yours(self) -> Busy:
+        wait = self._limits.check_wait or 0.0
+        return Busy(
+            f"your earlier notebooks are still being checked, and this one waited {wait:g} s "
+            "for its turn; submit it again in a minute",
+            retry_after=max(5, int(wait)),
+        )
+
+    def _busy_all(self) -> Busy:
+        wait = self._limits.check_wait or 0.0
+        return Busy(
+            f"the job service is checking {self._limits.checks_at_once} other big "
+            f"notebook(s), and this one waited {wait:g} s for its turn; submit it again in "
+            "a minute",
+            retry_after=max(5, int(wait)),
+        )
 
     async def _check(self, data: bytes, where: str, holds_place: bool) -> Checked:
         if len(data) <= SMALL:
@@ -182,6 +202,23 @@ class NotebookChecks:
             f"nbjobs could not check {where!r} (its checker ended with code "
             f"{process.returncode}); try again, and tell your admin if it keeps failing"
         )
+
+
+@contextlib.asynccontextmanager
+async def _within(
+    lock: asyncio.Lock | asyncio.Semaphore, deadline: float, busy: Callable[[], Busy]
+) -> AsyncIterator[None]:
+    """Hold ``lock``, waiting until ``deadline`` (the loop's clock) at most; past it the
+    request is refused with ``busy()`` (503) rather than held on."""
+    left = deadline - asyncio.get_running_loop().time()
+    try:
+        await asyncio.wait_for(lock.acquire(), max(left, 0.001) if left < math.inf else None)
+    except asyncio.TimeoutError:
+        raise busy() from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True)

@@ -489,6 +489,11 @@ class LimitsConfig(_Model):
     #: how many big notebooks are checked at once, all users together (each user's
     #: submits are checked one at a time); others wait their turn
     checks_at_once: int = Field(default=2, ge=1, le=64)
+    #: how long a submit waits for its notebook's check to begin (the user's earlier
+    #: submits, the places for big notebooks) before it is answered 503, try again later,
+    #: with Retry-After: a busy service says so rather than holding a request for minutes
+    #: (null: wait as long as it takes)
+    check_wait: Duration = 30.0
 
     @field_validator("cell_output", "notebook_output", "log_output")
     @classmethod

@@ -33,6 +33,12 @@ from traitlets import Unicode
 from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
 from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits, human_bytes
 from nbjobs.config import NbjobsConfig, load_config
+from nbjobs.sandbox import (
+    IPC_KERNELS,
+    SandboxUnavailable,
+    remove_server_runtime,
+    server_runtime_folder,
+)
 from nbjobs.storage import escape_username, user_folder
 
 from .common import SERVER_TOKEN_SCOPES, cpu_only_env, profile_list, service_url_for
@@ -66,6 +72,8 @@ class LocalCPUSpawner(LocalProcessSpawner):
         self._task_limit_said = 0
         self._systemd_prefix: list[str] = []
         self._nbjobs_settings: NbjobsConfig | None = None
+        #: the server's own runtime folder (kernels' sockets), under an OS account
+        self.runtime_folder: str = ""
 
     # -- what the server is ----------------------------------------------------
 
@@ -85,6 +93,8 @@ class LocalCPUSpawner(LocalProcessSpawner):
         url = service_url_for(self.nbjobs_service_url, env.get("JUPYTERHUB_BASE_URL", "/"))
         env.update(cpu_only_env(url or None, folder))
         env["HOME"] = folder
+        if self.runtime_folder:
+            env["JUPYTER_RUNTIME_DIR"] = self.runtime_folder
         # the `nbjobs` command sits beside the Python that runs the hub and the servers
         env["NBJOBS_BIN"] = str(Path(sys.executable).parent)
         return env
@@ -105,6 +115,10 @@ class LocalCPUSpawner(LocalProcessSpawner):
         if bash and not any("terminado_settings" in a for a in args):
             shell = {"shell_command": [bash, "--rcfile", str(TERMINAL_RC), "-i"]}
             args.append(f"--ServerApp.terminado_settings={json.dumps(shell)}")
+        if self.runtime_folder:
+            # kernels on Unix sockets in the server's own folder: another account can
+            # connect to none of them (on loopback TCP anyone could read their output)
+            args += IPC_KERNELS
         return args
 
     def make_preexec_fn(self, name: str) -> Any:
@@ -122,6 +136,22 @@ class LocalCPUSpawner(LocalProcessSpawner):
                 drop_privileges(account)
 
         return preexec
+
+    def get_state(self) -> dict[str, Any]:
+        """JupyterHub's state of the process, and the server's runtime folder (removed when
+        a restarted hub stops the server)."""
+        state: dict[str, Any] = super().get_state()
+        if self.runtime_folder:
+            state["nbjobs_runtime_folder"] = self.runtime_folder
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.runtime_folder = state.get("nbjobs_runtime_folder", "")
+
+    def clear_state(self) -> None:
+        super().clear_state()
+        self.runtime_folder = ""
 
     async def move_certs(self, paths: dict[str, str]) -> dict[str, str]:
         """Internal TLS certificates are not used by nbjobs' local hubs."""
@@ -158,6 +188,13 @@ class LocalCPUSpawner(LocalProcessSpawner):
             raise RuntimeError(str(exc)) from None
         if self.account is not None:
             prepare_home(self.account, folder)
+            remove_server_runtime(self.runtime_folder)  # a crashed server's
+            try:
+                self.runtime_folder = str(server_runtime_folder(self.account))
+            except (OSError, SandboxUnavailable) as exc:
+                raise RuntimeError(
+                    f"the notebook server's private runtime folder could not be made: {exc}"
+                ) from None
         else:
             os.makedirs(folder, exist_ok=True)
         self.notebook_dir = str(folder)
@@ -228,6 +265,8 @@ class LocalCPUSpawner(LocalProcessSpawner):
 
     async def stop(self, now: bool = False) -> None:
         await super().stop(now=now)
+        remove_server_runtime(self.runtime_folder)
+        self.runtime_folder = ""
         group = self.group or self._existing_group()
         if group is not None:
             self._say_why_it_stopped(group)

@@ -52,6 +52,12 @@ from nbjobs.config import (
     quantity_bytes,
     quantity_cpus,
 )
+from nbjobs.sandbox import (
+    SandboxUnavailable,
+    ensure_runtime_root,
+    job_command,
+    jobs_can_have_namespaces,
+)
 from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
 from ..kernels import InstalledKernels
@@ -285,6 +291,7 @@ class LocalBackend(Backend):
             raise ConfigError(str(exc)) from None
         # groups of jobs that ended while no service watched them; running ones stay
         self.cgroups.sweep("job-")
+        self.isolates_jobs = self._can_isolate_jobs()
         if self.cgroups.unenforced() and local.cgroups != "off":
             self.log.warning("nbjobs: jobs' %s", self.cgroups.summary())
         else:
@@ -315,6 +322,26 @@ class LocalBackend(Backend):
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
+
+    def _can_isolate_jobs(self) -> bool:
+        """Whether jobs under users' accounts start in namespaces of their own
+        (:mod:`nbjobs.sandbox`); said in the log when they cannot."""
+        if self.settings.jobs_run_as != "user":
+            return False
+        why = jobs_can_have_namespaces()
+        if why is None:
+            try:
+                ensure_runtime_root()
+            except SandboxUnavailable as exc:
+                why = str(exc)
+        if why is not None:
+            self.log.warning(
+                "nbjobs: jobs start without a PID and mount namespace of their own (%s): a "
+                "job can see its owner's notebook server and kernels",
+                why,
+            )
+            return False
+        return True
 
     # -- capacity --------------------------------------------------------------
 
@@ -583,6 +610,7 @@ class LocalBackend(Backend):
         if port is not None:
             env.update(rendezvous_env(rank, nodes, "127.0.0.1", port))
         owner = (account.uid, account.gid) if account is not None else None
+        sandboxed = account is not None and self.isolates_jobs
         limits = self.job_limits(spec.flavor, gpus)
         group = self._job_group(spec.job_id, rank)
         prefix: list[str] = []
@@ -591,8 +619,10 @@ class LocalBackend(Backend):
                 group.create(limits)
             except CgroupError as exc:
                 raise JobRefused(str(exc)) from None
+            # in its namespaces the job becomes its account itself: systemd-run stays root
+            as_owner = owner if owner and not sandboxed else None
             prefix = group.command_prefix(
-                limits, owner[0] if owner else None, owner[1] if owner else None
+                limits, as_owner[0] if as_owner else None, as_owner[1] if as_owner else None
             )
         try:
             log = _prepare_job_files(spec, owner, rank)
@@ -604,7 +634,11 @@ class LocalBackend(Backend):
                 f"{exc.filename}); it and its files must be real files, not links: "
                 "re-submit the notebook"
             ) from None
-        become = account if (account is not None and not prefix) else None
+        become = account if (account is not None and not prefix and not sandboxed) else None
+        command = self.command(spec)
+        if sandboxed:
+            assert account is not None
+            command = job_command(account, command)
 
         def enter() -> None:
             # in the child, before exec: into the job's group while still root, then the
@@ -618,7 +652,7 @@ class LocalBackend(Backend):
             # A plain Popen, polled: the job must be able to outlive this service (a
             # restart adopts it), which an asyncio subprocess transport does not allow.
             process = subprocess.Popen(
-                [*prefix, *self.command(spec)],
+                [*prefix, *command],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -175,10 +175,11 @@ async def test_a_big_notebook_is_parsed_outside_the_service_within_its_memory(tm
 
 
 async def test_big_notebooks_are_checked_a_few_at_once_in_all(tmp_path):
-    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": {"checks_at_once": 1}})
+    limits = {"checks_at_once": 1, "check_wait": "5m"}  # however slow the machine
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
     try:
-        for user in ("ada", "bob", "cy"):
-            write_cells(svc.home(user) / "big.ipynb", 30_000)
+        for user in ("ada", "bob", "cy"):  # past SMALL in few cells: quick checks
+            write_cells(svc.home(user) / "big.ipynb", 2_500, width=2_000)
         answers, most, seen = await submit_all(
             svc, [("ada", "big.ipynb"), ("bob", "big.ipynb"), ("cy", "big.ipynb")]
         )
@@ -193,10 +194,11 @@ async def test_big_notebooks_are_checked_a_few_at_once_in_all(tmp_path):
 
 
 async def test_one_users_notebooks_are_checked_one_at_a_time(tmp_path):
-    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": {"checks_at_once": 4}})
+    limits = {"checks_at_once": 4, "check_wait": "5m"}  # however slow the machine
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
     try:
-        for name in ("a", "b", "c"):
-            write_cells(svc.home("ada") / f"{name}.ipynb", 30_000)
+        for name in ("a", "b", "c"):  # past SMALL in few cells: quick checks
+            write_cells(svc.home("ada") / f"{name}.ipynb", 2_500, width=2_000)
         answers, most, seen = await submit_all(
             svc, [("ada", "a.ipynb"), ("ada", "b.ipynb"), ("ada", "c.ipynb")]
         )
@@ -215,3 +217,58 @@ def test_too_little_check_memory_is_refused_in_nbjobs_yaml(memory):
 
     with pytest.raises(ConfigError, match="too little to check a notebook"):
         parse_config(f"limits:\n  check_memory: {memory}\n")
+
+
+async def test_a_submit_that_waits_past_check_wait_is_told_to_come_back(tmp_path):
+    """At load 6.5 on two cores a submit once took 61 s and ended in a 500: now a
+    submit whose check cannot begin within ``limits.check_wait`` is a 503 with
+    Retry-After and a sentence, at once, and the same submit later goes through."""
+    limits = {"checks_at_once": 1, "check_wait": "1s"}
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
+    try:
+        for user in ("ada", "bob"):
+            write_cells(svc.home(user) / "big.ipynb", 20_000)  # seconds to check
+        # the only place for a big check is taken by one of the two, for seconds
+        both = await submit_all(svc, [("ada", "big.ipynb"), ("bob", "big.ipynb")])
+        first, second = both[0]
+        async with svc.client("bob") as c:
+            again = await c.post("jobs", json={"path": "big.ipynb", "flavor": "held"})
+        # one user's second notebook waits behind their first, within the same bound
+        mine = await submit_all(svc, [("ada", "big.ipynb"), ("ada", "big.ipynb")])
+    finally:
+        await stop_all(svc)
+
+    statuses = sorted([first.status_code, second.status_code])
+    assert statuses == [201, 503], [first.text, second.text]
+    busy = first if first.status_code == 503 else second
+    assert busy.headers["Retry-After"] == "5"
+    assert busy.json()["message"] == (
+        "the job service is checking 1 other big notebook(s), and this one waited 1 s for "
+        "its turn; submit it again in a minute"
+    )
+    assert again.status_code == 201, again.text
+    assert sorted(a.status_code for a in mine[0]) == [201, 503]
+    refused = next(a for a in mine[0] if a.status_code == 503)
+    assert refused.json()["message"].startswith("your earlier notebooks are still being checked")
+
+
+async def test_a_database_too_busy_to_answer_is_a_503_not_a_500(tmp_path, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    svc = await start_service(tmp_path, {"flavors": FLAVORS})
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("SELECT", {}, Exception("database is locked"))
+
+    try:
+        monkeypatch.setattr(svc.service, "list_jobs", locked)
+        async with svc.client("ada") as c:
+            answer = await c.get("jobs")
+    finally:
+        await stop_all(svc)
+
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["Retry-After"] == "10"
+    assert answer.json()["message"] == (
+        "the job service's database is busy or out of reach right now; try again in 10 s"
+    )
