@@ -45,28 +45,29 @@ class InvitationAuthenticator(FirstUseAuthenticator):
     invitations_path = Unicode(
         "invitations.json",
         config=True,
-        help="""The file of invitations (hashes of their codes, users, expiry), beside
-        ``dbm_path``; root's alone. ``nbjobs install`` puts it in its state folder::
+        help="""The file of invitations (hashes of their codes, users, expiry).
 
-            c.InvitationAuthenticator.invitations_path = "/var/lib/nbjobs/invitations.json"
+        Beside ``dbm_path``, root's alone; ``nbjobs install`` puts it in its state folder.
+        ``c.InvitationAuthenticator.invitations_path = "/var/lib/nbjobs/invitations.json"``
         """,
     )
     invitation_lifetime = Float(
         LIFETIME,
         config=True,
-        help="""Seconds an invitation lasts (a week by default)::
+        help="""Seconds an invitation lasts (a week by default).
 
-            c.InvitationAuthenticator.invitation_lifetime = 3 * 24 * 3600
+        ``c.InvitationAuthenticator.invitation_lifetime = 3 * 24 * 3600``
         """,
     )
     open_first_use = Bool(
         False,
         config=True,
-        help="""Let the first login with a name that has no password choose it, as plain
-        first use does. Anyone who knows a name an admin or a roster added (a classmate)
-        can then take it before its owner: only for a hub whose users are all trusted::
+        help="""Let the first login with a name that has no password choose it.
 
-            c.InvitationAuthenticator.open_first_use = True
+        That is plain first use: anyone who knows a name an admin or a roster added (a
+        classmate) can then take it before its owner. Only for a hub whose users are all
+        trusted (``nbjobs install --open-first-login`` sets it, with a warning).
+        ``c.InvitationAuthenticator.open_first_use = True``
         """,
     )
 
