@@ -38,7 +38,7 @@ import os
 import pwd
 import shutil
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,7 +228,10 @@ class Departures(InRounds):
         async def now(name: str) -> Any:
             caller = await user_now(name)
             created = getattr(caller, "created", None)
-            if caller is not None and await self.admit(name, created):
+            try:
+                if caller is not None and await self.admit(name, created):
+                    return None
+            except UserGone:  # the very person retired: gone, as far as a schedule goes
                 return None
             return caller
 
@@ -263,7 +266,7 @@ class Departures(InRounds):
         account, archive or remove (``users.on_delete``) their records and folder."""
         config = self.ctx.config
         action = config.users.on_delete
-        noticed = utcnow()
+        noticed = await self.ctx.in_db(self._unique_moment, name, utcnow())
         archived_as = archive_name(name, noticed)
         problems: list[str] = []
         active = await self.ctx.in_db(self._stop_definitions, name)
@@ -562,6 +565,18 @@ class Departures(InRounds):
         with self.ctx.sessions() as db:
             return {n: c for n, c in db.execute(select(KnownUser.name, KnownUser.hub_created))}
 
+    def _unique_moment(self, name: str, now: datetime) -> datetime:
+        """``now``, or a second later for each retirement of ``name`` in that second: two
+        retirements never share an archive name (nor an archived folder)."""
+        with self.ctx.sessions() as db:
+            while db.scalar(
+                select(DeletedUserRecord.id).where(
+                    DeletedUserRecord.archived_as == archive_name(name, now)
+                )
+            ):
+                now += timedelta(seconds=1)
+        return now
+
     def _add(self, record: DeletedUserRecord) -> None:
         with self.ctx.sessions() as db:
             db.add(record)
@@ -608,7 +623,7 @@ def _carry_credits(db: Session, name: str, archived_as: str) -> None:
     now = utcnow()
     if db.get(CreditAccountRow, archive) is None:
         db.add(CreditAccountRow(name=archive, made_at=now))
-    note = f"{name} was deleted: their balance carried to {archive}"
+    note = f"{name} was deleted: their balance carried to {archive}"[:300]
     db.add(CreditEntryRow(at=now, account=account, kind="grant", amount=-balance, by=BY, note=note))
-    note = f"carried over from {account} when {name} was deleted"
+    note = f"carried over from {account} when {name} was deleted"[:300]
     db.add(CreditEntryRow(at=now, account=archive, kind="grant", amount=balance, by=BY, note=note))
