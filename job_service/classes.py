@@ -194,9 +194,18 @@ class ClassRegistry:
     async def _read(self, hub: HubGroups) -> None:
         try:
             groups = await hub.groups()
-        except ServiceError as exc:
+        except (ServiceError, OSError) as exc:
             # Keep serving the last known classes rather than failing every request.
-            self.log.warning("cannot read classes from the hub: %s", exc.message)
+            why = exc.message if isinstance(exc, ServiceError) else str(exc)
+            never = (
+                ""
+                if self._fetched
+                else (
+                    "; until it can, nobody is an admin or a teacher through admin.groups or "
+                    "teachers.groups (one of them might be a class of old)"
+                )
+            )
+            self.log.warning("cannot read classes from the hub: %s%s", why, never)
             return
         classes: dict[str, ClassInfo] = {}
         group_of: dict[str, str] = {}
@@ -237,7 +246,11 @@ class ClassRegistry:
         """Hub groups outside the classes' namespace that never count as a caller's group:
         a class not yet moved into it, and the old group of an nbjobs.yaml class that still
         holds its people while nbjobs.yaml gives that name meaning. (Groups in the
-        namespace never count either: :func:`nbjobs.class_groups.is_class_group`.)"""
+        namespace never count either: :func:`nbjobs.class_groups.is_class_group`.) Before
+        the hub's groups were first read, when any of them might be a class of old: the
+        groups of admin.groups and teachers.groups."""
+        if self.hub is not None and not self._fetched:
+            return frozenset(self.config.admin.groups) | frozenset(self.config.teachers.groups)
         return self._uncounted
 
     def notices(self) -> list[str]:

@@ -53,14 +53,14 @@ async def move_to_namespace(
                 await hub.create_group(target, users)
             await hub.set_properties(target, dict(group.get("properties") or {}))
             await hub.delete_group(name)
-        except ServiceError as exc:
+        except (ServiceError, OSError) as exc:
             log.warning(
                 "class %s is still in hub group %r and could not be moved to %r (%s); "
                 "its group grants nothing meanwhile, and the move is tried again",
                 name,
                 name,
                 target,
-                exc.message,
+                exc.message if isinstance(exc, ServiceError) else exc,
             )
             continue
         moved.add(name)

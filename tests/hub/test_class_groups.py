@@ -204,3 +204,48 @@ def submit_a_sleeping_job(hub: Hub, folder, token: str) -> str:
     )
     assert job.status_code == 201, job.text
     return str(job.json()["id"])
+
+
+def test_until_the_service_has_read_the_hubs_groups_no_group_makes_an_admin(tmp_path):
+    """Any hub group might be a class of old until the service has read which are: a
+    service that cannot read them (its role lacks list:groups here) makes nobody an
+    admin through admin.groups, and says why in its log."""
+    port, hub_port, service_port = free_port(), free_port(), free_port()
+    admin_token = secrets.token_hex(16)
+    nbjobs_yaml = tmp_path / "nbjobs.yaml"
+    nbjobs_yaml.write_text(
+        yaml.safe_dump(
+            {
+                **BEFORE,
+                "storage": {"root": str(tmp_path / "home")},
+                "database": {"url": f"sqlite:///{tmp_path}/jobs.sqlite"},
+                "admin": {"groups": ["staff"]},
+            }
+        )
+    )
+    config = (
+        basics(tmp_path, port, hub_port)
+        + HUB_CONFIG.format(
+            config=str(nbjobs_yaml),
+            service_port=service_port,
+            users=["bob", "root"],
+            admin_token=admin_token,
+        )
+        + 'c.JupyterHub.load_groups["staff"] = {"users": ["bob"]}\n'
+        + "for role in c.JupyterHub.load_roles:\n"
+        + '    if role["name"] == "nbjobs-service":\n'
+        + '        role["scopes"] = [s for s in role["scopes"] if "groups" not in s]\n'
+    )
+
+    with running_hub(tmp_path, config, port) as url:
+        hub = Hub(url, admin_token)
+        bob = hub.token("bob")
+        everyone = hub.api(bob, "GET", "jobs", params={"scope": "all"})
+        log = (tmp_path / "hub.log").read_text()
+
+    assert everyone.status_code == 403, everyone.text
+    assert ("cannot read classes from the hub: JupyterHub refused GET groups (403 ") in log
+    assert (
+        "until it can, nobody is an admin or a teacher through admin.groups or "
+        "teachers.groups (one of them might be a class of old)"
+    ) in log
