@@ -16,11 +16,15 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from email import message_from_bytes
+from email.message import EmailMessage
+from email.policy import default
 from pathlib import Path
 
 import pytest
 import requests
 import yaml
+from aiosmtpd.controller import Controller
 from nbjobs.hub_config.invitations import InvitationStore
 
 from .hubproc import basics, free_port, login, running_hub
@@ -42,9 +46,20 @@ c.JupyterHub.load_roles.append(
 """
 
 
+class Inbox:
+    """aiosmtpd's handler: every mail the job service sends, kept."""
+
+    def __init__(self) -> None:
+        self.mails: list[EmailMessage] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.mails.append(message_from_bytes(envelope.content, policy=default))
+        return "250 OK"
+
+
 class Hub:
-    def __init__(self, url: str, folder: Path, admin_token: str) -> None:
-        self.url, self.folder = url, folder
+    def __init__(self, url: str, folder: Path, admin_token: str, inbox: Inbox) -> None:
+        self.url, self.folder, self.inbox = url, folder, inbox
         self.admin = {"Authorization": f"token {admin_token}"}
 
     def add_user(self, name: str) -> None:
@@ -92,10 +107,25 @@ def hub(tmp_path_factory):
 @contextmanager
 def invitation_hub(folder: Path) -> Iterator[Hub]:
     """A real hub with nbjobs install's login (invitations), its job service on the local
-    backend, the teacher tess (no password yet) and an admin service's token."""
+    backend, the teacher tess (no password yet), an admin service's token, and mail to
+    an SMTP server of the test's for names that are addresses (example.org)."""
     port, hub_port, service_port = free_port(), free_port(), free_port()
     admin_token = secrets.token_hex(16)
+    inbox = Inbox()
+    smtp = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    smtp.start()
     settings = {
+        "notifications": {
+            "email": {
+                "smtp_host": "127.0.0.1",
+                "smtp_port": smtp.port,
+                "security": "none",
+                "from": "nbjobs@example.org",
+                "names_are_addresses": True,
+                "allowed_domains": ["example.org"],
+            },
+            "links_base": f"http://127.0.0.1:{port}",
+        },
         "storage": {"root": str(folder / "home")},
         "database": {"url": f"sqlite:///{folder}/jobs.sqlite"},
         "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
@@ -109,8 +139,11 @@ def invitation_hub(folder: Path) -> Iterator[Hub]:
         folder=folder,
         admin_token=admin_token,
     )
-    with running_hub(folder, config, port) as url:
-        yield Hub(url, folder, admin_token)
+    try:
+        with running_hub(folder, config, port) as url:
+            yield Hub(url, folder, admin_token, inbox)
+    finally:
+        smtp.stop()
 
 
 def try_login(url: str, user: str, password: str) -> requests.Response:
@@ -277,7 +310,8 @@ def test_a_teacher_s_roster_gives_an_invitation_per_new_account(hub):
     assert added.returncode == 0, added.stderr
     [invitation] = json.loads(added.stdout)["invitations"]
     assert invitation["user"] == "hal"
-    assert invitation["url"].startswith("/hub/invite/")
+    # whole, from notifications.links_base
+    assert invitation["url"] == f"{hub.url}/hub/invite/{invitation['code']}"
 
 
 def test_who_may_make_an_invitation_through_the_service(hub):
@@ -300,3 +334,26 @@ def test_who_may_make_an_invitation_through_the_service(hub):
     # a user's own token cannot ask the hub itself either
     mine = hub.invite("jo", headers={"Authorization": f"token {ivy}"})
     assert mine.status_code == 403
+
+
+def test_an_invitation_is_mailed_where_the_name_is_an_address(hub):
+    tess = hub.token("tess")
+
+    made = hub.nbjobs(tess, "class", "create", "ml104", "kim@example.org", "lou@elsewhere.net")
+
+    assert made.returncode == 0, made.stderr
+    assert "mailed to kim@example.org)" in made.stdout
+    assert "lou@elsewhere.net: http://" in made.stdout  # shown, not mailed: not an allowed domain
+    assert "mailed to lou" not in made.stdout
+    deadline = time.monotonic() + 60
+    while not hub.inbox.mails:
+        assert time.monotonic() < deadline, "no invitation was mailed"
+        time.sleep(0.5)
+    [mail] = hub.inbox.mails
+    assert mail["To"] == "kim@example.org"
+    assert mail["Subject"] == "[nbjobs] choose your password"
+    [link] = re.findall(r"http://\S+/hub/invite/\S+", mail.get_content())
+    assert link.startswith(hub.url)
+    _, chosen = choose_password(hub.url, link, "kims-own-secret")
+    assert chosen.status_code == 302
+    login(hub.url, "kim@example.org", "kims-own-secret")
