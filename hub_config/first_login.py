@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dbm
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import bcrypt
 from firstuseauthenticator import FirstUseAuthenticator
@@ -185,7 +185,7 @@ class InvitationPage(BaseHandler):
         store = self.store
         typed = self.get_argument("code", "").strip()
         if code is None and typed:
-            self.redirect(url_path_join(self.hub.base_url, "invite", typed))
+            self.redirect(url_path_join(self.hub.base_url, "invite", quote(typed, safe="")))
             return
         if code is None:
             await self.page()

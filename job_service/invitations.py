@@ -72,6 +72,13 @@ class Invitations:
                     f"{user!r} is no student of a class of yours; a teacher invites their own "
                     "students (`nbjobs class list NAME` shows a roster), an admin anyone"
                 )
+        model = await self.hub.user(user) if self.hub is not None else None
+        if model is not None and model.get("admin"):
+            # whoever held the link would be a hub admin: more than an nbjobs admin is
+            raise Forbidden(
+                f"{user} is a JupyterHub admin: only another JupyterHub admin invites them, "
+                f"with their own token (POST /hub/api/nbjobs/invitations/{user})"
+            )
         made = await self._ask_hub(user)
         if made is None:
             raise NoInvitations(

@@ -131,6 +131,7 @@ def invitation_hub(folder: Path) -> Iterator[Hub]:
         "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
         "flavors": [{"name": "cpu", "gpus": 0}],
         "teachers": {"users": ["tess"]},
+        "admin": {"users": ["nora"]},
     }
     (folder / "nbjobs.yaml").write_text(yaml.safe_dump(settings))
     config = basics(folder, port, hub_port) + HUB_CONFIG.format(
@@ -357,3 +358,23 @@ def test_an_invitation_is_mailed_where_the_name_is_an_address(hub):
     _, chosen = choose_password(hub.url, link, "kims-own-secret")
     assert chosen.status_code == 302
     login(hub.url, "kim@example.org", "kims-own-secret")
+
+
+def test_an_nbjobs_admin_invites_anyone_but_a_hub_admin(hub):
+    nora = hub.token("nora")
+    hub.add_user("pat")  # added in the hub's admin page
+
+    pat = hub.nbjobs(nora, "invite", "pat")
+    boss = hub.nbjobs(nora, "invite", "boss")
+    nobody = hub.nbjobs(nora, "invite", "nobody-here")
+
+    assert pat.returncode == 0, pat.stderr
+    [link] = re.findall(r"^pat: (http://\S+) \(code ", pat.stdout)
+    _, chosen = choose_password(hub.url, link, "pats-own-secret")
+    assert chosen.status_code == 302
+    # its holder would be a hub admin, more than an nbjobs admin is
+    assert boss.returncode != 0
+    assert "boss is a JupyterHub admin: only another JupyterHub admin invites them" in boss.stderr
+    assert try_login(hub.url, "boss", "noras-pick-1").status_code == 403
+    assert nobody.returncode != 0
+    assert "no hub user 'nobody-here': add them first" in nobody.stderr
