@@ -442,6 +442,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _stop(hub)
+            from nbjobs.instances import remove_control_groups
+
+            # the demo's servers' and ended jobs' groups, and their parent: no trace left
+            remove_control_groups(demo_instance(args.prefix))
             print("nbjobs demo: stopped", flush=True)
 
 

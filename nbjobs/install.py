@@ -52,7 +52,8 @@ from .instances import (
     remove_control_groups,
 )
 
-#: the two services' systemd units
+#: the two services' systemd units (of the first install: another's are named after its
+#: instance, see :func:`unit_names`)
 HUB_UNIT, JOBS_UNIT = "nbjobs-hub.service", "nbjobs-jobs.service"
 MANIFEST = "installed.json"
 #: account names of the hub's users: jupyter-ada, as The Littlest JupyterHub names them
@@ -411,8 +412,9 @@ class Installer:
         """The two systemd units, from the commands :func:`commands` gives."""
         hub, jobs = commands(self.config_dir, self.bin)
         common = UNIT_COMMON.format(state=self.state_dir)
+        hub_unit, jobs_unit = unit_names(self.instance)
         return {
-            JOBS_UNIT: UNIT.format(
+            jobs_unit: UNIT.format(
                 what="nbjobs job service (jobs run under their owners' accounts)",
                 env=self.config_dir / "service.env",
                 command=" ".join(jobs),
@@ -421,11 +423,11 @@ class Installer:
                 # a restart of the service must not stop the jobs: the next one adopts them
                 kill="KillMode=process",
             ),
-            HUB_UNIT: UNIT.format(
+            hub_unit: UNIT.format(
                 what="JupyterHub of nbjobs (notebook servers under users' own accounts)",
                 env=self.config_dir / "hub.env",
                 command=" ".join(hub),
-                after=f"network.target {JOBS_UNIT}",
+                after=f"network.target {jobs_unit}",
                 common=common,
                 kill="KillMode=control-group",
             ),
@@ -446,10 +448,13 @@ class Installer:
             return
         if systemd_runs():
             subprocess.run(["systemctl", "daemon-reload"], check=True)
-            for unit in (JOBS_UNIT, HUB_UNIT):
+            hub_unit, jobs_unit = unit_names(self.instance)
+            for unit in (jobs_unit, hub_unit):
                 subprocess.run(["systemctl", "enable", unit], check=True, capture_output=True)
                 subprocess.run(["systemctl", "restart", unit], check=True)
-            self.say(f"started {JOBS_UNIT} and {HUB_UNIT} (systemctl status nbjobs-*)")
+            self.say(
+                f"started {jobs_unit} and {hub_unit} (`systemctl status {jobs_unit} {hub_unit}`)"
+            )
             return
         hub, jobs = commands(self.config_dir, self.bin)
         self.say(
@@ -515,6 +520,15 @@ ExecStart={command}
 [Install]
 WantedBy=multi-user.target
 """
+
+
+def unit_names(instance: str) -> tuple[str, str]:
+    """The hub's and the job service's systemd units of an install: ``nbjobs-hub.service``
+    for the first, ``<instance>-hub.service`` for another, whose units never replace the
+    first's."""
+    if instance == "nbjobs":
+        return HUB_UNIT, JOBS_UNIT
+    return f"{instance}-hub.service", f"{instance}-jobs.service"
 
 
 def commands(config_dir: Path, bindir: Path) -> tuple[list[str], list[str]]:

@@ -9,6 +9,27 @@ from typing import Any
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _control_groups_of_this_run() -> Iterator[None]:
+    """The control groups this run's hubs and services made under its own parent
+    (:data:`tests.machine.INSTANCE`), removed with it at the end, with what still runs
+    in them (a job a stopped service left running, as it leaves one for the next to
+    adopt): the machine keeps no trace of the run, and an install's or a demo's groups
+    are never touched."""
+    yield
+    from nbjobs.cgroups import Cgroups
+    from nbjobs.instances import remove_control_groups
+    from tests.machine import INSTANCE
+
+    cgroups = Cgroups(parent=INSTANCE)
+    for parent in cgroups.parent_folders():
+        for child in [c for c in parent.iterdir() if c.is_dir()] if parent.is_dir() else []:
+            group = cgroups.group(child.name)
+            group.kill_all()
+            group.remove()
+    remove_control_groups(INSTANCE)
+
+
 @pytest.fixture(autouse=True)
 def _collect_what_the_test_left() -> Iterator[None]:
     """Collect garbage as each test ends, so that a socket or process a test forgot to

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,7 +112,8 @@ def hub(tmp_path_factory):
     folder = tmp_path_factory.mktemp("docs-hub")
     ports = Ports(*(free_port() for _ in range(6)))
     port = ports.port
-    config = prepare(folder, "127.0.0.1", ports)
+    # accounts of this run's own, where it makes any: a demo running beside keeps its own
+    config = prepare(folder, "127.0.0.1", ports, prefix=f"g{uuid.uuid4().hex[:6]}-")
     # a class an admin wrote into nbjobs.yaml, as docs/teacher/classes.md shows one
     settings = yaml.safe_load((folder / "nbjobs.yaml").read_text())
     settings["classes"] = [ADMIN_CLASS]

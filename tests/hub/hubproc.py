@@ -20,6 +20,7 @@ import yaml
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
+from tests.machine import INSTANCE
 from tests.waiting import wait_until_answering
 
 
@@ -50,7 +51,7 @@ def local_nbjobs_yaml(folder: Path, **extra: object) -> Path:
     settings = {
         "storage": {"root": str(folder / "shared"), "user_dir": "home/{username}"},
         "database": {"url": f"sqlite:///{folder}/jobs.sqlite"},
-        "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+        "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1, "instance": INSTANCE}},
         **extra,
     }
     path.write_text(yaml.safe_dump(settings))

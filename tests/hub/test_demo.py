@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,9 @@ import pytest
 import requests
 
 from .hubproc import login, start_server, terminal_says, xsrf
+
+#: this run's OS accounts (d1a2b3c-ada): a demo running on the machine keeps its demo-ada
+PREFIX = f"d{uuid.uuid4().hex[:6]}-"
 
 
 def free_port() -> int:
@@ -44,7 +48,7 @@ def demo():
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
     command += [f"--port={port}", f"--hub-port={free_port()}", f"--service-port={free_port()}"]
     command += [f"--proxy-api-port={free_port()}", f"--inbox-port={free_port()}"]
-    command += [f"--smtp-port={free_port()}"]
+    command += [f"--smtp-port={free_port()}", f"--prefix={PREFIX}"]
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -72,7 +76,10 @@ def demo():
             proc.wait()
     proc.stdout.close()
     removed = subprocess.run(
-        [*command[:4], "--remove-accounts"], capture_output=True, text=True, check=True
+        [*command[:4], "--remove-accounts", f"--prefix={PREFIX}"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "removed" in removed.stdout
     shutil.rmtree(public, ignore_errors=True)
@@ -364,10 +371,11 @@ def service_token(demo: Any) -> str:
 
 def test_as_root_each_user_is_their_own_os_account(demo):
     url, workdir, _, out = demo
-    assert "users: each their own OS account (demo-ada, demo-bob, demo-tess, demo-admin)" in out
+    names = ", ".join(f"{PREFIX}{user}" for user in ("ada", "bob", "tess", "admin"))
+    assert f"users: each their own OS account ({names})" in out
     s = login(url, "ada")
     start_server(url, s, "ada")
-    ada = pwd.getpwnam("demo-ada")
+    ada = pwd.getpwnam(f"{PREFIX}ada")
     home = workdir / "home" / "ada"
     server = next(
         p
@@ -378,7 +386,7 @@ def test_as_root_each_user_is_their_own_os_account(demo):
     assert ada.pw_dir == str(home)
     assert (home.stat().st_uid, stat.S_IMODE(home.stat().st_mode)) == (ada.pw_uid, 0o700)
     assert (home / "hello.ipynb").stat().st_uid == ada.pw_uid  # she can save it
-    assert "demo-ada" in terminal_says(url, s, "ada", "id -un")
+    assert f"{PREFIX}ada" in terminal_says(url, s, "ada", "id -un")
 
 
 def test_bob_reads_nothing_of_ada_nor_of_the_services(demo):
@@ -538,7 +546,7 @@ def test_a_job_runs_as_its_owner_sees_no_secret_and_opens_only_its_gpu(demo, sta
     assert state["state"] == "succeeded", state
 
     seen = json.loads((home / f"rogue-{flavor}.json").read_text())
-    assert seen["uid"] == pwd.getpwnam("demo-ada").pw_uid
+    assert seen["uid"] == pwd.getpwnam(f"{PREFIX}ada").pw_uid
     assert set(seen["environ"].values()) == {"Permission denied"}, seen["environ"]
     assert seen["bob"] == "Permission denied"
     if flavor == "gpu":

@@ -153,8 +153,9 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     token = (config_dir / "service.env").read_text()
     assert token.count("JUPYTERHUB_API_TOKEN=") == 1
     units = sorted(p.name for p in dirs["units-dir"].iterdir())
-    assert units == ["nbjobs-hub.service", "nbjobs-jobs.service"]
-    hub_unit = (dirs["units-dir"] / "nbjobs-hub.service").read_text()
+    instance = local["instance"]  # named after it: the first install's units stay its own
+    assert units == [f"{instance}-hub.service", f"{instance}-jobs.service"]
+    hub_unit = (dirs["units-dir"] / f"{instance}-hub.service").read_text()
     assert f"EnvironmentFile={config_dir / 'hub.env'}" in hub_unit
     assert f"ExecStart={Path(sys.executable).parent / 'jupyterhub'} -f" in hub_unit
     assert "JUPYTERHUB_API_TOKEN" not in hub_unit  # secrets stay in the 0600 files
@@ -274,6 +275,7 @@ def test_a_second_install_keeps_to_its_own_and_its_uninstall_leaves_the_first_al
         made_nothing = not (top / "second").exists()
         beside = nbjobs(env, "install", *second, *_ports(), f"--prefix={OTHER_PREFIX}")
         theirs = yaml.safe_load((top / "second/etc/nbjobs/nbjobs.yaml").read_text())
+        their_units = sorted(p.name for p in (top / "second/etc/systemd/system").iterdir())
         gone = nbjobs(env, "uninstall", *second, "--remove-user-files")
 
         assert same.returncode == 2
@@ -285,7 +287,10 @@ def test_a_second_install_keeps_to_its_own_and_its_uninstall_leaves_the_first_al
         )
         assert made_nothing  # refused before it made anything
         assert beside.returncode == 0, beside.stdout + beside.stderr
-        assert theirs["backend"]["local"]["instance"] not in (instance, "nbjobs")
+        their_instance = theirs["backend"]["local"]["instance"]
+        assert their_instance not in (instance, "nbjobs")
+        # its units never take the first's names (nbjobs-hub.service, where systemd runs)
+        assert their_units == [f"{their_instance}-hub.service", f"{their_instance}-jobs.service"]
         assert gone.returncode == 0, gone.stdout + gone.stderr
         assert "removed the OS account" not in gone.stdout
         assert pwd.getpwnam(f"{PREFIX}ada").pw_uid == account.uid

@@ -29,6 +29,7 @@ from tornado.httpserver import HTTPServer
 
 from nbjobs.config import parse_config
 from nbjobs.storage import user_folder
+from tests.machine import INSTANCE
 
 TOKENS = {
     "ada-token": "ada",
@@ -40,7 +41,10 @@ TOKENS = {
 GROUPS = {"ada": ["students"], "bob": ["students"], "eve": ["staff"], "cy": ["staff", "students"]}
 
 BASE_CONFIG: dict[str, Any] = {
-    "backend": {"kind": "local", "local": {"gpus": [0, 1], "slots_per_gpu": 2, "cpu_slots": 2}},
+    "backend": {
+        "kind": "local",
+        "local": {"gpus": [0, 1], "slots_per_gpu": 2, "cpu_slots": 2, "instance": INSTANCE},
+    },
     "flavors": [
         {"name": "cpu", "gpus": 0, "time_limit": "10m"},
         {"name": "gpu", "display_name": "1 GPU", "gpus": 1, "time_limit": "10m"},

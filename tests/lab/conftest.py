@@ -29,6 +29,7 @@ import yaml
 from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_playwright
 
 from nbjobs.demo import PASSWORD, Ports, prepare
+from tests.machine import INSTANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -47,7 +48,10 @@ CHROMIUM_FLAGS = [
 HUB_JOBS_CONFIG = {
     "storage": {"root": "home"},
     "database": {"url": "sqlite:///jobs.sqlite"},
-    "backend": {"kind": "local", "local": {"gpus": [0, 1, 2, 3], "cpu_slots": 1}},
+    "backend": {
+        "kind": "local",
+        "local": {"gpus": [0, 1, 2, 3], "cpu_slots": 1, "instance": INSTANCE},
+    },
     "flavors": [
         {"name": "cpu", "display_name": "CPU only", "gpus": 0, "cpu": "1", "time_limit": "10m"},
         {

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -40,6 +41,9 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     command += [f"--port={port}", f"--hub-port={_free_port()}"]
     command += [f"--service-port={_free_port()}", f"--proxy-api-port={_free_port()}"]
     command += [f"--inbox-port={_free_port()}", f"--smtp-port={_free_port()}"]
+    # accounts of this run's own (n1a2b3c-ada), where it makes any: a demo running on the
+    # machine keeps its demo-ada
+    command += [f"--prefix=n{uuid.uuid4().hex[:6]}-"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     said = []
@@ -60,7 +64,8 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
         proc.wait()
     proc.stdout.close()
     # as root the demo made OS accounts (demo-ada, ...): gone with it, as the README says
-    subprocess.run([*command[:4], "--remove-accounts"], capture_output=True, check=False)
+    remove = [*command[:4], "--remove-accounts", command[-1]]
+    subprocess.run(remove, capture_output=True, check=False)
 
 
 def submit_hello(page: Page, name: str, steps: str) -> None:
