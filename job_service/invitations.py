@@ -61,6 +61,11 @@ class Invitations:
         """A new invitation for ``user``, asked by ``caller`` (an admin: anyone; a
         teacher: a student of theirs); an earlier one of ``user``'s stops working."""
         user = user.strip().lower()
+        if self.hub is None:
+            raise NoInvitations(
+                "this job service runs without a hub, so there is no hub login to invite "
+                "anyone to; its users are the tokens file's"
+            )
         if not caller.admin:
             if not caller.teacher:
                 raise Forbidden(
@@ -72,7 +77,7 @@ class Invitations:
                     f"{user!r} is no student of a class of yours; a teacher invites their own "
                     "students (`nbjobs class list NAME` shows a roster), an admin anyone"
                 )
-        model = await self.hub.user(user) if self.hub is not None else None
+        model = await self.hub.user(user)
         if model is not None and model.get("admin"):
             # whoever held the link would be a hub admin: more than an nbjobs admin is
             raise Forbidden(
