@@ -51,7 +51,7 @@ from nbjobs.storage import escape_username
 from .audit import AuditRecord
 from .credits import CreditAccountRow, CreditEntryRow
 from .db import ACTIVE_VALUES, Base, BudgetExtension, JobRecord, KeptUsage, UTCDateTime, utcnow
-from .errors import Invalid, ServiceError
+from .errors import Forbidden, Invalid, NotFound, ServiceError
 from .notifications.store import AddressRecord, NotificationRecord, NotifySettingRecord
 from .periodic import InRounds, Periodic
 from .schedules.store import DefinitionRecord, DefinitionRunRecord, DefinitionVersionRecord
@@ -249,10 +249,23 @@ class Departures(InRounds):
                 f"{name!r} is an archive name, not a user: its records are kept for admins "
                 "and belong to nobody"
             )
+        if name in self.ctx.config.admin.users:
+            raise Forbidden(
+                f"{name} administers nbjobs (admin.users in nbjobs.yaml); take them out of it "
+                "first, or delete them in the hub"
+            )
         hub = self.ctx.classes.hub
         async with self._lock(name):
             created = await self.ctx.in_db(self._known_created, name)
             if hub is not None:
+                model = await hub.user(name)
+                if model is None and created is None:
+                    raise NotFound(f"the hub has no user {name!r}, and nbjobs knows none")
+                if model is not None and model.get("admin"):
+                    # nbjobs' admins need not be the hub's: the hub's own are its to delete
+                    raise Forbidden(
+                        f"{name} is a JupyterHub admin; only the hub's admin page deletes them"
+                    )
                 await hub.delete_user(name)
             record = await self.retire(name, created, f"deleted by {by} through nbjobs")
             await self.ctx.in_db(self._forget_known, name)

@@ -26,8 +26,8 @@ from .hubproc import basics, free_port, running_hub
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
 configure(c, {config!r}, service_port={service_port})
-c.Authenticator.allowed_users = {{"root"}}
-c.Authenticator.admin_users = {{"root"}}
+c.Authenticator.allowed_users = {{"root", "hubadmin"}}
+c.Authenticator.admin_users = {{"root", "hubadmin"}}
 c.JupyterHub.services.append({{"name": "test-admin", "api_token": {admin_token!r}}})
 c.JupyterHub.load_roles.append(
     {{"name": "user-maker", "services": ["test-admin"], "scopes": ["tokens", "admin:users"]}}
@@ -220,6 +220,12 @@ def test_an_admin_deletes_a_user_on_the_dashboard(hub):
     refused = hub.api(eve, "DELETE", "dashboard/users/ada")
     assert refused.status_code == 403
     assert "for nbjobs admins" in refused.json()["message"]
+    hubs_own = hub.api(hub.root, "DELETE", "dashboard/users/hubadmin")
+    assert hubs_own.status_code == 403
+    assert "only the hub's admin page deletes them" in hubs_own.json()["message"]
+    nobody = hub.api(hub.root, "DELETE", "dashboard/users/nobody-here")
+    assert nobody.status_code == 404
+    assert nobody.json()["message"] == "the hub has no user 'nobody-here', and nbjobs knows none"
     done = hub.api(hub.root, "DELETE", "dashboard/users/eve")
 
     assert done.status_code == 200, done.text
