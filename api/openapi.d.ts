@@ -202,6 +202,7 @@ export interface paths {
                 409: components["responses"]["Conflict"];
                 413: components["responses"]["TooLarge"];
                 429: components["responses"]["OverQuota"];
+                503: components["responses"]["Busy"];
                 507: components["responses"]["InsufficientStorage"];
             };
         };
@@ -3277,6 +3278,17 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The service is too busy to take the request now: the notebook's check could not begin within limits.check_wait (the user's earlier submits, or other big notebooks, are being checked), or its database is locked or out of reach. Nothing was made; try again after Retry-After seconds */
+        Busy: {
+            headers: {
+                /** @description seconds to wait before trying again */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The user's folder has no room for the job's copy of the notebook (a full disk or quota); nothing was made */
         InsufficientStorage: {
             headers: {
@@ -3402,6 +3414,7 @@ export type ResponseConflict = components['responses']['Conflict'];
 export type ResponsePaymentRequired = components['responses']['PaymentRequired'];
 export type ResponseOverQuota = components['responses']['OverQuota'];
 export type ResponseTooLarge = components['responses']['TooLarge'];
+export type ResponseBusy = components['responses']['Busy'];
 export type ResponseInsufficientStorage = components['responses']['InsufficientStorage'];
 export type ResponseDamagedRecord = components['responses']['DamagedRecord'];
 export type ResponseHubRefused = components['responses']['HubRefused'];
