@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -85,9 +87,10 @@ class Hub:
         return r.json()["jobs"]
 
 
-@pytest.fixture(scope="module", params=["archive", "remove"])
-def hub(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"deleted-{request.param}")
+@contextmanager
+def running(tmp: Path, on_delete: str, **extra: object) -> Iterator[Hub]:
+    """A hub whose job service retires users as ``on_delete`` says; ``extra`` adds
+    sections of nbjobs.yaml."""
     port, hub_port, service_port = free_port(), free_port(), free_port()
     admin_token = secrets.token_hex(16)
     config = {
@@ -96,14 +99,21 @@ def hub(request, tmp_path_factory):
         "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
         "flavors": [{"name": "cpu", "gpus": 0}],
         "notifications": {"webhook": {"allowed_hosts": ["hooks.example.org"]}},
-        "users": {"on_delete": request.param, "check_every": 5},
+        "users": {"on_delete": on_delete, "check_every": 5},
+        **extra,
     }
     (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(config))
     hub_config = HUB_CONFIG.format(
         config=str(tmp / "nbjobs.yaml"), service_port=service_port, admin_token=admin_token
     )
     with running_hub(tmp, basics(tmp, port, hub_port) + hub_config, port) as url:
-        yield Hub(url, admin_token, tmp, request.param)
+        yield Hub(url, admin_token, tmp, on_delete)
+
+
+@pytest.fixture(scope="module", params=["archive", "remove"])
+def hub(request, tmp_path_factory):
+    with running(tmp_path_factory.mktemp(f"deleted-{request.param}"), request.param) as hub:
+        yield hub
 
 
 def leave_work(hub: Hub, name: str, token: str) -> dict[str, str]:
@@ -240,3 +250,34 @@ def test_an_admin_deletes_a_user_on_the_dashboard(hub):
         time.sleep(0.5)
     assert late.status_code == 401
     sees_nothing_of_before(hub, hub.make_user("eve"), "eve")
+
+
+def test_a_schedule_of_the_earlier_person_never_runs_as_the_new_one(tmp_path):
+    """Nobody calls as the new ada and the service's rounds are an hour apart: the
+    schedule's own next tick finds that its owner is someone else now."""
+    with running(
+        tmp_path, "archive", users={"check_every": 3600}, schedules={"check_every": 1}
+    ) as hub:
+        ada = hub.make_user("ada")
+        folder = hub.folder("ada")
+        folder.mkdir(parents=True)
+        nbformat.write(nbformat.v4.new_notebook(), folder / "every-minute.ipynb")
+        made = hub.api(
+            ada,
+            "POST",
+            "definitions",
+            json={"path": "every-minute.ipynb", "flavor": "cpu", "schedule": {"cron": "* * * * *"}},
+        )
+        assert made.status_code == 201, made.text
+        definition = made.json()["id"]
+
+        hub.delete_user("ada")
+        hub.make_user("ada")  # the new ada, who has not called nbjobs yet
+
+        deadline = time.monotonic() + 120
+        while not hub.api(hub.root, "GET", f"definitions/{definition}").json()["paused"]:
+            assert time.monotonic() < deadline, "the schedule was not stopped at its tick"
+            time.sleep(1)
+        [retired] = hub.deleted()
+        assert retired["why"].startswith("made again in the hub")
+        assert [j for j in hub.jobs_of_everyone() if j["user"] == "ada"] == []
