@@ -395,6 +395,29 @@ def python_for(account: pwd.struct_passwd, folder: Path) -> str:
     return python
 
 
+async def service_of_account(
+    tmp_path: Path, name: str, overrides: dict[str, Any], python: str
+) -> Any:
+    """A service whose token ``own-token`` is the OS account ``name``'s, its jobs run by
+    ``python``."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"own-token": name}))
+    tokens.chmod(0o600)
+    argv = (f"--StaticTokenAuth.tokens_file={tokens}", f"--LocalBackend.python={python}")
+    return await start_service(tmp_path, overrides, argv)
+
+
+async def run_as_owner(svc: Any, body: dict[str, Any]) -> dict:
+    """Submit ``body`` with ``own-token`` (:func:`service_of_account`); the job once ended."""
+    async with httpx.AsyncClient(base_url=svc.url + "api/", timeout=60) as http:
+        own = {"Authorization": "token own-token"}
+        job = (await http.post("jobs", json=body, headers=own)).json()
+        while job["state"] not in ("succeeded", "failed", "cancelled"):
+            await asyncio.sleep(0.1)
+            job = (await http.get(f"jobs/{job['id']}", headers=own)).json()
+    return job
+
+
 WHO_AM_I = """
 import json, os
 seen = {{"uid": os.getuid(), "gid": os.getgid(), "euid": os.geteuid(), "home": os.environ["HOME"]}}
@@ -488,21 +511,11 @@ async def test_every_rank_of_a_multi_node_job_runs_as_its_owner(
         "flavors": [*BASE_CONFIG["flavors"], {"name": "cpu-pair", "gpus": 0, "nodes": 2}],
         "storage": {"root": str(public_folder / "home")},
     }
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"own-token": name}))
-    tokens.chmod(0o600)
-    argv = (f"--StaticTokenAuth.tokens_file={tokens}", f"--LocalBackend.python={python}")
-    svc = await start_service(tmp_path, overrides, argv)
+    svc = await service_of_account(tmp_path, name, overrides, python)
     try:
         home = svc.home(name)
         (home / "who.py").write_text(RANK_WHO_AM_I.format(secret=str(secret)))
-        async with httpx.AsyncClient(base_url=svc.url + "api/", timeout=60) as http:
-            own = {"Authorization": "token own-token"}
-            body = {"path": "who.py", "flavor": "cpu-pair"}
-            job = (await http.post("jobs", json=body, headers=own)).json()
-            while job["state"] not in ("succeeded", "failed", "cancelled"):
-                await asyncio.sleep(0.1)
-                job = (await http.get(f"jobs/{job['id']}", headers=own)).json()
+        job = await run_as_owner(svc, {"path": "who.py", "flavor": "cpu-pair"})
     finally:
         await stop_all(svc)
 

@@ -8,25 +8,25 @@ account holds a token in its environment and in a runtime folder as a real one d
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import uuid
 
-import httpx
 import psutil
 import pytest
 
 from nbjobs.accounts import Account, drop_privileges
 from nbjobs.sandbox import remove_server_runtime, server_runtime_folder
 
-from .conftest import start_service, stop_all
+from .conftest import stop_all
 from .test_job_environment import (  # noqa: F401 (fixtures)
     local_backend,
     os_account,
     public_folder,
     python_for,
+    run_as_owner,
+    service_of_account,
 )
 
 LOOK_FOR_THE_SERVER = """
@@ -86,21 +86,11 @@ async def test_a_job_sees_neither_its_owners_server_nor_its_files_and_takes_what
         **local_backend(gpus=[], run_as="user"),
         "storage": {"root": str(public_folder / "home")},
     }
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"own-token": name}))
-    tokens.chmod(0o600)
-    argv = (f"--StaticTokenAuth.tokens_file={tokens}", f"--LocalBackend.python={python}")
-    svc = await start_service(tmp_path, overrides, argv)
+    svc = await service_of_account(tmp_path, name, overrides, python)
     look = LOOK_FOR_THE_SERVER.format(token=token, runtime=str(runtime), mark=mark)
     try:
         svc.write(name, "look.ipynb", look)
-        async with httpx.AsyncClient(base_url=svc.url + "api/", timeout=60) as http:
-            own = {"Authorization": "token own-token"}
-            body = {"path": "look.ipynb", "flavor": "cpu"}
-            job = (await http.post("jobs", json=body, headers=own)).json()
-            while job["state"] not in ("succeeded", "failed", "cancelled"):
-                await asyncio.sleep(0.1)
-                job = (await http.get(f"jobs/{job['id']}", headers=own)).json()
+        job = await run_as_owner(svc, {"path": "look.ipynb", "flavor": "cpu"})
     finally:
         await stop_all(svc)
 
