@@ -8,7 +8,17 @@ from __future__ import annotations
 from datetime import timedelta
 from urllib.parse import quote
 
-from .conftest import record_gpu_time, start_service, stop_all
+import pytest
+
+from .conftest import new_postgres_database, record_gpu_time, start_service, stop_all
+
+
+def on(database: str, request, tmp_path, **config: object) -> dict:
+    """nbjobs.yaml's ``config`` with the job database on ``database``."""
+    if database == "postgresql":
+        url = new_postgres_database(request.getfixturevalue("postgres_url"), tmp_path)
+        config["database"] = {"url": url}
+    return config
 
 
 async def delete(svc, name: str) -> dict:
@@ -18,8 +28,12 @@ async def delete(svc, name: str) -> dict:
     return done.json()
 
 
-async def test_the_next_person_of_a_name_starts_from_the_standing_credits(tmp_path):
-    svc = await start_service(tmp_path, {"credits": {"enabled": True, "users": {"ada": 2}}})
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_the_next_person_of_a_name_starts_from_the_standing_credits(
+    tmp_path, request, database
+):
+    config = on(database, request, tmp_path, credits={"enabled": True, "users": {"ada": 2}})
+    svc = await start_service(tmp_path, config)
     try:
         async with svc.client("root") as admin:
             granted = await admin.post("credits/user:ada/grants", json={"amount": 5})
@@ -41,8 +55,11 @@ async def test_the_next_person_of_a_name_starts_from_the_standing_credits(tmp_pa
         await stop_all(svc)
 
 
-async def test_removed_jobs_go_and_their_gpu_time_stays_in_the_report(tmp_path):
-    svc = await start_service(tmp_path, {"users": {"on_delete": "remove"}})
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_removed_jobs_go_and_their_gpu_time_stays_in_the_report(tmp_path, request, database):
+    svc = await start_service(
+        tmp_path, on(database, request, tmp_path, users={"on_delete": "remove"})
+    )
     try:
         job_id = record_gpu_time(
             svc, "ada", gpus=1, started_ago=timedelta(hours=3), finished_ago=timedelta(hours=1)
