@@ -20,7 +20,7 @@ import yaml
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from tests.machine import INSTANCE
+from tests.machine import INSTANCE, this_runs
 from tests.waiting import wait_until_answering
 
 
@@ -54,7 +54,7 @@ def local_nbjobs_yaml(folder: Path, **extra: object) -> Path:
         "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1, "instance": INSTANCE}},
         **extra,
     }
-    path.write_text(yaml.safe_dump(settings))
+    path.write_text(yaml.safe_dump(this_runs(settings)))
     return path
 
 

@@ -29,7 +29,7 @@ from tornado.httpserver import HTTPServer
 
 from nbjobs.config import parse_config
 from nbjobs.storage import user_folder
-from tests.machine import INSTANCE
+from tests.machine import INSTANCE, this_runs
 
 TOKENS = {
     "ada-token": "ada",
@@ -136,7 +136,7 @@ class Service:
 async def start_service(
     tmp_path: Path, overrides: dict[str, Any] | None = None, argv: tuple[str, ...] = ()
 ) -> Service:
-    data = {**BASE_CONFIG, **(overrides or {})}
+    data = this_runs({**BASE_CONFIG, **(overrides or {})})
     data.setdefault("storage", {"root": str(tmp_path / "home")})
     data.setdefault("database", {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"})
     config_file = tmp_path / "nbjobs.yaml"

@@ -29,7 +29,7 @@ import yaml
 from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_playwright
 
 from nbjobs.demo import PASSWORD, Ports, prepare
-from tests.machine import INSTANCE
+from tests.machine import INSTANCE, this_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -138,7 +138,7 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
     # this hub's folder would take them from a demo running beside it (another worker)
     ports = Ports(port, free_port(), free_port(), free_port(), free_port(), free_port())
     hub_config = prepare(workdir, "127.0.0.1", ports, accounts=False, showcase=False)
-    (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(jobs_config, sort_keys=False))
+    (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(this_runs(jobs_config), sort_keys=False))
     # The proxy's API port defaults to 8001: another hub on this machine may hold it.
     with hub_config.open("a") as f:
         f.write(f'c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"\n')
