@@ -264,10 +264,13 @@ def folder_size(folder: Path) -> int | None:
         fd = os.open(folder, _DIR_FLAGS)
     except OSError:
         return None
-    return _size_beneath(fd, DEPTH)
+    return size_beneath(fd, DEPTH)
 
 
-def _size_beneath(fd: int, depth: int) -> int:
+def size_beneath(fd: int, depth: int) -> int:
+    """The bytes of the plain files in the open folder ``fd`` and ``depth`` levels below,
+    walked without following a link (a file gone meanwhile is not counted); closes ``fd``.
+    The job service measures a user's job files with it too (:mod:`nbjobs.storage`)."""
     total = 0
     try:
         with os.scandir(fd) as entries:
@@ -278,7 +281,7 @@ def _size_beneath(fd: int, depth: int) -> int:
                         total += info.st_size
                     elif stat.S_ISDIR(info.st_mode) and depth > 0:
                         child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                        total += _size_beneath(child, depth - 1)
+                        total += size_beneath(child, depth - 1)
                 except OSError:
                     continue  # gone meanwhile, or swapped for a link: not counted
     finally:

@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from .config import StorageConfig
+from .job_runner.folder_room import size_beneath
 
 _SAFE = frozenset(string.ascii_lowercase + string.digits)
 JOBS_DIR = PurePosixPath(".nbjobs") / "jobs"
@@ -416,24 +417,7 @@ def job_files_size(folder: Path) -> int:
             top = _walk_folders(root, [JOBS_DIR.parts[0]], create=False)
         except (FileNotFoundError, FilesChanged, NotADirectoryError):
             return 0
-        return _size_beneath(top, depth=4)
-
-
-def _size_beneath(fd: int, depth: int) -> int:
-    """Bytes of the plain files in the folder ``fd`` and ``depth`` levels below; closes it."""
-    total = 0
-    with _opened(fd), os.scandir(fd) as entries:
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-                if stat.S_ISREG(info.st_mode):
-                    total += info.st_size
-                elif stat.S_ISDIR(info.st_mode) and depth > 0:
-                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                    total += _size_beneath(child, depth - 1)
-            except OSError:
-                continue  # gone meanwhile, or swapped for a link: not counted
-    return total
+        return size_beneath(top, depth=4)
 
 
 def open_file_at(folder: int, name: str, flags: int, mode: int = FILE_MODE) -> int:
