@@ -20,6 +20,7 @@ import requests
 import yaml
 
 from nbjobs.storage import escape_username
+from tests.machine import this_runs
 
 from .hubproc import basics, free_port, running_hub
 
@@ -91,7 +92,7 @@ def test_a_class_named_before_its_name_means_something_grants_nothing_later(tmp_
         "storage": {"root": str(tmp_path / "home")},
         "database": {"url": f"sqlite:///{tmp_path}/jobs.sqlite"},
     }
-    nbjobs_yaml.write_text(yaml.safe_dump({**BEFORE, **placed}))
+    nbjobs_yaml.write_text(yaml.safe_dump(this_runs({**BEFORE, **placed})))
     config = basics(tmp_path, port, hub_port) + HUB_CONFIG.format(
         config=str(nbjobs_yaml),
         service_port=service_port,
@@ -113,7 +114,7 @@ def test_a_class_named_before_its_name_means_something_grants_nothing_later(tmp_
         hub.hub_api("PUT", f"groups/{OLD_CLASS}/properties", json={"nbjobs_class": settings})
 
     # 2. The admin gives those names meaning and restarts the hub.
-    nbjobs_yaml.write_text(yaml.safe_dump({**AFTER, **placed}))
+    nbjobs_yaml.write_text(yaml.safe_dump(this_runs({**AFTER, **placed})))
     with running_hub(tmp_path, config, port) as url:
         hub = Hub(url, admin_token)
         tokens = {user: hub.token(user) for user in USERS}
@@ -215,12 +216,14 @@ def test_until_the_service_has_read_the_hubs_groups_no_group_makes_an_admin(tmp_
     nbjobs_yaml = tmp_path / "nbjobs.yaml"
     nbjobs_yaml.write_text(
         yaml.safe_dump(
-            {
-                **BEFORE,
-                "storage": {"root": str(tmp_path / "home")},
-                "database": {"url": f"sqlite:///{tmp_path}/jobs.sqlite"},
-                "admin": {"groups": ["staff"]},
-            }
+            this_runs(
+                {
+                    **BEFORE,
+                    "storage": {"root": str(tmp_path / "home")},
+                    "database": {"url": f"sqlite:///{tmp_path}/jobs.sqlite"},
+                    "admin": {"groups": ["staff"]},
+                }
+            )
         )
     )
     config = (

@@ -22,6 +22,7 @@ import requests
 import yaml
 
 from nbjobs.storage import escape_username
+from tests.machine import this_runs
 
 from .hubproc import basics, free_port, running_hub
 
@@ -59,7 +60,7 @@ def hub(tmp_path_factory):
     config = dict(NBJOBS)
     config["storage"] = {"root": str(tmp / "home")}
     config["database"] = {"url": f"sqlite:///{tmp}/jobs.sqlite"}
-    (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(config))
+    (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(this_runs(config)))
     hub_config = HUB_CONFIG.format(
         config=str(tmp / "nbjobs.yaml"),
         service_port=service_port,

@@ -22,6 +22,7 @@ import yaml
 
 from nbjobs.config import StorageConfig
 from nbjobs.storage import user_folder
+from tests.machine import this_runs
 
 from .hubproc import basics, free_port, running_hub
 
@@ -102,7 +103,7 @@ def running(tmp: Path, on_delete: str, **extra: object) -> Iterator[Hub]:
         "users": {"on_delete": on_delete, "check_every": 5},
         **extra,
     }
-    (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(config))
+    (tmp / "nbjobs.yaml").write_text(yaml.safe_dump(this_runs(config)))
     hub_config = HUB_CONFIG.format(
         config=str(tmp / "nbjobs.yaml"), service_port=service_port, admin_token=admin_token
     )

@@ -27,6 +27,8 @@ import yaml
 from aiosmtpd.controller import Controller
 from nbjobs.hub_config.invitations import InvitationStore
 
+from tests.machine import this_runs
+
 from .hubproc import basics, free_port, login, running_hub
 
 HUB_CONFIG = """
@@ -133,7 +135,7 @@ def invitation_hub(folder: Path) -> Iterator[Hub]:
         "teachers": {"users": ["tess"]},
         "admin": {"users": ["nora"]},
     }
-    (folder / "nbjobs.yaml").write_text(yaml.safe_dump(settings))
+    (folder / "nbjobs.yaml").write_text(yaml.safe_dump(this_runs(settings)))
     config = basics(folder, port, hub_port) + HUB_CONFIG.format(
         config=str(folder / "nbjobs.yaml"),
         service_port=service_port,

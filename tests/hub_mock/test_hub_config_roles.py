@@ -16,18 +16,22 @@ from jupyterhub import orm, scopes
 from jupyterhub.tests.utils import api_request, async_requests, auth_header, public_url
 from nbjobs.hub_config.setup import CUSTOM_SCOPES, SERVICE_NAME, SERVICE_SCOPES
 
+from tests.machine import this_runs
+
 NBJOBS_SCOPES = set(CUSTOM_SCOPES)
 
 
 @pytest.fixture(scope="module")
 def nbjobs_yaml():
-    return {
-        "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
-        "flavors": [{"name": "cpu", "display_name": "CPU only", "gpus": 0}],
-        "teachers": {"users": ["tess"]},
-        "admin": {"users": ["ada"]},
-        "classes": [{"name": "ml101", "teachers": ["tess"], "students": ["stu"]}],
-    }
+    return this_runs(
+        {
+            "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+            "flavors": [{"name": "cpu", "display_name": "CPU only", "gpus": 0}],
+            "teachers": {"users": ["tess"]},
+            "admin": {"users": ["ada"]},
+            "classes": [{"name": "ml101", "teachers": ["tess"], "students": ["stu"]}],
+        }
+    )
 
 
 async def token_scopes(app, name: str) -> set[str]:

@@ -22,17 +22,20 @@ from traitlets.config import Config
 
 from nbjobs.config import load_config
 from nbjobs.storage import escape_username, user_folder
+from tests.machine import this_runs
 
 NAME = "marie.curie@sorbonne.fr"
 
 
 @pytest.fixture(scope="module")
 def nbjobs_yaml():
-    return {
-        "storage": {"user_dir": "home/{username}"},
-        "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
-        "flavors": [{"name": "cpu", "display_name": "CPU only", "gpus": 0}],
-    }
+    return this_runs(
+        {
+            "storage": {"user_dir": "home/{username}"},
+            "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+            "flavors": [{"name": "cpu", "display_name": "CPU only", "gpus": 0}],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
