@@ -24,15 +24,16 @@ job writes between two measures.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
+
+from .log_file import WrappedStream
 
 #: seconds between two measures of the folder while the job runs, at least
 WATCH_INTERVAL = 2.0
@@ -159,13 +160,12 @@ class FolderRoom:
             callback()
 
 
-class RoomStream(io.TextIOBase):
+class RoomStream(WrappedStream):
     """A text stream that writes to ``stream`` while ``room`` allows: the job's log (the
     runner's stdout or stderr). Past it, one line says the log stops here."""
 
     def __init__(self, stream: TextIO, room: FolderRoom) -> None:
-        super().__init__()
-        self.stream = stream
+        super().__init__(stream)
         self.room = room
 
     def write(self, text: str) -> int:
@@ -186,10 +186,6 @@ class RoomStream(io.TextIOBase):
             self.stream.flush()
         return len(text)
 
-    def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
-        for line in lines:
-            self.write(line)
-
     def write_bytes(self, data: bytes) -> None:
         """Write bytes (a script's output line) within the room, as :meth:`write` does."""
         if not data or self.room.full:
@@ -203,29 +199,6 @@ class RoomStream(io.TextIOBase):
             self.room.charge(len(note))
             buffer.write(data[:fits] + note)
         self.stream.flush()
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def fileno(self) -> int:
-        return self.stream.fileno()
-
-    def isatty(self) -> bool:
-        return self.stream.isatty()
-
-    def writable(self) -> bool:
-        return True
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self.stream.encoding
-
-    @property
-    def errors(self) -> str | None:  # type: ignore[override]
-        return self.stream.errors
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.stream, name)
 
 
 @contextlib.contextmanager

@@ -145,18 +145,13 @@ class LogFile:
             )
 
 
-class TeeStream(io.TextIOBase):
-    """A text stream that writes to ``stream`` and copies what it writes to ``log``."""
+class WrappedStream(io.TextIOBase):
+    """A text stream standing in for ``stream`` (``sys.stdout`` or ``sys.stderr``): a
+    subclass says what :meth:`write` does; all else is the stream's."""
 
-    def __init__(self, stream: TextIO, log: LogFile) -> None:
+    def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self.stream = stream
-        self.log = log
-
-    def write(self, text: str) -> int:
-        written = self.stream.write(text)
-        self.log.write(text)
-        return written
 
     def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
         for line in lines:
@@ -185,6 +180,19 @@ class TeeStream(io.TextIOBase):
     def __getattr__(self, name: str) -> object:
         # anything else a library asks of sys.stdout (``buffer``, ``mode``): the stream's
         return getattr(self.stream, name)
+
+
+class TeeStream(WrappedStream):
+    """A text stream that writes to ``stream`` and copies what it writes to ``log``."""
+
+    def __init__(self, stream: TextIO, log: LogFile) -> None:
+        super().__init__(stream)
+        self.log = log
+
+    def write(self, text: str) -> int:
+        written = self.stream.write(text)
+        self.log.write(text)
+        return written
 
 
 @contextlib.contextmanager
