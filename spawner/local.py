@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyterhub.spawner import LocalProcessSpawner
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from traitlets import Unicode
 
 from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
@@ -43,6 +44,8 @@ from nbjobs.storage import escape_username, user_folder
 
 from .common import SERVER_TOKEN_SCOPES, cpu_only_env, profile_list, service_url_for
 
+#: how long a spawn waits for the job service to know the user (seconds)
+INTRODUCTION_TIMEOUT = 10.0
 #: read by the bash of the server's terminals, so `nbjobs` is on their PATH
 TERMINAL_RC = Path(__file__).resolve().parent / "terminal_rc.sh"
 
@@ -178,6 +181,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
     async def start(self) -> Any:
         self._nbjobs_settings = None  # read afresh for each spawn
         config = self.nbjobs_config()
+        await self._introduce_to_the_service()
         folder = Path(self.user_folder())
         try:
             local = config.backend.local
@@ -209,6 +213,34 @@ class LocalCPUSpawner(LocalProcessSpawner):
             return await super().start()
         finally:
             self.cmd = command
+
+    async def _introduce_to_the_service(self) -> None:
+        """Call the job service as this user before their account and folder are chosen:
+        a user deleted and made again under the same name has the earlier person retired
+        first (their account, their folder moved aside), so the server never starts in
+        what was theirs. A service that does not answer delays the spawn by
+        :data:`INTRODUCTION_TIMEOUT` at most; it retires the earlier person at this
+        user's first call to nbjobs instead."""
+        base = self.hub.base_url
+        base = base[: -len("hub/")] if base.endswith("hub/") else base
+        url = service_url_for(self.nbjobs_service_url, base)
+        if not url or not self.api_token:
+            return
+        request = HTTPRequest(
+            url.rstrip("/") + "/api/health",
+            headers={"Authorization": f"token {self.api_token}"},
+            request_timeout=INTRODUCTION_TIMEOUT,
+        )
+        try:
+            await AsyncHTTPClient().fetch(request)
+        except Exception as exc:  # any answer or none: the spawn goes on
+            self.log.warning(
+                "nbjobs: the job service did not answer for %s before their server started "
+                "(%s); a user made again under an earlier one's name is noticed at their "
+                "first call to nbjobs",
+                self.user.name,
+                exc,
+            )
 
     def _make_group(self, config: NbjobsConfig) -> Group | None:
         try:
