@@ -17,7 +17,7 @@ import pytest
 
 from nbjobs.cgroups import Cgroups, Group
 
-from .conftest import BASE_CONFIG, start_service, stop_all
+from .conftest import BASE_CONFIG, Service, start_service, stop_all
 
 needs_cgroups = pytest.mark.skipif(
     not Cgroups().enforced, reason="needs root and the kernel's control groups (CI has both)"
@@ -36,16 +36,26 @@ def group_gone(group: Group) -> bool:
     return bool(paths) and not any(p.exists() for p in paths)
 
 
-@needs_cgroups
-async def test_a_job_past_its_flavors_memory_fails_saying_so(tmp_path):
+async def run_one(tmp_path, notebook: str, flavor: str, *cells: str) -> tuple[Service, dict, bool]:
+    """Run ada's ``notebook`` (of ``cells``) on ``flavor`` to its end on a service of
+    :data:`FLAVORS`, then stop the service: the service, the job as it ended, and
+    whether its control group had been removed by then."""
     svc = await start_service(tmp_path, {"flavors": FLAVORS})
     try:
-        svc.write("ada", "big.ipynb", "print('before')", "hog = bytearray(600 * 2**20)")
-        job = await svc.submit("ada", "big.ipynb", "small")
+        svc.write("ada", notebook, *cells)
+        job = await svc.submit("ada", notebook, flavor)
         done = await svc.wait("ada", job["id"], timeout=120)
         removed = group_gone(svc.service.backend.cgroups.group(f"job-{job['id']}"))
     finally:
         await stop_all(svc)
+    return svc, done, removed
+
+
+@needs_cgroups
+async def test_a_job_past_its_flavors_memory_fails_saying_so(tmp_path):
+    svc, done, removed = await run_one(
+        tmp_path, "big.ipynb", "small", "print('before')", "hog = bytearray(600 * 2**20)"
+    )
 
     assert done["state"] == "failed", done
     assert done["message"].startswith("out of memory (limit 200 MiB)"), done["message"]
@@ -68,13 +78,7 @@ json.dump({"share": share}, open("cpu.json", "w"))
 
 @needs_cgroups
 async def test_a_job_gets_its_flavors_cpu_and_no_more(tmp_path):
-    svc = await start_service(tmp_path, {"flavors": FLAVORS})
-    try:
-        svc.write("ada", "spin.ipynb", CPU_TIME)
-        job = await svc.submit("ada", "spin.ipynb", "small")
-        done = await svc.wait("ada", job["id"], timeout=120)
-    finally:
-        await stop_all(svc)
+    svc, done, _ = await run_one(tmp_path, "spin.ipynb", "small", CPU_TIME)
 
     assert done["state"] == "succeeded", done
     share = json.loads((svc.home("ada") / "cpu.json").read_text())["share"]
@@ -177,14 +181,7 @@ for _ in range(150):
 async def test_a_job_past_its_flavors_tasks_fails_saying_so_and_the_machine_goes_on(
     tmp_path, loop, ename
 ):
-    svc = await start_service(tmp_path, {"flavors": FLAVORS})
-    try:
-        svc.write("ada", "bomb.ipynb", "print('before')", loop)
-        job = await svc.submit("ada", "bomb.ipynb", "few-tasks")
-        done = await svc.wait("ada", job["id"], timeout=120)
-        removed = group_gone(svc.service.backend.cgroups.group(f"job-{job['id']}"))
-    finally:
-        await stop_all(svc)
+    svc, done, removed = await run_one(tmp_path, "bomb.ipynb", "few-tasks", "print('before')", loop)
 
     assert done["state"] == "failed", done
     assert done["message"].startswith("too many processes (limit 100)"), done["message"]
@@ -212,13 +209,7 @@ stop.set()
 
 @needs_cgroups
 async def test_a_job_that_catches_the_refusal_and_carries_on_succeeds(tmp_path):
-    svc = await start_service(tmp_path, {"flavors": FLAVORS})
-    try:
-        svc.write("ada", "careful.ipynb", CAUGHT)
-        job = await svc.submit("ada", "careful.ipynb", "few-tasks")
-        done = await svc.wait("ada", job["id"], timeout=120)
-    finally:
-        await stop_all(svc)
+    svc, done, _ = await run_one(tmp_path, "careful.ipynb", "few-tasks", CAUGHT)
 
     assert done["state"] == "succeeded", done
     output = nbformat.read(svc.home("ada") / done["output_path"], as_version=4)
