@@ -83,10 +83,10 @@ from .errors import (
 )
 from .events import ChangeFeed
 from .follow import Follower
+from .invitations import Invitations
 from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
 from .lease import DispatcherLease
-from .invitations import Invitations
 from .live import RunnerStatuses
 from .notebooks import NotebookChecks
 from .notifications.outbox import Outbox
