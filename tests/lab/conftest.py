@@ -10,6 +10,7 @@ Screenshots go to tests/artifacts/ (gitignored): look at them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -197,6 +199,58 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     log.close()
+
+
+@contextlib.contextmanager
+def standalone_service(workdir: Path, tokens: dict[str, str], **config: object) -> Iterator[str]:
+    """A job service without a hub (its dashboard at its root, behind a token) on a free
+    port: one CPU slot, the flavor ``cpu``, root its admin, ``tokens`` (token: user) its
+    users, and more of nbjobs.yaml in ``config``. Gives its URL (ending in ``/``) once it
+    answers; stops it after."""
+    port = free_port()
+    settings = {
+        "storage": {"root": str(workdir / "home")},
+        "database": {"url": f"sqlite:///{workdir / 'jobs.sqlite'}"},
+        "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
+        "flavors": [{"name": "cpu", "gpus": 0}],
+        "admin": {"users": ["root"]},
+        **config,
+    }
+    (workdir / "nbjobs.yaml").write_text(yaml.safe_dump(settings))
+    tokens_file = workdir / "tokens.yaml"
+    tokens_file.write_text(yaml.safe_dump(tokens))
+    tokens_file.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nbjobs.cli",
+            "service",
+            f"--config={workdir / 'nbjobs.yaml'}",
+            f"--port={port}",
+            f"--StaticTokenAuth.tokens_file={tokens_file}",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "api/health", timeout=5).close()
+                break
+            except urllib.error.HTTPError:
+                break  # it answers, if only to say it is unwell
+            except OSError:
+                assert time.monotonic() < deadline, "the standalone service did not start"
+                time.sleep(0.5)
+        yield url
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -10,15 +10,11 @@ CUDA_VISIBLE_DEVICES only).
 from __future__ import annotations
 
 import copy
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
-import yaml
 from playwright.sync_api import Page, Playwright, expect
 
 from nbjobs.demo import PASSWORD
@@ -30,8 +26,8 @@ from .conftest import (
     HUB_JOBS_CONFIG,
     Hub,
     api,
-    free_port,
     run_hub,
+    standalone_service,
 )
 from .test_lab_hub import API, jobs_panel, open_notebook, submit_by_api, submit_dialog, wait_for
 
@@ -448,64 +444,26 @@ def test_without_a_hub_the_page_asks_for_a_token_and_keeps_it_in_the_tab(
     playwright: Playwright, tmp_path
 ):
     """The standalone service (no hub): its root is the dashboard, behind a token."""
-    port = free_port()
-    (tmp_path / "nbjobs.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "storage": {"root": str(tmp_path / "home")},
-                "database": {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"},
-                "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
-                "flavors": [{"name": "cpu", "gpus": 0}],
-                "admin": {"users": ["root"]},
-            }
+    with standalone_service(tmp_path, {"the-admins-token": "root"}) as url:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
         )
-    )
-    tokens = tmp_path / "tokens.yaml"
-    tokens.write_text("the-admins-token: root\n")
-    tokens.chmod(0o600)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
-    service = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbjobs.cli",
-            "service",
-            f"--config={tmp_path / 'nbjobs.yaml'}",
-            f"--port={port}",
-            f"--StaticTokenAuth.tokens_file={tokens}",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    browser = playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-    )
-    try:
-        page = browser.new_page()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                page.goto(f"http://127.0.0.1:{port}/")
-                break
-            except Exception:
-                assert time.monotonic() < deadline, "the standalone service did not start"
-                time.sleep(0.5)
-        page.fill("#nbjobs-token", "not-a-token")
-        page.locator("button[type='submit']").click()
-        expect(page.locator(".nbjobs-Error")).to_contain_text(
-            "the service does not know that token"
-        )
-        page.fill("#nbjobs-token", "the-admins-token")
-        page.locator("button[type='submit']").click()
-        expect(page.locator(".nbjobs-Who")).to_contain_text("root (admin)")
-        expect(page.locator(".nbjobs-Card").first).to_contain_text("GPUs held")
-        page.reload()  # the token stays with the tab
-        expect(page.locator(".nbjobs-Who")).to_contain_text("root (admin)")
-    finally:
-        browser.close()
-        service.terminate()
-        service.wait(timeout=30)
+        try:
+            page = browser.new_page()
+            page.goto(url)
+            page.fill("#nbjobs-token", "not-a-token")
+            page.locator("button[type='submit']").click()
+            expect(page.locator(".nbjobs-Error")).to_contain_text(
+                "the service does not know that token"
+            )
+            page.fill("#nbjobs-token", "the-admins-token")
+            page.locator("button[type='submit']").click()
+            expect(page.locator(".nbjobs-Who")).to_contain_text("root (admin)")
+            expect(page.locator(".nbjobs-Card").first).to_contain_text("GPUs held")
+            page.reload()  # the token stays with the tab
+            expect(page.locator(".nbjobs-Who")).to_contain_text("root (admin)")
+        finally:
+            browser.close()
 
 
 def credit_row(page: Page, account: str):

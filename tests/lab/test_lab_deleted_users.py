@@ -8,118 +8,75 @@ an admin's token.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-
 import nbformat
 import requests
-import yaml
 from playwright.sync_api import Playwright, expect
 
 from nbjobs.storage import escape_username
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, free_port
+from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS, standalone_service
 
 
 def test_the_admin_deletes_a_user_on_the_users_view_and_sees_what_was_done(
     playwright: Playwright, tmp_path
 ):
-    port = free_port()
-    (tmp_path / "nbjobs.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "storage": {"root": str(tmp_path / "home")},
-                "database": {"url": f"sqlite:///{tmp_path / 'jobs.sqlite'}"},
-                "backend": {"kind": "local", "local": {"gpus": [], "cpu_slots": 1}},
-                "flavors": [{"name": "cpu", "gpus": 0}],
-                "admin": {"users": ["root"]},
-                "notifications": {"webhook": {"allowed_hosts": ["hooks.example.org"]}},
-            }
-        )
-    )
-    tokens = tmp_path / "tokens.yaml"
-    tokens.write_text("the-admins-token: root\nadas-token: ada\n")
-    tokens.chmod(0o600)
     folder = tmp_path / "home" / escape_username("ada")
     folder.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(), folder / "nightly.ipynb")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
-    service = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nbjobs.cli",
-            "service",
-            f"--config={tmp_path / 'nbjobs.yaml'}",
-            f"--port={port}",
-            f"--StaticTokenAuth.tokens_file={tokens}",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    browser = playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-    )
-    url = f"http://127.0.0.1:{port}/"
     ada = {"Authorization": "token adas-token"}
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                requests.get(url + "api/health", timeout=5)
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline, "the standalone service did not start"
-                time.sleep(0.5)
-        made = requests.post(
-            url + "api/definitions",
-            headers=ada,
-            json={"path": "nightly.ipynb", "flavor": "cpu", "schedule": {"cron": "0 3 * * *"}},
-            timeout=30,
+    with standalone_service(
+        tmp_path,
+        {"the-admins-token": "root", "adas-token": "ada"},
+        notifications={"webhook": {"allowed_hosts": ["hooks.example.org"]}},
+    ) as url:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
         )
-        assert made.status_code == 201, made.text
-        saved = requests.put(
-            url + "api/notifications/settings",
-            headers=ada,
-            json={"webhook": "https://hooks.example.org/ada", "on": ["failed"]},
-            timeout=30,
-        )
-        assert saved.status_code == 200, saved.text
+        try:
+            made = requests.post(
+                url + "api/definitions",
+                headers=ada,
+                json={"path": "nightly.ipynb", "flavor": "cpu", "schedule": {"cron": "0 3 * * *"}},
+                timeout=30,
+            )
+            assert made.status_code == 201, made.text
+            saved = requests.put(
+                url + "api/notifications/settings",
+                headers=ada,
+                json={"webhook": "https://hooks.example.org/ada", "on": ["failed"]},
+                timeout=30,
+            )
+            assert saved.status_code == 200, saved.text
 
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.goto(url)
-        page.fill("#nbjobs-token", "the-admins-token")
-        page.locator("button[type='submit']").click()
-        page.locator("[data-view='users']").click()
-        expect(page.locator(".nbjobs-Hint").first).to_contain_text(
-            "users.on_delete: archive in nbjobs.yaml"
-        )
-        expect(page.locator("main")).to_contain_text("No user has been deleted.")
-        page.fill("#nbjobs-delete-user", "ada")
-        page.once("dialog", lambda dialog: dialog.accept())
-        page.locator("[data-action='delete-user']").click()
+            page = browser.new_page(viewport={"width": 1360, "height": 900})
+            page.goto(url)
+            page.fill("#nbjobs-token", "the-admins-token")
+            page.locator("button[type='submit']").click()
+            page.locator("[data-view='users']").click()
+            expect(page.locator(".nbjobs-Hint").first).to_contain_text(
+                "users.on_delete: archive in nbjobs.yaml"
+            )
+            expect(page.locator("main")).to_contain_text("No user has been deleted.")
+            page.fill("#nbjobs-delete-user", "ada")
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.locator("[data-action='delete-user']").click()
 
-        status = page.locator(".nbjobs-Status")
-        expect(status).to_contain_text(
-            "Deleted ada: 0 job(s), 1 definition(s), 1 notification setting(s) archived as "
-            "ada/deleted-"
-        )
-        expect(status).to_contain_text("folder moved to")
-        row = page.locator("table[aria-label='Deleted users'] tbody tr")
-        expect(row).to_have_count(1)
-        expect(row).to_contain_text("deleted by root through nbjobs")
-        page.screenshot(path=str(ARTIFACTS / "60-admin-deletes-a-user.png"))
+            status = page.locator(".nbjobs-Status")
+            expect(status).to_contain_text(
+                "Deleted ada: 0 job(s), 1 definition(s), 1 notification setting(s) archived as "
+                "ada/deleted-"
+            )
+            expect(status).to_contain_text("folder moved to")
+            row = page.locator("table[aria-label='Deleted users'] tbody tr")
+            expect(row).to_have_count(1)
+            expect(row).to_contain_text("deleted by root through nbjobs")
+            page.screenshot(path=str(ARTIFACTS / "60-admin-deletes-a-user.png"))
 
-        # whoever is ada now finds no schedule, no settings, no file of hers
-        listed = requests.get(url + "api/definitions", headers=ada, timeout=30).json()
-        assert listed["definitions"] == []
-        settings = requests.get(url + "api/notifications/settings", headers=ada, timeout=30)
-        assert settings.json()["settings"] == []
-        assert not (folder / "nightly.ipynb").exists()
-    finally:
-        browser.close()
-        service.terminate()
-        service.wait(timeout=30)
+            # whoever is ada now finds no schedule, no settings, no file of hers
+            listed = requests.get(url + "api/definitions", headers=ada, timeout=30).json()
+            assert listed["definitions"] == []
+            settings = requests.get(url + "api/notifications/settings", headers=ada, timeout=30)
+            assert settings.json()["settings"] == []
+            assert not (folder / "nightly.ipynb").exists()
+        finally:
+            browser.close()
