@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from nbjobs.cgroups import CgroupError, Cgroups, Limits, gpu_minors, human_bytes
+from tests.loops import FORK_LOOP
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="control groups need root")
 
@@ -200,24 +201,6 @@ def test_a_sweep_removes_the_empty_groups_of_jobs_and_keeps_a_busy_one(cgroups):
         for folder in neighbour.parent_folders():
             folder.rmdir()
 
-
-FORK_LOOP = """
-import os, sys, time
-forked = []
-try:
-    for _ in range(int(sys.argv[1])):  # bounded: without a limit it stops by itself
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(60)
-            os._exit(0)
-        forked.append(pid)
-    print("forked", len(forked))
-except OSError as exc:
-    print("refused after", len(forked), exc.strerror)
-for pid in forked:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-"""
 
 THREAD_LOOP = """
 import sys, threading

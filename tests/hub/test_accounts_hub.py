@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from nbjobs.cgroups import Cgroups
+from tests.loops import FORK_LOOP
 
 from .hubproc import (
     basics,
@@ -118,31 +119,13 @@ def test_a_notebook_past_its_profiles_memory_is_killed_and_the_hub_says_why(pam_
         time.sleep(0.5)
 
 
-FORK_LOOP = """
-import os, time
-forked = []
-try:
-    for _ in range(300):  # bounded: without a limit it ends by itself
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(60)
-            os._exit(0)
-        forked.append(pid)
-    print("forked", len(forked))
-except OSError:
-    print("refused after", len(forked))
-for pid in forked:
-    os.kill(pid, 9)
-"""
-
-
 def test_a_fork_loop_in_a_terminal_stops_at_the_profiles_tasks_and_the_hub_says_so(pam_hub):
     url, user, password, public = pam_hub
     s = login(url, user, password)
     start_server(url, s, user)
     (public / "shared" / "home" / user / "forks.py").write_text(FORK_LOOP)
 
-    said = terminal_says(url, s, user, "python3 forks.py; echo alive")
+    said = terminal_says(url, s, user, "python3 forks.py 300; echo alive")
 
     assert "refused after" in said, said  # the kernel refused a fork before 300
     assert int(said.split("refused after")[1].split()[0]) < 100, said
