@@ -80,6 +80,16 @@ def pam_hub():
         shutil.rmtree(public, ignore_errors=True)
 
 
+def hub_log_says(public: Path, line: str) -> None:
+    """The hub's log says ``line`` within 20 s (the spawner's poll sees the server's
+    control group say why)."""
+    log = public / "hub.log"
+    deadline = time.monotonic() + 20
+    while line not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+
+
 def test_a_system_account_logs_in_with_its_password_and_its_server_runs_as_it(pam_hub):
     url, user, password, public = pam_hub
     account = pwd.getpwnam(user)
@@ -111,12 +121,7 @@ def test_a_notebook_past_its_profiles_memory_is_killed_and_the_hub_says_why(pam_
 
     assert "exit=137" in said, said  # SIGKILL, from the kernel
     assert "alive" in said.split("exit=137")[1]  # the server and its terminal live on
-    log = public / "hub.log"
-    deadline = time.monotonic() + 20
-    line = f"{user}'s notebook server ran out of memory (limit 256 MiB)"
-    while line not in log.read_text():
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.5)
+    hub_log_says(public, f"{user}'s notebook server ran out of memory (limit 256 MiB)")
 
 
 def test_a_fork_loop_in_a_terminal_stops_at_the_profiles_tasks_and_the_hub_says_so(pam_hub):
@@ -130,9 +135,4 @@ def test_a_fork_loop_in_a_terminal_stops_at_the_profiles_tasks_and_the_hub_says_
     assert "refused after" in said, said  # the kernel refused a fork before 300
     assert int(said.split("refused after")[1].split()[0]) < 100, said
     assert "alive" in said.split("refused after")[1]  # the server and its terminal live on
-    log = public / "hub.log"
-    deadline = time.monotonic() + 20
-    line = f"{user}'s notebook server reached its task limit (limit 100;"
-    while line not in log.read_text():
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.5)
+    hub_log_says(public, f"{user}'s notebook server reached its task limit (limit 100;")
