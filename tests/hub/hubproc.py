@@ -30,6 +30,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def run_nbjobs(
+    service: str, token: str, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``nbjobs`` command with ``args`` against the job service at
+    ``service`` (its URL through the hub), as the owner of ``token``; what it said."""
+    env = dict(os.environ, NBJOBS_URL=service, NBJOBS_TOKEN=token)
+    return subprocess.run(
+        [sys.executable, "-m", "nbjobs.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
 def basics(folder: Path, port: int, hub_port: int) -> str:
     """The settings every test hub needs: loopback ports of its own, files in ``folder``."""
     return f"""

@@ -24,7 +24,7 @@ import yaml
 from nbjobs.storage import escape_username
 from tests.machine import this_runs
 
-from .hubproc import basics, free_port, running_hub
+from .hubproc import basics, free_port, run_nbjobs, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
@@ -89,15 +89,7 @@ class Hub:
 
     def nbjobs(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the real `nbjobs` command as ``user`` (their token, the service's URL)."""
-        env = dict(os.environ, NBJOBS_URL=self.service, NBJOBS_TOKEN=self.tokens[user])
-        return subprocess.run(
-            [sys.executable, "-m", "nbjobs.cli", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=self.tmp,
-        )
+        return run_nbjobs(self.service, self.tokens[user], *args, cwd=self.tmp)
 
     def api(self, user: str, method: str, path: str, **kwargs) -> requests.Response:
         headers = {"Authorization": f"token {self.tokens[user]}"}

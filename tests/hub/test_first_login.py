@@ -8,11 +8,9 @@ invitation made for it (shown to whoever added the name), once, before it expire
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +27,7 @@ from nbjobs.hub_config.invitations import InvitationStore
 
 from tests.machine import this_runs
 
-from .hubproc import basics, free_port, login, running_hub
+from .hubproc import basics, free_port, login, run_nbjobs, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
@@ -90,14 +88,7 @@ class Hub:
         )
 
     def nbjobs(self, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ, NBJOBS_URL=f"{self.url}/services/nbjobs/", NBJOBS_TOKEN=token)
-        return subprocess.run(
-            [sys.executable, "-m", "nbjobs.cli", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_nbjobs(f"{self.url}/services/nbjobs/", token, *args)
 
 
 @pytest.fixture(scope="module")
