@@ -26,14 +26,13 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from .log_file import WrappedStream
+from .log_file import WrappedStream, standing_in
 
 #: seconds between two measures of the folder while the job runs, at least
 WATCH_INTERVAL = 2.0
@@ -208,15 +207,10 @@ def room_for_log(room: FolderRoom | None) -> Iterator[None]:
     if room is None:
         yield
         return
-    out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RoomStream(out, room), RoomStream(err, room)
     try:
-        yield
+        with standing_in(lambda stream: RoomStream(stream, room)):
+            yield
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        sys.stdout, sys.stderr = out, err
         room.stop_watching()
 
 

@@ -23,7 +23,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -182,6 +182,21 @@ class WrappedStream(io.TextIOBase):
         return getattr(self.stream, name)
 
 
+@contextlib.contextmanager
+def standing_in(wrap: Callable[[TextIO], WrappedStream]) -> Iterator[None]:
+    """While the block runs, ``sys.stdout`` and ``sys.stderr`` are ``wrap`` of each;
+    after, they are flushed (as far as they still can be) and put back."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = wrap(out), wrap(err)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        sys.stdout, sys.stderr = out, err
+
+
 class TeeStream(WrappedStream):
     """A text stream that writes to ``stream`` and copies what it writes to ``log``."""
 
@@ -204,19 +219,14 @@ def teed_to(
     if path is None:
         yield None
         return
-    out, err = sys.stdout, sys.stderr
-    log = LogFile.open(path, mode=mode, limit=limit, warn=err)
+    log = LogFile.open(path, mode=mode, limit=limit, warn=sys.stderr)
     if not log.usable:
         yield log
         return
-    sys.stdout, sys.stderr = TeeStream(out, log), TeeStream(err, log)
     try:
-        yield log
+        with standing_in(lambda stream: TeeStream(stream, log)):
+            yield log
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        sys.stdout, sys.stderr = out, err
         log.close()
 
 
