@@ -38,14 +38,17 @@ async def test_a_deleted_users_account_and_processes_go_and_the_next_one_gets_ne
     tmp_path, name
 ):
     accounts = {"mode": "create"}
+    stopping: list[subprocess.Popen] = []  # what the test started, stopped whatever happens
     svc = await start_service(
         tmp_path,
         {"backend": {"kind": "local", "local": {"gpus": [], "accounts": accounts}}},
     )
     try:
         home = user_folder(svc.service.config.storage, name)
+        # the account is made by this service's nbjobs (its instance), as its hub would
+        instance = svc.service.config.backend.local.instance
         # their first spawn (the hub's spawner does this) made the account and its home
-        before = account_for(name, AccountsConfig(mode="create"), home)
+        before = account_for(name, AccountsConfig(mode="create"), home, instance=instance)
         assert before is not None
         home.mkdir(parents=True)
         os.chown(home, before.uid, before.gid)
@@ -54,6 +57,7 @@ async def test_a_deleted_users_account_and_processes_go_and_the_next_one_gets_ne
         left_running = await asyncio.to_thread(
             subprocess.Popen, ["sleep", "600"], user=before.uid, group=before.gid, extra_groups=[]
         )
+        stopping.append(left_running)
 
         async with svc.client("root") as admin:
             done = await admin.delete(f"dashboard/users/{name}")
@@ -67,7 +71,7 @@ async def test_a_deleted_users_account_and_processes_go_and_the_next_one_gets_ne
         archived = done.json()["folder"]
         assert (Path(archived) / "draft.txt").read_text() == "the earlier person's draft"
         # the next person of the name: a new account, an empty folder of theirs
-        after = account_for(name, AccountsConfig(mode="create"), home)
+        after = account_for(name, AccountsConfig(mode="create"), home, instance=instance)
         assert after is not None
         prepare_home(after, home)
         assert list(home.iterdir()) == []
@@ -79,3 +83,6 @@ async def test_a_deleted_users_account_and_processes_go_and_the_next_one_gets_ne
         assert (retired["account"], retired["problems"]) == (before.name, None)
     finally:
         await stop_all(svc)
+        for process in stopping:
+            process.kill()
+            process.wait()

@@ -33,6 +33,12 @@ from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_p
 from nbjobs.demo import PASSWORD, Ports, prepare
 from tests.machine import INSTANCE, this_runs
 
+#: how long an assertion waits for the page to become what it expects: Playwright's 5 s
+#: held on a quiet machine, and a submit answered in 6 s at load 5 on two cores (four
+#: test workers beside a demo) left its dialog open past them. A wait ends as soon as
+#: the page is right; only a failure takes this long.
+expect.set_options(timeout=20_000)
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = "/usr/bin/chromium"

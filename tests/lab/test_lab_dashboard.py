@@ -138,6 +138,7 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
             "Storage",
             "Credits",
             "Audit",
+            "Users",
         ]
     )
     expect(card(admin, "GPUs held")).to_contain_text("1 / 4")  # the t4 job holds one of four
