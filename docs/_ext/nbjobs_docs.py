@@ -52,7 +52,7 @@ READ_BY = {
     "network": "job service (the jobs' NetworkPolicy), nbjobs network-policies (the servers')",
     "network.sign_in": "hub (each login, through Authenticator.post_auth_hook)",
     "credits": "job service (holds at submission, charges at the end, grants, statements)",
-    "users": "job service (retiring a user deleted or made again in the hub: records, folder, account)",
+    "users": "job service (retiring a user deleted or made again in the hub: records, files)",
 }
 
 
