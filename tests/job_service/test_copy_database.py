@@ -194,8 +194,10 @@ async def test_a_backup_taken_while_the_service_ran_is_copied_once_its_claim_run
     start, tmp_path
 ):
     # the backup holds the lease row as it was: claimed by a service that renews the
-    # live database's row, not this copy's
-    svc = await start(argv=("--JobServiceApp.lease_seconds=3",))
+    # live database's row, not this copy's. Long enough that the copy command (a Python
+    # that imports SQLAlchemy: seconds at load 6 on two cores) starts within the claim;
+    # 3 s failed under CI's load, the copy finding the claim already run out.
+    svc = await start(argv=("--JobServiceApp.lease_seconds=15",))
     try:
         svc.write("ada", "ok.ipynb", "print('fine')")
         await svc.wait("ada", (await svc.submit("ada", "ok.ipynb"))["id"])
