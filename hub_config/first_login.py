@@ -33,10 +33,12 @@ from jupyterhub.utils import url_path_join
 from tornado import web
 from traitlets import Bool, Float, Unicode
 
+from nbjobs.models import HUB_INVITATIONS_PATH
+
 from .invitations import LIFETIME, InvitationRefused, InvitationStore
 
-#: the API path of invitations, under the hub's API
-API_PATH = "api/nbjobs/invitations"
+#: the API path of invitations, under the hub's base URL
+API_PATH = f"api/{HUB_INVITATIONS_PATH}"
 
 
 class InvitationAuthenticator(FirstUseAuthenticator):

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from nbjobs.models import InvitationInfo
+from nbjobs.models import HUB_INVITATIONS_PATH, InvitationInfo
 
 from .classes import HubError
 from .db import utcnow
@@ -115,7 +115,7 @@ class Invitations:
         if self.hub is None:
             return None
         request = HTTPRequest(
-            f"{self.hub.api_url}nbjobs/invitations/{quote(user, safe='')}",
+            f"{self.hub.api_url}{HUB_INVITATIONS_PATH}/{quote(user, safe='')}",
             method="POST",
             headers={"Authorization": f"token {self.hub.token}"},
             body="{}",

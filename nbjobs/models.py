@@ -497,6 +497,11 @@ class ErrorBody(BaseModel):
     problems: list[RosterProblem] | None = None
 
 
+#: where the hub makes invitations, under its API root (``/hub/api/``): its nbjobs login
+#: serves it (hub_config/first_login.py), the job service calls it (job_service/invitations.py)
+HUB_INVITATIONS_PATH = "nbjobs/invitations"
+
+
 class InvitationInfo(BaseModel):
     """A one-time invitation for a hub user to choose their first password: the only
     time its code is shown (the hub keeps a hash of it)."""
