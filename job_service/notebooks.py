@@ -120,31 +120,27 @@ class NotebookChecks:
         wait = self._limits.check_wait
         deadline = asyncio.get_running_loop().time() + (wait if wait is not None else math.inf)
         try:
-            async with _within(lock, deadline, self._busy_yours):
+            yours = "your earlier notebooks are still being checked"
+            async with _within(lock, deadline, lambda: self._busy(yours)):
                 if size <= SMALL:
                     yield Turn(self, holds_place=False)
                 else:
-                    async with _within(self._places, deadline, self._busy_all):
+                    others = (
+                        f"the job service is checking {self._limits.checks_at_once} other "
+                        "big notebook(s)"
+                    )
+                    async with _within(self._places, deadline, lambda: self._busy(others)):
                         yield Turn(self, holds_place=True)
         finally:
             self._waiting[user] -= 1
             if not self._waiting[user]:  # nobody else of theirs waits: forget the lock
                 del self._waiting[user], self._users[user]
 
-    def _busy_yours(self) -> Busy:
+    def _busy(self, behind: str) -> Busy:
+        """The 503 of a submit that waited ``limits.check_wait`` ``behind`` others."""
         wait = self._limits.check_wait or 0.0
         return Busy(
-            f"your earlier notebooks are still being checked, and this one waited {wait:g} s "
-            "for its turn; submit it again in a minute",
-            retry_after=max(5, int(wait)),
-        )
-
-    def _busy_all(self) -> Busy:
-        wait = self._limits.check_wait or 0.0
-        return Busy(
-            f"the job service is checking {self._limits.checks_at_once} other big "
-            f"notebook(s), and this one waited {wait:g} s for its turn; submit it again in "
-            "a minute",
+            f"{behind}, and this one waited {wait:g} s for its turn; submit it again in a minute",
             retry_after=max(5, int(wait)),
         )
 
