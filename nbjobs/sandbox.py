@@ -78,12 +78,6 @@ def _root_folder(path: Path, mode: int) -> None:
         )
 
 
-def ensure_runtime_root() -> None:
-    """Make :data:`RUNTIME_ROOT` (root's, ``0755``) before the first job is started: a job
-    hides it only when it exists as the job starts."""
-    _root_folder(RUNTIME_ROOT, 0o755)
-
-
 def job_command(
     account: Account, command: list[str], hide: tuple[Path, ...] = (RUNTIME_ROOT,)
 ) -> list[str]:
@@ -97,8 +91,9 @@ def job_command(
 
 
 def jobs_can_have_namespaces() -> str | None:
-    """None where jobs can start in namespaces of their own; else why not (not root, a
-    container that refuses them)."""
+    """None where jobs can start in namespaces of their own, with :data:`RUNTIME_ROOT`
+    made (root's, ``0755``: a job hides it only when it exists as the job starts); else
+    why not (not root, a container that refuses them, a runtime root not root's)."""
     if os.geteuid() != 0:
         return "the job service does not run as root"
     try:
@@ -113,4 +108,8 @@ def jobs_can_have_namespaces() -> str | None:
         return str(exc)
     if done.returncode != 0:
         return f"the kernel refused them ({done.stderr.strip() or done.returncode})"
+    try:
+        _root_folder(RUNTIME_ROOT, 0o755)
+    except SandboxUnavailable as exc:
+        return str(exc)
     return None

@@ -52,12 +52,7 @@ from nbjobs.config import (
     quantity_bytes,
     quantity_cpus,
 )
-from nbjobs.sandbox import (
-    SandboxUnavailable,
-    ensure_runtime_root,
-    job_command,
-    jobs_can_have_namespaces,
-)
+from nbjobs.sandbox import job_command, jobs_can_have_namespaces
 from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
 from ..kernels import InstalledKernels
@@ -329,11 +324,6 @@ class LocalBackend(Backend):
         if self.settings.jobs_run_as != "user":
             return False
         why = jobs_can_have_namespaces()
-        if why is None:
-            try:
-                ensure_runtime_root()
-            except SandboxUnavailable as exc:
-                why = str(exc)
         if why is not None:
             self.log.warning(
                 "nbjobs: jobs start without a PID and mount namespace of their own (%s): a "
