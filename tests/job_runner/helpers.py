@@ -94,8 +94,8 @@ def gpu_env(
     "memory_mib"}``, the stand-in pynvml (``stand_ins/fake_pynvml.py``) reporting those
     devices at indexes 0, 1, … (a ``"mig"`` list of the same shape, with None for an
     empty index, puts a device in MIG mode with those slices), with the readings each
-    one's script gives (``"readings"``, ``"every"``, ``"then"``, ``"lost_after"``,
-    ``"hang_after"``); ``driver_samples`` False: its driver keeps no utilisation samples.
+    one's script gives (``"readings"``, ``"every"``, ``"then"``, ``"lost_when"``,
+    ``"hang_when"``); ``driver_samples`` False: its driver keeps no utilisation samples.
     ``smi_script``: the ``nvidia-smi`` on PATH, as a shell script; ``smi_devices``: the
     stand-in ``nvidia-smi`` (``stand_ins/fake_nvidia_smi.py``) reporting these devices
     and their scripted readings; neither: none at all (PATH is cleared of every folder

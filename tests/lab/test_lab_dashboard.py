@@ -294,15 +294,23 @@ def test_the_admin_approves_one_request_and_rejects_another_saying_why(
     )
     # ada hears of it in her Lab, in the service's words
     expect(lab.get_by_text('Job "dash-please": approved by admin.')).to_be_visible(timeout=20_000)
+    assert wait_for(lab, yes["id"], "succeeded")["state"] == "succeeded"
     rejecting = rows.filter(has_text=no["id"])
     rejecting.locator("button[data-action='reject']").click()
-    expect(admin.locator(".nbjobs-Error")).to_contain_text("Say why", timeout=20_000)
+    expect(admin.locator(".nbjobs-Error")).to_contain_text("Say why")
+    # a request arriving meanwhile redraws the list: what to mend is still said, as an error
+    admin.locator("h2").click()
+    later = submit_by_api(lab, "slow.ipynb", "t4-approved", "dash-later", seconds=0.1)
+    expect(rows).to_have_count(2)
+    expect(admin.locator("[role='status']")).to_have_class("nbjobs-Error")
+    expect(admin.locator("[role='status']")).to_contain_text("Say why")
     rejecting.locator("input[type='text']").fill("ask for a T4 first")
     rejecting.locator("button[data-action='reject']").click()
     expect(admin.locator(".nbjobs-Status")).to_contain_text(f"Rejected ada's job {no['id']}")
+    expect(rows).to_have_count(1)
+    assert api(lab, "POST", API + f"jobs/{later['id']}/cancel")[0] == 200
     expect(rows).to_have_count(0)
 
-    assert wait_for(lab, yes["id"], "succeeded")["state"] == "succeeded"
     _, rejected = api(lab, "GET", API + f"jobs/{no['id']}")
     assert isinstance(rejected, dict)
     assert (rejected["state"], rejected["message"]) == (

@@ -81,6 +81,21 @@ const REDRAW_DELAY_MS = 500;
 
 type Child = Node | string | null | undefined | false;
 
+/**
+ * What a redraw after a pushed change passes as what the view says: whatever it says at
+ * the moment it is drawn again (its last move or decision, or a mistake to mend such as a
+ * rejection without a reason), not what it said when the redraw began.
+ */
+const AS_IT_IS = Symbol('as it is');
+type Said = string | typeof AS_IT_IS;
+
+/** Whether someone is typing in the view (a reason, a roster): a redraw would wipe it. */
+function typing(): boolean {
+  return !!document.activeElement?.closest(
+    '#nbjobs-main input, #nbjobs-main textarea, #nbjobs-main select'
+  );
+}
+
 function h(tag: string, attrs: Record<string, string> = {}, ...children: Child[]): HTMLElement {
   const element = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -194,12 +209,10 @@ class Dashboard {
     if (event.event === 'definitions' || this.redrawSoon) {
       return;
     }
-    // what the view last said (a move, a decision) stays said
-    const said = () => this.main.querySelector('.nbjobs-Status')?.textContent ?? '';
     const redraw: Record<string, () => Promise<void>> = {
       overview: () => this.overview(),
-      queue: () => this.queue(undefined, said()),
-      approvals: () => this.approvals(said())
+      queue: () => this.queue(undefined, AS_IT_IS),
+      approvals: () => this.approvals(AS_IT_IS)
     };
     const view = this.view;
     if (!redraw[view]) {
@@ -207,8 +220,7 @@ class Dashboard {
     }
     this.redrawSoon = window.setTimeout(() => {
       this.redrawSoon = 0;
-      const typing = document.activeElement?.closest('#nbjobs-main input, textarea, select');
-      if (this.view === view && !typing) {
+      if (this.view === view && !typing()) {
         window.clearTimeout(this.timer);
         void redraw[view]();
       }
@@ -473,7 +485,27 @@ class Dashboard {
 
   // -- queue -------------------------------------------------------------------------
 
-  private async queue(jobs?: IQueuedJob[], said = ''): Promise<void> {
+  /**
+   * The view's status line: what it is told to say, or for a redraw what it says now
+   * (kept as it was said, an error as an error); null when someone typed in the view
+   * while the redraw read the service (the next change draws it again).
+   */
+  private statusLine(said: Said): HTMLElement | null {
+    if (said !== AS_IT_IS) {
+      return h('p', { class: 'nbjobs-Status', role: 'status' }, said);
+    }
+    if (typing()) {
+      return null;
+    }
+    const told = this.main.querySelector('[role="status"]');
+    return h(
+      'p',
+      { class: told?.className || 'nbjobs-Status', role: 'status' },
+      told?.textContent ?? ''
+    );
+  }
+
+  private async queue(jobs?: IQueuedJob[], said: Said = ''): Promise<void> {
     if (!jobs) {
       try {
         jobs = await this.api.get<IQueuedJob[]>('dashboard/queue');
@@ -482,10 +514,10 @@ class Dashboard {
         return;
       }
     }
-    if (this.view !== 'queue') {
+    const status = this.view === 'queue' ? this.statusLine(said) : null;
+    if (!status) {
       return;
     }
-    const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
     const act = async (job: IQueuedJob, what: string): Promise<void> => {
       try {
         if (what === 'cancel') {
@@ -736,7 +768,7 @@ class Dashboard {
 
   // -- approvals ---------------------------------------------------------------------
 
-  private async approvals(said = ''): Promise<void> {
+  private async approvals(said: Said = ''): Promise<void> {
     let jobs: IJob[];
     try {
       jobs = await this.api.get<IJob[]>('dashboard/approvals');
@@ -744,10 +776,10 @@ class Dashboard {
       this.fail(error);
       return;
     }
-    if (this.view !== 'approvals') {
+    const status = this.view === 'approvals' ? this.statusLine(said) : null;
+    if (!status) {
       return;
     }
-    const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
     const failed = (error: unknown): void => {
       status.textContent = (error as Error).message;
       status.className = 'nbjobs-Error';

@@ -3,13 +3,14 @@ a test's GPUs and readings that follow a script.
 
 ``helpers.gpu_env`` installs it as ``nvidia-smi`` (run by the test's Python) with
 ``fake_smi.json`` beside it: ``{"devices": [device, ...]}``, devices as
-``fake_pynvml.py`` describes them (``readings``, ``every``, ``then``, ``lost_after``,
-``hang_after``; no MIG: ``--query-gpu`` lists whole GPUs). Time runs from its first
+``fake_pynvml.py`` describes them (``readings``, ``every``, ``then``, ``lost_when``,
+``hang_when``; no MIG: ``--query-gpu`` lists whole GPUs). Time runs from its first
 call (kept in ``fake_smi.start`` beside it). A GPU that is lost is reported as the real
 one reports it: a line of its own instead of its row, and exit status 15.
 """
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,9 +45,9 @@ def main() -> int:
     elapsed = time.time() - started()
     status = 0
     for index, device in enumerate(DEVICES):
-        if elapsed >= device.get("hang_after", float("inf")):
+        if "hang_when" in device and os.path.exists(device["hang_when"]):
             time.sleep(3600)
-        if elapsed >= device.get("lost_after", float("inf")):
+        if "lost_when" in device and os.path.exists(device["lost_when"]):
             where = f"GPU{index:04X}:3B:00.0"
             print(f"Unable to determine the device handle for {where}: Unknown Error")
             status = 15

@@ -15,9 +15,10 @@ is ``{"name", "uuid", "memory_mib"}`` plus, all optional:
   one every ``"every"`` seconds (default 1) from when this module is first imported
   (the runner's start); after the last, ``"then": "hold"`` (default) keeps it and
   ``"cycle"`` starts over;
-- ``"lost_after": seconds``: from then on every call about it fails as a GPU fallen off
-  the bus does (``NVMLError_GpuIsLost``); ``"hang_after": seconds``: from then on a
-  call about it blocks for an hour, as a wedged driver's does.
+- ``"lost_when": path``: once that file exists every call about it fails as a GPU fallen
+  off the bus does (``NVMLError_GpuIsLost``); ``"hang_when": path``: once that file
+  exists a call about it blocks for an hour, as a wedged driver's does. A test's notebook
+  makes the file when the runner has sampled the GPU (an event, not a time).
 
 Like the real driver, it samples utilisation six times a second and keeps 16 seconds
 of those samples (``nvmlDeviceGetSamples``); ``"driver_samples": false`` makes that
@@ -27,6 +28,7 @@ slices answer memory only, as real ones do.
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -92,10 +94,9 @@ def _check():
 def _answering(handle):
     """Fail or block as the script says the device does by now."""
     _check()
-    elapsed = time.time() - _START
-    if "hang_after" in handle and elapsed >= handle["hang_after"]:
+    if "hang_when" in handle and os.path.exists(handle["hang_when"]):
         time.sleep(3600)
-    if "lost_after" in handle and elapsed >= handle["lost_after"]:
+    if "lost_when" in handle and os.path.exists(handle["lost_when"]):
         raise NVMLError_GpuIsLost()
 
 
