@@ -64,6 +64,7 @@ def _refusing_large_bodies(
 
     @functools.wraps(method)
     async def checked(self: APIHandler, *args: Any, **kwargs: Any) -> None:
+        self._body_unread = False  # tornado calls the method once the body is in
         if self._refusal is not None:
             raise self._refusal
         if self._body_received > self.body_limit:
@@ -92,6 +93,10 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
     #: proxy that sends the next request on it (JupyterHub's, keeping connections
     #: alive) answers that one 503 ("socket hang up")
     _refusal: web.HTTPError | None = None
+    #: a body was announced and not read yet: an answer now closes the connection, and
+    #: says so (``Connection: close``), or the proxy would send someone else's next
+    #: request on it and answer them 503
+    _body_unread: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every HTTP method of every API handler first refuses a body over the limit."""
@@ -124,13 +129,14 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             query_token = self.get_query_argument("token", None)
         except web.HTTPError:  # not decodable: no token anyone could have been given
             query_token = None
+        declared = self.request.headers.get("Content-Length", "")
+        sends_body = declared not in ("", "0") or "Transfer-Encoding" in self.request.headers
+        self._body_unread = sends_body
         # which hub groups are classes (never counted as the caller's groups), first
         await self.service.classes.refresh()
-        declared = self.request.headers.get("Content-Length", "")
         try:
             await self.authenticate(bearer_token(self.request.headers, query_token))
         except web.HTTPError as refusal:
-            sends_body = declared not in ("", "0") or "Transfer-Encoding" in self.request.headers
             if sends_body or self.request.method not in self.allowed_methods():
                 raise  # a body nobody may send is not read: the connection closes
             self._refusal = refusal
@@ -182,6 +188,8 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
         )
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if self._body_unread:
+            self.set_header("Connection", "close")
         message = self._reason
         exc_info = kwargs.get("exc_info")
         if exc_info is not None and isinstance(exc_info[1], OperationalError):

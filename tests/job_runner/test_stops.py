@@ -115,7 +115,7 @@ def test_signal_interrupts_and_writes_partial_output(make_notebook, tmp_path, si
         took = time.monotonic() - sent
 
     assert code == ExitCode.CANCELLED
-    assert took < 5, f"took {took:.1f} s to stop"
+    assert took < 30, f"took {took:.1f} s to stop (the cell would run 60 s)"
     final = read_status(status)
     assert final is not None
     assert final.state == "cancelled"

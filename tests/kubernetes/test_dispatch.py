@@ -135,7 +135,7 @@ async def test_a_start_cut_short_by_a_stop_is_adopted_not_doubled(
     fake, kubeconfig, tmp_path, database
 ):
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
-    fake.create_delay = 2.0
+    fake.create_delay = 8.0  # far longer than a stop takes, even on a loaded machine
     data = config(tmp_path, database)
     first = await start(tmp_path, kubeconfig, data)
     first.write("ada", "s.ipynb", "1")
@@ -144,9 +144,9 @@ async def test_a_start_cut_short_by_a_stop_is_adopted_not_doubled(
     first.service.dispatcher.stop_grace = 0.2  # the create outlasts the stop's patience
     began = time.monotonic()
     await stop_service(first)  # SIGTERM while the create is held: the start is not recorded
-    assert time.monotonic() - began < 1.5
+    assert time.monotonic() - began < 5  # it did not wait for the create
     # the API server stores the Job all the same, when its webhook lets it through
-    await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{job['id']}"), timeout=10)
+    await eventually(lambda: fake.get("jobs", NAMESPACE, f"nbjobs-{job['id']}"), timeout=30)
 
     fake.create_delay = 0.2
     second = await start(tmp_path, kubeconfig, data)
@@ -237,7 +237,7 @@ async def test_sigterm_stops_the_service_in_seconds_while_a_create_hangs(
             await asyncio.to_thread(proc.wait, 20)
         took = time.monotonic() - began
         assert proc.returncode == 0, proc.returncode
-        assert took < 10.0, f"SIGTERM took {took:.1f} s"
+        assert took < 20.0, f"SIGTERM took {took:.1f} s (the create is held 30 s)"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -134,14 +134,11 @@ async def test_creates_take_the_create_delay_each_and_overlap(fake: FakeApiServe
             async with session.post(JOBS, json=job(name)) as response:
                 return response.status, loop.time() - began
 
-        began = loop.time()
         answers = await asyncio.gather(*(create(f"j{i}") for i in range(4)))
-        took = loop.time() - began
 
     assert [status for status, _ in answers] == [201] * 4
     assert all(seconds >= 0.3 for _, seconds in answers)  # each one waited
-    assert took < 0.3 * 2  # together, not one after another (1.2 s)
-    assert fake.most_creates_in_flight == 4
+    assert fake.most_creates_in_flight == 4  # together, not one after another
     assert fake.creates_in_flight == 0
     assert len(fake.list("jobs", NAMESPACE)) == 4
 
