@@ -268,11 +268,14 @@ def playwright() -> Iterator[Playwright]:
 
 
 @pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[BrowserContext]:
-    """Chromium with a fresh profile (Playwright cannot download its own browser here)."""
+def browser(
+    playwright: Playwright, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrowserContext]:
+    """Chromium with a fresh profile of this module's own (Playwright cannot download its
+    own browser here): test workers side by side, or a second suite on the machine, never
+    share one (chromium locks its profile)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    profile = ARTIFACTS / ".chromium-profile"
-    shutil.rmtree(profile, ignore_errors=True)
+    profile = tmp_path_factory.mktemp("chromium-profile")
     context = playwright.chromium.launch_persistent_context(
         str(profile),
         executable_path=CHROMIUM,

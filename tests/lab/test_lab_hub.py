@@ -419,18 +419,19 @@ def test_remove_a_finished_job_from_the_list(lab: Page):
     assert "to remove" not in {job["name"] for job in my_jobs(lab)}
 
 
-def test_a_job_submitted_elsewhere_appears_in_the_idle_panel_within_2_s(lab: Page):
+def test_a_job_submitted_elsewhere_appears_in_the_idle_panel_before_its_next_poll(lab: Page):
     """Pushed, not polled: the panel has been idle long enough to poll only every 20 s
     or more (what it did before the service pushed changes), and the job comes from
-    outside the panel (as from a terminal or a schedule)."""
+    outside the panel (as from a terminal or a schedule). How soon it appears on a quiet
+    machine is bench/panel_bench.py's figure; here, only before the poll would have."""
     settle(lab)
     expect(jobs_panel(lab)).to_be_visible()
     refresh_panel(lab)
     time.sleep(16)  # quiet polls at 5, then 10 s: the next would be 20 s away
     job = submit_by_api(lab, "hello.ipynb", "t4", "from the terminal", steps=5)
     sent = time.monotonic()
-    expect(job_row(lab, "from the terminal")).to_be_visible(timeout=2500)
-    assert time.monotonic() - sent < 2.5
+    expect(job_row(lab, "from the terminal")).to_be_visible(timeout=8000)
+    assert time.monotonic() - sent < 8  # the next poll is at least 14 s away
     # ... and its end arrives the same way: no refresh pressed
     expect(job_row(lab, "from the terminal").locator(".nbjobs-Job-state")).to_have_text(
         "Succeeded", timeout=JOB_TIMEOUT
