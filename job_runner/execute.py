@@ -33,8 +33,9 @@ from nbformat import NotebookNode
 from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write, positive_seconds
 from .folder_room import FolderRoom
 from .gpus import visible_gpus_within
+from .kernel_output_cap import install_code
 from .kernel_start import EarlyStart, KernelManager, LaunchedKernel
-from .output_limits import OutputBudget, OutputLimits
+from .output_limits import OutputBudget, OutputLimits, left_out_by_kernel
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
 from .reading import parse_notebook
@@ -56,51 +57,6 @@ FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 #: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
 #: ``sys.exit()``, ``sys.exit(0)``, ``sys.exit(None)``, ``raise SystemExit``
 CLEAN_EXIT_VALUES = frozenset({"", "0", "None"})
-#: run silently in a Python kernel before the first cell (see _cap_kernel_writes); the
-#: cap goes on before every cell, since IPython wraps and restores the streams' write
-#: around each one
-KERNEL_WRITE_CAP = """
-def __nbjobs_install(whole=WHOLE, half=HALF):
-    import sys
-    def cap(write):
-        def capped(text, *args, **kwargs):
-            if isinstance(text, str) and len(text) > whole:
-                left = len(text) - 2 * half
-                text = (text[:half] + f"\\n[nbjobs] {left:,} characters of one write left out\\n"
-                        + text[-half:])
-            return write(text, *args, **kwargs)
-        capped.nbjobs_capped = True
-        return capped
-    def before_each_cell(*_):
-        for stream in (sys.stdout, sys.stderr):
-            if not getattr(stream.write, "nbjobs_capped", False):
-                stream.write = cap(stream.write)
-    def within(data):
-        # a rich output bigger than a cell keeps is dropped here, as the runner would
-        # drop it, with a line that says so: it is never sent whole
-        if not isinstance(data, dict):
-            return data
-        sizes = {k: len(v) for k, v in data.items() if isinstance(v, (str, bytes))}
-        big = sorted(k for k, n in sizes.items() if n > whole)
-        if not big:
-            return data
-        kept = {k: v for k, v in data.items() if k not in big and k != "text/plain"}
-        kept["text/plain"] = (f"[nbjobs] an output of {sum(sizes[k] for k in big):,} "
-                              f"characters ({', '.join(big)}) left out: more than a cell keeps")
-        return kept
-    shell = get_ipython()
-    publish = shell.display_pub.publish
-    def capped_publish(data, *args, **kwargs):
-        return publish(within(data), *args, **kwargs)
-    shell.display_pub.publish = capped_publish
-    write_format_data = shell.displayhook.write_format_data
-    def capped_format_data(format_dict, *args, **kwargs):
-        return write_format_data(within(format_dict), *args, **kwargs)
-    shell.displayhook.write_format_data = capped_format_data
-    shell.events.register("pre_run_cell", before_each_cell)
-__nbjobs_install()
-del __nbjobs_install
-"""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -512,23 +468,15 @@ class NotebookJob:
                 deadline.cancel()
 
     async def _cap_kernel_writes(self, client: NotebookClient) -> None:
-        """In a Python kernel, cut any one write to stdout/stderr bigger than a cell may
-        keep to its start and end, before it is sent; and drop a rich output (a display,
-        a cell's result) bigger than that, with a line that says so.
-
-        ``print('x' * 200_000_000)`` would otherwise go out as one 200 MB message: the
-        kernel holds several copies of it while sending and the runner while receiving.
+        """In a Python kernel, keep every message it sends within what a cell may keep
+        (see :mod:`.kernel_output_cap`): ``print('x' * 200_000_000)``, or 200 writes of
+        1 MB that ipykernel would join, otherwise go out as one message of 200 MB, held
+        several times over by the kernel while sending and by the runner while receiving.
         Silent (no output, no history) and done once, before the first cell.
         """
-        if self.kernel_language != "python":
+        if self.kernel_language != "python" or client.kc is None:
             return
-        # a write bigger than a whole cell may keep is cut to two fifths of the
-        # cell's room, so what is sent (start, note, end) fits in the head whole
-        whole = max(2048, self.output_limits.cell)
-        half = max(1024, self.output_limits.cell // 5)
-        code = KERNEL_WRITE_CAP.replace("WHOLE", str(whole)).replace("HALF", str(half))
-        if client.kc is None:
-            return
+        code = install_code(self.output_limits)
         with contextlib.suppress(Exception):  # a kernel that refuses still runs the cells
             msg_id = client.kc.execute(code, silent=True, store_history=False)
             await client.async_wait_for_reply(msg_id)
@@ -889,6 +837,9 @@ class NotebookJob:
         kind = msg.get("msg_type")
         if kind == "stream":
             stream = self._stderr if content.get("name") == "stderr" else self._stdout
+            # text the kernel kept back is counted as never logged (it starts keeping
+            # back only once a cell printed more than the log's limit)
+            self.log_dropped += left_out_by_kernel(msg)
             self._echo_text(stream, content.get("text", ""))
         elif kind == "error":
             tb = "\n".join(_ANSI.sub("", line) for line in content.get("traceback", []))

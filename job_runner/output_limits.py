@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # nbformat is imported where a cell or an output is made
     from nbformat import NotebookNode
 
 MiB = 1024 * 1024
+#: the metadata key of a stream message that says how many characters of it the kernel
+#: left out before sending it (see :mod:`.kernel_output_cap`)
+LEFT_OUT_KEY = "nbjobs_left_out"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ class OutputBudget:
         self._enter(cell_index)
         kind = msg.get("msg_type")
         content = msg.get("content", {})
+        if kind == "stream":
+            self._drop(left_out_by_kernel(msg))
         size = _size_of(kind, content)
         room = min(self.limits.cell - self._cell_kept, self.limits.notebook - self.notebook_kept)
         # streams keep half the cell's room for their end (the tail)
@@ -206,6 +211,13 @@ class OutputBudget:
         self._tails = {}
         self._cell_dropped = 0
         self._rich_dropped = 0
+
+
+def left_out_by_kernel(msg: dict[str, Any]) -> int:
+    """Characters of a stream the kernel left out before sending ``msg`` (0: none)."""
+    metadata = msg.get("metadata")
+    count = metadata.get(LEFT_OUT_KEY, 0) if isinstance(metadata, dict) else 0
+    return count if isinstance(count, int) and count > 0 else 0
 
 
 def _size_of(kind: str | None, content: dict[str, Any]) -> int:

@@ -16,6 +16,30 @@ from nbjobs.job_runner.output_limits import OutputBudget, OutputLimits, _Tail
 from .helpers import run_cli, runner_command
 
 KiB = 1024
+MiB = 1024 * KiB
+
+
+def _run_measuring_the_runner(*args: object) -> tuple[int, int, str]:
+    """Run the runner to its end; its exit code, its own peak RSS in bytes (the high-water
+    mark the kernel keeps for it, the kernel's own memory not included) and its log."""
+    peak = 0
+    with subprocess.Popen(
+        runner_command(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as proc:
+        log: list[bytes] = []
+        reader = threading.Thread(target=lambda: log.append(proc.stdout.read()))  # type: ignore[union-attr]
+        reader.start()
+        while proc.poll() is None:
+            with (
+                contextlib.suppress(OSError, ValueError, IndexError),
+                open(f"/proc/{proc.pid}/status") as status,
+            ):
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]) * KiB)
+            time.sleep(0.02)
+        reader.join()
+    return proc.returncode, peak, b"".join(log).decode(errors="replace")
 
 
 def _stream_text(cell: nbformat.NotebookNode, name: str = "stdout") -> str:
@@ -254,3 +278,63 @@ def test_a_huge_display_or_result_is_dropped_in_the_kernel_before_it_is_sent(
     assert output.stat().st_size < 1024 * KiB
     # the runner never held one of them (60 MB each, several copies when received)
     assert runner_peak < 120 * 1024 * KiB, runner_peak >> 20
+
+
+def test_writes_the_kernel_joins_into_one_message_are_cut_before_they_are_sent(
+    make_notebook, tmp_path
+):
+    """200 writes of 1 MB: ipykernel joined them into one message of 200 MB, and the
+    runner held it several times over (its peak was 480-640 MiB). Now no message the
+    kernel sends is bigger than a cell keeps, and the kernel keeps back what the runner
+    would drop, saying how much."""
+    source = make_notebook(
+        "import sys\n"
+        "for _ in range(200):\n"
+        "    sys.stdout.write('x' * (1 << 20) + '\\n')\n"
+        "print('the last line')",
+        "print('after')",
+    )
+    output = tmp_path / "out.ipynb"
+
+    code, peak, log = _run_measuring_the_runner(source, output)
+
+    assert code == ExitCode.SUCCEEDED, log[-2000:]
+    assert output.stat().st_size < 20 * MiB
+    nb = nbformat.read(output, as_version=4)
+    nbformat.validate(nb)
+    flood = nb.cells[0]
+    text = _stream_text(flood)
+    assert text.startswith("x" * 1000)
+    assert text.endswith("x\nthe last line\n")  # the end is kept, to its last line
+    printed = 200 * ((1 << 20) + 1) + len("the last line\n")
+    left_out = printed - len(text)
+    assert f"{left_out:,} characters of output were left out here" in _stream_text(flood, "stderr")
+    summary = nb.metadata["nbjobs"]["output"]
+    assert summary["dropped_characters"] == left_out
+    assert summary["cells_with_dropped_output"] == [0]
+    assert _stream_text(nb.cells[1]) == "after\n"
+    assert peak < 150 * MiB, f"the runner peaked at {peak / MiB:.0f} MiB"
+
+
+def test_a_huge_error_is_cut_in_the_kernel_before_it_is_sent(make_notebook, tmp_path):
+    """An exception whose message is 50 MB went out whole, twice (the error and the
+    reply): the runner held it several times over and kept it in the notebook."""
+    source = make_notebook("raise ValueError('the problem: ' + 'x' * 50_000_000)")
+    output, status = tmp_path / "out.ipynb", tmp_path / "s.json"
+
+    code, peak, log = _run_measuring_the_runner(source, output, "--status-file", status)
+
+    assert code == ExitCode.FAILED, log[-2000:]
+    assert output.stat().st_size < 5 * MiB
+    nb = nbformat.read(output, as_version=4)
+    nbformat.validate(nb)
+    error = nb.cells[-1].outputs[-1]
+    assert error["output_type"] == "error"
+    assert error["ename"] == "ValueError"
+    assert error["evalue"].startswith("the problem: xxx")
+    assert "characters left out]" in error["evalue"]
+    final = read_status(status)
+    assert final is not None
+    assert final.error is not None
+    assert final.error.evalue.startswith("the problem: xxx")
+    assert peak < 150 * MiB, f"the runner peaked at {peak / MiB:.0f} MiB"
