@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import pwd
 import signal
@@ -57,6 +56,9 @@ from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
 from ..kernels import InstalledKernels
 from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
+from .local_cpu import weigh_parent
+from .local_gpus import discover_gpus, nvml_minor_numbers
+from .local_watch import exited_within, open_exit_watch, started_off_loop
 
 #: What a local job takes from the job service's environment, by name: where programs
 #: and libraries are, the language, time zone and temp folder, the Python environment in
@@ -128,61 +130,6 @@ def job_environment(
     if gpus and settings.simulated_gpus:
         env["NBJOBS_SIMULATED_GPUS"] = "1"  # the runner says so in the log and the output
     return env
-
-
-def discover_gpus(log: logging.Logger | logging.LoggerAdapter[Any] | None = None) -> list[str]:
-    """The GPU indices NVML (nvidia-ml-py) reports on this machine.
-
-    Never raises: without nvidia-ml-py, without a driver (NVML fails to start)
-    or when NVML cannot count the devices, the answer is no GPUs, and ``log``
-    says why and how to list the GPUs in ``backend.local.gpus`` instead.
-    """
-    log = log or logging.getLogger(__name__)
-    instead = "no GPUs are used; list them in nbjobs.yaml (backend.local.gpus) to use them anyway"
-    try:
-        import pynvml
-    except ImportError:
-        log.info("nbjobs: nvidia-ml-py (NVML) is not installed, so %s", instead)
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError: no driver, no device, no libnvidia-ml
-        # Usual on a CPU-only machine (nvidia-ml-py comes with the service): not a warning.
-        log.info("nbjobs: NVML did not start (%s; no NVIDIA driver here?), so %s", exc, instead)
-        return []
-    try:
-        count = int(pynvml.nvmlDeviceGetCount())
-    except Exception as exc:
-        log.warning("nbjobs: NVML could not count the GPUs (%s), so %s", exc, instead)
-        return []
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    log.info("nbjobs: NVML sees %d GPU%s", count, "" if count == 1 else "s")
-    return [str(i) for i in range(count)]
-
-
-def nvml_minor_numbers() -> dict[str, int]:
-    """Each GPU's device minor (``/dev/nvidiaN``) by NVML index; empty without NVML.
-
-    Usually the index itself; NVML says so for certain, which is what a device rule needs.
-    """
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:
-        return {}
-    try:
-        return {
-            str(i): int(pynvml.nvmlDeviceGetMinorNumber(pynvml.nvmlDeviceGetHandleByIndex(i)))
-            for i in range(int(pynvml.nvmlDeviceGetCount()))
-        }
-    except Exception:
-        return {}
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
 
 
 def _descendants(pid: int) -> list[int]:
@@ -317,6 +264,8 @@ class LocalBackend(Backend):
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
+        #: what jobs being started hold (their GPUs, slots) until they run
+        self.starting: dict[str, list[_Running]] = {}
 
     def _can_isolate_jobs(self) -> bool:
         """Whether jobs under users' accounts start in namespaces of their own
@@ -355,7 +304,8 @@ class LocalBackend(Backend):
         return None
 
     def _all_ranks(self) -> list[_Running]:
-        return [rank for job in self.running.values() for rank in job.ranks]
+        held = [rank for ranks in self.starting.values() for rank in ranks]
+        return [rank for job in self.running.values() for rank in job.ranks] + held
 
     def _holders(self) -> dict[str, list[_Running]]:
         holders: dict[str, list[_Running]] = {g: [] for g in self.gpus}
@@ -561,21 +511,43 @@ class LocalBackend(Backend):
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
         # the ranks of a multi-node job meet at rank 0, on this machine
         port = _free_port() if len(picked) > 1 else None
-        ranks: list[_Running] = []
+        # Held from here, while the processes start off the event loop (a fork and a
+        # control group's join take tens of ms: eight jobs at once, and every request,
+        # no longer wait behind each other's): the next job sees this one's capacity taken.
+        self.starting[spec.job_id] = [
+            _Running(spec.job_id, 0, 0.0, gpus, spec.flavor.shares_a_gpu) for gpus in picked
+        ]
         try:
-            for rank, gpus in enumerate(picked):
-                ranks.append(self._start_rank(spec, rank, len(picked), gpus, account, port))
-        except BaseException:
-            for started in ranks:  # all ranks run, or none
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(started.pid, signal.SIGKILL)
-                self._close_group(started)
-            raise
+            ranks = await started_off_loop(
+                self._start_ranks, spec, picked, account, port, abandon=self._abandon
+            )
+        finally:
+            del self.starting[spec.job_id]
         first = ranks[0]
         first.others = ranks[1:]
         self.running[spec.job_id] = first
         ref = f"{spec.job_id}:" + ":".join(f"{r.pid}:{r.created:.3f}" for r in ranks)
         return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus])
+
+    def _start_ranks(
+        self, spec: LaunchSpec, picked: list[list[str]], account: Account | None, port: int | None
+    ) -> list[_Running]:
+        """Start every rank's runner (on a worker thread), or none."""
+        ranks: list[_Running] = []
+        try:
+            for rank, gpus in enumerate(picked):
+                ranks.append(self._start_rank(spec, rank, len(picked), gpus, account, port))
+        except BaseException:
+            self._abandon(ranks)
+            raise
+        return ranks
+
+    def _abandon(self, ranks: list[_Running]) -> None:
+        """Stop runners started for a job that will not be followed, and their groups."""
+        for started in ranks:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(started.pid, signal.SIGKILL)
+            self._close_group(started)
 
     def _start_rank(
         self,
@@ -609,6 +581,7 @@ class LocalBackend(Backend):
                 group.create(limits)
             except CgroupError as exc:
                 raise JobRefused(str(exc)) from None
+            weigh_parent(self.cgroups)  # one group more: the jobs' share of the CPU grows
             # in its namespaces the job becomes its account itself: systemd-run stays root
             as_owner = owner if owner and not sandboxed else None
             prefix = group.command_prefix(
@@ -795,6 +768,7 @@ class LocalBackend(Backend):
         finally:
             group.kill_all()
             group.remove()
+            weigh_parent(self.cgroups)
 
     async def _exited_or_timeout(self, job: _Running) -> None:
         """Sleep until the runner exits, or poll_interval (to note its process tree).
@@ -802,24 +776,13 @@ class LocalBackend(Backend):
         On Linux a pidfd says at once when the process ends (child or adopted), so
         a finished job frees its GPUs without waiting for the next poll.
         """
-        if job.pidfd is None and hasattr(os, "pidfd_open"):
-            try:
-                job.pidfd = os.pidfd_open(job.pid)
-            except OSError:
-                job.pidfd = -1  # gone already, or not allowed: poll
-        if job.pidfd is None or job.pidfd < 0:
+        if job.pidfd is None:
+            job.pidfd = open_exit_watch(job.pid)
+        if job.pidfd < 0:
             await asyncio.sleep(self.poll_interval)
             return
-        loop = asyncio.get_running_loop()
-        exited = asyncio.Event()
         fd = job.pidfd  # release() may close it meanwhile (the service stops)
-        loop.add_reader(fd, exited.set)
-        try:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(exited.wait(), timeout=self.poll_interval)
-        finally:
-            loop.remove_reader(fd)
-        if exited.is_set() and job.pidfd == fd:
+        if await exited_within(fd, self.poll_interval) and job.pidfd == fd:
             os.close(fd)
             job.pidfd = -1
 
