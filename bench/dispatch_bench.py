@@ -1,7 +1,7 @@
 """Dispatch under slow Kubernetes creates: N jobs submitted at once, creates held M ms.
 
     python bench/dispatch_bench.py [--jobs 200] [--create-ms 200]
-                                   [--database sqlite|postgresql|both] [--repeat 1]
+                                   [--database sqlite|postgresql|both] [--repeat 5]
 
 The real job service (``nbjobs service`` as JobServiceApp.run serves it: tornado, the
 Kubernetes backend, SQLite or a real PostgreSQL server from Debian's package) runs in a
@@ -22,11 +22,15 @@ Per database and round (a fresh service, database and fake each round):
             ceil(N / concurrent_starts) x M (the service's bounded concurrency);
             meanwhile ``GET /api/jobs`` every 20 ms: p50 / p99 / max, against the
             idle figures and the goal (p99 < 100 ms); the service's loop lag (how
-            late a 10 ms sleep wakes) and its longest garbage collection
+            late a 10 ms sleep wakes), its longest garbage collection, the loop's
+            callbacks that ran 20 ms or more (bench/loop_watch.py) and the CPU
+            its process used; the machine's load average as it ended
 
-Every figure is printed next to what it is compared with and the ratio; with
-``--repeat`` > 1 each is the median of the rounds. The exit status is 1 when a submit
-was refused or a Job never created.
+Every figure is printed next to what it is compared with and the ratio, as the median
+of the rounds (5 unless ``--repeat`` says otherwise); then each round on a line of its
+own, and per database the worst round against the goal, which every round must meet
+(bench/dispatch_report.py). The exit status is 1 when a submit was refused or a Job
+never created.
 """
 
 from __future__ import annotations
@@ -34,25 +38,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import math
 import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +63,14 @@ if str(ROOT) not in sys.path:
 
 from nbjobs.job_service.app import JobServiceApp  # noqa: E402
 
+from bench.dispatch_report import (  # noqa: E402
+    IDLE_GETS,
+    POLL_EVERY,
+    Round,
+    print_rounds,
+    print_table,
+)
+from bench.loop_watch import LoopWatch  # noqa: E402
 from nbjobs.config import parse_config  # noqa: E402
 from tests.job_service.conftest import (  # noqa: E402
     GROUPS,
@@ -72,14 +82,8 @@ from tests.kubernetes.fake_apiserver import FakeApiServer  # noqa: E402
 
 NAMESPACE = "gpu-jobs"
 USER = "ada"
-#: the API's p99 during a burst should stay under this (issue 15)
-GOAL_P99_MS = 100.0
-#: sequential GETs for the idle baseline
-IDLE_GETS = 200
-#: the burst's poller asks this often
-POLL_EVERY = 0.02
-#: the service's event loop is checked this often
-LAG_TICK = 0.01
+#: rounds per database unless --repeat says otherwise
+ROUNDS = 5
 
 
 def main() -> int:
@@ -89,7 +93,9 @@ def main() -> int:
     parser.add_argument(
         "--database", choices=["sqlite", "postgresql", "both"], default="both", help="which"
     )
-    parser.add_argument("--repeat", type=int, default=1, help="rounds per database (medians)")
+    parser.add_argument(
+        "--repeat", type=int, default=ROUNDS, help="rounds per database (each printed; medians)"
+    )
     # the fake or the service of one round (see Child)
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -101,6 +107,7 @@ def main() -> int:
     databases = ["sqlite", "postgresql"] if args.database == "both" else [args.database]
     results = run_all(databases, args.jobs, args.create_ms / 1000, args.repeat)
     print_table(results, args.jobs, args.create_ms / 1000, args.repeat)
+    print_rounds(results, args.jobs)
     complete = all(
         r.accepted == r.jobs and r.created == r.jobs for rs in results.values() for r in rs
     )
@@ -108,55 +115,6 @@ def main() -> int:
 
 
 # -- rounds ---------------------------------------------------------------------------
-
-
-@dataclass
-class Round:
-    """What one round measured (times in seconds)."""
-
-    jobs: int
-    concurrent_starts: int
-    idle: list[float] = field(default_factory=list)
-    burst: list[float] = field(default_factory=list)
-    #: when each of those GETs was sent, from the burst's start
-    burst_sent: list[float] = field(default_factory=list)
-    #: GETs during the burst that were not answered 200
-    burst_errors: int = 0
-    #: submits answered 201, and the other answers
-    accepted: int = 0
-    refused: list[str] = field(default_factory=list)
-    #: Jobs the fake holds at the end, and when the last of them was created
-    created: int = 0
-    all_created: float = math.nan
-    #: when the last submit was answered (NaN: some never were)
-    all_submitted: float = math.nan
-    answered: int = 0
-    most_in_flight: int = 0
-    #: how late the service's event loop ran a 10 ms sleep's wake-up: while idle, in
-    #: the burst (a loop that blocks shows here; a request queued elsewhere does not)
-    lag_idle: list[float] = field(default_factory=list)
-    lag_burst: list[float] = field(default_factory=list)
-    #: how long each of the service's garbage collections took during the burst
-    gc_burst: list[float] = field(default_factory=list)
-    #: when the idle GETs began (time.monotonic)
-    idle_began: float = math.nan
-    #: the burst's start and end (time.monotonic, which the service child's clock shares)
-    began: float = math.nan
-    ended: float = math.nan
-    #: whether the service stopped within a minute of the burst (else it was killed)
-    stopped: bool = True
-    #: the service's log: its ERROR and CRITICAL lines, the exceptions it names
-    error_lines: int = 0
-    exceptions: list[str] = field(default_factory=list)
-
-    def phase(self, while_submitting: bool) -> list[float]:
-        """The burst's GET latencies sent while submits were still being answered, or after."""
-        cut = self.all_submitted if not math.isnan(self.all_submitted) else math.inf
-        return [
-            took
-            for took, sent in zip(self.burst, self.burst_sent, strict=True)
-            if (sent < cut) == while_submitting
-        ]
 
 
 def run_all(
@@ -226,7 +184,9 @@ async def one_round(
 
             result.idle_began = time.monotonic()
             result.idle = await idle_latencies(url)
-            await burst(url, where, result, jobs_created, burst_limit(jobs, create_delay))
+            limit = burst_limit(jobs, create_delay)
+            process = psutil.Process(service.process.pid)
+            await burst(url, where, result, jobs_created, limit, process)
             result.stopped = service.stop(timeout=60)
             fake_stats = (await stats.get(stats_url)).json()
         result.most_in_flight = fake_stats["most_in_flight"]
@@ -237,6 +197,10 @@ async def one_round(
         collected = json.loads((where / "service-gc.json").read_text())
         result.gc_burst = [
             took for when, _, took in collected if result.began <= when <= result.ended
+        ]
+        slow = json.loads((where / "service-callbacks.json").read_text())
+        result.slow_burst = [
+            (took, what) for when, took, what in slow if result.began <= when <= result.ended
         ]
         text = service.log.read_text(errors="replace")
         result.error_lines = len(re.findall(r"^\[\w+\] (?:ERROR|CRITICAL) ", text, re.MULTILINE))
@@ -376,41 +340,20 @@ async def fake_child(where: str, jobs: int, create_delay: float) -> None:
 
 
 async def service_child(where: str, argv: list[str]) -> None:
-    """``nbjobs service`` as JobServiceApp.run serves it, with a task beside it that
-    records how late the loop wakes from a 10 ms sleep (written at the end)."""
+    """``nbjobs service`` as JobServiceApp.run serves it, its loop watched (its lags,
+    garbage collections and long callbacks written at the end: bench/loop_watch.py)."""
     folder = Path(where)
     app = JobServiceApp()
     app.initialize(argv)
     (folder / "service-traits.json").write_text(
         json.dumps({"concurrent_starts": app.concurrent_starts})
     )
-    lags: list[tuple[float, float]] = []  # (when the sleep began, how late it woke)
-    collections: list[tuple[float, int, float]] = []  # (when, generation, seconds)
-    collecting: list[float] = []
-
-    def on_collect(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collecting[:] = [time.monotonic()]
-        elif collecting:
-            collections.append(
-                (collecting[0], info["generation"], time.monotonic() - collecting[0])
-            )
-
-    gc.callbacks.append(on_collect)
-
-    async def watch_loop() -> None:
-        while True:
-            began = time.monotonic()
-            await asyncio.sleep(LAG_TICK)
-            lags.append((began, time.monotonic() - began - LAG_TICK))
-
-    watching = asyncio.ensure_future(watch_loop())
+    watch = LoopWatch()
+    watch.start()
     try:
         await app.run()
     finally:
-        watching.cancel()
-        (folder / "service-lags.json").write_text(json.dumps(lags))
-        (folder / "service-gc.json").write_text(json.dumps(collections))
+        watch.write(folder)
 
 
 def burst_limit(jobs: int, create_delay: float) -> float:
@@ -478,9 +421,11 @@ async def burst(
     result: Round,
     count_created: Callable[[], Awaitable[int]],
     limit: float,
+    service: psutil.Process,
 ) -> None:
     """Submit ``result.jobs`` at once, while another process GETs the list every 20 ms,
-    until all are created.
+    until all are created; the ``service``'s CPU time (all its threads) meanwhile, and
+    the machine's load as it ends.
 
     The lister is a process of its own, as another user's browser is: in this one its
     GETs waited behind the client's own work of opening 200 connections, which the
@@ -508,6 +453,7 @@ async def burst(
         await poller.ready(lambda: (where / "poller-ready").exists())
         async with api_client(url, result.jobs + 2) as submitter:
             await submitter.get("jobs")  # a connection open before the clock starts
+            cpu = sum(service.cpu_times()[:2])
             t0 = result.began = time.monotonic()
             (where / "poller-go").touch()
             submits = [asyncio.ensure_future(submit(submitter)) for _ in range(result.jobs)]
@@ -520,6 +466,8 @@ async def burst(
                     break
                 await asyncio.sleep(0.005)
             result.ended = time.monotonic()
+            result.service_cpu = sum(service.cpu_times()[:2]) - cpu
+            result.load = os.getloadavg()[0]
             poller.stop(timeout=30)
             if math.isnan(result.all_created):  # past the limit: give up on what is unanswered
                 late = [s for s in submits if not s.done()]
@@ -622,145 +570,6 @@ def postgres_server() -> Iterator[PostgresServer]:
         server.terminate()
         server.wait(timeout=30)
         shutil.rmtree(data, ignore_errors=True)
-
-
-# -- the table ----------------------------------------------------------------------------
-
-
-def quantile(values: list[float], q: float) -> float:
-    """The q-quantile (nearest rank) of ``values``; NaN for none."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def median(values: list[float]) -> float:
-    kept = [v for v in values if not math.isnan(v)]
-    return statistics.median(kept) if kept else math.nan
-
-
-Row = tuple[str, str, str, str]
-
-
-def rows_for(rounds: list[Round], jobs: int, create_delay: float) -> list[Row]:
-    """(what, measured, compared with, ratio) rows: each figure the median of the rounds."""
-    concurrency = rounds[0].concurrent_starts
-    serial = jobs * create_delay
-    ideal = math.ceil(jobs / concurrency) * create_delay
-
-    def row(what: str, measured: str, against: str, a: float, b: float) -> Row:
-        ratio = f"{a / b:.2f}" if b and not math.isnan(a) and not math.isnan(b) else "-"
-        return (what, measured, against, ratio)
-
-    def of(which: str, q: float) -> float:
-        return median([quantile(getattr(r, which), q) for r in rounds])
-
-    def ms(seconds: float) -> str:
-        return "none" if math.isnan(seconds) else f"{seconds * 1000:.1f} ms"
-
-    goal = f"goal {GOAL_P99_MS:.0f} ms"
-    took = median([r.all_created for r in rounds])
-    took_text = "never" if math.isnan(took) else f"{took:.2f} s"
-    rows = [
-        row(
-            f"all {jobs} Jobs created",
-            took_text,
-            f"serial {jobs} x create {serial:.2f} s",
-            took,
-            serial,
-        ),
-        row("", "", f"ideal ceil({jobs}/{concurrency}) x create {ideal:.2f} s", took, ideal),
-    ]
-    for label, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
-        burst, idle = of("burst", q), of("idle", q)
-        rows.append(
-            row(f"GET /jobs {label}, burst", ms(burst), f"idle {label} {ms(idle)}", burst, idle)
-        )
-        if label != "p50":
-            rows.append(row("", "", goal, burst, GOAL_P99_MS / 1000))
-    # the burst in two parts: while the submits are answered, then while creates go out
-    submitted = median([r.all_submitted for r in rounds])
-    rows.append(
-        row(
-            f"all {jobs} submits answered",
-            "never" if math.isnan(submitted) else f"{submitted:.2f} s",
-            f"all Jobs created {took_text}",
-            submitted,
-            took,
-        )
-    )
-    for label, before in (("while submitting", True), ("after, until created", False)):
-        p99 = median([quantile(r.phase(before), 0.99) for r in rounds])
-        rows.append(row(f"GET /jobs p99, {label}", ms(p99), goal, p99, GOAL_P99_MS / 1000))
-    for label, q in (("p99", 0.99), ("max", 1.0)):
-        burst, idle = of("lag_burst", q), of("lag_idle", q)
-        what = f"service loop lag {label}, burst"
-        rows.append(row(what, ms(burst), f"idle {label} {ms(idle)}", burst, idle))
-    longest_gc = median([max(r.gc_burst, default=0.0) for r in rounds])
-    worst_lag = of("lag_burst", 1.0)
-    rows.append(
-        row(
-            "longest GC pause, burst",
-            ms(longest_gc),
-            f"loop lag max {ms(worst_lag)}",
-            longest_gc,
-            worst_lag,
-        )
-    )
-    most = median([r.most_in_flight for r in rounds])
-    accepted = median([r.accepted for r in rounds])
-    created = median([r.created for r in rounds])
-    return [
-        *rows,
-        row(
-            "creates in flight, most",
-            f"{most:g}",
-            f"concurrent_starts {concurrency}",
-            most,
-            concurrency,
-        ),
-        row("submits accepted (201)", f"{accepted:g}", f"of {jobs} submitted", accepted, jobs),
-        row(
-            "Jobs created", f"{created:g} of {jobs}", f"of {accepted:g} accepted", created, accepted
-        ),
-    ]
-
-
-def print_table(
-    results: dict[str, list[Round]], jobs: int, create_delay: float, rounds: int
-) -> None:
-    print()
-    print(
-        f"dispatch under slow creates: {jobs} jobs at once, {create_delay * 1000:g} ms a "
-        f"create, {rounds} round(s){', medians' if rounds > 1 else ''}; "
-        f"GET /jobs every {POLL_EVERY * 1000:g} ms during the burst, {IDLE_GETS} when idle"
-    )
-    header = ("database", "what", "measured", "compared with", "ratio")
-    lines = [header]
-    for database, rs in results.items():
-        for i, row in enumerate(rows_for(rs, jobs, create_delay)):
-            lines.append((database if i == 0 else "", *row))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for n, line in enumerate(lines):
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
-    for database, rs in results.items():
-        for i, r in enumerate(rs):
-            name = f"{database} round {i + 1}"
-            if r.refused:
-                kinds = Counter(r.refused).most_common()
-                told = "; ".join(f"{n} x {answer}" for answer, n in kinds)
-                print(f"{name}: {len(r.refused)} submit(s) not accepted: {told}")
-            if r.burst_errors:
-                print(f"{name}: {r.burst_errors} GET(s) during the burst failed")
-            if r.error_lines or r.exceptions:
-                seen = Counter(line[:120] for line in r.exceptions).most_common(2)
-                named = "; ".join(f"{n} x {line}" for line, n in seen)
-                print(f"{name}: the service logged {r.error_lines} error(s); exceptions: {named}")
-            if not r.stopped:
-                print(f"{name}: the service did not stop within 60 s of the burst; it was killed")
 
 
 if __name__ == "__main__":
