@@ -4,7 +4,9 @@ The dispatcher (:mod:`.dispatch`) starts jobs in this order and the job views sh
 the same order as places: one key, :func:`queue_order`, serves both. Reading what
 the order depends on (:func:`fair_share`) is one query; placing thousands of
 queued jobs costs tens of milliseconds and is done once per change of the queue
-(:class:`QueuePositions`), not once per page view.
+(:class:`QueuePositions`), not once per page view, by one thread while the others
+that need it wait for its answer: in a burst of submits the queue changes with each
+one, and every submit's answer and every page shows places.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import event, func, select
+from sqlalchemy import case, event, func, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -106,6 +108,8 @@ class QueuePositions:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.version = 0
         self._lock = threading.Lock()
+        #: held while one thread works the places out; the others needing them wait
+        self._working = threading.Lock()
         self._cache: tuple[int, dict[str, int]] | None = None
         event.listen(sessions, "after_flush", self._note_flush)
         event.listen(sessions, "after_commit", self._note_commit)
@@ -131,14 +135,22 @@ class QueuePositions:
         started in turn (its user then runs one more job and started last), so
         bob's one job behind ada's fifty shows the place it really has: next but
         one. Quotas and capacity, which may pass a job over, are not foreseen.
+
+        One thread at a time works them out; one that waited for it takes its answer
+        when no change came meanwhile. (Four submits committed at once on the
+        database threads each worked out the same places: the burst's largest cost.)
         """
         cached = self._cache
-        version = self.version
-        if cached is not None and cached[0] == version:
+        if cached is not None and cached[0] == self.version:
             return cached[1]
-        positions = work_out_positions(db)
-        self._cache = (version, positions)
-        return positions
+        with self._working:
+            cached = self._cache
+            version = self.version  # read before the query: a later change is not missed
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            positions = work_out_positions(db)
+            self._cache = (version, positions)
+            return positions
 
 
 def _moves_queue(session: Session) -> bool:
@@ -154,15 +166,17 @@ def _moves_queue(session: Session) -> bool:
 
 
 def work_out_positions(db: Session) -> dict[str, int]:
-    """The queued jobs' places, from the database now (see :meth:`QueuePositions.get`)."""
-    queued = db.execute(
-        select(JobRecord.id, JobRecord.user, JobRecord.priority, JobRecord.seq).where(
-            JobRecord.state == JobState.QUEUED.value
-        )
-    ).all()
+    """The queued jobs' places, from the database now (see :meth:`QueuePositions.get`):
+    two queries (the queued jobs, their owners' shares) and the replay."""
+    queued = db.execute(_QUEUED).all()
     if not queued:
         return {}
-    running_jobs, _, last_start = fair_share(db, {r.user for r in queued})
+    running_jobs: Counter[str] = Counter()
+    last_start: dict[str, float] = {}
+    for user, running, last in db.execute(_SHARES_OF_QUEUED):
+        running_jobs[user] = int(running or 0)
+        if last is not None:
+            last_start[user] = last.timestamp()
     clock = max([datetime.now(timezone.utc).timestamp(), *last_start.values()])
     positions: dict[str, int] = {}
     for row in in_queue_order(queued, running_jobs, last_start):
@@ -171,3 +185,18 @@ def work_out_positions(db: Session) -> dict[str, int]:
         clock += 1.0
         last_start[row.user] = clock
     return positions
+
+
+# The statements the places are read with, built once rather than at every change of
+# the queue; the shares in one query where fair_share takes two.
+_IS_QUEUED = JobRecord.state == JobState.QUEUED.value
+_QUEUED = select(JobRecord.id, JobRecord.user, JobRecord.priority, JobRecord.seq).where(_IS_QUEUED)
+_SHARES_OF_QUEUED = (
+    select(
+        JobRecord.user,
+        func.sum(case((JobRecord.state.in_(ACTIVE_VALUES), 1), else_=0)),
+        func.max(JobRecord.started_at),
+    )
+    .where(JobRecord.user.in_(select(JobRecord.user).where(_IS_QUEUED)))
+    .group_by(JobRecord.user)
+)
