@@ -121,14 +121,18 @@ class JobServiceApp(Application):
         """,
     ).tag(config=True)
     database_threads = Integer(
-        4,
+        1,
         min=1,
         help="""Threads that do the service's database work, off the event loop.
 
         The API keeps answering while a query or a commit waits (on SQLite, on
-        another writer; on PostgreSQL, on the network). More threads serve more
-        requests at once against a PostgreSQL server; SQLite writes one at a time
-        whatever this is. ``c.JobServiceApp.database_threads = 8``
+        another writer; on PostgreSQL, on the network). SQLite writes one at a time
+        whatever this is, and the work is mostly Python, which runs one thread at a
+        time: each thread more competes for the interpreter with those that answer
+        lists. In a burst of 200 submits four threads made a list take twice as long
+        as one (bench/dispatch_bench.py) and started the jobs no sooner. More may
+        help against a PostgreSQL server far away on the network.
+        ``c.JobServiceApp.database_threads = 2``
         """,
     ).tag(config=True)
     read_threads = Integer(

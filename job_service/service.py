@@ -136,7 +136,7 @@ class JobService:
         classes: ClassRegistry | None = None,
         lease: DispatcherLease | None = None,
         concurrent_starts: int = 8,
-        database_threads: int = 4,
+        database_threads: int = 1,
         read_threads: int = 2,
     ) -> None:
         self.config = config
@@ -837,10 +837,16 @@ class JobService:
             if before is not None:
                 query = query.where(joblist.before_condition(db, caller, self.classes, before))
             newest_first = query.order_by(JobRecord.seq.desc())
-            beyond = newest_first.with_only_columns(JobRecord.id).offset(offset + limit).limit(1)
-            more = db.scalars(beyond).first() is not None
-            page = newest_first.limit(limit).offset(offset)
+            # The page and one job past it, which says that more follow: a query less
+            # per page (a list during a burst of submits waits for each one's turn).
+            page = newest_first.limit(limit + 1).offset(offset)
             records = self._readable_records(db, page, "a job list")
+            more = len(records) > limit
+            if more:
+                del records[limit:]
+            else:  # a short page, or one a damaged record left out shortened
+                beyond = newest_first.with_only_columns(JobRecord.id).offset(offset + limit)
+                more = db.scalars(beyond.limit(1)).first() is not None
             # placing the queue costs a query: only when this page shows a queued job
             queued_here = any(r.state == JobState.QUEUED.value for r in records)
             positions: dict[str, int] = {}
