@@ -3,10 +3,12 @@
 Reading and validating a notebook costs far more than its size: 58 MiB of 300 000
 small cells take about a GiB and many seconds of CPU in nbformat. So at submit:
 
-- each user's notebooks are checked one at a time (a second submit waits its turn);
 - a notebook up to :data:`SMALL` bytes is checked in a thread of the service, as it
-  always was: cheap, and most notebooks are small;
-- a bigger one waits for one of ``limits.checks_at_once`` places (all users together)
+  always was: cheap, and most notebooks are small; :data:`SMALL_AT_ONCE` of them at
+  most are read at once, whoever submits them (a user's burst of 200 submits goes
+  through them in turn, within ``limits.check_wait``, rather than one at a time);
+- each user's bigger notebooks are checked one at a time (a second submit waits its
+  turn), and each waits for one of ``limits.checks_at_once`` places (all users together)
   *before* its bytes are read into the service, then is checked in a process of its
   own, at low priority, as ``nobody`` when the service is root, with
   ``limits.check_memory`` as its address-space limit and a CPU-time limit. Running
@@ -44,6 +46,9 @@ from .errors import Busy, Invalid, ServiceError, TooLarge
 
 #: notebooks up to this size are checked in a thread of the service (a few tens of ms)
 SMALL = 4 * 1024**2
+#: small notebooks read and checked at once, all users together: what the service holds
+#: of them is bounded (16 MiB of bytes read at most before their parse)
+SMALL_AT_ONCE = 4
 #: CPU seconds one check in a worker may take (a 100 MiB notebook takes well under)
 CHECK_CPU_SECONDS = 600
 _WORKER = "nbjobs.job_service.notebooks"
@@ -102,35 +107,40 @@ def checked(answer: dict[str, Any], where: str) -> Checked:
 
 
 class NotebookChecks:
-    """Where submitted notebooks are checked: one at a time per user, big ones in a
-    few worker processes at once (see the module's notes)."""
+    """Where submitted notebooks are checked: a few small ones at once in threads, big
+    ones one at a time per user in a few worker processes at once (see the module's
+    notes)."""
 
     def __init__(self, limits: LimitsConfig) -> None:
         self._limits = limits
         self._users: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
         self._places = asyncio.Semaphore(limits.checks_at_once)
+        self._small = asyncio.Semaphore(SMALL_AT_ONCE)
 
     @contextlib.asynccontextmanager
     async def turn(self, user: str, size: int) -> AsyncIterator[Turn]:
-        """Hold ``user``'s turn and, for a notebook of more than :data:`SMALL` bytes,
-        one of the places for big checks; read and check the notebook inside."""
-        lock = self._users.setdefault(user, asyncio.Lock())
-        self._waiting[user] = self._waiting.get(user, 0) + 1
+        """Hold one of the places for small checks or, for a notebook of more than
+        :data:`SMALL` bytes, ``user``'s turn and one of the places for big checks; read
+        and check the notebook inside."""
         wait = self._limits.check_wait
         deadline = asyncio.get_running_loop().time() + (wait if wait is not None else math.inf)
+        if size <= SMALL:
+            busy = "the job service is checking many other notebooks"
+            async with _within(self._small, deadline, lambda: self._busy(busy)):
+                yield Turn(self, holds_place=False)
+            return
+        lock = self._users.setdefault(user, asyncio.Lock())
+        self._waiting[user] = self._waiting.get(user, 0) + 1
         try:
-            yours = "your earlier notebooks are still being checked"
+            yours = "your earlier big notebooks are still being checked"
             async with _within(lock, deadline, lambda: self._busy(yours)):
-                if size <= SMALL:
-                    yield Turn(self, holds_place=False)
-                else:
-                    others = (
-                        f"the job service is checking {self._limits.checks_at_once} other "
-                        "big notebook(s)"
-                    )
-                    async with _within(self._places, deadline, lambda: self._busy(others)):
-                        yield Turn(self, holds_place=True)
+                others = (
+                    f"the job service is checking {self._limits.checks_at_once} other "
+                    "big notebook(s)"
+                )
+                async with _within(self._places, deadline, lambda: self._busy(others)):
+                    yield Turn(self, holds_place=True)
         finally:
             self._waiting[user] -= 1
             if not self._waiting[user]:  # nobody else of theirs waits: forget the lock

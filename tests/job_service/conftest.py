@@ -98,6 +98,15 @@ class Service:
         nbformat.write(notebook(*cells), path)
         return path
 
+    def gate(self, user: str, name: str = "gate") -> tuple[str, Callable[[], None]]:
+        """A cell that holds a job of ``user``'s until the test opens the gate, and the
+        call that opens it: a job that must still be running while the test looks holds
+        on an event the test sends, not for a time a loaded machine may outlast."""
+        mark = self.home(user) / f".{name}-open"
+        mark.unlink(missing_ok=True)
+        cell = f"import os, time\nwhile not os.path.exists({str(mark)!r}):\n    time.sleep(0.05)"
+        return cell, mark.touch
+
     def client(self, user: str | None) -> httpx.AsyncClient:
         token = {v: k for k, v in TOKENS.items()}.get(user or "", "")
         headers = {"Authorization": f"token {token}"} if user else {}

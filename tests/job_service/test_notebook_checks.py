@@ -249,7 +249,9 @@ async def test_a_submit_that_waits_past_check_wait_is_told_to_come_back(tmp_path
     assert again.status_code == 201, again.text
     assert sorted(a.status_code for a in mine[0]) == [201, 503]
     refused = next(a for a in mine[0] if a.status_code == 503)
-    assert refused.json()["message"].startswith("your earlier notebooks are still being checked")
+    assert refused.json()["message"].startswith(
+        "your earlier big notebooks are still being checked"
+    )
 
 
 async def test_a_database_too_busy_to_answer_is_a_503_not_a_500(tmp_path, monkeypatch):

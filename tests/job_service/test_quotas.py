@@ -80,7 +80,8 @@ async def test_a_queued_job_waits_with_the_reason_while_the_gpu_hours_are_used_u
         {"quotas": {"default": {"gpu_hours": 1, "period": "day"}, "users": {"root": {}}}}
     )
     try:
-        svc.write("root", "hog.ipynb", "import time; time.sleep(3)")
+        hold, release = svc.gate("root")
+        svc.write("root", "hog.ipynb", hold)
         hog = await svc.submit("root", "hog.ipynb", "gpu2")  # both GPUs: ada's job queues
         await svc.wait("root", hog["id"], running)
         svc.write("ada", "g.ipynb", "1")
@@ -88,6 +89,7 @@ async def test_a_queued_job_waits_with_the_reason_while_the_gpu_hours_are_used_u
         # Meanwhile ada's other GPU work (say, before a restart) is recorded: 2 h today.
         earlier = record_gpu_time(svc, "ada", gpus=1, started_ago=3 * HOUR, finished_ago=HOUR)
 
+        release()
         await svc.wait("root", hog["id"])
         waiting = await svc.wait(
             "ada", job["id"], lambda j: "GPU-hours" in (j["waiting_reason"] or ""), timeout=30

@@ -20,7 +20,8 @@ def running(job):
 
 async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
     first = await start()
-    first.write("root", "r.ipynb", "print('a', flush=True)", "import time; time.sleep(4)", "2")
+    hold, release = first.gate("root")
+    first.write("root", "r.ipynb", "print('a', flush=True)", hold, "2")
     running_job = await first.submit("root", "r.ipynb", "gpu2")
     await first.wait("root", running_job["id"], running)
     queued_job = await first.submit("root", "r.ipynb", "gpu")
@@ -34,6 +35,7 @@ async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
         assert adopted["state"] == "running"
         assert second.service.backend.running[running_job["id"]].pid == pid
 
+        release()
         done = await second.wait("root", running_job["id"])
         after = await second.wait("root", queued_job["id"])
 
