@@ -18,7 +18,8 @@ async def test_a_real_jobs_samples_reach_the_api_while_it_runs_and_its_summary_a
 ):
     svc = await start_service(tmp_path, {"telemetry": {"interval": "1s"}})
     try:
-        svc.write("ada", "slow.ipynb", "import time\ntime.sleep(5)")
+        hold, release = svc.gate("ada")  # it runs until two samples were seen
+        svc.write("ada", "slow.ipynb", hold)
         job = await svc.submit("ada", "slow.ipynb", "gpu")
         await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
         async with svc.client("ada") as c:
@@ -27,6 +28,7 @@ async def test_a_real_jobs_samples_reach_the_api_while_it_runs_and_its_summary_a
                 if len(live["samples"]) >= 2:
                     break
                 await asyncio.sleep(0.1)
+            release()
             done = await svc.wait("ada", job["id"])
             ended = (await c.get(f"jobs/{job['id']}/metrics")).json()
     finally:
