@@ -38,12 +38,14 @@ from .kernel_start import EarlyStart, KernelManager, LaunchedKernel
 from .output_limits import OutputBudget, OutputLimits, left_out_by_kernel
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
+from .progress_writes import ProgressWrites
 from .reading import parse_notebook
 from .status import (
     CellError,
     RunStatus,
     atomic_write_text,
     read_stop_reason,
+    status_text,
     utc_now,
     write_status,
 )
@@ -51,7 +53,7 @@ from .telemetry import Sample, Sampler, interval_problem
 
 BANNER_TAG = "nbjobs-banner"
 #: the most the status file lags behind the run (see NotebookJob._write_progress)
-PROGRESS_COALESCE = 0.025
+PROGRESS_COALESCE = 0.1
 
 FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 #: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
@@ -241,6 +243,7 @@ class NotebookJob:
         self.early = EarlyStart()
         self._last_write = 0.0
         self._deferred_write: asyncio.TimerHandle | None = None
+        self._progress_writes: ProgressWrites | None = None
         self._stdout: TextIO = sys.stdout
         self.output_limits = OutputLimits()
         self.budget = OutputBudget(self.output_limits)
@@ -487,6 +490,7 @@ class NotebookJob:
         total = len(self.code_cells)
         self.status.current_cell = self.code_cells[0] if self.code_cells else None
         self._write_status()
+        user_cells_done = 0
         for number, index in enumerate(self.code_cells, start=1):
             cell = self.nb.cells[index]
             self.current_number = number
@@ -497,7 +501,8 @@ class NotebookJob:
             finally:
                 self.cell_durations[index] = time.monotonic() - started
                 self.budget.finish_cell(index, cell.outputs)
-            self.status.cells_done = self._user_cells_in(number)
+            user_cells_done += index in self.user_number
+            self.status.cells_done = user_cells_done
             if number < total:
                 self.status.current_cell = self.code_cells[number]
                 self._write_progress()
@@ -655,6 +660,8 @@ class NotebookJob:
             self._write_status(durable=True)
         except OSError as exc:  # the job service falls back on the exit code
             self._log(could_not_write("the status file", self.status_path or "", exc))
+        if self._progress_writes is not None:
+            self._progress_writes.close()
         outcome = f"{state} ({message})" if message else state
         self._log(f"done: {outcome}; executed notebook: {self._shown(self.output_path)}")
         return RunResult(
@@ -787,30 +794,47 @@ class NotebookJob:
             self._deferred_write.cancel()
             self._deferred_write = None
         if self.status_path is not None:
+            if self._progress_writes is not None:
+                self._progress_writes.settle()  # progress under way lands before this
             try:
                 write_status(self.status_path, self.status, durable=durable, last_resort=durable)
             except OSError as exc:
                 if durable:
                     raise
-                # Progress is worth a warning, not the job: the final status tries harder.
-                if not self._progress_unwritten:
-                    self._progress_unwritten = True
-                    unwritten = could_not_write("the status file", self.status_path, exc)
-                    self._log(f"warning: {unwritten}; the job goes on")
+                self._progress_unwritable(exc)
             self._last_write = time.monotonic()
 
     def _write_progress(self) -> None:
         """Progress after a cell: written at once, unless the last write was under
         PROGRESS_COALESCE ago; then once, that much later, with whatever is newest.
         A run of tiny cells costs a few writes, and no reader is ever more than
-        PROGRESS_COALESCE behind."""
+        PROGRESS_COALESCE behind. The writes are made in a thread (see
+        :mod:`.progress_writes`), while the kernel runs the next cell."""
         if self.status_path is None or self._deferred_write is not None:
             return
         wait = self._last_write + PROGRESS_COALESCE - time.monotonic()
         if wait <= 0:
-            self._write_status()
+            self._write_progress_now()
         else:
-            self._deferred_write = asyncio.get_running_loop().call_later(wait, self._write_status)
+            self._deferred_write = asyncio.get_running_loop().call_later(
+                wait, self._write_progress_now
+            )
+
+    def _write_progress_now(self) -> None:
+        self._deferred_write = None
+        if self.status_path is None:
+            return
+        if self._progress_writes is None:
+            self._progress_writes = ProgressWrites(self.status_path, self._progress_unwritable)
+        self._progress_writes.write(status_text(self.status))
+        self._last_write = time.monotonic()
+
+    def _progress_unwritable(self, exc: OSError) -> None:
+        # Progress is worth a warning, not the job: the final status tries harder.
+        if not self._progress_unwritten:
+            self._progress_unwritten = True
+            unwritten = could_not_write("the status file", self.status_path or "", exc)
+            self._log(f"warning: {unwritten}; the job goes on")
 
     def _shown(self, path: str | os.PathLike[str]) -> str:
         """A path as the log shows it: from the job's folder (where its notebook is) when

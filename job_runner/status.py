@@ -156,9 +156,7 @@ def write_status(
     not fit): a reader may see it half-written for an instant, but the job's last
     word gets through. Raises :class:`OSError` when even that fails.
     """
-    status.updated_at = utc_now()
-    # One line, by the C encoder (indent would force the slow pure-Python one).
-    text = json.dumps(status.to_dict()) + "\n"
+    text = status_text(status)
     try:
         atomic_write_text(Path(path), text, durable=durable)
     except OSError as exc:
@@ -172,6 +170,13 @@ def write_status(
             compact = status.to_dict()
             compact["error"]["traceback"] = []
             _overwrite_in_place(Path(path), json.dumps(compact) + "\n")
+
+
+def status_text(status: RunStatus) -> str:
+    """What the status file holds for ``status``, stamped now (``updated_at``)."""
+    status.updated_at = utc_now()
+    # One line, by the C encoder (indent would force the slow pure-Python one).
+    return json.dumps(status.to_dict()) + "\n"
 
 
 def _overwrite_in_place(path: Path, text: str) -> None:
