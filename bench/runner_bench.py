@@ -225,7 +225,7 @@ def report(all_results: dict[str, dict[str, Sample | None]], chosen: list[str]) 
         if per_cell["nbclient"] > 0:
             overhead = per_cell["runner"] / per_cell["nbclient"] - 1
             print(
-                f"\nrunner's per-cell overhead over plain nbclient: {overhead:+.1%} (goal: < +10%)"
+                f"\nrunner's per-cell overhead over plain nbclient: {overhead:+.1%} (goal: <= +5%)"
             )
             print("  (a difference of two medians: on a busy machine, read it with the line below)")
         else:  # a ratio of two negative or zero costs would read as a result; it is noise
@@ -239,7 +239,7 @@ def report(all_results: dict[str, dict[str, Sample | None]], chosen: list[str]) 
         progress = many["runner"][0] / many["runner-quiet"][0] - 1
         print(
             f"progress reporting on 500 cells (runner ÷ runner-quiet): {progress:+.1%} "
-            "(goal: < +10%)"
+            "(goal: <= +5%)"
         )
     coalesced = results.get("coalesced", {})
     if "runner" in coalesced:
