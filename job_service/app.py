@@ -140,7 +140,9 @@ class JobServiceApp(Application):
         min=1,
         help="""Threads that read the database for the API's GET requests (lists, a
         job's details, usage), apart from ``database_threads``: a burst of submits
-        queued there never makes a list wait. ``c.JobServiceApp.read_threads = 4``
+        queued there never makes a list wait. While such a read runs, the database
+        threads wait (50 ms at most) before they start their next piece of work.
+        ``c.JobServiceApp.read_threads = 4``
         """,
     ).tag(config=True)
     metrics_max_jobs = Integer(

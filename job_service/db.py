@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -59,6 +61,7 @@ from nbjobs.models import ACTIVE_STATES
 SCHEMA_VERSION = 8
 
 log = logging.getLogger("nbjobs.job_service")
+T = TypeVar("T")
 
 
 #: a job (or deleted job's kept time) not in the usage report's daily sums yet, in SQL;
@@ -363,6 +366,49 @@ class SchemaVersion(Base):
 
 class DatabaseUnusable(RuntimeError):
     """The job records cannot be opened; the text says which database and what to do."""
+
+
+class ReadsFirst:
+    """Reads that a caller waits for (the API's GETs) go before database work that can
+    wait a moment (submits, the dispatcher's claims and records).
+
+    The service's side of each query is Python, which runs one thread at a time: a
+    list read while a database thread worked through a burst of submits took turns
+    with it at every query and every row (SQLite's module lets go of the interpreter
+    at each). Here the database thread, before it starts its next piece of work,
+    waits while a read runs, for :attr:`most_wait` at most: reads that never stop
+    coming hold the writes up no longer. Work already started goes on.
+    """
+
+    def __init__(self, most_wait: float = 0.05) -> None:
+        #: seconds a piece of database work waits for the reads at most
+        self.most_wait = most_wait
+        #: pieces of database work waiting for reads now
+        self.waiting = 0
+        self._reads = 0
+        self._changed = threading.Condition()
+
+    def read(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``func(*args, **kwargs)``, a read that goes first."""
+        with self._changed:
+            self._reads += 1
+        try:
+            return func(*args, **kwargs)
+        finally:
+            with self._changed:
+                self._reads -= 1
+                if not self._reads:
+                    self._changed.notify_all()
+
+    def after_reads(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``func(*args, **kwargs)`` once no read runs (or :attr:`most_wait` passed)."""
+        with self._changed:
+            self.waiting += 1
+            try:
+                self._changed.wait_for(lambda: not self._reads, timeout=self.most_wait)
+            finally:
+                self.waiting -= 1
+        return func(*args, **kwargs)
 
 
 def connect(url: str) -> sessionmaker[Any]:

@@ -64,7 +64,7 @@ from .classes import ClassRegistry
 from .context import Context
 from .counters import ServiceMetrics
 from .credits import Credits
-from .db import ACTIVE_VALUES, JobRecord, KeptUsage, engine_of, rowcount, utcnow
+from .db import ACTIVE_VALUES, JobRecord, KeptUsage, ReadsFirst, engine_of, rowcount, utcnow
 from .deleted_users import BY as DEPARTURES_BY
 from .deleted_users import Departures
 from .dispatch import Dispatcher, too_big_for_quota
@@ -167,6 +167,8 @@ class JobService:
         self._read_threads = ThreadPoolExecutor(
             max_workers=max(1, read_threads), thread_name_prefix="nbjobs-db-read"
         )
+        #: and go first: the database threads' next piece of work waits for them a moment
+        self._reads_first = ReadsFirst()
         self._seq = 0
         self._seq_lock = threading.Lock()
         self.stopping = False
@@ -311,18 +313,16 @@ class JobService:
         """Run ``func`` (database work) on the service's database threads and return
         what it returns: the event loop meanwhile answers other requests."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._db_threads, functools.partial(func, *args, **kwargs)
-        )
+        work = functools.partial(self._reads_first.after_reads, func, *args, **kwargs)
+        return await loop.run_in_executor(self._db_threads, work)
 
     async def read_db(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """As :meth:`in_db`, on the threads kept for what callers ask to see (the API's
         GETs): 200 submits queued on the database threads made a list wait 200 ms
         behind them (bench/dispatch_bench.py)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._read_threads, functools.partial(func, *args, **kwargs)
-        )
+        work = functools.partial(self._reads_first.read, func, *args, **kwargs)
+        return await loop.run_in_executor(self._read_threads, work)
 
     async def schedule(self) -> None:
         """One pass of the dispatcher over the queue (see :class:`~.dispatch.Dispatcher`)."""

@@ -1,9 +1,12 @@
-"""Queue places in a burst: worked out once for everyone who asks at once, and right.
+"""A job list during a burst of submits: queue places worked out once for everyone who
+asks at once, and the list's reads before the database work queued behind them.
 
-In a burst of submits every submit's answer and every page of the list shows places,
-and the queue changes with each submit. Four database threads that each worked out
-the same places after one change cost the burst's largest share of the service's
-time (bench/dispatch_bench.py), and a list waited for them.
+In a burst every submit's answer and every page of the list shows places, and the
+queue changes with each submit: four database threads that each worked out the same
+places after one change cost the burst's largest share of the service's time
+(bench/dispatch_bench.py). The service's side of each query is Python, which runs
+one thread at a time: a list read beside the submits' database work took its turn
+with it at every query and row.
 """
 
 from __future__ import annotations
@@ -85,3 +88,34 @@ def test_threads_asking_at_once_after_a_change_share_one_right_answer(tmp_path, 
     # the scheduler's order: ada's urgent job first; then those running no job, cy
     # (never started one) before bob (an hour ago); then ada's others as submitted
     assert answers == [{7: 1, 6: 2, 5: 3, 3: 4, 4: 5}] * 4
+
+
+async def test_database_work_queued_while_a_list_is_read_waits_for_the_read(svc):
+    """A list read while the database thread has a burst of submits to work through
+    goes first: the next piece of that work starts once the read ended (it took its
+    turn with every one of them before, at each query and row)."""
+    import asyncio
+
+    service = svc.service
+    gate = service._reads_first  # type: ignore[attr-defined]
+    gate.most_wait = 30  # a loaded machine may pause a thread; the order is the point
+    order: list[str] = []
+    began, wrote = threading.Event(), threading.Event()
+
+    def read() -> None:
+        began.set()
+        # the read goes on until the write is queued behind it (or, as before, ran)
+        deadline = time.monotonic() + 20
+        while not gate.waiting and not wrote.is_set() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        order.append("the list's read")
+
+    def write() -> None:
+        order.append("a submit's write")
+        wrote.set()
+
+    reading = asyncio.ensure_future(service.read_db(read))
+    assert await asyncio.to_thread(began.wait, 20)
+    await asyncio.gather(reading, service.in_db(write))
+
+    assert order == ["the list's read", "a submit's write"]
