@@ -479,8 +479,10 @@ class NotebookJob:
         """
         if self.kernel_language != "python" or client.kc is None:
             return
-        code = install_code(self.output_limits)
-        with contextlib.suppress(Exception):  # a kernel that refuses still runs the cells
+        # a kernel that refuses still runs the cells, and so does a runner installed
+        # without its sources (the code sent is read from them)
+        with contextlib.suppress(Exception):
+            code = install_code(self.output_limits)
             msg_id = client.kc.execute(code, silent=True, store_history=False)
             await client.async_wait_for_reply(msg_id)
 
