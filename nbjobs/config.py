@@ -1548,11 +1548,20 @@ def load_config(path: str | Path | None) -> NbjobsConfig:
     return _anchor_paths(config, path.parent.absolute())
 
 
+#: libyaml's safe loader where PyYAML was built with it (ten times quicker: the service,
+#: every command and every test read nbjobs.yaml), else PyYAML's own
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_config(text: str, source: str = "nbjobs.yaml") -> NbjobsConfig:
     """Validate YAML text; :class:`ConfigError` names the line of the first problem."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.load(text, Loader=_YAML_LOADER)
+        except yaml.MarkedYAMLError:
+            # PyYAML's own loader points at the line where the mistake was made (libyaml
+            # at where it noticed): its words, for the error
+            data = yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -1568,7 +1577,8 @@ def parse_config(text: str, source: str = "nbjobs.yaml") -> NbjobsConfig:
     except ValidationError as exc:
         error = exc.errors()[0]
         location = tuple(error["loc"])
-        line = _line_of(root, location)
+        # the nodes, with their lines, only for an error to point at
+        line = _line_of(yaml.compose(text, Loader=_YAML_LOADER), location)
         where = ".".join(str(p) for p in location)
         reason = _reason(error)
         message = f"{where}: {reason}" if where else reason
