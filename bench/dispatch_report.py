@@ -304,8 +304,8 @@ def print_rounds(results: dict[str, list[Round]], jobs: int) -> None:
     for database, rounds in results.items():
         slow = slow_callbacks(rounds)
         print(
-            f"{database}: loop callbacks of 20 ms or more during the storms, "
-            f"{len(rounds)} round(s): {'none' if not slow else ''}"
+            f"{database}: the service's loop callbacks of 20 ms or more during the storms "
+            f"of {len(rounds)} round(s){':' if slow else ': none'}"
         )
         for line in slow:
             print(f"  {line}")
