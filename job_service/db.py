@@ -496,11 +496,12 @@ def upgrade_schema(engine: Engine) -> None:
     does not know) and said so in the log; its version is left as it was.
     """
     existing = set(inspect(engine).get_table_names())
-    Base.metadata.create_all(engine)
+    # a new database is made whole, without asking after each table and index first
+    Base.metadata.create_all(engine, checkfirst=bool(existing))
     inspector = inspect(engine)
     added: set[tuple[str, str]] = set()
     with engine.begin() as conn:
-        for table in Base.metadata.sorted_tables:
+        for table in Base.metadata.sorted_tables if existing else ():
             have = {c["name"] for c in inspector.get_columns(table.name)}
             for column in table.columns:
                 if column.name not in have:
