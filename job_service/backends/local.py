@@ -58,7 +58,7 @@ from ..kernels import InstalledKernels
 from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
 from .local_cpu import weigh_parent
 from .local_gpus import discover_gpus, nvml_minor_numbers
-from .local_watch import exited_within, open_exit_watch, started_off_loop
+from .local_watch import exited_within, open_exit_watch
 
 #: What a local job takes from the job service's environment, by name: where programs
 #: and libraries are, the language, time zone and temp folder, the Python environment in
@@ -264,8 +264,6 @@ class LocalBackend(Backend):
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
         self.running: dict[str, _Running] = {}
-        #: what jobs being started hold (their GPUs, slots) until they run
-        self.starting: dict[str, list[_Running]] = {}
 
     def _can_isolate_jobs(self) -> bool:
         """Whether jobs under users' accounts start in namespaces of their own
@@ -304,8 +302,7 @@ class LocalBackend(Backend):
         return None
 
     def _all_ranks(self) -> list[_Running]:
-        held = [rank for ranks in self.starting.values() for rank in ranks]
-        return [rank for job in self.running.values() for rank in job.ranks] + held
+        return [rank for job in self.running.values() for rank in job.ranks]
 
     def _holders(self) -> dict[str, list[_Running]]:
         holders: dict[str, list[_Running]] = {g: [] for g in self.gpus}
@@ -511,18 +508,9 @@ class LocalBackend(Backend):
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
         # the ranks of a multi-node job meet at rank 0, on this machine
         port = _free_port() if len(picked) > 1 else None
-        # Held from here, while the processes start off the event loop (a fork and a
-        # control group's join take tens of ms: eight jobs at once, and every request,
-        # no longer wait behind each other's): the next job sees this one's capacity taken.
-        self.starting[spec.job_id] = [
-            _Running(spec.job_id, 0, 0.0, gpus, spec.flavor.shares_a_gpu) for gpus in picked
-        ]
-        try:
-            ranks = await started_off_loop(
-                self._start_ranks, spec, picked, account, port, abandon=self._abandon
-            )
-        finally:
-            del self.starting[spec.job_id]
+        # On the loop, as before: a start on a thread let several claimed jobs wait
+        # for it at once, and a service killed then lost every one of them
+        ranks = self._start_ranks(spec, picked, account, port)
         first = ranks[0]
         first.others = ranks[1:]
         self.running[spec.job_id] = first
@@ -532,7 +520,7 @@ class LocalBackend(Backend):
     def _start_ranks(
         self, spec: LaunchSpec, picked: list[list[str]], account: Account | None, port: int | None
     ) -> list[_Running]:
-        """Start every rank's runner (on a worker thread), or none."""
+        """Start every rank's runner, or none."""
         ranks: list[_Running] = []
         try:
             for rank, gpus in enumerate(picked):
@@ -543,7 +531,7 @@ class LocalBackend(Backend):
         return ranks
 
     def _abandon(self, ranks: list[_Running]) -> None:
-        """Stop runners started for a job that will not be followed, and their groups."""
+        """Stop the runners of a job whose other ranks could not start, and their groups."""
         for started in ranks:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(started.pid, signal.SIGKILL)

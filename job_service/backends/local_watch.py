@@ -1,17 +1,14 @@
-"""Starting local jobs' processes off the event loop, and noticing their end at once.
+"""Noticing a local job's end the moment its runner exits, not at the next poll.
 
-The job service's event loop answers every API request and runs every other job's
-start and end, so the local backend keeps two slow things off it:
+A Linux pidfd (:func:`open_exit_watch`) becomes readable the moment the process exits,
+a child of the service or one adopted after a restart, so a finished job is recorded,
+and its capacity freed, at once (:func:`exited_within`); between two such waits the
+backend notes the job's process tree. Where there is no pidfd (old kernels, other
+systems) the backend polls every ``poll_interval``.
 
-- **starting a runner**: ``fork``, then (with control groups) joining the job's
-  group before ``exec``, takes tens of milliseconds on cgroup v1 (the kernel waits
-  for an RCU grace period on a group's first join). Done on the loop, eight jobs
-  submitted at once started one after another, and every request waited behind them.
-  :func:`started_off_loop` runs it on a worker thread instead.
-- **noticing a runner's end**: a Linux pidfd (:func:`exit_watch`) becomes readable
-  the moment the process exits, child or adopted, so a finished job is recorded (and
-  its capacity freed) without waiting for a poll. Where there is no pidfd (old kernels,
-  other systems) the backend polls.
+Starting runners stays on the event loop, on purpose: on a worker thread, several
+claimed jobs waited for it at once, and a job service killed meanwhile lost every one
+of them (claimed, not recorded as started); on the loop one at most is in that state.
 """
 
 from __future__ import annotations
@@ -19,32 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-R = TypeVar("R")
-
-
-async def started_off_loop(
-    start: Callable[..., list[R]], *args: Any, abandon: Callable[[list[R]], None]
-) -> list[R]:
-    """``start(*args)`` on a worker thread: the processes it starts, or its exception.
-
-    When the caller is cancelled meanwhile (the service stops), the start still runs to
-    its end on its thread, and what it started is given to ``abandon`` (to be stopped):
-    a job whose start nobody will record must not run on unwatched.
-    """
-    work = asyncio.ensure_future(asyncio.to_thread(start, *args))
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        work.add_done_callback(lambda done: _abandon_result(done, abandon))
-        raise
-
-
-def _abandon_result(done: asyncio.Future[list[R]], abandon: Callable[[list[R]], None]) -> None:
-    if not done.cancelled() and done.exception() is None:
-        abandon(done.result())
 
 
 def open_exit_watch(pid: int) -> int:
