@@ -129,9 +129,11 @@ class JobServiceApp(Application):
         another writer; on PostgreSQL, on the network). SQLite writes one at a time
         whatever this is, and the work is mostly Python, which runs one thread at a
         time: each thread more competes for the interpreter with those that answer
-        lists. In a burst of 200 submits four threads made a list take twice as long
-        as one (bench/dispatch_bench.py) and started the jobs no sooner. More may
-        help against a PostgreSQL server far away on the network.
+        lists. In a burst of 200 submits (bench/dispatch_bench.py) four threads made
+        a list take about twice as long as one; on SQLite they started the jobs no
+        sooner, on PostgreSQL two threads started them in 15 s where one took 18 to
+        19 s (four: 14 s), a list's p99 then about a quarter longer. More help
+        against a PostgreSQL server far away on the network.
         ``c.JobServiceApp.database_threads = 2``
         """,
     ).tag(config=True)
