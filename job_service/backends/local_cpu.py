@@ -10,9 +10,13 @@ same eight runners started as the backend starts them (each runner, and each ker
 in a session of its own).
 
 So the parent weighs as much as the processes its groups hold would weigh on their
-own: two per group (a job's runner and its kernel; a notebook server and a kernel),
-set again whenever a job's group is made or removed. Inside the parent each group
-keeps the default weight, so the jobs share what they get equally. Under systemd
+own: two per group (a job's runner and its kernel, each in a session of its own; a
+notebook server and a kernel), set again whenever a job's group is made or removed.
+Inside the parent each group keeps the default weight, so the jobs share what they get
+equally. One process per group was tried too: a job's start (its runner and its kernel
+both busy) then took 1.5 times as long as by hand on a loaded machine. With two, a job
+whose kernel alone computes may get up to two processes' part where the machine is
+contended: the kernel gives a group's idle part to its busy member. Under systemd
 (cgroup v2) groups are scopes in a slice of their own, weighed by systemd: nothing is
 changed there.
 """

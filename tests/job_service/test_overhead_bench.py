@@ -1,0 +1,38 @@
+"""The overhead benchmark runs end to end at a tiny size and prints what it compares.
+
+It starts a real job service in a process of its own, runs the runner directly and
+through the service, and prints the difference and the ratio of each, with the load:
+if its set-up broke, the figures issue 44 asks for would be missing when needed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "overhead_bench.py"
+FIGURE = r"[+-]?\d+\.\d+"
+
+
+def test_the_bench_runs_a_notebook_both_ways_and_prints_difference_and_ratio():
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--cases", "3", "--rounds", "1", "--at-once", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("case"))
+    assert header.split() == ["case", "direct", "s", "service", "s", "difference", "ratio", "load"]
+    for label, goal in (("3 cells, one", "goal < 0.15 s"), ("3 cells, 2 at once", "goal <= 1.1x")):
+        row = next(line for line in lines if line.lstrip().startswith(label))
+        # direct, service, difference, ratio, and the load's range
+        assert re.search(rf"{FIGURE}\s+{FIGURE}\s+{FIGURE}\s+{FIGURE}\s+\d+\.\d-\d+\.\d", row), row
+        assert re.search(rf"{re.escape(goal)}: (met|NOT met)$", row), row
+    assert any(line.lstrip().startswith("where: submit -> started_at") for line in lines)
+    # without a peer's Python, it says how to get jupyter-scheduler's figures
+    assert "--peer-python" in done.stdout
