@@ -15,7 +15,9 @@ the kernel is asked, before the first cell, to send no more than the runner can 
   larger of a cell's limit and the log's), the runner keeps only the newest text of
   each stream: so the kernel keeps that too, and sends it twice a second and when the
   cell ends, with how many characters it left out in the message's metadata
-  (``nbjobs_left_out``, counted by the runner's budget and said in the log);
+  (``nbjobs_left_out``, counted by the runner's budget and said in the log). What it
+  passed on before is sent first, on its own, so a message with that count carries
+  only kept-back text: the runner places it as the stream's end, never after its start;
 * whatever still goes out bigger (a display, a cell's result, a traceback, output of a
   subprocess) is cut or dropped where every message leaves the kernel (its session's
   ``send``), with a line saying so.
@@ -102,7 +104,14 @@ def _nbjobs_cap_output(whole: int, half: int, through: int, every: float, key: s
         if due:
             send_tail(stream, name)
 
+    def flush_both() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+
     def send_tail(stream: Any, name: str) -> None:
+        # anything still waiting in the stream goes out first: the message that carries
+        # the kept-back text (and its count) must carry nothing else
+        stream.flush()
         with lock:
             tail = cell["tails"].get(name)
             if tail is None or not tail[1]:
@@ -128,6 +137,10 @@ def _nbjobs_cap_output(whole: int, half: int, through: int, every: float, key: s
             # may miscount by a write, which moves a limit by a write
             passed = cell["passed"] + len(text)
             if cell["tails"] or passed > through:
+                if not cell["tails"]:
+                    # what was passed on goes out now, on its own: ipykernel would join
+                    # it to the kept-back text, which the runner places after a gap
+                    flush_both()
                 keep_newest(stream, name, text)
                 return written
             cell["passed"] = passed

@@ -13,6 +13,8 @@ the cell ends (or a later output is kept, such as the error of the cell), a note
 how much was dropped, then the tail follows: the head and the end of what the cell
 printed, and a count of what lies between. The whole notebook's outputs stop growing at
 ``notebook`` characters the same way. Dropped text is never kept in memory, only counted.
+A Python kernel keeps back text the same way before sending it (:mod:`.kernel_output_cap`):
+a stream message saying the kernel left text out before it becomes that stream's tail.
 """
 
 from __future__ import annotations
@@ -109,8 +111,9 @@ class OutputBudget:
         self._enter(cell_index)
         kind = msg.get("msg_type")
         content = msg.get("content", {})
-        if kind == "stream":
-            self._drop(left_out_by_kernel(msg))
+        if kind == "stream" and (gap := left_out_by_kernel(msg)):
+            self._after_a_gap(content.get("name", "stdout"), content.get("text", ""), gap)
+            return False
         size = _size_of(kind, content)
         room = min(self.limits.cell - self._cell_kept, self.limits.notebook - self.notebook_kept)
         # streams keep half the cell's room for their end (the tail)
@@ -170,6 +173,19 @@ class OutputBudget:
             self._tails = {}
             self._cell_dropped = 0
             self._rich_dropped = 0
+
+    def _after_a_gap(self, name: str, text: str, gap: int) -> None:
+        """A stream's text that the kernel kept back: ``gap`` characters it left out
+        came before ``text``, so ``text`` is the newest of the stream, never its start.
+
+        It becomes the stream's tail on its own: the tail held so far lies before the
+        gap, so it is left out too (and counted), as is whatever of ``text`` the tail
+        has no room for.
+        """
+        older = self._tails.get(name)
+        self._drop(gap + (older.size if older else 0))
+        tail = self._tails[name] = _Tail(self._tail_room())
+        self._drop(tail.add(text))
 
     def _tail_room(self) -> int:
         return min(self.limits.cell // 2, max(0, self.limits.notebook - self.notebook_kept))

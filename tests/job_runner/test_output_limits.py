@@ -11,7 +11,7 @@ import time
 import nbformat
 import psutil
 from nbjobs.job_runner import ExitCode, read_status
-from nbjobs.job_runner.output_limits import OutputBudget, OutputLimits, _Tail
+from nbjobs.job_runner.output_limits import LEFT_OUT_KEY, OutputBudget, OutputLimits, _Tail
 
 from .helpers import run_cli, runner_command
 
@@ -214,6 +214,58 @@ def test_budget_counts_what_it_leaves_out():
     assert kept == "0" * 30 + "1" * 20 + "8" * 20 + "9" * 30
     assert budget.dropped == {0: 300 - 100}
     assert "200 characters of output were left out" in outs[-2]["text"]
+
+
+def test_text_the_kernel_kept_back_becomes_the_tail_not_part_of_the_start():
+    """A stream message that says the kernel left text out before it is the stream's
+    newest text: it replaces the tail (whose text lies before the gap), never the head."""
+    budget = OutputBudget(OutputLimits(cell=100, notebook=1000, log=100))
+    outs: list = []
+    passed = {"msg_type": "stream", "content": {"name": "stdout", "text": "a" * 80}}
+    kept_back = {
+        "msg_type": "stream",
+        "content": {"name": "stdout", "text": "z" * 30},
+        "metadata": {LEFT_OUT_KEY: 500},
+    }
+    assert not budget.admit(0, passed, outs)
+    assert not budget.admit(0, kept_back, outs)
+    budget.finish_cell(0, outs)
+    texts = [o["text"] for o in outs]
+    # the head, the note (30 of the passed text and the kernel's 500), the kept-back end
+    assert texts[0] == "a" * 50
+    assert "530 characters of output were left out here" in texts[1]
+    assert texts[2] == "z" * 30
+    assert budget.dropped == {0: 530}
+
+
+def test_a_loud_cell_keeps_its_start_an_exact_note_and_its_whole_last_line(make_notebook, tmp_path):
+    """200 lines of 101 characters under a 4 KiB cell: the kernel's kept-back end was
+    once joined to what it had passed on, then cut again by the runner, so the start
+    ended in the middle of the last lines and the end kept only their last 58 x's."""
+    source = make_notebook(
+        "for i in range(200):\n    print(f'line {i:03d} ' + 'x' * 92)", "print('the end')"
+    )
+    output = tmp_path / "out.ipynb"
+
+    proc = run_cli(
+        source, output, "--max-cell-output", "4K", "--max-output", "64K", "--max-log-output", "1K"
+    )
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr[-2000:]
+    nb = nbformat.read(output, as_version=4)
+    printed = "".join(f"line {i:03d} " + "x" * 92 + "\n" for i in range(200))
+    kinds = [(o["output_type"], o.get("name")) for o in nb.cells[0].outputs]
+    assert kinds == [("stream", "stdout"), ("stream", "stderr"), ("stream", "stdout")]
+    head, note, end = (o["text"] for o in nb.cells[0].outputs)
+    assert head == printed[: 2 * KiB]  # the start, to half the cell's room
+    assert end == printed[-2 * KiB :]  # the end, to the whole last line
+    assert end.endswith("\nline 199 " + "x" * 92 + "\n")
+    left_out = len(printed) - 4 * KiB
+    assert note.startswith(f"[nbjobs] {left_out:,} characters of output were left out here")
+    summary = nb.metadata["nbjobs"]["output"]
+    assert summary["cells_with_dropped_output"] == [0]
+    assert summary["dropped_characters"] == left_out
+    assert _stream_text(nb.cells[1]) == "the end\n"
 
 
 def test_one_huge_write_is_cut_in_the_kernel_before_it_is_sent(make_notebook, tmp_path):
