@@ -156,10 +156,12 @@ export class DefinitionsView {
     history.className = 'nbjobs-Definition-history';
     history.hidden = true;
     const showHistory = async () => {
+      // open from the click on: a drawing of the list that comes while the runs are
+      // read keeps it open (it was lost when marked only once they came)
+      row.dataset.open = '1';
       const runs = await this.api.definitionRuns(definition.id);
       history.replaceChildren(this._history(runs));
       history.hidden = false;
-      row.dataset.open = '1';
     };
     buttons.append(
       button(trans('Run now'), async () => {
