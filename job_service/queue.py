@@ -79,19 +79,18 @@ def fair_share(
     db: Session, users: set[str] | None = None
 ) -> tuple[Counter[str], defaultdict[str, float], dict[str, float]]:
     """Per user (all, or ``users``): jobs running, GPUs held (fractions as what they
-    are), when they last started one."""
-    active_query = select(JobRecord.user, CHARGED_GPUS).where(JobRecord.state.in_(ACTIVE_VALUES))
-    last_query = select(JobRecord.user, func.max(JobRecord.started_at)).group_by(JobRecord.user)
-    if users is not None:
-        active_query = active_query.where(JobRecord.user.in_(users))
-        last_query = last_query.where(JobRecord.user.in_(users))
+    are), when they last started one; one query."""
+    query = _SHARES if users is None else _SHARES.where(JobRecord.user.in_(users))
     running_jobs: Counter[str] = Counter()
     running_gpus: defaultdict[str, float] = defaultdict(float)
-    for user, gpus in db.execute(active_query).all():
-        running_jobs[user] += 1
-        running_gpus[user] += float(gpus or 0)
-    # Round-robin between users: whoever started a job least recently goes first.
-    last_start = {user: when.timestamp() for user, when in db.execute(last_query).all() if when}
+    last_start: dict[str, float] = {}
+    for user, running, gpus, last in db.execute(query):
+        if running:
+            running_jobs[user] = int(running)
+            running_gpus[user] = float(gpus or 0)
+        # Round-robin between users: whoever started a job least recently goes first.
+        if last is not None:
+            last_start[user] = last.timestamp()
     return running_jobs, running_gpus, last_start
 
 
@@ -171,12 +170,7 @@ def work_out_positions(db: Session) -> dict[str, int]:
     queued = db.execute(_QUEUED).all()
     if not queued:
         return {}
-    running_jobs: Counter[str] = Counter()
-    last_start: dict[str, float] = {}
-    for user, running, last in db.execute(_SHARES_OF_QUEUED):
-        running_jobs[user] = int(running or 0)
-        if last is not None:
-            last_start[user] = last.timestamp()
+    running_jobs, _, last_start = fair_share(db, {r.user for r in queued})
     clock = max([datetime.now(timezone.utc).timestamp(), *last_start.values()])
     positions: dict[str, int] = {}
     for row in in_queue_order(queued, running_jobs, last_start):
@@ -187,16 +181,15 @@ def work_out_positions(db: Session) -> dict[str, int]:
     return positions
 
 
-# The statements the places are read with, built once rather than at every change of
-# the queue; the shares in one query where fair_share takes two.
-_IS_QUEUED = JobRecord.state == JobState.QUEUED.value
-_QUEUED = select(JobRecord.id, JobRecord.user, JobRecord.priority, JobRecord.seq).where(_IS_QUEUED)
-_SHARES_OF_QUEUED = (
-    select(
-        JobRecord.user,
-        func.sum(case((JobRecord.state.in_(ACTIVE_VALUES), 1), else_=0)),
-        func.max(JobRecord.started_at),
-    )
-    .where(JobRecord.user.in_(select(JobRecord.user).where(_IS_QUEUED)))
-    .group_by(JobRecord.user)
+# The statements the places and the shares are read with, built once rather than at
+# every change of the queue.
+_QUEUED = select(JobRecord.id, JobRecord.user, JobRecord.priority, JobRecord.seq).where(
+    JobRecord.state == JobState.QUEUED.value
 )
+_ACTIVE = JobRecord.state.in_(ACTIVE_VALUES)
+_SHARES = select(
+    JobRecord.user,
+    func.sum(case((_ACTIVE, 1), else_=0)),
+    func.sum(case((_ACTIVE, CHARGED_GPUS), else_=0)),
+    func.max(JobRecord.started_at),
+).group_by(JobRecord.user)
