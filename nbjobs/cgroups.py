@@ -279,27 +279,29 @@ class Group:
         if "devices" in paths and limits.gpu_minors is not None:
             deny = paths["devices"] / "devices.deny"
             if not limits.gpu_minors:
-                _write(deny, f"c {NVIDIA_MAJOR}:* rwm")
+                write_control(deny, f"c {NVIDIA_MAJOR}:* rwm")
             else:
                 # v1 starts from "allow all": without a way to re-allow one minor under a
                 # wildcard, every other GPU minor is denied one by one
                 given = set(limits.gpu_minors) | set(NVIDIA_CONTROL_MINORS)
                 for minor in range(256):
                     if minor not in given:
-                        _write(deny, f"c {NVIDIA_MAJOR}:{minor} rwm")
+                        write_control(deny, f"c {NVIDIA_MAJOR}:{minor} rwm")
         if "memory" in paths and limits.memory is not None:
             folder = paths["memory"]
-            _write(folder / "memory.limit_in_bytes", str(limits.memory))
+            write_control(folder / "memory.limit_in_bytes", str(limits.memory))
             # with swap accounting, swap counts too: the limit is not escaped into swap
             with contextlib.suppress(OSError):
-                _write(folder / "memory.memsw.limit_in_bytes", str(limits.memory))
+                write_control(folder / "memory.memsw.limit_in_bytes", str(limits.memory))
         if "cpu" in paths and limits.cpus is not None:
             folder = paths["cpu"]
-            _write(folder / "cpu.cfs_period_us", str(CPU_PERIOD_US))
-            _write(folder / "cpu.cfs_quota_us", str(max(1000, int(limits.cpus * CPU_PERIOD_US))))
+            write_control(folder / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            write_control(
+                folder / "cpu.cfs_quota_us", str(max(1000, int(limits.cpus * CPU_PERIOD_US)))
+            )
         if "pids" in paths:
             # "max" again for a stale group of the same name that had a limit
-            _write(paths["pids"] / "pids.max", _tasks_text(limits.tasks))
+            write_control(paths["pids"] / "pids.max", _tasks_text(limits.tasks))
 
     def _create_v2(self, limits: Limits) -> None:
         cg = self.cgroups
@@ -307,19 +309,19 @@ class Group:
         parent.mkdir(exist_ok=True)
         wanted = " ".join(f"+{f}" for f in cg.enforced)
         with contextlib.suppress(OSError):  # already on, or delegated above us
-            _write(cg.root / "cgroup.subtree_control", wanted)
-        _write(parent / "cgroup.subtree_control", wanted)
+            write_control(cg.root / "cgroup.subtree_control", wanted)
+        write_control(parent / "cgroup.subtree_control", wanted)
         folder = parent / self.name
         folder.mkdir(exist_ok=True)
         if limits.memory is not None:
-            _write(folder / "memory.max", str(limits.memory))
+            write_control(folder / "memory.max", str(limits.memory))
             with contextlib.suppress(OSError):
-                _write(folder / "memory.swap.max", "0")
+                write_control(folder / "memory.swap.max", "0")
         if limits.cpus is not None:
             quota = max(1000, int(limits.cpus * CPU_PERIOD_US))
-            _write(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+            write_control(folder / "cpu.max", f"{quota} {CPU_PERIOD_US}")
         if "pids" in cg.enforced:
-            _write(folder / "pids.max", _tasks_text(limits.tasks))
+            write_control(folder / "pids.max", _tasks_text(limits.tasks))
 
     def command_prefix(self, limits: Limits, uid: int | None, gid: int | None) -> list[str]:
         """Under systemd (cgroup v2): the ``systemd-run`` words that start a command in this
@@ -468,7 +470,8 @@ class Group:
                     time.sleep(0.02)
 
 
-def _write(path: Path, text: str) -> None:
+def write_control(path: Path, text: str) -> None:
+    """Write ``text`` to the control file ``path`` (one write, as the kernel wants it)."""
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, text.encode())

@@ -27,7 +27,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from nbjobs.cgroups import Cgroups
+from nbjobs.cgroups import Cgroups, write_control
 
 #: the weight of one process, as the kernel gives it (v1 ``cpu.shares``, v2 ``cpu.weight``)
 V1_PROCESS, V2_PROCESS = 1024, 100
@@ -71,10 +71,6 @@ def weigh_parent(cgroups: Cgroups) -> int | None:
         return None
     weight = parent_weight(cgroups, groups)
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(fd, str(weight).encode())
-        finally:
-            os.close(fd)
+        write_control(path, str(weight))
         return weight
     return None
