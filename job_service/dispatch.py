@@ -217,10 +217,20 @@ class Dispatcher:
             # by side rather than one after the other: on a loaded machine each trip to a
             # thread costs tens of ms before the runner can start.
             limit = ctx.config.storage.max_job_files
-            spec, room = await asyncio.gather(
+            claiming = asyncio.gather(
                 ctx.in_db(self._claim, row.id, token),
                 asyncio.to_thread(room_at_start, limit, Path(row.job_dir)),
             )
+            try:
+                spec, room = await asyncio.shield(claiming)
+            except asyncio.CancelledError:
+                # The service stops: a claim made meanwhile goes back to the queue here,
+                # while the lease is still this service's. Left "starting" with nothing
+                # started, the next service could only call it lost.
+                with contextlib.suppress(Exception):
+                    if (await claiming)[0] is not None:
+                        await ctx.in_db(self._unclaim, row.id, token)
+                raise
             if spec is None:
                 continue  # cancelled (or changed) since the queue was read
             spec.job_files = room
@@ -439,6 +449,20 @@ class Dispatcher:
             self.ctx.metrics.job_started(flavor, (started - submitted).total_seconds())
         return bool(cancel)
 
+    def _unclaim(self, job_id: str, token: str) -> None:
+        """A claim whose start was never begun (the service stopped): queued again."""
+        with self.ctx.sessions() as db:
+            record = db.get(JobRecord, job_id)
+            if (
+                record is not None
+                and record.claim == token
+                and record.state == JobState.STARTING.value
+                and not record.backend_ref
+            ):
+                _queue_again(record)
+                db.commit()
+        self._positions.changed()
+
     def _record_failed_start(self, job_id: str, token: str, why: str) -> None:
         with self.ctx.sessions() as db:
             record = db.get(JobRecord, job_id)
@@ -488,13 +512,18 @@ class Dispatcher:
                 if record is None:
                     continue
                 self.log.info("job %s: its start was not recorded; queued again", job_id)
-                if record.cancel_requested:
-                    record.state = JobState.CANCELLED.value
-                    record.finished_at = utcnow()
-                else:
-                    record.state = JobState.QUEUED.value
-                record.claim = None
+                _queue_again(record)
             db.commit()
+
+
+def _queue_again(record: JobRecord) -> None:
+    """A claimed job nothing was started for: queued again (or cancelled, if asked)."""
+    if record.cancel_requested:
+        record.state = JobState.CANCELLED.value
+        record.finished_at = utcnow()
+    else:
+        record.state = JobState.QUEUED.value
+    record.claim = None
 
 
 def _ids_in(ctx: Context, states: list[str]) -> list[str]:

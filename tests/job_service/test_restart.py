@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
@@ -159,3 +161,35 @@ def test_a_malformed_config_stops_the_service_with_the_line(tmp_path):
 
     assert proc.returncode == 2
     assert f"{config}, line 3: flavors.0.gpus: Input should be a valid integer" in proc.stdout
+
+
+async def test_a_job_claimed_as_the_service_stops_runs_after_the_restart(start):
+    """The service stopped while its dispatcher was claiming a job: the claim was
+    committed but nothing started, and the next service called the job lost ("the
+    job's process was gone") instead of running it."""
+    first = await start()
+    first.write("ada", "c.ipynb", "print('ran')")
+    dispatcher = first.service.dispatcher
+    claiming, go_on = threading.Event(), threading.Event()
+    claim = dispatcher._claim
+
+    def slow_claim(job_id, token):
+        claiming.set()
+        go_on.wait(30)
+        return claim(job_id, token)
+
+    dispatcher._claim = slow_claim
+    job = await first.submit("ada", "c.ipynb")
+    assert await asyncio.to_thread(claiming.wait, 30), "the dispatcher never claimed the job"
+    stopping = asyncio.ensure_future(stop_service(first))
+    await asyncio.sleep(0.2)  # the stop cancels the pass while the claim is in its thread
+    go_on.set()
+    await stopping
+    assert not first.service.backend.running, "a start began after the stop"
+
+    second = await start()
+    try:
+        done = await second.wait("ada", job["id"])
+        assert done["state"] == "succeeded", done["message"]
+    finally:
+        await stop_service(second)
