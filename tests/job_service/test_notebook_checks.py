@@ -15,10 +15,12 @@ import json
 import os
 import pwd
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from nbjobs.job_service import notebooks
 
 from .conftest import start_service, stop_all
 
@@ -82,36 +84,63 @@ def workers() -> set[int]:
     return found
 
 
-#: the uids the checkers ran as, over the last :func:`submit_all`
-UIDS: set[int | None] = set()
+class FeedGate:
+    """Holds each big check's worker, a real process under its real account, before it
+    is fed the notebook, until the test lets it go: the worker waits on its stdin, so
+    which checks run at once is seen in the process table, whatever the machine's
+    speed. ``held`` gives each held worker's pid and the event that lets it go on."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.held: asyncio.Queue[tuple[int, asyncio.Event]] = asyncio.Queue()
+        real = notebooks._feed
+
+        async def feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+            go = asyncio.Event()
+            await self.held.put((process.pid, go))
+            await go.wait()
+            await real(process, data)
+
+        monkeypatch.setattr(notebooks, "_feed", feed)
+
+    async def next(self) -> tuple[int, asyncio.Event]:
+        return await asyncio.wait_for(self.held.get(), 120)
 
 
-async def submit_all(svc: Any, submits: list[tuple[str, str]]) -> tuple[list[Any], int, int]:
-    """Submit ``(user, path)`` on flavor held all at once; the responses, the most
-    checkers seen at once and how many were seen in all (their uids: :data:`UIDS`)."""
-    most, seen = 0, set()
-    done = asyncio.Event()
-    UIDS.clear()
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition`` (a state of the service the test reads), two minutes at most."""
+    deadline = asyncio.get_running_loop().time() + 120
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the service never got there"
+        await asyncio.sleep(0.01)
 
-    async def watch() -> None:
-        nonlocal most
-        while not done.is_set():
-            now = workers()
-            most, _ = max(most, len(now)), seen.update(now)
-            UIDS.update(uid_of(pid) for pid in now)
-            await asyncio.sleep(0.02)
 
-    async def one(user: str, path: str) -> Any:
+def submit(svc: Any, user: str, path: str) -> asyncio.Task[Any]:
+    """A submit on flavor ``held`` (never run), in flight as a task."""
+
+    async def one() -> Any:
         async with svc.client(user) as c:
             return await c.post("jobs", json={"path": path, "flavor": "held"})
 
-    watcher = asyncio.create_task(watch())
-    try:
-        answers = await asyncio.gather(*(one(u, p) for u, p in submits))
-    finally:
-        done.set()
-        await watcher
-    return answers, most, len(seen)
+    return asyncio.ensure_future(one())
+
+
+def in_checks(svc: Any) -> int:
+    """How many submits have come to their notebook's check (waiting or checking)."""
+    return sum(svc.service.notebooks._waiting.values())
+
+
+async def one_at_a_time(svc: Any, gate: FeedGate, submits: list[tuple[str, str]]) -> list[Any]:
+    """Submit all at once; with every submit at its check, exactly one worker runs, each
+    time one is let go: the answers, in the order given."""
+    tasks = [submit(svc, user, path) for user, path in submits]
+    for left in range(len(submits), 0, -1):
+        pid, go = await gate.next()
+        await until(lambda left=left: in_checks(svc) == left)
+        assert workers() == {pid}, "another check ran beside the one held"
+        if os.geteuid() == 0:  # a root service parses users' notebooks as nobody
+            assert uid_of(pid) == pwd.getpwnam("nobody").pw_uid
+        go.set()
+    return list(await asyncio.gather(*tasks))
 
 
 async def test_a_notebook_of_more_cells_than_allowed_is_refused_saying_what_to_do(tmp_path):
@@ -147,8 +176,9 @@ async def test_a_big_notebook_is_parsed_outside_the_service_within_its_memory(tm
     try:
         # 40 MiB of small cells: parsing it takes far more than 256 MiB
         write_cells(svc.home("ada") / "big.ipynb", 200_000, width=60)
-        write_cells(svc.home("ada") / "r.ipynb", 30_000, kernel="ir")
-        write_cells(svc.home("ada") / "ok.ipynb", 30_000)
+        # past SMALL in few cells: checked in a worker, quickly
+        write_cells(svc.home("ada") / "r.ipynb", 2_500, width=2_000, kernel="ir")
+        write_cells(svc.home("ada") / "ok.ipynb", 2_500, width=2_000)
         peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         async with svc.client("ada") as c:
             big = await c.post("jobs", json={"path": "big.ipynb", "flavor": "held"})
@@ -174,40 +204,36 @@ async def test_a_big_notebook_is_parsed_outside_the_service_within_its_memory(tm
     assert ok.json()["state"] == "pending_approval"
 
 
-async def test_big_notebooks_are_checked_a_few_at_once_in_all(tmp_path):
+async def test_big_notebooks_are_checked_a_few_at_once_in_all(tmp_path, monkeypatch):
+    gate = FeedGate(monkeypatch)
     limits = {"checks_at_once": 1, "check_wait": "5m"}  # however slow the machine
     svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
     try:
         for user in ("ada", "bob", "cy"):  # past SMALL in few cells: quick checks
             write_cells(svc.home(user) / "big.ipynb", 2_500, width=2_000)
-        answers, most, seen = await submit_all(
-            svc, [("ada", "big.ipynb"), ("bob", "big.ipynb"), ("cy", "big.ipynb")]
+        answers = await one_at_a_time(
+            svc, gate, [("ada", "big.ipynb"), ("bob", "big.ipynb"), ("cy", "big.ipynb")]
         )
     finally:
         await stop_all(svc)
 
     assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
-    assert seen >= 2  # the watch saw the checks
-    assert most == 1
-    if os.geteuid() == 0:  # a root service parses users' notebooks as nobody
-        assert UIDS - {None} == {pwd.getpwnam("nobody").pw_uid}
 
 
-async def test_one_users_notebooks_are_checked_one_at_a_time(tmp_path):
+async def test_one_users_notebooks_are_checked_one_at_a_time(tmp_path, monkeypatch):
+    gate = FeedGate(monkeypatch)
     limits = {"checks_at_once": 4, "check_wait": "5m"}  # however slow the machine
     svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
     try:
         for name in ("a", "b", "c"):  # past SMALL in few cells: quick checks
             write_cells(svc.home("ada") / f"{name}.ipynb", 2_500, width=2_000)
-        answers, most, seen = await submit_all(
-            svc, [("ada", "a.ipynb"), ("ada", "b.ipynb"), ("ada", "c.ipynb")]
+        answers = await one_at_a_time(
+            svc, gate, [("ada", "a.ipynb"), ("ada", "b.ipynb"), ("ada", "c.ipynb")]
         )
     finally:
         await stop_all(svc)
 
     assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
-    assert seen >= 2
-    assert most == 1
     assert svc.service.notebooks._users == {}  # no lock left behind per user
 
 
@@ -219,36 +245,44 @@ def test_too_little_check_memory_is_refused_in_nbjobs_yaml(memory):
         parse_config(f"limits:\n  check_memory: {memory}\n")
 
 
-async def test_a_submit_that_waits_past_check_wait_is_told_to_come_back(tmp_path):
+async def test_a_submit_that_waits_past_check_wait_is_told_to_come_back(tmp_path, monkeypatch):
     """At load 6.5 on two cores a submit once took 61 s and ended in a 500: now a
     submit whose check cannot begin within ``limits.check_wait`` is a 503 with
     Retry-After and a sentence, at once, and the same submit later goes through."""
+    gate = FeedGate(monkeypatch)
     limits = {"checks_at_once": 1, "check_wait": "1s"}
     svc = await start_service(tmp_path, {"flavors": FLAVORS, "limits": limits})
     try:
         for user in ("ada", "bob"):
-            write_cells(svc.home(user) / "big.ipynb", 20_000)  # seconds to check
-        # the only place for a big check is taken by one of the two, for seconds
-        both = await submit_all(svc, [("ada", "big.ipynb"), ("bob", "big.ipynb")])
-        first, second = both[0]
-        async with svc.client("bob") as c:
-            again = await c.post("jobs", json={"path": "big.ipynb", "flavor": "held"})
+            write_cells(svc.home(user) / "big.ipynb", 2_500, width=2_000)
+        # the only place for a big check is held by ada's until bob's is refused
+        ada = submit(svc, "ada", "big.ipynb")
+        _, go = await gate.next()
+        busy = await submit(svc, "bob", "big.ipynb")
+        go.set()
+        first = await ada
+        again = submit(svc, "bob", "big.ipynb")  # the place is free: it goes through
+        (await gate.next())[1].set()
+        again = await again
         # one user's second notebook waits behind their first, within the same bound
-        mine = await submit_all(svc, [("ada", "big.ipynb"), ("ada", "big.ipynb")])
+        earlier = submit(svc, "ada", "big.ipynb")
+        _, go = await gate.next()
+        refused = await submit(svc, "ada", "big.ipynb")
+        go.set()
+        earlier = await earlier
     finally:
         await stop_all(svc)
 
-    statuses = sorted([first.status_code, second.status_code])
-    assert statuses == [201, 503], [first.text, second.text]
-    busy = first if first.status_code == 503 else second
+    assert first.status_code == 201, first.text
+    assert busy.status_code == 503, busy.text
     assert busy.headers["Retry-After"] == "5"
     assert busy.json()["message"] == (
         "the job service is checking 1 other big notebook(s), and this one waited 1 s for "
         "its turn; submit it again in a minute"
     )
     assert again.status_code == 201, again.text
-    assert sorted(a.status_code for a in mine[0]) == [201, 503]
-    refused = next(a for a in mine[0] if a.status_code == 503)
+    assert earlier.status_code == 201, earlier.text
+    assert refused.status_code == 503, refused.text
     assert refused.json()["message"].startswith(
         "your earlier big notebooks are still being checked"
     )
