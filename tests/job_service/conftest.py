@@ -265,9 +265,19 @@ def _no_runner_outlives_its_test() -> Iterator[None]:
 
 
 @pytest.fixture
-def start(tmp_path) -> Callable[..., Any]:
-    """Start (another) service over the same folder and database."""
-    return lambda overrides=None, argv=(): start_service(tmp_path, overrides, argv)
+async def start(tmp_path) -> AsyncIterator[Callable[..., Any]]:
+    """Start (another) service over the same folder and database; the ones a failed test
+    left running are stopped after it (its sockets would fail the next test)."""
+    started: list[Service] = []
+
+    async def start_one(overrides: dict[str, Any] | None = None, argv: tuple[str, ...] = ()):
+        started.append(await start_service(tmp_path, overrides, argv))
+        return started[-1]
+
+    yield start_one
+    for service in started:
+        if not service.service.stopping:
+            await stop_service(service)
 
 
 def _postgres_bin() -> Path | None:

@@ -51,11 +51,13 @@ async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
 
 async def test_a_job_that_ended_while_the_service_was_down_gets_its_real_outcome(start):
     first = await start()
-    first.write("ada", "q.ipynb", "import time; time.sleep(1)", "raise ValueError('late')")
+    hold, release = first.gate("ada")
+    first.write("ada", "q.ipynb", hold, "raise ValueError('late')")
     job = await first.submit("ada", "q.ipynb")
     await first.wait("ada", job["id"], running)
     pid = first.service.backend.running[job["id"]].pid
     await stop_service(first)
+    release()
     psutil.Process(pid).wait(timeout=60)  # it finishes while nobody watches
 
     second = await start()
