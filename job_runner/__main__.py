@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# jsonschema, which nbformat imports, compiles IRI grammars with lark when the optional
-# rfc3987-syntax is installed (jupyter-events brings it into most Jupyter images): about
-# 0.7 s of every job's start-up, for a string format no notebook schema uses. The runner
-# is its own process, so it declines that one optional module; nothing else changes.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+from .lean_imports import decline_iri_grammar
+
+# before nbformat imports jsonschema: over a second of every job's start-up otherwise
+decline_iri_grammar()
 
 from .errors import BadInput, ExitCode, positive_seconds  # noqa: E402
 from .folder_room import FolderRoom, room_for_log  # noqa: E402

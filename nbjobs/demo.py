@@ -425,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with open(log_path, "ab") as log:
             hub = subprocess.Popen(
-                [sys.executable, "-m", "jupyterhub", "-f", str(hub_config)],
+                [sys.executable, "-m", "nbjobs.hub_config.run", "-f", str(hub_config)],
                 cwd=workdir,
                 env=env,
                 stdout=log,

@@ -534,7 +534,8 @@ def unit_names(instance: str) -> tuple[str, str]:
 def commands(config_dir: Path, bindir: Path) -> tuple[list[str], list[str]]:
     """The hub's and the job service's command lines (no secret on either: they come
     from the environment files)."""
-    hub = [str(bindir / "jupyterhub"), "-f", str(config_dir / "jupyterhub_config.py")]
+    hub = [str(bindir / "python"), "-m", "nbjobs.hub_config.run"]
+    hub += ["-f", str(config_dir / "jupyterhub_config.py")]
     jobs = [str(bindir / "nbjobs"), "service", "--config", str(config_dir / "nbjobs.yaml")]
     return hub, jobs
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from jupyterhub.spawner import LocalProcessSpawner
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-from traitlets import Unicode
+from traitlets import Unicode, default
 
 from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
 from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits, human_bytes
@@ -64,6 +64,11 @@ class LocalCPUSpawner(LocalProcessSpawner):
 
     #: said once per hub process: what control groups enforce here
     _cgroups_said = False
+
+    @default("cmd")
+    def _default_cmd(self) -> list[str]:
+        # jupyterhub-singleuser without jsonschema's IRI grammar: 1.4 s of CPU less per start
+        return [sys.executable, "-m", "nbjobs.spawner.singleuser"]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -45,7 +45,13 @@ def test_pam_logins_use_the_machines_own_accounts_and_no_gpu_means_cpu_only():
 
 def test_the_start_commands_read_their_secrets_from_files():
     hub, jobs = commands(Path("/etc/nbjobs"), Path("/opt/nbjobs/bin"))
-    assert hub == ["/opt/nbjobs/bin/jupyterhub", "-f", "/etc/nbjobs/jupyterhub_config.py"]
+    assert hub == [
+        "/opt/nbjobs/bin/python",
+        "-m",
+        "nbjobs.hub_config.run",
+        "-f",
+        "/etc/nbjobs/jupyterhub_config.py",
+    ]
     line = shell_line(Path("/etc/nbjobs/service.env"), jobs, Path("/var/lib/nbjobs"))
     assert line == (
         "sh -c 'set -a; . /etc/nbjobs/service.env; set +a; umask 077; cd /var/lib/nbjobs; "

@@ -76,7 +76,8 @@ def local_nbjobs_yaml(folder: Path, **extra: object) -> Path:
 
 @contextmanager
 def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> Iterator[str]:
-    """Start ``jupyterhub -f`` on ``config`` (the text of a jupyterhub_config.py).
+    """Start the hub as nbjobs does (``python -m nbjobs.hub_config.run -f``) on ``config``
+    (the text of a jupyterhub_config.py).
 
     Waits until the nbjobs service answers through the hub's proxy, yields the
     hub's URL (with its ``base_url``), and stops the hub afterwards. A hub that
@@ -89,7 +90,13 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
     log_path = folder / "hub.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
+            [
+                sys.executable,
+                "-m",
+                "nbjobs.hub_config.run",
+                "-f",
+                str(folder / "jupyterhub_config.py"),
+            ],
             cwd=folder,
             env=env,
             stdout=log,

@@ -100,7 +100,7 @@ def test_a_system_account_logs_in_with_its_password_and_its_server_runs_as_it(pa
         p
         for p in psutil.process_iter(["environ", "uids", "cmdline"])
         if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == user
-        and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
+        and "nbjobs.spawner.singleuser" in " ".join(p.info["cmdline"] or [])
     )
     assert server.info["uids"].real == account.pw_uid
     folder = public / "shared" / "home" / user

@@ -358,7 +358,9 @@ def service_processes(demo: Any) -> list[psutil.Process]:
     for process in psutil.Process(demo[2].pid).children(recursive=True):
         with contextlib.suppress(psutil.Error):
             line = " ".join(process.cmdline())
-            if any(w in line for w in ("jupyterhub -f", "nbjobs.cli service", "configurable-http")):
+            if any(
+                w in line for w in ("hub_config.run -f", "nbjobs.cli service", "configurable-http")
+            ):
                 found.append(process)
     return found
 
@@ -381,7 +383,7 @@ def test_as_root_each_user_is_their_own_os_account(demo):
     server = next(
         p
         for p in servers_of(workdir, "ada", ("uids",))
-        if "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
+        if "nbjobs.spawner.singleuser" in " ".join(p.info["cmdline"] or [])
     )
     assert server.info["uids"].real == server.info["uids"].effective == ada.pw_uid
     assert ada.pw_dir == str(home)

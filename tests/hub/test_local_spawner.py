@@ -92,7 +92,7 @@ def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
             p
             for p in psutil.process_iter(["environ", "cwd", "cmdline", "status"])
             if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == name
-            and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])
+            and "nbjobs.spawner.singleuser" in " ".join(p.info["cmdline"] or [])
             and p.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
         ]
         assert len(processes) == 1

@@ -2,8 +2,9 @@
 
 If it broke (the fake's or the service's set-up changed under it), its figures would
 be missing when someone needs them; this runs it as a user does, in a process of its
-own, with 4 jobs and 50 ms creates, two rounds: each round's figures are printed on a
-line of their own, and the worst round against the goal (every round must meet it).
+own, with 4 jobs and 50 ms creates: each round's figures are printed on a line of their
+own, and the worst round against the goal (every round must meet it). Two rounds on
+SQLite; one on PostgreSQL, whose server start is the costly part of a round.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "dispatch_bench.py"
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_the_bench_creates_every_job_and_prints_its_ratios(database):
-    command = [sys.executable, str(BENCH), "--jobs", "4", "--create-ms", "50", "--repeat", "2"]
+@pytest.mark.parametrize(("database", "repeat"), [("sqlite", 2), ("postgresql", 1)])
+def test_the_bench_creates_every_job_and_prints_its_ratios(database, repeat):
+    command = [sys.executable, str(BENCH), "--jobs", "4", "--create-ms", "50"]
+    command += ["--repeat", str(repeat)]
     done = subprocess.run(
         [*command, "--database", database],
         capture_output=True,
@@ -48,14 +50,14 @@ def test_the_bench_creates_every_job_and_prints_its_ratios(database):
         table,
         re.MULTILINE,
     )
-    assert [r[0] for r in rounds] == ["1", "2"], table
+    assert [r[0] for r in rounds] == [str(n + 1) for n in range(repeat)], table
     for _, p50, p99, most, against_goal in rounds:
         assert float(p50) <= float(p99) <= float(most)
         assert abs(float(against_goal) - float(p99) / 100) < 0.006  # both rounded
     worst = max(float(r[2]) for r in rounds)
     assert re.search(
         rf"^{database}: worst round \d, GET /jobs p99 {worst:.1f} ms / goal 100 ms = "
-        r"[\d.]+ \(load [\d.]+\); under the goal in \d of 2 rounds",
+        rf"[\d.]+ \(load [\d.]+\); under the goal in \d of {repeat} rounds?",
         table,
         re.MULTILINE,
     ), table

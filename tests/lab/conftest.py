@@ -179,7 +179,7 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
     assert shutil.which("configurable-http-proxy", path=env["PATH"]), "run scripts/install.sh"
     log = (workdir / "jupyterhub.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterhub", "-f", str(hub_config)],
+        [sys.executable, "-m", "nbjobs.hub_config.run", "-f", str(hub_config)],
         cwd=workdir,
         env=env,
         stdout=log,

@@ -1,0 +1,53 @@
+"""The processes nbjobs starts skip jsonschema's optional IRI grammar (1.4 s of CPU each).
+
+rfc3987-syntax builds an Earley parser for RFC 3987 with lark when jsonschema imports
+it; the hub, each notebook server, the notebook checker and each job's runner import
+jsonschema. Each is started here as nbjobs starts it, under ``-X importtime``: it
+imports jsonschema, never lark.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+NOTEBOOK = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": []}).encode()
+
+STARTS = {
+    "the hub": ["-m", "nbjobs.hub_config.run", "--help-all"],
+    "a notebook server": ["-m", "nbjobs.spawner.singleuser", "--help-all"],
+    "the notebook checker": [
+        *("-m", "nbjobs.job_service.notebooks"),
+        *("--memory", str(1 << 30), "--cells", "10"),
+    ],
+}
+
+
+def imported(args: list[str]) -> set[str]:
+    """The modules a Python process started with ``args`` imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        input=NOTEBOOK,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    lines = done.stderr.decode().splitlines()
+    return {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("what", list(STARTS))
+def test_a_process_nbjobs_starts_imports_jsonschema_without_its_iri_grammar(what):
+    modules = imported(STARTS[what])
+    assert "jsonschema" in modules  # the check means something: jsonschema was imported
+    assert "lark" not in modules
+
+
+def test_where_the_grammar_is_installed_plain_jupyterhub_builds_it():
+    """What the above is measured against: without nbjobs's start, lark is imported."""
+    installed = importlib.util.find_spec("rfc3987_syntax") is not None
+    assert ("lark" in imported(["-m", "jupyterhub", "--help-all"])) == installed
