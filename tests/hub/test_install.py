@@ -157,7 +157,10 @@ def test_install_twice_then_a_class_s_first_day_then_uninstall(machine):
     assert units == [f"{instance}-hub.service", f"{instance}-jobs.service"]
     hub_unit = (dirs["units-dir"] / f"{instance}-hub.service").read_text()
     assert f"EnvironmentFile={config_dir / 'hub.env'}" in hub_unit
-    assert f"ExecStart={Path(sys.executable).parent / 'jupyterhub'} -f" in hub_unit
+    assert (
+        f"ExecStart={Path(sys.executable).parent / 'python'} -m nbjobs.hub_config.run -f"
+        in hub_unit
+    )
     assert "JUPYTERHUB_API_TOKEN" not in hub_unit  # secrets stay in the 0600 files
 
     # no systemd here: the installer says how to start the two, and that is what we run
