@@ -65,6 +65,15 @@ class Events:
         return out
 
 
+async def past_the_baseline(svc) -> None:
+    """Wait until the feed's first look, its baseline (what it sees there is no news), is
+    behind it: a second look has begun. A change made sooner might go unannounced."""
+    deadline = time.monotonic() + 30
+    while svc.service.feed.looks < 2:
+        assert time.monotonic() < deadline, "the feed never looked twice"
+        await asyncio.sleep(0.02)
+
+
 @contextlib.asynccontextmanager
 async def stream(svc, user: str | None) -> AsyncIterator[Events]:
     """``GET api/events`` as ``user``, open for the block."""
@@ -109,7 +118,7 @@ async def test_a_job_put_in_anywhere_reaches_whoever_may_see_it_within_seconds(s
     ):
         for events in (ada, bob, admin, teacher):
             assert (await events.next())["event"] == "hello"  # ask for everything now
-        await asyncio.sleep(0.5)  # the feed's first look is its baseline
+        await past_the_baseline(svc)
         # another service (or the command line) records a job of ada's
         sent = time.monotonic()
         job_id, _ = insert_job(svc.service, "ada", state="queued", started_ago=None)
@@ -121,15 +130,17 @@ async def test_a_job_put_in_anywhere_reaches_whoever_may_see_it_within_seconds(s
             assert got["data"]["queue_position"] == 1
             assert got["at"] - sent < 5.0  # the feed looks every second; a loaded machine
         JobEvent.model_validate(got["data"])  # what api/openapi.yaml says it is
-        await asyncio.sleep(1.0)
-        assert bob.drain() == []  # not his, not his class
+        # a job of bob's, recorded after ada's was announced, is the first he hears of:
+        # ada's is not his, nor his class's (a stream's events come in order)
+        his, _ = insert_job(svc.service, "bob", state="queued", started_ago=None)
+        assert (await bob.next("job"))["data"]["id"] == his
 
 
 async def test_a_submitted_job_is_followed_to_its_end_and_a_removed_one_is_said_gone(svc):
     svc.write("ada", "a.ipynb", "print('hi')")
     async with stream(svc, "ada") as ada:
         await ada.next("hello")
-        await asyncio.sleep(0.5)
+        await past_the_baseline(svc)
         job = await svc.submit("ada", "a.ipynb")
         states = []
         while not states or states[-1] not in ("succeeded", "failed"):
@@ -152,7 +163,7 @@ async def test_a_running_jobs_progress_arrives_as_its_runner_writes_it(svc):
     _, jobdir = insert_job(svc.service, "ada")
     async with stream(svc, "ada") as ada:
         await ada.next("hello")
-        await asyncio.sleep(0.5)
+        await past_the_baseline(svc)
         write_status(jobdir / "status.json", cells_done=3, cells_total=8, current_cell=3)
         got = await ada.next("job", timeout=3)
         assert got["data"]["state"] == "running"
@@ -164,13 +175,17 @@ async def test_a_definition_saved_is_an_event_for_its_owner(svc):
     async with stream(svc, "ada") as ada, stream(svc, "bob") as bob:
         await ada.next("hello")
         await bob.next("hello")
-        await asyncio.sleep(0.5)
+        await past_the_baseline(svc)
         async with svc.client("ada") as c:
             r = await c.post("definitions", json={"path": "a.ipynb", "flavor": "cpu"})
             assert r.status_code == 201, r.text
         assert (await ada.next("definitions"))["data"] == {"user": "ada"}
-        await asyncio.sleep(0.6)
-        assert bob.drain() == []
+        # bob's own definition, saved after ada's was announced, is the first he hears of
+        svc.write("bob", "b.ipynb", "print('hi')")
+        async with svc.client("bob") as c:
+            r = await c.post("definitions", json={"path": "b.ipynb", "flavor": "cpu"})
+            assert r.status_code == 201, r.text
+        assert (await bob.next("definitions"))["data"] == {"user": "bob"}
 
 
 async def test_a_stream_needs_a_token_and_ends_to_be_opened_again(svc, monkeypatch):
