@@ -92,7 +92,8 @@ async def test_running_gpu_quota_makes_jobs_wait_with_the_reason(svc):
 async def test_queued_job_limit_refuses_with_429(start):
     svc = await start({"quotas": {"default": {"max_queued_jobs": 1}}})
     try:
-        svc.write("ada", "l.ipynb", "import time; time.sleep(10)")
+        hold, _ = svc.gate("ada")  # the two running stay so to the end (cancelled below)
+        svc.write("ada", "l.ipynb", hold)
         for _ in range(2):  # two run (cpu_slots: 2)
             await svc.wait("ada", (await svc.submit("ada", "l.ipynb"))["id"], running)
         await svc.submit("ada", "l.ipynb")  # one waits
@@ -215,10 +216,13 @@ async def test_admin_priority_jumps_the_queue(svc):
 async def test_fair_share_lets_a_second_user_in_before_the_first_users_backlog(start):
     svc = await start({"backend": {"kind": "local", "local": {"gpus": [0], "cpu_slots": 1}}})
     try:
-        svc.write("ada", "f.ipynb", "import time; time.sleep(1)")
-        svc.write("bob", "f.ipynb", "import time; time.sleep(1)")
+        # ada's first job holds the one slot until bob's job is queued behind her three
+        hold, release = svc.gate("ada")
+        svc.write("ada", "f.ipynb", hold)
+        svc.write("bob", "f.ipynb", "1")
         ada = [await svc.submit("ada", "f.ipynb") for _ in range(3)]
         bob = await svc.submit("bob", "f.ipynb")
+        release()
 
         done = [await svc.wait("root", j["id"], timeout=120) for j in [*ada, bob]]
 
@@ -383,7 +387,8 @@ async def test_a_local_fraction_flavor_counts_free_slices_and_charges_its_share(
         info = await half()
         # two GPUs of two slots each: four slices, each half a GPU
         assert (info["fraction"], info["free_gpus"], info["total_gpus"]) == (0.5, 4, 4)
-        svc.write("ada", "h.ipynb", "import time; time.sleep(3)")
+        hold, release = svc.gate("ada")
+        svc.write("ada", "h.ipynb", hold)
         jobs = [await svc.submit("ada", "h.ipynb", "half") for _ in range(3)]
         for job in jobs[:2]:
             await svc.wait("ada", job["id"], running)
@@ -393,6 +398,7 @@ async def test_a_local_fraction_flavor_counts_free_slices_and_charges_its_share(
             "waiting for ada's running jobs: ada may use 1 GPU(s) at once and uses 1"
         )
         assert ((await half())["free_gpus"], (await half())["total_gpus"]) == (2, 4)
+        release()
         assert (await svc.wait("ada", jobs[2]["id"]))["state"] == "succeeded"
     finally:
         await stop_all(svc)
