@@ -48,7 +48,10 @@ async def test_jobs_run_and_survive_a_restart_on_postgresql(start, postgres_url,
     url = new_postgres_database(postgres_url, tmp_path)
 
     first = await start({"database": {"url": url}})
-    first.write("ada", "pg.ipynb", "import time; time.sleep(2)", "print('on postgres')")
+    # held until the second service runs: it must outlive the first, however slow the
+    # machine is to get through the burst below
+    hold, release = first.gate("ada")
+    first.write("ada", "pg.ipynb", hold, "print('on postgres')")
     job = await first.submit("ada", "pg.ipynb")
     await first.wait("ada", job["id"], running)
     async with first.client("ada") as c:
@@ -63,6 +66,8 @@ async def test_jobs_run_and_survive_a_restart_on_postgresql(start, postgres_url,
 
     second = await start({"database": {"url": url}})
     try:
+        assert (await second.job("ada", job["id"]))["state"] == "running"  # adopted
+        release()
         done = await second.wait("ada", job["id"])
         assert done["state"] == "succeeded"
         async with second.client("ada") as c:
