@@ -51,6 +51,7 @@ from nbjobs.units import figure, limit_figure
 from .backends import Launched, LaunchSpec
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
 from .errors import Caller
+from .live import STATUS_FILE
 from .queue import fair_share, in_queue_order
 from .retention import room_at_start
 
@@ -364,7 +365,7 @@ class Dispatcher:
             flavor=flavor,
             snapshot_file=Path(record.snapshot_file),
             output_file=Path(record.output_file),
-            status_file=jobdir / "status.json",
+            status_file=jobdir / STATUS_FILE,
             log_file=jobdir / "log.txt",
             cwd=Path(record.source_file).parent,
             parameters=record.parameters,
@@ -489,20 +490,37 @@ class Dispatcher:
         active = await ctx.in_db(_active_jobs, ctx)
         lost: list[str] = []
         again: list[str] = []
-        for job_id, ref, gpus, flavor_name in active:
+        found: dict[str, tuple[str, list[str]]] = {}
+        for job_id, ref, gpus, flavor_name, job_dir in active:
             flavor = ctx.config.flavor(flavor_name)
+            status_file = Path(job_dir) / STATUS_FILE
+            if not ref and not backend.idempotent_starts:
+                # started, but killed before it was recorded? its runner says so
+                unrecorded = backend.unrecorded_start(job_id, status_file)
+                if unrecorded is not None:
+                    ref, gpus = unrecorded
+                    found[job_id] = unrecorded
+                    self.log.info("job %s: its start was not recorded; found it running", job_id)
             if ref and flavor is not None and backend.adopt(ref, gpus, flavor):
                 self.log.info("job %s: adopted after restart", job_id)
                 self._follower().follow(job_id, ref)
-            elif not ref and backend.idempotent_starts:
-                again.append(job_id)
+            elif not ref and (backend.idempotent_starts or not status_file.exists()):
+                again.append(job_id)  # never started: nothing can run twice
             else:
                 # Gone while we were away: the status file says how it ended, if it did.
+                found.pop(job_id, None)
                 lost.append(job_id)
-        await ctx.in_db(self._record_recovery, lost, again)
+        await ctx.in_db(self._record_recovery, lost, again, found)
 
-    def _record_recovery(self, lost: list[str], again: list[str]) -> None:
+    def _record_recovery(
+        self, lost: list[str], again: list[str], found: dict[str, tuple[str, list[str]]]
+    ) -> None:
         with self.ctx.sessions() as db:
+            for job_id, (ref, gpus) in found.items():
+                record = db.get(JobRecord, job_id)
+                if record is not None and not record.backend_ref:
+                    record.backend_ref, record.gpus = ref, gpus
+                    record.started_at = record.started_at or utcnow()
             for job_id in lost:
                 record = db.get(JobRecord, job_id)
                 if record is not None:
@@ -531,14 +549,18 @@ def _ids_in(ctx: Context, states: list[str]) -> list[str]:
         return list(db.scalars(select(JobRecord.id).where(JobRecord.state.in_(states))).all())
 
 
-def _active_jobs(ctx: Context) -> list[tuple[str, str | None, list[str], str]]:
+def _active_jobs(ctx: Context) -> list[tuple[str, str | None, list[str], str, str]]:
     with ctx.sessions() as db:
         rows = db.execute(
-            select(JobRecord.id, JobRecord.backend_ref, JobRecord.gpus, JobRecord.flavor).where(
-                JobRecord.state.in_(ACTIVE_VALUES)
-            )
+            select(
+                JobRecord.id,
+                JobRecord.backend_ref,
+                JobRecord.gpus,
+                JobRecord.flavor,
+                JobRecord.job_dir,
+            ).where(JobRecord.state.in_(ACTIVE_VALUES))
         ).all()
-        return [(r[0], r[1], list(r[2] or []), r[3]) for r in rows]
+        return [(r[0], r[1], list(r[2] or []), r[3], r[4]) for r in rows]
 
 
 def _write_reasons(ctx: Context, changed: dict[str, list[str]]) -> None:

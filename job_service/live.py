@@ -28,6 +28,9 @@ from nbjobs.job_runner import RunStatus, StatusFileError, parse_status, rank_fil
 
 from nbjobs.storage import FilesChanged, opened_job_dir, read_file_at
 
+#: a job's status file in its folder (the runner's ``--status-file``)
+STATUS_FILE = "status.json"
+
 #: a status file bigger than this is not the runner's (it writes a few KiB)
 STATUS_FILE_LIMIT = 8 * 1024**2
 #: seconds a reading serves before the file is read again
@@ -41,7 +44,7 @@ def read_status_bytes(job_dir: str, log: logging.Logger, rank: int = 0) -> bytes
     someone else's file is not read."""
     try:
         with opened_job_dir(Path(job_dir)) as folder:
-            name = rank_file(Path("status.json"), rank).name
+            name = rank_file(Path(STATUS_FILE), rank).name
             return read_file_at(folder, name, limit=STATUS_FILE_LIMIT)
     except FilesChanged as exc:
         log.warning("status file of %s not read: %s", job_dir, exc)

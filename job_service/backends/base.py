@@ -379,6 +379,12 @@ class Backend(LoggingConfigurable):
         """After a service restart: take back a job still running; False if it is gone."""
         raise NotImplementedError
 
+    def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
+        """After a restart, for a backend without :attr:`idempotent_starts`: the ref and GPUs
+        of a job it started that the service never recorded (it was killed in between),
+        still running; None when none runs."""
+        return None
+
     def seen(self, ref: str) -> Seen | None:
         """What the backend sees of a started job now (None: nothing beyond the runner's
         status file)."""

@@ -58,6 +58,7 @@ from ..kernels import InstalledKernels
 from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
 from .local_cpu import weigh_parent
 from .local_gpus import discover_gpus, nvml_minor_numbers
+from .local_unrecorded import find_unrecorded
 from .local_watch import exited_within, open_exit_watch
 
 #: What a local job takes from the job service's environment, by name: where programs
@@ -836,6 +837,10 @@ class LocalBackend(Backend):
         ranks[0].others = ranks[1:]
         self.running[job_id] = ranks[0]
         return True
+
+    def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
+        found = find_unrecorded(status_file)
+        return (f"{job_id}:{found.process}", found.gpus) if found is not None else None
 
     async def shutdown(self) -> None:
         # Jobs go on without us; keep their Popen objects referenced so that

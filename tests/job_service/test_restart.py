@@ -195,3 +195,38 @@ async def test_a_job_claimed_as_the_service_stops_runs_after_the_restart(start):
         assert done["state"] == "succeeded", done["message"]
     finally:
         await stop_service(second)
+
+
+async def test_a_job_started_but_never_recorded_is_found_running_after_a_crash(start):
+    """A service killed between starting a job's runner and recording its process left
+    the job "starting" with no process named: the next service called it lost while its
+    runner ran on. Now the runner is found by its status file and adopted."""
+    first = await start()
+    hold, release = first.gate("ada")
+    first.write("ada", "u.ipynb", hold, "print('after the crash')")
+    dispatcher = first.service.dispatcher
+    dispatcher.stop_grace = 0.5
+    unblock = threading.Event()
+
+    def never_recorded(job_id, token, launched):
+        unblock.wait(60)  # the service dies before this write: it never happens
+        return None
+
+    dispatcher._record_start = never_recorded
+    job = await first.submit("ada", "u.ipynb")
+    await first.wait("ada", job["id"], lambda j: job["id"] in first.service.backend.running)
+    pid = first.service.backend.running[job["id"]].pid
+    await stop_service(first)
+    unblock.set()
+    assert psutil.pid_exists(pid)
+
+    second = await start()
+    try:
+        adopted = await second.job("ada", job["id"])
+        assert adopted["state"] in ("starting", "running"), adopted["message"]
+        assert second.service.backend.running[job["id"]].pid == pid
+        release()
+        done = await second.wait("ada", job["id"])
+        assert done["state"] == "succeeded", done["message"]
+    finally:
+        await stop_service(second)
