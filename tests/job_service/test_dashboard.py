@@ -133,7 +133,8 @@ async def test_admins_see_the_queue_in_dispatch_order_and_move_jobs_saying_who_d
     ada1 = await svc.submit("ada", "w.ipynb", "gpu", name="ada-1")
     ada2 = await svc.submit("ada", "w.ipynb", "gpu", name="ada-2")
     bob1 = await svc.submit("bob", "w.ipynb", "gpu", name="bob-1")
-    await asyncio.sleep(0.5)  # the dispatcher looks and writes why each waits
+    # once the dispatcher has looked, it has written why each waits
+    await svc.wait("ada", ada1["id"], lambda j: j["waiting_reason"] is not None)
 
     before = await queue(svc)
     # fair share: bob's one job comes before ada's second
