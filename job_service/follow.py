@@ -33,7 +33,7 @@ from nbjobs.storage import opened_job_dir
 
 from .backends import Outcome
 from .db import JobRecord, utcnow
-from .live import read_rank_statuses, read_status
+from .live import STATUS_FILE, read_rank_statuses, read_status
 from .telemetry import clear_summary, record_final
 
 #: how often a job Kueue preempts goes back to the queue before it fails with the reason
@@ -189,7 +189,7 @@ class Follower:
                 files = [
                     rank_file(Path(base), rank)
                     for rank in range(record.nodes or 1)
-                    for base in ("status.json", "log.txt")
+                    for base in (STATUS_FILE, "log.txt")
                 ]
                 for name, kept in [(f.name, f.stem) for f in files]:
                     suffix = Path(name).suffix
