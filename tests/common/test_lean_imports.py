@@ -8,7 +8,7 @@ imports jsonschema, never lark.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -49,5 +49,10 @@ def test_a_process_nbjobs_starts_imports_jsonschema_without_its_iri_grammar(what
 
 def test_where_the_grammar_is_installed_plain_jupyterhub_builds_it():
     """What the above is measured against: without nbjobs's start, lark is imported."""
-    installed = importlib.util.find_spec("rfc3987_syntax") is not None
+    # by its distribution, not find_spec: a test that ran nbjobs's CLI in this process
+    # declined the module here too
+    try:
+        installed = bool(importlib.metadata.distribution("rfc3987-syntax"))
+    except importlib.metadata.PackageNotFoundError:
+        installed = False
     assert ("lark" in imported(["-m", "jupyterhub", "--help-all"])) == installed
