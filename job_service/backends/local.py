@@ -840,7 +840,20 @@ class LocalBackend(Backend):
 
     def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
         found = find_unrecorded(status_file)
-        return (f"{job_id}:{found.process}", found.gpus) if found is not None else None
+        if found is None:
+            return None
+        # A process of the user's own could name the status file too: the runner is the
+        # one in the job's control group (which no user can join), with GPUs of this machine.
+        group = self._job_group(job_id)
+        pid = int(found.process.split(":")[0])
+        if (group is not None and pid not in group.pids()) or not set(found.gpus) <= set(self.gpus):
+            self.log.warning(
+                "job %s: process %s names its status file but is not its runner; ignored",
+                job_id,
+                pid,
+            )
+            return None
+        return f"{job_id}:{found.process}", found.gpus
 
     async def shutdown(self) -> None:
         # Jobs go on without us; keep their Popen objects referenced so that

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
@@ -230,3 +232,48 @@ async def test_a_job_started_but_never_recorded_is_found_running_after_a_crash(s
         assert done["state"] == "succeeded", done["message"]
     finally:
         await stop_service(second)
+
+
+async def test_a_process_of_the_users_own_is_not_taken_for_an_unrecorded_runner(start):
+    """After such a crash, a process the user started that names the job's status file
+    (as a runner's command line does) is not adopted as the job: it is not in the job's
+    control group, which only the service can put a process in."""
+    first = await start()
+    hold, _ = first.gate("ada")
+    first.write("ada", "f.ipynb", hold)
+    dispatcher = first.service.dispatcher
+    dispatcher.stop_grace = 0.5
+    unblock = threading.Event()
+    dispatcher._record_start = lambda job_id, token, launched: unblock.wait(60) and None
+    job = await first.submit("ada", "f.ipynb")
+    await first.wait("ada", job["id"], lambda j: j["progress"]["current_cell"] is not None)
+    runner = psutil.Process(first.service.backend.running[job["id"]].pid)
+    args = runner.cmdline()
+    status_file = args[args.index("--status-file") + 1]
+    await stop_service(first)
+    unblock.set()
+    for process in [*runner.children(recursive=True), runner]:
+        process.kill()
+    runner.wait(timeout=30)
+    with lookalike_of(status_file) as lookalike:
+        second = await start()
+        try:
+            done = await second.wait("ada", job["id"])
+            assert job["id"] not in second.service.backend.running
+        finally:
+            await stop_service(second)
+        assert done["state"] == "failed", done
+        assert lookalike.poll() is None  # left alone
+
+
+@contextlib.contextmanager
+def lookalike_of(status_file: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process that names ``status_file`` on its command line as a job's runner does."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", "--status-file", status_file]
+    )
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
