@@ -462,7 +462,7 @@ class Dispatcher:
             ):
                 _queue_again(record)
                 db.commit()
-        self._positions.changed()
+                self._positions.changed()
 
     def _record_failed_start(self, job_id: str, token: str, why: str) -> None:
         with self.ctx.sessions() as db:

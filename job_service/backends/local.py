@@ -515,7 +515,7 @@ class LocalBackend(Backend):
         first = ranks[0]
         first.others = ranks[1:]
         self.running[spec.job_id] = first
-        ref = f"{spec.job_id}:" + ":".join(f"{r.pid}:{r.created:.3f}" for r in ranks)
+        ref = job_ref(spec.job_id, [(r.pid, r.created) for r in ranks])
         return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus])
 
     def _start_ranks(
@@ -845,15 +845,15 @@ class LocalBackend(Backend):
         # A process of the user's own could name the status file too: the runner is the
         # one in the job's control group (which no user can join), with GPUs of this machine.
         group = self._job_group(job_id)
-        pid = int(found.process.split(":")[0])
-        if (group is not None and pid not in group.pids()) or not set(found.gpus) <= set(self.gpus):
+        in_group = group is None or found.pid in group.pids()
+        if not in_group or not set(found.gpus) <= set(self.gpus):
             self.log.warning(
                 "job %s: process %s names its status file but is not its runner; ignored",
                 job_id,
-                pid,
+                found.pid,
             )
             return None
-        return f"{job_id}:{found.process}", found.gpus
+        return job_ref(job_id, [(found.pid, found.created)]), found.gpus
 
     async def shutdown(self) -> None:
         # Jobs go on without us; keep their Popen objects referenced so that
@@ -898,6 +898,12 @@ class LocalBackend(Backend):
                 self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
                 with contextlib.suppress(psutil.Error):
                     psutil.Process(pid).kill()
+
+
+def job_ref(job_id: str, processes: list[tuple[int, float]]) -> str:
+    """A local job's ref: ``JOB:PID:CREATED``, one ``PID:CREATED`` per rank (read back by
+    :meth:`LocalBackend.adopt`)."""
+    return f"{job_id}:" + ":".join(f"{pid}:{created:.3f}" for pid, created in processes)
 
 
 def _account_name(uid: int) -> str:

@@ -22,8 +22,9 @@ import psutil
 class Unrecorded:
     """The process found for a job whose start was never recorded."""
 
-    #: ``PID:CREATED`` of the process the backend started (the launcher, under a sandbox)
-    process: str
+    #: the process the backend started (the launcher, under a sandbox) and when
+    pid: int
+    created: float
     #: the GPUs it was given (its ``CUDA_VISIBLE_DEVICES``)
     gpus: list[str]
 
@@ -48,4 +49,4 @@ def find_unrecorded(status_file: Path) -> Unrecorded | None:
     with contextlib.suppress(psutil.Error):
         visible = first.environ().get("CUDA_VISIBLE_DEVICES", "")
         gpus = [gpu for gpu in visible.split(",") if gpu]
-    return Unrecorded(f"{first.pid}:{first.create_time():.3f}", gpus)
+    return Unrecorded(first.pid, first.create_time(), gpus)

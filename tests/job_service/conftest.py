@@ -23,7 +23,7 @@ import pytest
 import yaml
 from aiosmtpd.controller import Controller
 from nbjobs.job_service.app import JobServiceApp
-from nbjobs.job_service.backends.local import _DETACHED
+from nbjobs.job_service.backends.local import _DETACHED, job_ref
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 
@@ -185,7 +185,7 @@ async def stop_all(svc: Service) -> None:
     """Cancel what a test left running, then stop the service."""
     backend = svc.service.backend
     for job in list(backend.running.values()):  # type: ignore[attr-defined]
-        await backend.cancel(f"{job.job_id}:{job.pid}:{job.created:.3f}")
+        await backend.cancel(job_ref(job.job_id, [(job.pid, job.created)]))
     await stop_service(svc)
 
 
