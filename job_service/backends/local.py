@@ -58,7 +58,7 @@ from ..kernels import InstalledKernels
 from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
 from .local_cpu import weigh_parent
 from .local_gpus import discover_gpus, nvml_minor_numbers
-from .local_unrecorded import find_unrecorded
+from .local_unrecorded import job_ref, unrecorded_runner
 from .local_watch import exited_within, open_exit_watch
 
 #: What a local job takes from the job service's environment, by name: where programs
@@ -839,21 +839,7 @@ class LocalBackend(Backend):
         return True
 
     def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
-        found = find_unrecorded(status_file)
-        if found is None:
-            return None
-        # A process of the user's own could name the status file too: the runner is the
-        # one in the job's control group (which no user can join), with GPUs of this machine.
-        group = self._job_group(job_id)
-        in_group = group is None or found.pid in group.pids()
-        if not in_group or not set(found.gpus) <= set(self.gpus):
-            self.log.warning(
-                "job %s: process %s names its status file but is not its runner; ignored",
-                job_id,
-                found.pid,
-            )
-            return None
-        return job_ref(job_id, [(found.pid, found.created)]), found.gpus
+        return unrecorded_runner(job_id, status_file, self._job_group(job_id), self.gpus, self.log)
 
     async def shutdown(self) -> None:
         # Jobs go on without us; keep their Popen objects referenced so that
@@ -898,12 +884,6 @@ class LocalBackend(Backend):
                 self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
                 with contextlib.suppress(psutil.Error):
                     psutil.Process(pid).kill()
-
-
-def job_ref(job_id: str, processes: list[tuple[int, float]]) -> str:
-    """A local job's ref: ``JOB:PID:CREATED``, one ``PID:CREATED`` per rank (read back by
-    :meth:`LocalBackend.adopt`)."""
-    return f"{job_id}:" + ":".join(f"{pid}:{created:.3f}" for pid, created in processes)
 
 
 def _account_name(uid: int) -> str:

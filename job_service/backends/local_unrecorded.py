@@ -12,10 +12,13 @@ with neither never started, so it is queued again without any risk of running tw
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from nbjobs.cgroups import Group
 
 
 @dataclass(frozen=True)
@@ -50,3 +53,28 @@ def find_unrecorded(status_file: Path) -> Unrecorded | None:
         visible = first.environ().get("CUDA_VISIBLE_DEVICES", "")
         gpus = [gpu for gpu in visible.split(",") if gpu]
     return Unrecorded(first.pid, first.create_time(), gpus)
+
+
+def unrecorded_runner(
+    job_id: str, status_file: Path, group: Group | None, gpus: list[str], log: logging.Logger
+) -> tuple[str, list[str]] | None:
+    """The ref and GPUs of the job's unrecorded runner, if one runs. A process of the
+    user's own could name the status file too: the runner is the one in the job's control
+    group ``group`` (which no user can join), holding only GPUs among ``gpus``."""
+    found = find_unrecorded(status_file)
+    if found is None:
+        return None
+    if (group is not None and found.pid not in group.pids()) or not set(found.gpus) <= set(gpus):
+        log.warning(
+            "job %s: process %s names its status file but is not its runner; ignored",
+            job_id,
+            found.pid,
+        )
+        return None
+    return job_ref(job_id, [(found.pid, found.created)]), found.gpus
+
+
+def job_ref(job_id: str, processes: list[tuple[int, float]]) -> str:
+    """A local job's ref: ``JOB:PID:CREATED``, one ``PID:CREATED`` per rank (read back by
+    :meth:`~.local.LocalBackend.adopt`), for a start and an unrecorded one alike."""
+    return f"{job_id}:" + ":".join(f"{pid}:{created:.3f}" for pid, created in processes)

@@ -23,7 +23,8 @@ import pytest
 import yaml
 from aiosmtpd.controller import Controller
 from nbjobs.job_service.app import JobServiceApp
-from nbjobs.job_service.backends.local import _DETACHED, job_ref
+from nbjobs.job_service.backends.local import _DETACHED
+from nbjobs.job_service.backends.local_unrecorded import job_ref
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 
