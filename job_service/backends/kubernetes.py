@@ -590,7 +590,7 @@ class KubernetesBackend(Backend):
                 await self._keep_pod_log(name)
                 return Outcome(None)
             verdict = self._verdict(name)
-            ran = ran or placed or verdict.running
+            ran = ran or placed or verdict.running or self._ran_and_went(name)
             if ran and job is not None and _suspended(job) and name not in self._cancelling:
                 return await self._taken_back(name, job)
             if verdict.done:
@@ -840,6 +840,19 @@ class KubernetesBackend(Backend):
         if live or not deleted:
             return list(live)
         return list(index.deleted.get(name, []))
+
+    def _ran_and_went(self, name: str) -> bool:
+        """Pods of the Job were bound to nodes and are going or gone: Kueue had let it
+        run and took it back, also when the watches bring all of that at once (under
+        load), the Job already suspended again. A bound pod still live and not being
+        deleted says nothing: the Job's admission may just not be seen yet (the pods'
+        and Jobs' watches are not ordered)."""
+        live = self._pods_of(name)
+        return any(
+            (pod.get("spec") or {}).get("nodeName")
+            and (not live or (pod.get("metadata") or {}).get("deletionTimestamp"))
+            for pod in live or self._pods_of(name, deleted=True)
+        )
 
     def _index(self) -> _Index:
         """The watched pods per Job and each flavor's capacity, worked out once per

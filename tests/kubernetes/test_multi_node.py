@@ -305,6 +305,31 @@ async def test_cancel_and_kueue_preemption_take_the_whole_jobset(
     assert done["state"] == "cancelled"
 
 
+async def test_a_preemption_the_service_sees_only_after_the_fact_still_queues_it_again(
+    fake, kubeconfig, tmp_path, services
+):
+    # Under load the watches may bring a JobSet's whole run at once: its pods bound,
+    # running and deleted, its Job already suspended again. It ran all the same.
+    nodes = gpu_nodes(fake, 2)
+    svc = await service_with(
+        tmp_path, kubeconfig, services, multi_node="jobset", kueue={"queue_name": "team-a"}
+    )
+    job = await svc.submit("ada", "train.py", "pair")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobsets", NAMESPACE, name))
+    fake.reconcile_jobsets()
+    fake.kueue_admit_fitting(NAMESPACE, gpus=8)
+    # no await from here to the suspension: the service sees none of it in between
+    fake.start_ranks(f"{name}-node-0", NAMESPACE, nodes)
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 0, 0, exit_code=4))
+    fake.set_jobset_suspend(name, NAMESPACE, True)
+    again = await eventually(lambda: fake.get("jobsets", NAMESPACE, f"{name}-r1"), timeout=30)
+    assert again["spec"]["suspend"] is True
+    requeued = await svc.wait("ada", job["id"], lambda j: j["requeues"] == 1)
+    assert requeued["state"] == "queued"
+    assert requeued["message"].startswith("Kueue preempted it from queue team-a")
+
+
 async def test_without_jobset_in_the_cluster_the_job_fails_saying_what_to_do(
     fake, kubeconfig, tmp_path, services
 ):
