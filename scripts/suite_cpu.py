@@ -7,12 +7,18 @@ hubs, chromium, the test workers ...) with its share of the whole and how many w
 seen. A process that lives less than a quarter second can be missed, and one that
 existed before CMD started counts only from then on. The suite is bound by CPU on two
 cores, so this is what to read before making it shorter (docs/development.md).
+
+With ``--by-file`` it also puts each process's CPU to the test file its test worker was
+running when it was read (the worker and everything started under it; a process whose
+parent has gone counts under "(no worker)") and prints the files that cost most.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import Counter
 
@@ -47,12 +53,41 @@ def kind_of(cmdline: list[str]) -> str:
     return next((kind for word, kind in KINDS if word in line), "other")
 
 
-def sample(stop: threading.Event, used: Counter[str], seen: Counter[str]) -> None:
-    """Add each process's CPU since it was last read to its kind, until ``stop``."""
+def worker_files(folder: str | None) -> dict[int, str]:
+    """Each test worker's pid and the test file it is on (tests/conftest.py writes them)."""
+    if folder is None:
+        return {}
+    files = {}
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            files[int(name)] = f.read()
+    return files
+
+
+def file_of(process: psutil.Process, files: dict[int, str]) -> str:
+    try:
+        for parent in [process, *process.parents()]:
+            if parent.pid in files:
+                return files[parent.pid]
+    except psutil.Error:
+        pass
+    return "(no worker)"
+
+
+def sample(
+    stop: threading.Event,
+    used: Counter[str],
+    seen: Counter[str],
+    by_file: Counter[str],
+    folder: str | None,
+) -> None:
+    """Add each process's CPU since it was last read to its kind (and, with ``folder``,
+    to the test file its worker is on), until ``stop``."""
     last: dict[int, list] = {}
     first = True
     while not stop.is_set():
         alive = set()
+        files = worker_files(folder)
         for process in psutil.process_iter(["cmdline", "cpu_times"]):
             times = process.info["cpu_times"]
             if times is None or process.pid == psutil.Process().pid:
@@ -66,6 +101,8 @@ def sample(stop: threading.Event, used: Counter[str], seen: Counter[str]) -> Non
             kind, before = last[process.pid]
             if cpu > before:
                 used[kind] += cpu - before
+                if folder is not None:
+                    by_file[file_of(process, files)] += cpu - before
                 last[process.pid][1] = cpu
         for pid in set(last) - alive:
             del last[pid]
@@ -74,19 +111,31 @@ def sample(stop: threading.Event, used: Counter[str], seen: Counter[str]) -> Non
 
 
 def main(argv: list[str]) -> int:
+    by_files = "--by-file" in argv[: argv.index("--") if "--" in argv else len(argv)]
     command = argv[argv.index("--") + 1 :] if "--" in argv else DEFAULT
     used: Counter[str] = Counter()
     seen: Counter[str] = Counter()
+    by_file: Counter[str] = Counter()
     stop = threading.Event()
-    sampler = threading.Thread(target=sample, args=(stop, used, seen), daemon=True)
-    sampler.start()
-    code = subprocess.call(command)
-    stop.set()
-    sampler.join()
+    with tempfile.TemporaryDirectory(prefix="suite-cpu-") as folder:
+        env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if by_files else None
+        sampler = threading.Thread(
+            target=sample,
+            args=(stop, used, seen, by_file, folder if by_files else None),
+            daemon=True,
+        )
+        sampler.start()
+        code = subprocess.call(command, env=env)
+        stop.set()
+        sampler.join()
     total = sum(used.values()) or 1.0
     print(f"\nCPU by kind of process ({total:.0f} s in all, load {psutil.getloadavg()[0]:.1f}):")
     for kind, seconds in used.most_common():
         print(f"  {kind:22} {seconds:8.0f} s  {seconds / total:6.1%}  {seen[kind]:6} seen")
+    if by_files:
+        print("\nCPU by test file (the worker and all under it), the costliest 40:")
+        for name, seconds in by_file.most_common(40):
+            print(f"  {seconds:8.0f} s  {seconds / total:6.1%}  {name}")
     return code
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -115,3 +116,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getvalue("dist") != "loadgroup":
         return
     items.sort(key=lambda item: _expected_length(item.nodeid.split("::", 1)[0]))
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """For ``scripts/suite_cpu.py --by-file``: this worker's current test file, in a file
+    named by its pid, so that the CPU of every process under it is put to that file."""
+    folder = os.environ.get("NBJOBS_SUITE_CPU_DIR")
+    if folder:
+        with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as f:
+            f.write(location[0])

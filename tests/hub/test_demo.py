@@ -178,9 +178,12 @@ def test_the_nbjobs_command_works_in_a_lab_terminal_as_the_readme_says(demo):
     url, _, _, _ = demo
     s = login(url, "ada")
     start_server(url, s, "ada")
-    said = terminal_says(url, s, "ada", "nbjobs list")
+    said = terminal_says(url, s, "ada", "nbjobs submit hello.ipynb --flavor cpu && nbjobs list")
     assert "command not found" not in said
-    assert "hello" in said  # her job from the submit test, listed by the CLI
+    submitted = re.search(r"submitted: (\w+) ", said)
+    assert submitted, said
+    after = said[submitted.end() :].split("\n", 1)[-1]
+    assert submitted.group(1) in after, said  # then listed by the CLI
 
 
 def test_the_demo_class_has_two_students_and_a_teacher(demo):
