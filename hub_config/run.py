@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from nbjobs.job_runner.lean_imports import decline_iri_grammar
+from nbjobs.job_runner.lean_imports import decline_format_checkers
 
 
 def main() -> int | None:
-    decline_iri_grammar()
+    decline_format_checkers()
     from jupyterhub.app import main as hub_main
 
     return hub_main()

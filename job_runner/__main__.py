@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .lean_imports import decline_iri_grammar
+from .lean_imports import decline_format_checkers
 
 # before nbformat imports jsonschema: over a second of every job's start-up otherwise
-decline_iri_grammar()
+decline_format_checkers()
 
 from .errors import BadInput, ExitCode, positive_seconds  # noqa: E402
 from .folder_room import FolderRoom, room_for_log  # noqa: E402

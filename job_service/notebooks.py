@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nbjobs.job_runner.lean_imports import decline_iri_grammar
+from nbjobs.job_runner.lean_imports import decline_format_checkers
 
 from nbjobs.cgroups import human_bytes
 from nbjobs.config import LimitsConfig
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", type=int, required=True)
     parser.add_argument("--cells", type=int, required=True)
     args = parser.parse_args(argv)
-    decline_iri_grammar()  # over a second of CPU per check otherwise
+    decline_format_checkers()  # over a second of CPU per check otherwise
     resource.setrlimit(resource.RLIMIT_AS, (args.memory, args.memory))
     resource.setrlimit(resource.RLIMIT_CPU, (CHECK_CPU_SECONDS, CHECK_CPU_SECONDS + 5))
     with contextlib.suppress(OSError):

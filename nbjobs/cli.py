@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from nbjobs.job_runner.lean_imports import decline_iri_grammar
+from nbjobs.job_runner.lean_imports import decline_format_checkers
 
 # name -> (module, function, one-line help). The function takes the remaining
 # argv and returns the process exit code.
@@ -139,7 +139,7 @@ def usage() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Dispatch to a sub-command and return its exit code."""
-    decline_iri_grammar()  # the service checks notebooks with nbformat: over a second sooner
+    decline_format_checkers()  # the service checks notebooks with nbformat: over a second sooner
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())
