@@ -109,6 +109,11 @@ class LaunchedKernel:
     async def discard(self) -> None:
         """Kill it and remove its sockets' folder."""
         with contextlib.suppress(Exception):
+            # killed outright first: the interrupt shutdown_kernel begins with reaches a
+            # kernel still importing as a KeyboardInterrupt, whose traceback would land in
+            # the job's log under the runner's one line saying why the job cannot run
+            await self.km.signal_kernel(signal.SIGKILL)
+        with contextlib.suppress(Exception):
             await self.km.shutdown_kernel(now=True)
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
