@@ -269,9 +269,11 @@ async def test_kueue_admits_a_jobsets_ranks_all_at_once_or_none(
     assert fake.kueue_admit_fitting(NAMESPACE, gpus=6) == [names[1]]
 
 
-async def test_cancel_and_kueue_preemption_take_the_whole_jobset(
-    fake, kubeconfig, tmp_path, services
-):
+async def admitted_pair(
+    fake: FakeApiServer, kubeconfig: Path, tmp_path: Path, services: list[Service]
+) -> tuple[Service, dict[str, Any], str, list[str]]:
+    """A job on two nodes as a JobSet in Kueue's queue team-a, made and admitted: the
+    service, the job, its JobSet's name and the nodes."""
     nodes = gpu_nodes(fake, 2)
     svc = await service_with(
         tmp_path, kubeconfig, services, multi_node="jobset", kueue={"queue_name": "team-a"}
@@ -281,17 +283,33 @@ async def test_cancel_and_kueue_preemption_take_the_whole_jobset(
     await eventually(lambda: fake.get("jobsets", NAMESPACE, name))
     fake.reconcile_jobsets()
     fake.kueue_admit_fitting(NAMESPACE, gpus=8)
+    return svc, job, name, nodes
+
+
+async def preempted(
+    svc: Service, fake: FakeApiServer, job: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """Kueue suspends the running JobSet again: the job, as it shows once queued again,
+    after the service made its next JobSet (suspended, for Kueue to admit)."""
+    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 0, 0, exit_code=4))
+    fake.set_jobset_suspend(name, NAMESPACE, True)
+    again = await eventually(lambda: fake.get("jobsets", NAMESPACE, f"{name}-r1"), timeout=30)
+    assert again["spec"]["suspend"] is True
+    requeued = await svc.wait("ada", job["id"], lambda j: j["requeues"] == 1)
+    assert requeued["message"].startswith("Kueue preempted it from queue team-a")
+    return requeued
+
+
+async def test_cancel_and_kueue_preemption_take_the_whole_jobset(
+    fake, kubeconfig, tmp_path, services
+):
+    svc, job, name, nodes = await admitted_pair(fake, kubeconfig, tmp_path, services)
     await ranks_running(svc, fake, job, f"{name}-node-0", nodes)
 
     # Kueue preempts the JobSet: all of it goes, and the job queues again as a new one
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 0, 0, exit_code=4))
-    fake.set_jobset_suspend(name, NAMESPACE, True)
-    again = await eventually(lambda: fake.get("jobsets", NAMESPACE, f"{name}-r1"))
-    assert again["spec"]["suspend"] is True
+    await preempted(svc, fake, job, name)
     assert fake.get("jobsets", NAMESPACE, name) is None
     assert fake.get("jobs", NAMESPACE, f"{name}-node-0") is None  # collected with it
-    requeued = await svc.wait("ada", job["id"], lambda j: j["requeues"] == 1)
-    assert requeued["message"].startswith("Kueue preempted it from queue team-a")
 
     # admitted again and running, a cancel deletes the JobSet and every rank with it
     fake.reconcile_jobsets()
@@ -310,24 +328,12 @@ async def test_a_preemption_the_service_sees_only_after_the_fact_still_queues_it
 ):
     # Under load the watches may bring a JobSet's whole run at once: its pods bound,
     # running and deleted, its Job already suspended again. It ran all the same.
-    nodes = gpu_nodes(fake, 2)
-    svc = await service_with(
-        tmp_path, kubeconfig, services, multi_node="jobset", kueue={"queue_name": "team-a"}
-    )
-    job = await svc.submit("ada", "train.py", "pair")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobsets", NAMESPACE, name))
-    fake.reconcile_jobsets()
-    fake.kueue_admit_fitting(NAMESPACE, gpus=8)
-    # no await from here to the suspension: the service sees none of it in between
+    svc, job, name, nodes = await admitted_pair(fake, kubeconfig, tmp_path, services)
+    # no await from the ranks' start to the suspension (in preempted): the service sees
+    # none of it in between
     fake.start_ranks(f"{name}-node-0", NAMESPACE, nodes)
-    write_status(status_file(svc, "ada", job["id"]), RunStatus("cancelled", 0, 0, exit_code=4))
-    fake.set_jobset_suspend(name, NAMESPACE, True)
-    again = await eventually(lambda: fake.get("jobsets", NAMESPACE, f"{name}-r1"), timeout=30)
-    assert again["spec"]["suspend"] is True
-    requeued = await svc.wait("ada", job["id"], lambda j: j["requeues"] == 1)
+    requeued = await preempted(svc, fake, job, name)
     assert requeued["state"] in ("queued", "starting")  # its next JobSet may be made already
-    assert requeued["message"].startswith("Kueue preempted it from queue team-a")
 
 
 async def test_without_jobset_in_the_cluster_the_job_fails_saying_what_to_do(
