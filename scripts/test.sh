@@ -19,10 +19,10 @@ echo "==> pytest"
 # Four pytest-xdist workers by default (NBJOBS_TEST_WORKERS=0: all in this process): each
 # test file runs whole in one worker, and the files that change the machine all in one
 # (tests/conftest.py's scheduler). Most tests wait on real processes (kernels, hubs, a
-# browser), so four keep two cores busier than two did: 12 minutes of tests instead of
-# 17.5 (docs/development.md). tests/hub_mock runs JupyterHub's own test fixtures (MockHub),
-# which cannot share a pytest process with the other groups: it gets an invocation (and
-# pytest.ini) of its own.
+# browser), so four keep two cores busier than two did (docs/development.md: the
+# figures, and where the CPU of a run goes). tests/hub_mock runs JupyterHub's own test
+# fixtures (MockHub), which cannot share a pytest process with the other groups: it gets
+# an invocation (and pytest.ini) of its own.
 workers=(-n "${NBJOBS_TEST_WORKERS:-4}" --dist loadgroup)
 # --durations: the slowest tests, named at the end of every run (docs/development.md)
 python -m pytest tests --ignore=tests/hub_mock "${workers[@]}" --durations=20 "$@" ||
