@@ -34,7 +34,7 @@ from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write, po
 from .folder_room import FolderRoom
 from .gpus import visible_gpus_within
 from .kernel_output_cap import install_code
-from .kernel_start import EarlyStart, KernelManager, LaunchedKernel
+from .kernel_start import EarlyStart, KernelManager, LaunchedKernel, kill_now
 from .output_limits import OutputBudget, OutputLimits, left_out_by_kernel
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
@@ -569,7 +569,7 @@ class NotebookJob:
             client.kc.stop_channels()
         if client.km is not None and client.km.has_kernel:
             try:
-                await _maybe_await(client.km.shutdown_kernel(now=True))
+                await kill_now(client.km)
             except Exception as exc:  # already gone: nothing left to stop
                 self._log(f"could not shut the kernel down: {exc}")
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.manager import KernelManager as AnyKernelManager
+from jupyter_core.utils import ensure_async
 
 #: how often a killed kernel is looked at until it is gone (jupyter_client: every 0.1 s,
 #: a tenth of a second added to every job's end)
@@ -44,6 +46,17 @@ class KernelManager(AsyncKernelManager):
 
     async def _async_wait(self, pollinterval: float = KERNEL_GONE_POLL) -> None:
         await super()._async_wait(min(pollinterval, KERNEL_GONE_POLL))
+
+
+async def kill_now(km: AnyKernelManager) -> None:
+    """Kill the kernel outright, wait until it is gone and clean up after it: a job's
+    kernel that will not run (its checks failed, the job was cancelled as it started).
+    Not ``shutdown_kernel(now=True)`` alone: that interrupts the kernel first, and one
+    still importing turns the SIGINT into a KeyboardInterrupt whose traceback lands in
+    the job's log (under the runner's one line saying why the job did not run)."""
+    with contextlib.suppress(Exception):  # already gone: the shutdown below copes
+        await ensure_async(km.signal_kernel(signal.SIGKILL))
+    await ensure_async(km.shutdown_kernel(now=True))
 
 
 def use_private_sockets(km: Any) -> str | None:
@@ -109,12 +122,7 @@ class LaunchedKernel:
     async def discard(self) -> None:
         """Kill it and remove its sockets' folder."""
         with contextlib.suppress(Exception):
-            # killed outright first: the interrupt shutdown_kernel begins with reaches a
-            # kernel still importing as a KeyboardInterrupt, whose traceback would land in
-            # the job's log under the runner's one line saying why the job cannot run
-            await self.km.signal_kernel(signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            await self.km.shutdown_kernel(now=True)
+            await kill_now(self.km)
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
 
