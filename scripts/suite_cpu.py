@@ -9,18 +9,21 @@ existed before CMD started counts only from then on. The suite is bound by CPU o
 cores, so this is what to read before making it shorter (docs/development.md).
 
 With ``--by-file`` it also puts each process's CPU to the test file its test worker was
-running when it was read (the worker and everything started under it; a process whose
-parent has gone counts under "(no worker)") and prints the files that cost most.
+running when it was read (the worker and everything started under it; a process first
+seen after its parent had gone counts under "(no worker)") and prints the files that
+cost most.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import threading
 from collections import Counter
+from dataclasses import dataclass
 
 import psutil
 
@@ -68,14 +71,22 @@ def worker_files(folder: str | None) -> dict[int, str]:
     return files
 
 
-def file_of(process: psutil.Process, files: dict[int, str]) -> str:
+def worker_of(process: psutil.Process, files: dict[int, str]) -> int | None:
+    """The test worker ``process`` is (or runs under), None when none is among its
+    parents (or it is gone)."""
     try:
-        for parent in [process, *process.parents()]:
-            if parent.pid in files:
-                return files[parent.pid]
+        return next((p.pid for p in [process, *process.parents()] if p.pid in files), None)
     except psutil.Error:
-        pass
-    return "(no worker)"
+        return None
+
+
+@dataclass
+class Seen:
+    """A process as last read: its kind, its CPU time then, the test worker it runs under."""
+
+    kind: str
+    cpu: float
+    worker: int | None
 
 
 def sample(
@@ -87,29 +98,34 @@ def sample(
 ) -> None:
     """Add each process's CPU since it was last read to its kind (and, with ``folder``,
     to the test file its worker is on), until ``stop``."""
-    last: dict[int, list] = {}
+    last: dict[int, Seen] = {}
     first = True
+    me = os.getpid()
     while not stop.is_set():
         alive = set()
         files = worker_files(folder)
         for process in psutil.process_iter(["cmdline", "cpu_times"]):
             times = process.info["cpu_times"]
-            if times is None or process.pid == psutil.Process().pid:
+            if times is None or process.pid == me:
                 continue
             cpu = times.user + times.system
             if process.pid not in last:
                 kind = kind_of(process.info["cmdline"] or [])
                 if kind == "other":  # named by its program, to say what it was
                     kind = f"other: {' '.join(process.info['cmdline'] or ['?'])[:60]}"
-                last[process.pid] = [kind, cpu if first else 0.0]
+                # where it runs is looked up until found, then kept: it stays under
+                # that worker when its parent goes first
+                last[process.pid] = Seen(kind, cpu if first else 0.0, worker_of(process, files))
                 seen[kind] += 0 if first else 1
             alive.add(process.pid)
-            kind, before = last[process.pid]
-            if cpu > before:
-                used[kind] += cpu - before
+            now = last[process.pid]
+            if now.worker is None and files:  # a worker seen before it wrote its file
+                now.worker = worker_of(process, files)
+            if cpu > now.cpu:
+                used[now.kind] += cpu - now.cpu
                 if folder is not None:
-                    by_file[file_of(process, files)] += cpu - before
-                last[process.pid][1] = cpu
+                    by_file[files.get(now.worker or 0, "(no worker)")] += cpu - now.cpu
+                now.cpu = cpu
         for pid in set(last) - alive:
             del last[pid]
         first = False
@@ -117,17 +133,20 @@ def sample(
 
 
 def main(argv: list[str]) -> int:
-    by_files = "--by-file" in argv[: argv.index("--") if "--" in argv else len(argv)]
-    command = argv[argv.index("--") + 1 :] if "--" in argv else DEFAULT
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--by-file", action="store_true", help="also the CPU by test file")
+    parser.add_argument("command", nargs="*", help="after --: what to run (the suite)")
+    args = parser.parse_args(argv)
+    command = args.command or DEFAULT
     used: Counter[str] = Counter()
     seen: Counter[str] = Counter()
     by_file: Counter[str] = Counter()
     stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as folder:
-        env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if by_files else None
+        env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if args.by_file else None
         sampler = threading.Thread(
             target=sample,
-            args=(stop, used, seen, by_file, folder if by_files else None),
+            args=(stop, used, seen, by_file, folder if args.by_file else None),
             daemon=True,
         )
         sampler.start()
@@ -138,7 +157,7 @@ def main(argv: list[str]) -> int:
     print(f"\nCPU by kind of process ({total:.0f} s in all, load {psutil.getloadavg()[0]:.1f}):")
     for kind, seconds in used.most_common(30):
         print(f"  {kind:22} {seconds:8.0f} s  {seconds / total:6.1%}  {seen[kind]:6} seen")
-    if by_files:
+    if args.by_file:
         print("\nCPU by test file (the worker and all under it), the costliest 40:")
         for name, seconds in by_file.most_common(40):
             print(f"  {seconds:8.0f} s  {seconds / total:6.1%}  {name}")
