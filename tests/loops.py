@@ -23,3 +23,27 @@ for pid in forked:
     os.kill(pid, 9)
     os.waitpid(pid, 0)
 """
+
+
+def cpu_spin(seconds: float, share_file: str) -> str:
+    """Python source that spins for ``seconds`` of CPU (however long a busy machine takes
+    to give them) and writes to ``share_file`` the share of one core it got, in percent:
+    what a CPU reading taken while it spun should show, on a quiet machine or a loaded
+    one."""
+    return (
+        "import time\n"
+        "wall, cpu = time.monotonic(), time.process_time()\n"
+        f"while time.process_time() - cpu < {seconds}:\n"
+        "    pass\n"
+        "share = 100 * (time.process_time() - cpu) / (time.monotonic() - wall)\n"
+        f"open({share_file!r}, 'w').write(str(share))\n"
+    )
+
+
+def spun_share(share_file) -> float:
+    """The share of a core a :func:`cpu_spin` got, checked to be enough to mean something."""
+    from pathlib import Path
+
+    share = float(Path(share_file).read_text())
+    assert share > 5, f"the spin barely ran ({share:.0f} % of a core): a reading means nothing"
+    return share
