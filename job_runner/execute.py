@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import nbformat
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.kernelspec import NoSuchKernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -34,7 +34,7 @@ from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write, po
 from .folder_room import FolderRoom
 from .gpus import visible_gpus_within
 from .kernel_output_cap import install_code
-from .kernel_start import EarlyStart, KernelManager, LaunchedKernel, kill_now
+from .kernel_start import EarlyStart, KernelManager, LaunchedKernel, kernel_specs, kill_now
 from .output_limits import OutputBudget, OutputLimits, left_out_by_kernel
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
@@ -919,7 +919,7 @@ def _shorten(text: str, limit: int = 240) -> str:
 
 def find_kernel_language(name: str) -> str:
     """The language of an installed kernel, or :class:`BadInput` listing what is installed."""
-    manager = KernelSpecManager()
+    manager = kernel_specs()
     try:
         spec = manager.get_kernel_spec(name)
     except NoSuchKernel:

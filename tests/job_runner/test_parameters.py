@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import nbformat
 import pytest
@@ -212,3 +214,25 @@ def test_a_kernel_the_job_side_lacks_is_named_with_what_to_do(make_notebook, tmp
     assert "python3" in message
     assert "Kernel > Change Kernel" in message
     assert "--kernel" not in message  # a Lab user has no such option to pass
+
+
+def test_a_kernel_installed_in_ipythons_old_folder_still_runs_the_job(make_notebook, tmp_path):
+    # jupyter_client looks in $IPYTHONDIR/kernels too; the runner names that folder
+    # itself (not importing IPython to learn it) and must not lose it
+    spec = tmp_path / "ipython" / "kernels" / "old-python"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec_json = {"argv": argv, "display_name": "Old place", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(spec_json))
+    source = make_notebook("print('from the old place')")
+    nb = nbformat.read(source, as_version=4)
+    nb.metadata["kernelspec"] = {"name": "old-python", "display_name": "Old place"}
+    nbformat.write(nb, source)
+
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
+    proc = run_cli(source, tmp_path / "out.ipynb", env=env)
+
+    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
+    assert "on kernel old-python" in proc.stderr
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert [o.get("text") for o in out.cells[-1].outputs] == ["from the old place\n"]
