@@ -11,7 +11,7 @@ cores, so this is what to read before making it shorter (docs/development.md).
 With ``--by-file`` it also puts each process's CPU to the test file its test worker was
 running when it was read (the worker and everything started under it; a process first
 seen after its parent had gone counts under "(no worker)") and prints the files that
-cost most.
+cost most, each with the three kinds of process that cost it most.
 """
 
 from __future__ import annotations
@@ -93,11 +93,11 @@ def sample(
     stop: threading.Event,
     used: Counter[str],
     seen: Counter[str],
-    by_file: Counter[str],
+    by_file: Counter[tuple[str, str]],
     folder: str | None,
 ) -> None:
     """Add each process's CPU since it was last read to its kind (and, with ``folder``,
-    to the test file its worker is on), until ``stop``."""
+    to the test file its worker is on and that kind, in ``by_file``), until ``stop``."""
     last: dict[int, Seen] = {}
     first = True
     me = os.getpid()
@@ -124,7 +124,8 @@ def sample(
             if cpu > now.cpu:
                 used[now.kind] += cpu - now.cpu
                 if folder is not None:
-                    by_file[files.get(now.worker or 0, "(no worker)")] += cpu - now.cpu
+                    name = files.get(now.worker or 0, "(no worker)")
+                    by_file[name, now.kind] += cpu - now.cpu
                 now.cpu = cpu
         for pid in set(last) - alive:
             del last[pid]
@@ -140,7 +141,7 @@ def main(argv: list[str]) -> int:
     command = args.command or DEFAULT
     used: Counter[str] = Counter()
     seen: Counter[str] = Counter()
-    by_file: Counter[str] = Counter()
+    by_file: Counter[tuple[str, str]] = Counter()
     stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as folder:
         env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if args.by_file else None
@@ -158,10 +159,20 @@ def main(argv: list[str]) -> int:
     for kind, seconds in used.most_common(30):
         print(f"  {kind:22} {seconds:8.0f} s  {seconds / total:6.1%}  {seen[kind]:6} seen")
     if args.by_file:
-        print("\nCPU by test file (the worker and all under it), the costliest 40:")
-        for name, seconds in by_file.most_common(40):
-            print(f"  {seconds:8.0f} s  {seconds / total:6.1%}  {name}")
+        print_by_file(by_file, total)
     return code
+
+
+def print_by_file(by_file: Counter[tuple[str, str]], total: float) -> None:
+    """The 40 costliest test files, each with its three costliest kinds of process."""
+    files: Counter[str] = Counter()
+    for (name, _kind), seconds in by_file.items():
+        files[name] += seconds
+    print("\nCPU by test file (the worker and all under it), the costliest 40:")
+    for name, seconds in files.most_common(40):
+        kinds = Counter({kind: s for (n, kind), s in by_file.items() if n == name})
+        most = ", ".join(f"{kind} {s:.0f}" for kind, s in kinds.most_common(3))
+        print(f"  {seconds:8.0f} s  {seconds / total:6.1%}  {name}  ({most})")
 
 
 if __name__ == "__main__":
