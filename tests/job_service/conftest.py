@@ -99,6 +99,15 @@ class Service:
         nbformat.write(notebook(*cells), path)
         return path
 
+    def script(self, user: str, relpath: str, *blocks: str) -> Path:
+        """A Python script of ``user``'s, its ``blocks`` one after the other: a job for a
+        test whose subject is the queue or the service, not a notebook's run (a script job
+        is a real runner and process too, without a kernel's half second of CPU)."""
+        path = self.home(user) / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(blocks) + "\n")
+        return path
+
     def gate(self, user: str, name: str = "gate") -> tuple[str, Callable[[], None]]:
         """A cell that holds a job of ``user``'s until the test opens the gate, and the
         call that opens it: a job that must still be running while the test looks holds

@@ -1,4 +1,7 @@
-"""The queue: GPUs never doubly booked, quotas, priority, fair share, cancel, many submissions."""
+"""The queue: GPUs never doubly booked, quotas, priority, fair share, cancel, many submissions.
+
+Where the subject is the queue, not a notebook's run, the jobs are scripts (a real runner and
+process without a kernel), as users submit them too."""
 
 from __future__ import annotations
 
@@ -58,10 +61,10 @@ async def test_cpu_flavors_see_no_gpu(svc):
 
 async def test_shared_slices_fill_one_gpu_before_the_next_and_block_whole_gpus(svc):
     hold, release = svc.gate("root")
-    svc.write("root", "s.ipynb", SHOW_GPUS, hold)
-    slices = [await svc.submit("root", "s.ipynb", "slice") for _ in range(3)]
+    svc.script("root", "s.py", SHOW_GPUS, hold)
+    slices = [await svc.submit("root", "s.py", "slice") for _ in range(3)]
     started = [await svc.wait("root", j["id"], running) for j in slices]
-    whole = await svc.submit("root", "s.ipynb", "gpu")
+    whole = await svc.submit("root", "s.py", "gpu")
 
     gpus = sorted(j["gpus"][0] for j in started)
     assert gpus == ["0", "0", "1"]  # two share GPU 0, the third opens GPU 1
@@ -73,12 +76,12 @@ async def test_shared_slices_fill_one_gpu_before_the_next_and_block_whole_gpus(s
 
 async def test_running_gpu_quota_makes_jobs_wait_with_the_reason(svc):
     hold, release = svc.gate("ada")
-    svc.write("ada", "q.ipynb", hold)
-    big = await svc.submit("ada", "q.ipynb", "gpu2")
+    svc.script("ada", "q.py", hold)
+    big = await svc.submit("ada", "q.py", "gpu2")
     await svc.wait("ada", big["id"], running)
-    svc.write("bob", "q.ipynb", "1")
+    svc.script("bob", "q.py", "1")
 
-    more = await svc.submit("ada", "q.ipynb", "gpu")
+    more = await svc.submit("ada", "q.py", "gpu")
     waiting = await svc.wait("ada", more["id"], lambda j: j["waiting_reason"] is not None)
 
     assert waiting["state"] == "queued"
@@ -93,13 +96,13 @@ async def test_queued_job_limit_refuses_with_429(start):
     svc = await start({"quotas": {"default": {"max_queued_jobs": 1}}})
     try:
         hold, _ = svc.gate("ada")  # the two running stay so to the end (cancelled below)
-        svc.write("ada", "l.ipynb", hold)
+        svc.script("ada", "l.py", hold)
         for _ in range(2):  # two run (cpu_slots: 2)
-            await svc.wait("ada", (await svc.submit("ada", "l.ipynb"))["id"], running)
-        await svc.submit("ada", "l.ipynb")  # one waits
+            await svc.wait("ada", (await svc.submit("ada", "l.py"))["id"], running)
+        await svc.submit("ada", "l.py")  # one waits
 
         async with svc.client("ada") as c:
-            r = await c.post("jobs", json={"path": "l.ipynb", "flavor": "cpu"})
+            r = await c.post("jobs", json={"path": "l.py", "flavor": "cpu"})
 
         assert r.status_code == 429
         assert r.json()["message"] == (
@@ -115,10 +118,10 @@ async def test_queued_job_limit_refuses_with_429(start):
 async def test_used_up_gpu_hours_refuse_gpu_flavors_but_not_cpu(start):
     svc = await start({"quotas": {"default": {"gpu_hours": 0}}})
     try:
-        svc.write("ada", "h.ipynb", "1")
+        svc.script("ada", "h.py", "1")
         async with svc.client("ada") as c:
-            gpu = await c.post("jobs", json={"path": "h.ipynb", "flavor": "gpu"})
-            cpu = await c.post("jobs", json={"path": "h.ipynb", "flavor": "cpu"})
+            gpu = await c.post("jobs", json={"path": "h.py", "flavor": "gpu"})
+            cpu = await c.post("jobs", json={"path": "h.py", "flavor": "cpu"})
 
         assert gpu.status_code == 429
         assert "you have used 0 of your 0 GPU-hours in the last 7 days" in gpu.json()["message"]
@@ -178,10 +181,10 @@ async def test_a_runner_killed_from_outside_nbjobs_fails_saying_so_not_cancelled
 
 async def test_cancel_a_queued_job_at_once(svc):
     hold, _ = svc.gate("root")  # the fixture's end cancels it
-    svc.write("root", "w.ipynb", hold)
-    hog = await svc.submit("root", "w.ipynb", "gpu2")
+    svc.script("root", "w.py", hold)
+    hog = await svc.submit("root", "w.py", "gpu2")
     await svc.wait("root", hog["id"], running)
-    queued = await svc.submit("root", "w.ipynb", "gpu")
+    queued = await svc.submit("root", "w.py", "gpu")
 
     async with svc.client("root") as c:
         r = await c.post(f"jobs/{queued['id']}/cancel")
@@ -193,12 +196,12 @@ async def test_cancel_a_queued_job_at_once(svc):
 
 async def test_admin_priority_jumps_the_queue(svc):
     hold, release = svc.gate("root")
-    svc.write("root", "p.ipynb", hold)
-    hog = await svc.submit("root", "p.ipynb", "gpu2")
+    svc.script("root", "p.py", hold)
+    hog = await svc.submit("root", "p.py", "gpu2")
     await svc.wait("root", hog["id"], running)
-    svc.write("ada", "p.ipynb", "1")
-    early = await svc.submit("ada", "p.ipynb", "gpu2")
-    late = await svc.submit("ada", "p.ipynb", "gpu2")
+    svc.script("ada", "p.py", "1")
+    early = await svc.submit("ada", "p.py", "gpu2")
+    late = await svc.submit("ada", "p.py", "gpu2")
 
     async with svc.client("ada") as c:
         refused = await c.patch(f"jobs/{late['id']}", json={"priority": 10})
@@ -218,10 +221,10 @@ async def test_fair_share_lets_a_second_user_in_before_the_first_users_backlog(s
     try:
         # ada's first job holds the one slot until bob's job is queued behind her three
         hold, release = svc.gate("ada")
-        svc.write("ada", "f.ipynb", hold)
-        svc.write("bob", "f.ipynb", "1")
-        ada = [await svc.submit("ada", "f.ipynb") for _ in range(3)]
-        bob = await svc.submit("bob", "f.ipynb")
+        svc.script("ada", "f.py", hold)
+        svc.script("bob", "f.py", "1")
+        ada = [await svc.submit("ada", "f.py") for _ in range(3)]
+        bob = await svc.submit("bob", "f.py")
         release()
 
         done = [await svc.wait("root", j["id"], timeout=120) for j in [*ada, bob]]
@@ -237,10 +240,10 @@ async def test_two_hundred_submissions_at_once_are_each_recorded_once(start):
     # machine: no submit is sent back to come again later
     svc = await start({"limits": {"check_wait": "5m"}})
     try:
-        svc.write("ada", "many.ipynb", "1")
+        svc.write("ada", "many.ipynb", "1")  # each submit's notebook is checked
         hold, _ = svc.gate("root")  # held until the end: the rest stay queued
-        svc.write("root", "hog.ipynb", hold)
-        hog = await svc.submit("root", "hog.ipynb", "gpu2")  # holds both GPUs: the rest queue
+        svc.script("root", "hog.py", hold)
+        hog = await svc.submit("root", "hog.py", "gpu2")  # holds both GPUs: the rest queue
         await svc.wait("root", hog["id"], running)
 
         async with svc.client("ada") as c:
@@ -266,13 +269,13 @@ async def test_queue_positions_are_the_order_the_scheduler_starts_jobs_in(start)
     try:
         hog_holds, release_hog = svc.gate("root")
         ada_holds, release_ada = svc.gate("ada")
-        svc.write("root", "hog.ipynb", hog_holds)
-        svc.write("ada", "f.ipynb", ada_holds)
-        svc.write("bob", "f.ipynb", "1")
-        hog = await svc.submit("root", "hog.ipynb")
+        svc.script("root", "hog.py", hog_holds)
+        svc.script("ada", "f.py", ada_holds)
+        svc.script("bob", "f.py", "1")
+        hog = await svc.submit("root", "hog.py")
         await svc.wait("root", hog["id"], running)
-        ada = [await svc.submit("ada", "f.ipynb") for _ in range(2)]
-        bob = await svc.submit("bob", "f.ipynb")
+        ada = [await svc.submit("ada", "f.py") for _ in range(2)]
+        bob = await svc.submit("bob", "f.py")
 
         async def positions() -> dict[str, int]:
             async with svc.client("root") as c:
@@ -297,13 +300,13 @@ async def test_queue_positions_are_the_order_the_scheduler_starts_jobs_in(start)
 
 async def test_an_admin_submitting_with_a_priority_jumps_the_queue(svc):
     hold, release = svc.gate("root")
-    svc.write("root", "p.ipynb", hold)
-    hog = await svc.submit("root", "p.ipynb", "gpu2")
+    svc.script("root", "p.py", hold)
+    hog = await svc.submit("root", "p.py", "gpu2")
     await svc.wait("root", hog["id"], running)
-    svc.write("ada", "p.ipynb", "1")
-    early = await svc.submit("ada", "p.ipynb", "gpu2")
+    svc.script("ada", "p.py", "1")
+    early = await svc.submit("ada", "p.py", "gpu2")
 
-    urgent = await svc.submit("root", "p.ipynb", "gpu2", priority=10)
+    urgent = await svc.submit("root", "p.py", "gpu2", priority=10)
 
     assert urgent["priority"] == 10
     assert urgent["queue_position"] == 1
@@ -314,17 +317,17 @@ async def test_an_admin_submitting_with_a_priority_jumps_the_queue(svc):
 
 
 async def test_list_filters_by_state_and_flavor_return_exactly_the_matching_jobs(svc):
-    svc.write("ada", "quick.ipynb", "1")
-    svc.write("ada", "slow.ipynb", "import time; time.sleep(30)")
-    svc.write("root", "hog.ipynb", "import time; time.sleep(30)")
-    gpu_done = await svc.wait("ada", (await svc.submit("ada", "quick.ipynb", "gpu"))["id"])
-    cpu_done = await svc.wait("ada", (await svc.submit("ada", "quick.ipynb", "cpu"))["id"])
-    hog = await svc.submit("root", "hog.ipynb", "gpu2")  # holds both GPUs: ada's GPU jobs wait
+    svc.script("ada", "quick.py", "1")
+    svc.script("ada", "slow.py", "import time; time.sleep(30)")
+    svc.script("root", "hog.py", "import time; time.sleep(30)")
+    gpu_done = await svc.wait("ada", (await svc.submit("ada", "quick.py", "gpu"))["id"])
+    cpu_done = await svc.wait("ada", (await svc.submit("ada", "quick.py", "cpu"))["id"])
+    hog = await svc.submit("root", "hog.py", "gpu2")  # holds both GPUs: ada's GPU jobs wait
     await svc.wait("root", hog["id"], running)
-    cpu_running = await svc.submit("ada", "slow.ipynb", "cpu")
+    cpu_running = await svc.submit("ada", "slow.py", "cpu")
     await svc.wait("ada", cpu_running["id"], running)
-    gpu_queued = await svc.submit("ada", "quick.ipynb", "gpu")
-    gpu2_queued = await svc.submit("ada", "quick.ipynb", "gpu2")
+    gpu_queued = await svc.submit("ada", "quick.py", "gpu")
+    gpu2_queued = await svc.submit("ada", "quick.py", "gpu2")
 
     async def ids(who: str, **params: str) -> list[str]:
         async with svc.client(who) as c:
@@ -348,19 +351,19 @@ async def test_list_filters_by_state_and_flavor_return_exactly_the_matching_jobs
 
 async def test_queue_positions_follow_every_change_of_the_queue(svc):
     # positions are worked out once per change of the queue: each change must show
-    svc.write("root", "hog.ipynb", "import time; time.sleep(60)")
-    svc.write("ada", "w.ipynb", "1")
-    svc.write("bob", "w.ipynb", "1")
-    hog = await svc.submit("root", "hog.ipynb", "gpu2")  # both GPUs: the rest wait
+    svc.script("root", "hog.py", "import time; time.sleep(60)")
+    svc.script("ada", "w.py", "1")
+    svc.script("bob", "w.py", "1")
+    hog = await svc.submit("root", "hog.py", "gpu2")  # both GPUs: the rest wait
     await svc.wait("root", hog["id"], running)
 
     async def places(*jobs):
         return [(await svc.job("root", j["id"]))["queue_position"] for j in jobs]
 
-    ada1 = await svc.submit("ada", "w.ipynb", "gpu")
-    ada2 = await svc.submit("ada", "w.ipynb", "gpu")
+    ada1 = await svc.submit("ada", "w.py", "gpu")
+    ada2 = await svc.submit("ada", "w.py", "gpu")
     assert await places(ada1, ada2) == [1, 2]
-    bob = await svc.submit("bob", "w.ipynb", "gpu")  # fair share: after ada's first
+    bob = await svc.submit("bob", "w.py", "gpu")  # fair share: after ada's first
     assert await places(ada1, bob, ada2) == [1, 2, 3]
     async with svc.client("ada") as c:
         assert (await c.post(f"jobs/{ada1['id']}/cancel")).status_code == 200
@@ -388,8 +391,8 @@ async def test_a_local_fraction_flavor_counts_free_slices_and_charges_its_share(
         # two GPUs of two slots each: four slices, each half a GPU
         assert (info["fraction"], info["free_gpus"], info["total_gpus"]) == (0.5, 4, 4)
         hold, release = svc.gate("ada")
-        svc.write("ada", "h.ipynb", hold)
-        jobs = [await svc.submit("ada", "h.ipynb", "half") for _ in range(3)]
+        svc.script("ada", "h.py", hold)
+        jobs = [await svc.submit("ada", "h.py", "half") for _ in range(3)]
         for job in jobs[:2]:
             await svc.wait("ada", job["id"], running)
         # two halves make the one GPU ada's quota allows: the third waits for them
