@@ -2,8 +2,8 @@
 
 A rolling restart or a second replica started by mistake used to make both start
 the same queued jobs (4 of 40 ran twice, 20 shared a sequence number). Here every
-job's notebook leaves a mark in a shared folder each time it runs, and the test
-counts the marks.
+job (a script: the subject is the dispatch, not a notebook's run) leaves a mark in a
+shared folder each time it runs, and the test counts the marks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import nbformat
 import pytest
 import requests
 import yaml
@@ -25,7 +24,7 @@ import yaml
 from nbjobs.storage import escape_username
 from tests.waiting import wait_until_answering
 
-from .conftest import free_port, notebook
+from .conftest import free_port
 
 TOKENS = {"t-ada": "ada"}
 JOBS = 20
@@ -104,13 +103,12 @@ def home(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
     # every run of every job leaves one new file named after its job
-    nb = notebook(
+    (home / "mark.py").write_text(
         "import os, uuid, time\n"
         f"open(os.path.join({str(marks)!r}, os.environ['NBJOBS_JOB_ID'] + '.' + "
         "uuid.uuid4().hex), 'w').close()\n"
-        "time.sleep(0.3)"
+        "time.sleep(0.3)\n"
     )
-    nbformat.write(nb, home / "mark.ipynb")
     return home
 
 
@@ -132,7 +130,7 @@ def test_two_services_one_database_every_job_runs_once(tmp_path, home):
 
         ids = []
         for _ in range(JOBS):
-            r = _api(first.url, "POST", "jobs", json={"path": "mark.ipynb", "flavor": "cpu"})
+            r = _api(first.url, "POST", "jobs", json={"path": "mark.py", "flavor": "cpu"})
             assert r.status_code == 201, r.text
             ids.append(r.json()["id"])
         # some jobs run, most wait; then the first service dies without a word
@@ -170,14 +168,14 @@ def test_two_services_submitting_at_once_never_share_a_job(tmp_path, home):
         first.wait_up()
         second = ServiceProcess(tmp_path, config, "second", lease=30)
         for _ in range(5):
-            r = _api(first.url, "POST", "jobs", json={"path": "mark.ipynb", "flavor": "cpu"})
+            r = _api(first.url, "POST", "jobs", json={"path": "mark.py", "flavor": "cpu"})
             assert r.status_code == 201, r.text
         stopped = time.monotonic()
         first.stop(signal.SIGTERM)
         second.wait_up(timeout=90)
         took_over = time.monotonic() - stopped
         for _ in range(5):
-            r = _api(second.url, "POST", "jobs", json={"path": "mark.ipynb", "flavor": "cpu"})
+            r = _api(second.url, "POST", "jobs", json={"path": "mark.py", "flavor": "cpu"})
             assert r.status_code == 201, r.text
         jobs = _wait_all_ended(second.url, timeout=120)
     finally:
