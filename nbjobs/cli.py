@@ -12,112 +12,139 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 
 from nbjobs.job_runner.lean_imports import decline_format_checkers
 
-# name -> (module, function, one-line help). The function takes the remaining
-# argv and returns the process exit code.
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "demo": ("nbjobs.demo", "main", "start the single-machine demo"),
-    "service": ("nbjobs.job_service.app", "main", "run the job service"),
-    "submit": ("nbjobs.client.cli", "submit", "submit a notebook as a job"),
-    "list": ("nbjobs.client.cli", "list_jobs", "list your jobs"),
-    "flavors": ("nbjobs.client.cli", "flavors", "the flavors you may use, and what is free now"),
-    "status": ("nbjobs.client.cli", "status", "show one job"),
-    "logs": ("nbjobs.client.cli", "logs", "print (or follow) a job's log"),
-    "metrics": ("nbjobs.client.cli", "metrics", "what a job's GPUs, CPU and memory did"),
-    "usage": (
-        "nbjobs.client.cli",
+
+@dataclass(frozen=True)
+class Command:
+    """One ``nbjobs NAME``: the module it lives in (imported only when it runs), its
+    function (it takes the remaining argv and returns the exit code), its one line of
+    help, and the function of the same module that builds its argument parser, for the
+    CLI reference the docs generate: ``None`` for ``nbjobs service``, a traitlets
+    application whose options are its configurable traits; with ``subcommands``, that
+    function returns each sub-command's parser by its name."""
+
+    module: str
+    function: str
+    help: str
+    parser: str | None
+    subcommands: bool = False
+
+
+CLIENT = "nbjobs.client.cli"
+#: every command, in the order ``nbjobs --help`` lists them
+COMMANDS: dict[str, Command] = {
+    "demo": Command("nbjobs.demo", "main", "start the single-machine demo", "demo_parser"),
+    "service": Command("nbjobs.job_service.app", "main", "run the job service", None),
+    "submit": Command(CLIENT, "submit", "submit a notebook as a job", "submit_parser"),
+    "list": Command(CLIENT, "list_jobs", "list your jobs", "list_parser"),
+    "flavors": Command(
+        CLIENT, "flavors", "the flavors you may use, and what is free now", "flavors_parser"
+    ),
+    "status": Command(CLIENT, "status", "show one job", "status_parser"),
+    "logs": Command(CLIENT, "logs", "print (or follow) a job's log", "logs_parser"),
+    "metrics": Command(
+        CLIENT, "metrics", "what a job's GPUs, CPU and memory did", "metrics_parser"
+    ),
+    "usage": Command(
+        CLIENT,
         "usage_report",
         "GPU-hours allocated and busy by user, group, class, flavor or node",
+        "usage_parser",
     ),
-    "storage": (
-        "nbjobs.client.cli",
+    "storage": Command(
+        CLIENT,
         "storage_report",
         "the space nbjobs keeps for your jobs, and for how long",
+        "storage_parser",
     ),
-    "credits": (
+    "credits": Command(
         "nbjobs.client.credits",
         "main",
         "credit accounts, a statement, grants (teachers, admins)",
+        "credits_parser",
     ),
-    "users": (
+    "users": Command(
         "nbjobs.client.users",
         "main",
         "the users deleted and what became of their things; delete one (admins)",
+        "users_parser",
     ),
-    "cancel": ("nbjobs.client.cli", "cancel", "cancel a job"),
-    "rerun": ("nbjobs.client.cli", "rerun", "run a finished job again"),
-    "delete": ("nbjobs.client.cli", "delete", "delete ended jobs and their files in .nbjobs"),
-    "schedule": ("nbjobs.client.schedule", "main", "job definitions that run on a schedule"),
-    "notify": ("nbjobs.client.notify", "main", "be told by email or webhook when jobs end"),
-    "class": ("nbjobs.hub_config.classes", "main", "provision a class (teachers)"),
-    "invite": (
+    "cancel": Command(CLIENT, "cancel", "cancel a job", "cancel_parser"),
+    "rerun": Command(CLIENT, "rerun", "run a finished job again", "rerun_parser"),
+    "delete": Command(
+        CLIENT, "delete", "delete ended jobs and their files in .nbjobs", "delete_parser"
+    ),
+    "schedule": Command(
+        "nbjobs.client.schedule",
+        "main",
+        "job definitions that run on a schedule",
+        "parsers",
+        subcommands=True,
+    ),
+    "notify": Command(
+        "nbjobs.client.notify",
+        "main",
+        "be told by email or webhook when jobs end",
+        "notify_parser",
+    ),
+    "class": Command(
+        "nbjobs.hub_config.classes", "main", "provision a class (teachers)", "class_parser"
+    ),
+    "invite": Command(
         "nbjobs.hub_config.classes",
         "invite",
         "a one-time link for a new user to choose their password (admins, teachers)",
+        "invite_parser",
     ),
-    "check-config": ("nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)"),
-    "install": (
+    "check-config": Command(
+        "nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)", "check_parser"
+    ),
+    "install": Command(
         "nbjobs.install",
         "install",
         "set up a class on this GPU server as root: hub, job service, accounts (admins)",
+        "install_parser",
     ),
-    "uninstall": ("nbjobs.install", "uninstall", "remove what nbjobs install made (admins)"),
-    "copy-database": (
+    "uninstall": Command(
+        "nbjobs.install",
+        "uninstall",
+        "remove what nbjobs install made (admins)",
+        "uninstall_parser",
+    ),
+    "copy-database": Command(
         "nbjobs.job_service.dbcopy",
         "main",
         "copy the job records into a new database, e.g. SQLite to PostgreSQL (admins)",
+        "copy_parser",
     ),
-    "network-policies": (
+    "network-policies": Command(
         "nbjobs.network",
         "main",
         "print the NetworkPolicies of nbjobs.yaml's network rules, for kubectl (admins)",
+        "policies_parser",
     ),
 }
 
-#: every command line's argument parser, for the CLI reference the docs generate:
-#: "nbjobs NAME" -> (module, function, arguments); the function returns the parser.
-#: ``nbjobs service`` is a traitlets application: its options are its configurable traits.
-PARSERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "demo": ("nbjobs.demo", "demo_parser", ()),
-    "install": ("nbjobs.install", "install_parser", ()),
-    "uninstall": ("nbjobs.install", "uninstall_parser", ()),
-    "submit": ("nbjobs.client.cli", "submit_parser", ()),
-    "list": ("nbjobs.client.cli", "list_parser", ()),
-    "flavors": ("nbjobs.client.cli", "flavors_parser", ()),
-    "status": ("nbjobs.client.cli", "status_parser", ()),
-    "logs": ("nbjobs.client.cli", "logs_parser", ()),
-    "metrics": ("nbjobs.client.cli", "metrics_parser", ()),
-    "usage": ("nbjobs.client.cli", "usage_parser", ()),
-    "storage": ("nbjobs.client.cli", "storage_parser", ()),
-    "credits": ("nbjobs.client.credits", "credits_parser", ()),
-    "users": ("nbjobs.client.users", "users_parser", ()),
-    "cancel": ("nbjobs.client.cli", "cancel_parser", ()),
-    "rerun": ("nbjobs.client.cli", "rerun_parser", ()),
-    "delete": ("nbjobs.client.cli", "delete_parser", ()),
-    "schedule create": ("nbjobs.client.schedule", "create_parser", ()),
-    "schedule list": ("nbjobs.client.schedule", "list_parser", ()),
-    **{
-        f"schedule {verb}": ("nbjobs.client.schedule", "action_parser", (verb,))
-        for verb in ("pause", "resume", "delete", "run")
-    },
-    "schedule runs": ("nbjobs.client.schedule", "runs_parser", ()),
-    "notify": ("nbjobs.client.notify", "notify_parser", ()),
-    "class": ("nbjobs.hub_config.classes", "class_parser", ()),
-    "invite": ("nbjobs.hub_config.classes", "invite_parser", ()),
-    "check-config": ("nbjobs.check", "check_parser", ()),
-    "copy-database": ("nbjobs.job_service.dbcopy", "copy_parser", ()),
-    "network-policies": ("nbjobs.network", "policies_parser", ()),
-}
+
+def command_parsers(name: str) -> dict[str, argparse.ArgumentParser]:
+    """The argument parsers of ``nbjobs NAME``: ``{"NAME": parser}``, or for a command
+    with sub-commands ``{"NAME SUB": parser, ...}``; none for ``nbjobs service``."""
+    command = COMMANDS[name]
+    if command.parser is None:
+        return {}
+    made = getattr(importlib.import_module(command.module), command.parser)()
+    if command.subcommands:
+        return {f"{name} {sub}": parser for sub, parser in made.items()}
+    return {name: made}
 
 
-def command_parser(name: str) -> argparse.ArgumentParser:
-    """The argument parser of ``nbjobs NAME`` (a key of :data:`PARSERS`)."""
-    module, function, args = PARSERS[name]
-    parser: argparse.ArgumentParser = getattr(importlib.import_module(module), function)(*args)
-    return parser
+def all_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command line's argument parser, by what follows ``nbjobs``."""
+    return {full: parser for name in COMMANDS for full, parser in command_parsers(name).items()}
 
 
 def package_version() -> str:
@@ -132,7 +159,7 @@ def usage() -> str:
     """The top-level help text."""
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: nbjobs COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name.ljust(width)}  {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    lines += [f"  {name.ljust(width)}  {command.help}" for name, command in COMMANDS.items()]
     lines += ["", "Run `nbjobs COMMAND --help` for a command's options."]
     return "\n".join(lines)
 
@@ -151,9 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"nbjobs: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module_name, func_name, _ = COMMANDS[name]
+    command = COMMANDS[name]
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(command.module)
     except ImportError as exc:
         print(
             f"nbjobs {name}: this install lacks what the command needs ({exc}). "
@@ -161,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    result: int = getattr(module, func_name)(rest)
+    result: int = getattr(module, command.function)(rest)
     return result
 
 

@@ -268,7 +268,7 @@ class CliReference(SphinxDirective):
     """``nbjobs`` and each of its commands, from their argparse parsers."""
 
     def run(self) -> list[nodes.Node]:
-        from nbjobs.cli import COMMANDS, PARSERS, command_parser, usage
+        from nbjobs.cli import COMMANDS, command_parsers, usage
         from nbjobs.client.cli import EXIT_CODES
 
         module = sys.modules[__name__]
@@ -281,11 +281,11 @@ class CliReference(SphinxDirective):
         for code, text in EXIT_CODES.items():
             lines += [f"   * - {code}", f"     - {text}"]
         lines.append("")
-        for name in COMMANDS:
-            group = [n for n in PARSERS if n == name or n.startswith(name + " ")]
+        for name, command in COMMANDS.items():
+            group = command_parsers(name)
             title = f"nbjobs {name}"
             lines += [f".. _cli-{_cli_slug(name)}:", "", title, "-" * len(title), ""]
-            lines += [COMMANDS[name][2][0].upper() + COMMANDS[name][2][1:] + ".", ""]
+            lines += [command.help[0].upper() + command.help[1:] + ".", ""]
             if name == "service":
                 lines += [
                     "A traitlets application: every option below is also a setting in a",
@@ -296,10 +296,11 @@ class CliReference(SphinxDirective):
                     "",
                 ]
             if not group and name != "service":
-                LOG.warning("nbjobs %s: no parser in nbjobs.cli.PARSERS", name)
-            for sub in group:
+                LOG.warning("nbjobs %s: no parser named in nbjobs.cli.COMMANDS", name)
+            for sub in group:  # each built afresh when asked (its help is escaped in place)
                 attr = "parser_" + _cli_slug(sub).replace("-", "_")
-                setattr(module, attr, lambda sub=sub: _plain_help(command_parser(sub)))
+                made = lambda name=name, sub=sub: _plain_help(command_parsers(name)[sub])  # noqa: E731
+                setattr(module, attr, made)
                 if sub != name:
                     title = f"nbjobs {sub}"
                     lines += [f".. _cli-{_cli_slug(sub)}:", "", title, "~" * len(title), ""]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .cli import (
@@ -52,13 +52,14 @@ def main(argv: Sequence[str]) -> int:
             return 2
         return 0 if argv else 2
     action, rest = argv[0], list(argv[1:])
-    if action == "create":
-        return _create(rest)
-    if action == "list":
-        return _list(rest)
-    if action == "runs":
-        return _runs(rest)
+    if action in OWN:
+        return OWN[action][1](rest)
     return _one(action, rest)
+
+
+def parsers() -> dict[str, _Parser]:
+    """Each action's argument parser, by its name (for the CLI reference)."""
+    return {verb: OWN[verb][0]() if verb in OWN else action_parser(verb) for verb in ACTIONS}
 
 
 def _cron(args: argparse.Namespace) -> str | None:
@@ -249,3 +250,12 @@ def _last(run: dict[str, Any]) -> str:
     if run["state"] in ("refused", "skipped") and run.get("reason"):
         line += f": {run['reason']}"
     return line
+
+
+#: the actions with options of their own: their parser, and what runs them (the others
+#: take a definition's id alone: action_parser, _one)
+OWN: dict[str, tuple[Callable[[], _Parser], Callable[[list[str]], int]]] = {
+    "create": (create_parser, _create),
+    "list": (list_parser, _list),
+    "runs": (runs_parser, _runs),
+}

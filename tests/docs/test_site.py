@@ -19,7 +19,7 @@ from docutils.nodes import make_id
 from nbjobs.job_runner.__main__ import build_parser
 from nbjobs.job_runner.errors import ExitCode
 
-from nbjobs.cli import COMMANDS, PARSERS, command_parser
+from nbjobs.cli import COMMANDS, all_parsers
 from nbjobs.models import JobState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,9 +97,15 @@ def test_every_command_and_option_is_in_the_cli_reference(site):
     for name in COMMANDS:
         assert f"nbjobs {name}" in words
         assert make_id(f"cli-{name}") in anchors
-    for name in PARSERS:
+    parsers = all_parsers()
+    assert set(parsers) >= set(COMMANDS) - {"service", "schedule"}
+    assert {name for name in parsers if name.startswith("schedule ")} == {
+        f"schedule {verb}"
+        for verb in ("create", "list", "pause", "resume", "delete", "run", "runs")
+    }
+    for name, parser in parsers.items():
         assert make_id(f"cli-{name.replace(' ', '-')}") in anchors, name
-        for action in command_parser(name)._actions:
+        for action in parser._actions:
             for flag in action.option_strings:
                 assert flag in words, f"nbjobs {name} {flag}"
     assert "--StaticTokenAuth" in words or "JobServiceApp" in words  # nbjobs service
@@ -117,8 +123,8 @@ def test_every_argument_says_what_it_is():
                 for sub, inner in action.choices.items():
                     walk(f"{name} {sub}", inner)
 
-    for name in PARSERS:
-        walk(f"nbjobs {name}", command_parser(name))
+    for name, parser in all_parsers().items():
+        walk(f"nbjobs {name}", parser)
     walk("python -m nbjobs.job_runner", build_parser())
     assert bare == []
 
