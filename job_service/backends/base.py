@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +25,19 @@ from traitlets.config import LoggingConfigurable
 
 from nbjobs.config import Flavor, LimitsConfig, NbjobsConfig, TelemetryConfig
 from nbjobs.storage import open_job_dir
+
+#: the runner's option naming its status file: how a runner's process is told apart,
+#: and its job found, from its command line alone (:func:`status_file_in`)
+STATUS_FILE_OPTION = "--status-file"
+
+
+def status_file_in(command: Sequence[str]) -> str | None:
+    """The status file a command line made by :meth:`LaunchSpec.runner_command` names
+    (a sandbox's launcher around the runner names it too); None for any other command."""
+    args = list(command)
+    if STATUS_FILE_OPTION not in args[:-1]:
+        return None
+    return args[args.index(STATUS_FILE_OPTION) + 1]
 
 
 @dataclass(frozen=True)
@@ -97,7 +110,7 @@ class LaunchSpec:
         and stderr are the log already (one writer)."""
         command = [python, "-m", "nbjobs.job_runner"]
         command += [where(self.snapshot_file), where(self.output_file)]
-        command += ["--status-file", where(self.status_file), "--cwd", where(self.cwd)]
+        command += [STATUS_FILE_OPTION, where(self.status_file), "--cwd", where(self.cwd)]
         if log_mode is not None:
             command += ["--log-file", where(self.log_file), "--log-file-mode", f"{log_mode:03o}"]
         if self.source_name:

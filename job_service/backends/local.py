@@ -55,7 +55,15 @@ from nbjobs.sandbox import job_command, jobs_can_have_namespaces
 from nbjobs.storage import open_file_at, open_job_dir, user_folder
 
 from ..kernels import InstalledKernels
-from .base import Backend, Launched, LaunchSpec, NodeGpus, Outcome, write_parameters_file
+from .base import (
+    Backend,
+    Launched,
+    LaunchSpec,
+    NodeGpus,
+    Outcome,
+    status_file_in,
+    write_parameters_file,
+)
 from .local_cpu import weigh_parent
 from .local_gpus import discover_gpus, nvml_minor_numbers
 from .local_unrecorded import job_ref, unrecorded_runner
@@ -922,9 +930,8 @@ def _status_file_of(pid: int, rank: int) -> Path | None:
         args = psutil.Process(pid).cmdline()
     except psutil.Error:
         return None
-    if "--status-file" not in args[:-1]:
-        return None
-    return rank_file(Path(args[args.index("--status-file") + 1]), rank)
+    named = status_file_in(args)
+    return rank_file(Path(named), rank) if named is not None else None
 
 
 def _rank_said(rank: _Running) -> str | None:

@@ -20,6 +20,8 @@ import psutil
 
 from nbjobs.cgroups import Group
 
+from .base import status_file_in
+
 
 @dataclass(frozen=True)
 class Unrecorded:
@@ -39,10 +41,9 @@ def find_unrecorded(status_file: Path) -> Unrecorded | None:
     wanted = str(status_file)
     named: dict[int, psutil.Process] = {}
     for process in psutil.process_iter(["cmdline", "ppid", "status"]):
-        args = process.info["cmdline"] or []
-        if process.info["status"] == psutil.STATUS_ZOMBIE or "--status-file" not in args[:-1]:
+        if process.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if args[args.index("--status-file") + 1] == wanted:
+        if status_file_in(process.info["cmdline"] or []) == wanted:
             named[process.pid] = process
     started = [p for p in named.values() if p.info["ppid"] not in named]
     if not started:
