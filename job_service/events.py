@@ -156,6 +156,12 @@ class ChangeFeed:
     def log(self) -> logging.Logger:
         return self.ctx.log
 
+    @property
+    def watching(self) -> bool:
+        """Whether the feed is watching the database (a stream is open); it does not
+        otherwise: no stream, no query."""
+        return self._task is not None and not self._task.done()
+
     def open(self, caller: Caller) -> Stream:
         """A new stream for ``caller``; the feed watches while any is open."""
         stream = Stream(caller)

@@ -5,7 +5,6 @@ answers expires, saying so."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 import pytest
@@ -48,7 +47,11 @@ async def test_a_students_job_waits_for_approval_and_her_teacher_approves_it(svc
         "waiting for approval: an admin or your teacher must approve jobs on big "
         "(the request expires in 2 days)"
     )
-    await asyncio.sleep(0.6)  # the dispatcher leaves it alone
+    # the dispatcher leaves it alone: a job submitted after it, needing no approval,
+    # starts (a pass of the dispatcher's ran with both waiting) and it still waits
+    svc.script("bob", "later.py", "1")
+    later = await svc.submit("bob", "later.py")
+    await svc.wait("bob", later["id"], lambda j: j["state"] != "queued")
     assert (await svc.job("ada", job["id"]))["state"] == "pending_approval"
 
     # her teacher and the admins see the request; another student does not

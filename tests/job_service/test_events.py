@@ -204,13 +204,18 @@ async def test_a_stream_needs_a_token_and_ends_to_be_opened_again(svc, monkeypat
 
 
 async def test_the_feed_looks_only_while_a_stream_is_open_and_stops_with_the_service(svc):
-    looks = svc.service.feed.looks
-    await asyncio.sleep(0.6)
-    assert svc.service.feed.looks == looks  # nobody watches: no query at all
+    feed = svc.service.feed
+    looks = feed.looks
+    assert not feed.watching  # nobody watches: nothing that could query at all
     async with stream(svc, "ada") as ada:
         await ada.next("hello")
-        await asyncio.sleep(0.6)
-        assert svc.service.feed.looks > looks
+        assert feed.watching
+        # a look at every interval while the stream is open (the first is the baseline)
+        for _ in range(200):
+            if feed.looks >= looks + 2:
+                break
+            await asyncio.sleep(0.05)
+        assert feed.looks >= looks + 2
         await svc.service.feed.close()  # as the service stopping does
         await asyncio.wait_for(ada.ended.wait(), 5)
     assert not svc.service.feed.streams
