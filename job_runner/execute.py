@@ -13,19 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import shutil
 import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import nbformat
-from jupyter_client.kernelspec import NoSuchKernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -34,12 +31,27 @@ from .errors import STATE_FOR_EXIT_CODE, BadInput, ExitCode, could_not_write, po
 from .folder_room import FolderRoom
 from .gpus import visible_gpus_within
 from .kernel_output_cap import install_code
-from .kernel_start import EarlyStart, KernelManager, LaunchedKernel, kernel_specs, kill_now
-from .output_limits import OutputBudget, OutputLimits, left_out_by_kernel
+from .kernel_start import (
+    EarlyStart,
+    KernelManager,
+    LaunchedKernel,
+    find_kernel_language,
+    kill_now,
+)
+from .log_echo import EchoingClient, LogEcho
+from .output_limits import OutputBudget, OutputLimits
+from .output_notebook import (
+    add_banner,
+    cell_error,
+    error_dict,
+    mark_cell,
+    strip_previous_run,
+    write_html,
+)
 from .parameters import INJECTED_TAG, ParameterError, inject_parameters
 from .paths import check_writable_folder, make_folder, same_file, status_file_conflict
 from .progress_writes import ProgressWrites
-from .reading import parse_notebook
+from .reading import read_notebook
 from .status import (
     CellError,
     RunStatus,
@@ -51,15 +63,12 @@ from .status import (
 )
 from .telemetry import Sample, Sampler, interval_problem
 
-BANNER_TAG = "nbjobs-banner"
 #: the most the status file lags behind the run (see NotebookJob._write_progress)
 PROGRESS_COALESCE = 0.1
 
-FAILED_CELL_ANCHOR = "nbjobs-failed-cell"
 #: what ``SystemExit``'s value reads as when a notebook ends itself cleanly:
 #: ``sys.exit()``, ``sys.exit(0)``, ``sys.exit(None)``, ``raise SystemExit``
 CLEAN_EXIT_VALUES = frozenset({"", "0", "None"})
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
@@ -172,32 +181,6 @@ def _finish_preparing(job: NotebookJob, html_path: Any, source_name: str | None)
     )
 
 
-class _EchoingClient(NotebookClient):
-    """An nbclient that keeps outputs within a budget and hands each one kept to a callback."""
-
-    on_output: Callable[[dict[str, Any]], None] | None = None
-    budget: OutputBudget | None = None
-
-    def output(
-        self,
-        outs: list[NotebookNode],
-        msg: dict[str, Any],
-        display_id: str | None,
-        cell_index: int,
-    ) -> NotebookNode | None:
-        if self.on_output is not None:
-            self.on_output(msg)  # the log has a budget of its own
-        hooked = self.output_hook_stack[msg["parent_header"].get("msg_id")]
-        if self.budget is not None and not hooked and not self.budget.admit(cell_index, msg, outs):
-            return None
-        return super().output(outs, msg, display_id, cell_index)
-
-    def clear_output(self, outs: list[NotebookNode], msg: dict[str, Any], cell_index: int) -> None:
-        super().clear_output(outs, msg, cell_index)
-        if self.budget is not None and not msg.get("content", {}).get("wait"):
-            self.budget.cleared(cell_index)
-
-
 class NotebookJob:
     """One validated run, ready to execute. Build it with :meth:`prepare`."""
 
@@ -244,13 +227,10 @@ class NotebookJob:
         self._last_write = 0.0
         self._deferred_write: asyncio.TimerHandle | None = None
         self._progress_writes: ProgressWrites | None = None
-        self._stdout: TextIO = sys.stdout
         self.output_limits = OutputLimits()
         self.budget = OutputBudget(self.output_limits)
-        #: characters of cell output copied to the log, and left out of it
-        self.logged = 0
-        self.log_dropped = 0
         self._stderr: TextIO = sys.stderr
+        self.log_echo = LogEcho(self.output_limits.log, sys.stdout, sys.stderr)
         self.telemetry_interval = 0.0
         self._sampler: Sampler | None = None
         #: the sampler has stopped: a sample still on its way is not written any more
@@ -286,6 +266,7 @@ class NotebookJob:
         job.echo = echo
         job.output_limits = output_limits or OutputLimits()
         job.budget = OutputBudget(job.output_limits)
+        job.log_echo = LogEcho(job.output_limits.log, sys.stdout, sys.stderr)
         problem = interval_problem(telemetry_interval)
         if problem is not None:
             raise BadInput(f"--telemetry-interval: {problem}")
@@ -314,7 +295,7 @@ class NotebookJob:
         job.kernel_name = kernel_name or spec_name or "python3"
         job.kernel_language = find_kernel_language(job.kernel_name)
 
-        _strip_previous_run(job.nb)
+        strip_previous_run(job.nb)
         try:
             job.warnings += inject_parameters(job.nb, job.parameters, job.kernel_language)
         except ParameterError as exc:
@@ -361,7 +342,7 @@ class NotebookJob:
         self._start_telemetry()
         self._watch_folder_room()
         started = time.monotonic()
-        client = _EchoingClient(
+        client = EchoingClient(
             self.nb,
             kernel_name=self.kernel_name,
             timeout=self.cell_timeout,
@@ -375,7 +356,7 @@ class NotebookJob:
             client.km = self.early.kernel.km
             self._socket_dir = self.early.kernel.socket_dir
         if self.echo:
-            client.on_output = self._echo_output
+            client.on_output = self.log_echo.output
         client.budget = self.budget
 
         exit_code, message, error = ExitCode.SUCCEEDED, None, None
@@ -447,24 +428,24 @@ class NotebookJob:
                 message += (
                     " (jobs have no keyboard: pass the value as a parameter instead of input())"
                 )
-            return ExitCode.FAILED, _one_line(message), self._cell_error(current, ename, evalue)
+            return ExitCode.FAILED, _one_line(message), cell_error(self.nb, current, ename, evalue)
         except CellTimeoutError:
             current = self.status.current_cell
             message = (
                 f"{self._cell_label()} ran longer than the per-cell limit of "
                 f"{_seconds(self.cell_timeout)}"
             )
-            self._mark_cell(current, message)
+            mark_cell(self.nb, current, message)
             return ExitCode.TIMED_OUT, message, CellError(current or 0, "CellTimeoutError", message)
         except (DeadKernelError, asyncio.CancelledError):
             current = self.status.current_cell
             if self.stop_reason is None:
                 message = f"kernel died while running {self._cell_label()}"
-                self._mark_cell(current, message + " (out of memory, a crash, or os._exit)")
+                mark_cell(self.nb, current, message + " (out of memory, a crash, or os._exit)")
                 return ExitCode.FAILED, message, CellError(current or 0, "DeadKernelError", message)
             exit_code, message = self.stop_reason
             await self._interrupt_kernel(client)
-            self._mark_cell(current, message)
+            mark_cell(self.nb, current, message)
             return exit_code, message, CellError(current or 0, exit_code.name, message)
         finally:
             if deadline is not None:
@@ -585,22 +566,6 @@ class NotebookJob:
 
     # -- results -------------------------------------------------------------
 
-    def _cell_error(self, index: int | None, ename: str, evalue: str) -> CellError:
-        traceback: list[str] = []
-        if index is not None:
-            for out in self.nb.cells[index].get("outputs", []):
-                if out.get("output_type") == "error":
-                    ename, evalue = out.get("ename", ename), out.get("evalue", evalue)
-                    traceback = [_ANSI.sub("", line) for line in out.get("traceback", [])]
-        return CellError(index if index is not None else 0, ename, evalue, traceback)
-
-    def _mark_cell(self, index: int | None, message: str) -> None:
-        """Leave a visible note in the cell where the run stopped."""
-        if index is None:
-            return
-        note = nbformat.v4.new_output("stream", name="stderr", text=f"[nbjobs] {message}\n")
-        self.nb.cells[index].setdefault("outputs", []).append(note)
-
     def _finish(
         self, exit_code: ExitCode, message: str | None, error: CellError | None, duration: float
     ) -> RunResult:
@@ -611,11 +576,20 @@ class NotebookJob:
                 seconds, 6
             )
         if exit_code != ExitCode.SUCCEEDED:
-            error = self._add_banner(state, message or state, error)
+            error = add_banner(
+                self.nb, state, message or state, error, simulated_gpus=self.simulated_gpus
+            )
         elif self.stopped_itself_at is not None:
-            self._add_banner("stopped", message or state, None, self.stopped_itself_at)
+            add_banner(
+                self.nb,
+                "stopped",
+                message or state,
+                None,
+                simulated_gpus=self.simulated_gpus,
+                stopped_at=self.stopped_itself_at,
+            )
         elif self.simulated_gpus:
-            self._add_banner("simulated", "", None)
+            add_banner(self.nb, "simulated", "", None, simulated_gpus=True)
         self.nb.metadata["nbjobs"] = {
             "state": state,
             "message": message,
@@ -635,9 +609,9 @@ class NotebookJob:
             "repairs": self.repairs,
             "output": {
                 **self.budget.summary(),
-                "log_dropped_characters": self.log_dropped,
+                "log_dropped_characters": self.log_echo.dropped,
             },
-            "error": None if error is None else _error_dict(error),
+            "error": None if error is None else error_dict(error),
         }
         if self.html_path is not None:
             self._write_html(self.html_path)
@@ -680,65 +654,14 @@ class NotebookJob:
     def _write_html(self, path: Path) -> None:
         """Write the executed notebook as HTML to ``path``; a copy that cannot be made
         is a warning in the log and the output, never the job's failure."""
-        try:
-            from nbconvert import HTMLExporter
-        except ImportError:
-            problem = "nbconvert is not installed where jobs run (ask your admin to add it)"
-        else:
-            try:
-                body, _ = HTMLExporter().from_notebook_node(self.nb)
-                atomic_write_text(path, body, durable=True)
-            except OSError as exc:
-                problem = could_not_write("the HTML copy", path, exc)
-            except Exception as exc:  # nbconvert's templates and filters raise anything
-                problem = f"nbconvert failed: {type(exc).__name__}: {exc}"
-            else:
-                self._log(f"HTML copy: {self._shown(path)}")
-                return
+        problem = write_html(self.nb, path)
+        if problem is None:
+            self._log(f"HTML copy: {self._shown(path)}")
+            return
         warning = f"no HTML copy: {problem}"
         self.warnings.append(warning)
         self.nb.metadata["nbjobs"]["warnings"].append(warning)  # a copy of self.warnings
         self._log(warning)
-
-    def _add_banner(
-        self,
-        state: str,
-        message: str,
-        error: CellError | None,
-        stopped_at: int | None = None,
-    ) -> CellError | None:
-        """Put a banner on top and an anchor above the failing cell, papermill-style.
-
-        ``state`` ``stopped`` is the notebook's own clean stop (``sys.exit(0)``): an
-        informational banner, with the anchor at ``stopped_at``. Returns the error with
-        ``cell_index`` pointing into the output notebook.
-        """
-        headline = {
-            "failed": "Execution failed",
-            "timed_out": "Execution timed out",
-            "cancelled": "Execution was cancelled",
-            "stopped": "The notebook stopped itself",
-            "simulated": "It ran on a simulated GPU",
-        }[state]
-        text = f"**nbjobs: {headline}.** {message}".rstrip()
-        if self.simulated_gpus:
-            text += (
-                "  \nIts GPUs were simulated (nbjobs tried out on a machine without a GPU): "
-                "nothing in it computed on a GPU."
-            )
-        failed_index = error.cell_index if error is not None else stopped_at
-        if failed_index is not None:
-            text += f"  \n[Go to the cell where it stopped](#{FAILED_CELL_ANCHOR})."
-            anchor = nbformat.v4.new_markdown_cell(f'<span id="{FAILED_CELL_ANCHOR}"></span>')
-            anchor.metadata["tags"] = [BANNER_TAG]
-            self.nb.cells.insert(failed_index, anchor)
-        style = "alert-info" if state in ("stopped", "simulated") else "alert-danger"
-        banner = nbformat.v4.new_markdown_cell(f'<div class="alert {style}">\n\n{text}\n\n</div>')
-        banner.metadata["tags"] = [BANNER_TAG]
-        self.nb.cells.insert(0, banner)
-        if error is not None and failed_index is not None:
-            error.cell_index = failed_index + 2  # after the banner and the anchor
-        return error
 
     def _watch_folder_room(self) -> None:
         """Stop the run, failed, when the owner's folder has no room left (the log
@@ -852,96 +775,8 @@ class NotebookJob:
             with contextlib.suppress(OSError):
                 print(f"[nbjobs] {line}", file=self._stderr, flush=True)
 
-    def _echo_output(self, msg: dict[str, Any]) -> None:
-        # A log that cannot be written (a full disk) costs the log, not the job: the
-        # output notebook holds every output anyway.
-        with contextlib.suppress(OSError):
-            self._echo_message(msg)
-
-    def _echo_message(self, msg: dict[str, Any]) -> None:
-        content = msg.get("content", {})
-        kind = msg.get("msg_type")
-        if kind == "stream":
-            stream = self._stderr if content.get("name") == "stderr" else self._stdout
-            # text the kernel kept back is counted as never logged (it starts keeping
-            # back only once a cell printed more than the log's limit)
-            self.log_dropped += left_out_by_kernel(msg)
-            self._echo_text(stream, content.get("text", ""))
-        elif kind == "error":
-            tb = "\n".join(_ANSI.sub("", line) for line in content.get("traceback", []))
-            self._stderr.write(tb + "\n")
-            self._stderr.flush()
-        elif kind in ("execute_result", "display_data"):
-            text = content.get("data", {}).get("text/plain")
-            if text:
-                self._echo_text(self._stdout, text + "\n")
-
-    def _echo_text(self, stream: TextIO, text: str) -> None:
-        """Copy output to the log until the log's limit; past it, only count it."""
-        room = self.output_limits.log - self.logged
-        if room <= 0:
-            self.log_dropped += len(text)
-            return
-        if len(text) > room:
-            self.log_dropped += len(text) - room
-            text = text[:room] + (
-                f"\n[nbjobs] the log reached its limit ({self.output_limits.log:,} characters); "
-                "later output is counted, not logged (the output notebook keeps the start and "
-                "end of each cell's output)\n"
-            )
-        self.logged += len(text)
-        stream.write(text)
-        stream.flush()
-
 
 # -- checks used by prepare ---------------------------------------------------
-
-
-def read_notebook(path: Path) -> tuple[NotebookNode, list[str]]:
-    """Load a notebook as nbformat 4.5 (see :mod:`.reading`), with the repairs made;
-    raise :class:`BadInput` saying what is wrong when it cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"INPUT {path} does not exist") from None
-    except IsADirectoryError:
-        raise BadInput(f"INPUT {path} is a folder, not a notebook") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"INPUT {path} is not a notebook: it is not UTF-8 text") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read INPUT {path}: {exc.strerror}") from None
-    return parse_notebook(text, f"INPUT {path}")
-
-
-def _shorten(text: str, limit: int = 240) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def find_kernel_language(name: str) -> str:
-    """The language of an installed kernel, or :class:`BadInput` listing what is installed."""
-    manager = kernel_specs()
-    try:
-        spec = manager.get_kernel_spec(name)
-    except NoSuchKernel:
-        installed = ", ".join(sorted(manager.find_kernel_specs())) or "none"
-        raise BadInput(
-            f"the notebook's kernel {name!r} is not installed where jobs run (there: "
-            f"{installed}); switch the notebook to one of those (in JupyterLab: Kernel > Change "
-            "Kernel, then save) and submit again, or ask your admin to add it to the job image"
-        ) from None
-    return str(spec.language).lower()
-
-
-def _strip_previous_run(nb: NotebookNode) -> None:
-    """Drop what an earlier run added, so re-running an output starts clean."""
-    nb.cells = [c for c in nb.cells if BANNER_TAG not in c.get("metadata", {}).get("tags", [])]
-    nb.metadata.pop("nbjobs", None)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-            cell.metadata.pop("nbjobs", None)
-            cell.metadata.pop("execution", None)
 
 
 def _seconds(value: float | None) -> str:
@@ -951,15 +786,6 @@ def _seconds(value: float | None) -> str:
 def _one_line(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= 300 else line[:297] + "..."
-
-
-def _error_dict(error: CellError) -> dict[str, Any]:
-    return {
-        "cell_index": error.cell_index,
-        "ename": error.ename,
-        "evalue": error.evalue,
-        "traceback": error.traceback,
-    }
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.manager import KernelManager as AnyKernelManager
 from jupyter_core.paths import jupyter_path
 from jupyter_core.utils import ensure_async
+
+from .errors import BadInput
 
 #: how often a killed kernel is looked at until it is gone (jupyter_client: every 0.1 s,
 #: a tenth of a second added to every job's end)
@@ -52,6 +54,21 @@ def kernel_specs() -> KernelSpecManager:
     ipython_dir = os.environ.get("IPYTHONDIR") or os.path.join("~", ".ipython")
     old = os.path.join(os.path.normpath(os.path.expanduser(ipython_dir)), "kernels")
     return KernelSpecManager(kernel_dirs=[*jupyter_path("kernels"), old])
+
+
+def find_kernel_language(name: str) -> str:
+    """The language of an installed kernel, or :class:`BadInput` listing what is installed."""
+    manager = kernel_specs()
+    try:
+        spec = manager.get_kernel_spec(name)
+    except NoSuchKernel:
+        installed = ", ".join(sorted(manager.find_kernel_specs())) or "none"
+        raise BadInput(
+            f"the notebook's kernel {name!r} is not installed where jobs run (there: "
+            f"{installed}); switch the notebook to one of those (in JupyterLab: Kernel > Change "
+            "Kernel, then save) and submit again, or ask your admin to add it to the job image"
+        ) from None
+    return str(spec.language).lower()
 
 
 class KernelManager(AsyncKernelManager):

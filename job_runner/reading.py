@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import warnings
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -30,6 +31,22 @@ from .errors import BadInput
 NBFORMAT_MINOR = 5
 _CELL_TYPES = ("code", "markdown", "raw")
 _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "error")
+
+
+def read_notebook(path: Path) -> tuple[NotebookNode, list[str]]:
+    """Load a notebook as nbformat 4.5 (:func:`parse_notebook`), with the repairs made;
+    raise :class:`BadInput` saying what is wrong when it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"INPUT {path} does not exist") from None
+    except IsADirectoryError:
+        raise BadInput(f"INPUT {path} is a folder, not a notebook") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"INPUT {path} is not a notebook: it is not UTF-8 text") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read INPUT {path}: {exc.strerror}") from None
+    return parse_notebook(text, f"INPUT {path}")
 
 
 class TooManyCells(BadInput):
