@@ -20,19 +20,12 @@ from nbjobs.job_service.backends.kubernetes_objects import pod_path, runner_comm
 
 from nbjobs.config import (
     Flavor,
-    KubernetesBackendConfig,
     LimitsConfig,
-    StorageConfig,
     TelemetryConfig,
 )
 from nbjobs.storage import user_folder
+from tests.kubernetes.test_manifests import SETTINGS, STORAGE
 
-STORAGE = StorageConfig(
-    root=Path("/srv/nbjobs"),
-    user_dir="home/{username}",
-    mount_path="/home/jovyan",
-    volume={"nfs": {"server": "nfs.example.org", "path": "/export/nbjobs"}},
-)
 LIMITS = LimitsConfig(cell_output="3MiB", notebook_output="40MiB", log_output="5MiB")
 TELEMETRY = TelemetryConfig(interval="15s")
 
@@ -68,8 +61,7 @@ def local(spec: LaunchSpec) -> tuple[list[str], Callable[[Path], str]]:
 
 def kubernetes(spec: LaunchSpec) -> tuple[list[str], Callable[[Path], str]]:
     """As a Kubernetes Job's container runs it: paths under the pod's mount, its own log."""
-    settings = KubernetesBackendConfig(namespace="gpu-jobs", default_image="example.org/nb:1")
-    command = runner_command(spec, STORAGE, settings, LIMITS, 0o640, TELEMETRY)
+    command = runner_command(spec, STORAGE, SETTINGS, LIMITS, 0o640, TELEMETRY)
     return command, lambda path: pod_path(STORAGE, spec.user, path)
 
 
