@@ -35,6 +35,7 @@ class Command:
 
 
 CLIENT = "nbjobs.client.cli"
+REPORTS = "nbjobs.client.reports"
 #: every command, in the order ``nbjobs --help`` lists them
 COMMANDS: dict[str, Command] = {
     "demo": Command("nbjobs.demo", "main", "start the single-machine demo", "demo_parser"),
@@ -42,21 +43,21 @@ COMMANDS: dict[str, Command] = {
     "submit": Command(CLIENT, "submit", "submit a notebook as a job", "submit_parser"),
     "list": Command(CLIENT, "list_jobs", "list your jobs", "list_parser"),
     "flavors": Command(
-        CLIENT, "flavors", "the flavors you may use, and what is free now", "flavors_parser"
+        REPORTS, "flavors", "the flavors you may use, and what is free now", "flavors_parser"
     ),
     "status": Command(CLIENT, "status", "show one job", "status_parser"),
     "logs": Command(CLIENT, "logs", "print (or follow) a job's log", "logs_parser"),
     "metrics": Command(
-        CLIENT, "metrics", "what a job's GPUs, CPU and memory did", "metrics_parser"
+        REPORTS, "metrics", "what a job's GPUs, CPU and memory did", "metrics_parser"
     ),
     "usage": Command(
-        CLIENT,
+        REPORTS,
         "usage_report",
         "GPU-hours allocated and busy by user, group, class, flavor or node",
         "usage_parser",
     ),
     "storage": Command(
-        CLIENT,
+        REPORTS,
         "storage_report",
         "the space nbjobs keeps for your jobs, and for how long",
         "storage_parser",

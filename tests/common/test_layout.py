@@ -42,7 +42,6 @@ STILL_TOO_LONG = {
     "job_service/service.py": 1301,
     "job_service/backends/kubernetes_objects.py": 1075,
     "job_service/backends/local.py": 995,
-    "nbjobs/client/cli.py": 951,
 }
 
 
@@ -62,6 +61,8 @@ def test_no_module_grows_past_the_line_limit():
         if "node_modules" not in path.parts
     }
     assert set(STILL_TOO_LONG) <= set(lengths), "a module of the list moved: update the list"
+    split = [name for name in STILL_TOO_LONG if lengths[name] <= MAX_LINES]
+    assert split == [], "now within the limit: take them off STILL_TOO_LONG, for good"
     too_long = {name: n for name, n in lengths.items() if n > STILL_TOO_LONG.get(name, MAX_LINES)}
     assert too_long == {}, (
         f"past {MAX_LINES} lines (or longer than when the limit came in): split them by concern"

@@ -431,7 +431,7 @@ def test_usage_prints_a_table_by_flavor_and_a_csv_by_day(service):
 
 
 def test_usage_text_and_csv_show_hours_busy_percent_and_cost():
-    from nbjobs.client.cli import usage_csv, usage_text
+    from nbjobs.client.reports import usage_csv, usage_text
 
     line = {
         "name": "ada",
@@ -531,7 +531,7 @@ def test_flavors_lists_what_a_user_may_use_and_why_one_cannot_run(service):
 
 
 def test_flavors_text_shows_what_each_node_of_a_multi_node_flavor_gives():
-    from nbjobs.client.cli import flavors_text
+    from nbjobs.client.reports import flavors_text
 
     common = {"queued": 0, "available": 1, "time_limit": 600}
     offered = [

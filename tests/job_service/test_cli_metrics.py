@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nbjobs.client.cli import metrics_text
+from nbjobs.client.reports import metrics_text
 
 from . import test_cli
 from .telemetry_helpers import GIB
