@@ -64,7 +64,7 @@ for _path in (str(ROOT), str(BENCH)):
 
 from dispatch_bench import Child, answers, auth_header  # noqa: E402
 from nbjobs.job_service.backends.base import LaunchSpec  # noqa: E402
-from nbjobs.job_service.backends.local import _own_account, job_environment  # noqa: E402
+from nbjobs.job_service.backends.local_job_setup import job_environment, own_account  # noqa: E402
 from runner_bench import notebook  # noqa: E402
 
 from nbjobs.cgroups import Cgroups  # noqa: E402
@@ -239,7 +239,7 @@ def direct_command(service: Service, source: Path, work: Path) -> tuple[list[str
         spec,
         [],
         home=service.home,
-        account=_own_account(),
+        account=own_account(),
         settings=service.config.backend.local,
         service_env=os.environ,
     )

@@ -32,13 +32,12 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
-from nbjobs.job_runner import ExitCode, StatusFileError, rank_file, read_status, rendezvous_env
+from nbjobs.job_runner import ExitCode, rank_file, rendezvous_env
 from traitlets import Float, List, Unicode
 
 from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
@@ -46,13 +45,11 @@ from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits, gpu_minors, huma
 from nbjobs.config import (
     ConfigError,
     Flavor,
-    LocalBackendConfig,
-    is_service_secret,
     quantity_bytes,
     quantity_cpus,
 )
 from nbjobs.sandbox import job_command, jobs_can_have_namespaces
-from nbjobs.storage import open_file_at, open_job_dir, user_folder
+from nbjobs.storage import user_folder
 
 from ..kernels import InstalledKernels
 from .base import (
@@ -61,114 +58,23 @@ from .base import (
     LaunchSpec,
     NodeGpus,
     Outcome,
-    status_file_in,
-    write_parameters_file,
 )
 from .local_cpu import weigh_parent
 from .local_gpus import discover_gpus, nvml_minor_numbers
+from .local_job_setup import (
+    JobRefused,
+    account_name,
+    descendants,
+    free_port,
+    job_environment,
+    own_account,
+    prepare_job_files,
+    rank_failed,
+    rank_said,
+    status_file_of,
+)
 from .local_unrecorded import job_ref, unrecorded_runner
 from .local_watch import exited_within, open_exit_watch
-
-#: What a local job takes from the job service's environment, by name: where programs
-#: and libraries are, the language, time zone and temp folder, the Python environment in
-#: use. Nothing else; nbjobs.yaml adds more (``backend.local.pass_env`` and ``env``).
-JOB_ENV_ALLOWED = frozenset(
-    {
-        "PATH",
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TMPDIR",
-        "LD_LIBRARY_PATH",
-        "VIRTUAL_ENV",
-        "CONDA_PREFIX",
-        "CONDA_DEFAULT_ENV",
-    }
-)
-#: ... and every variable whose name starts so (LC_ALL, LC_CTYPE, ...)
-JOB_ENV_ALLOWED_PREFIXES = ("LC_",)
-_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-
-class JobRefused(RuntimeError):
-    """This job cannot be started here; the message says why and what to do."""
-
-
-def job_environment(
-    spec: LaunchSpec,
-    gpus: list[str],
-    *,
-    home: Path,
-    account: Account | None,
-    settings: LocalBackendConfig,
-    service_env: Mapping[str, str],
-) -> dict[str, str]:
-    """The whole environment of one local job, built up rather than inherited.
-
-    In order, later wins: the allow-listed variables of the service's environment
-    (:data:`JOB_ENV_ALLOWED`, ``LC_*``); ``HOME`` (the user's folder, as their notebook
-    server has it) and ``USER``/``LOGNAME``/``SHELL`` of the job's OS account; the
-    variables nbjobs.yaml passes on by name (``backend.local.pass_env``) and sets
-    (``backend.local.env``); the flavor's ``env``; and what nbjobs sets per job
-    (``NBJOBS_JOB_ID``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER`` unless set).
-    The service's own secrets (:func:`~nbjobs.config.is_service_secret`) are never
-    copied, even when listed.
-    """
-    env = {
-        name: value
-        for name, value in service_env.items()
-        if name in JOB_ENV_ALLOWED or name.startswith(JOB_ENV_ALLOWED_PREFIXES)
-    }
-    env.setdefault("PATH", _DEFAULT_PATH)
-    env["HOME"] = str(home)
-    if account is not None:
-        env["USER"] = env["LOGNAME"] = account.name
-        if account.shell:
-            env["SHELL"] = account.shell
-    for name in settings.pass_env:
-        if name in service_env and not is_service_secret(name):
-            env[name] = service_env[name]
-    env.update(settings.env)
-    env.update(spec.flavor.env)
-    # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make
-    # CUDA count like NVML, so the job gets the GPUs it was given.
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    # An empty value hides every GPU: a CPU flavor must not grab one by accident.
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-    env["NBJOBS_JOB_ID"] = spec.job_id
-    if gpus and settings.simulated_gpus:
-        env["NBJOBS_SIMULATED_GPUS"] = "1"  # the runner says so in the log and the output
-    return env
-
-
-def _descendants(pid: int) -> list[int]:
-    """A process's descendants, from /proc/PID/task/*/children where Linux has it (cheap:
-    it reads only this tree), else from psutil (which reads every process on the machine)."""
-    if not os.path.exists(f"/proc/{pid}/task"):
-        return []
-    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
-        try:
-            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-        except psutil.Error:
-            return []
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        current = stack.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{current}/task/{task}/children") as f:
-                    children = [int(c) for c in f.read().split()]
-            except OSError:
-                continue
-            found.extend(children)
-            stack.extend(children)
-    return found
-
 
 #: runner processes left running when a service stopped (see LocalBackend.shutdown)
 _DETACHED: list[subprocess.Popen[bytes]] = []
@@ -229,7 +135,7 @@ class LocalBackend(Backend):
                 else ("backend.local.run_as is 'user'", "run_as: service")
             )
             raise ConfigError(
-                f"{why}, but the job service runs as {_account_name(os.geteuid())} "
+                f"{why}, but the job service runs as {account_name(os.geteuid())} "
                 f"(uid {os.geteuid()}), not root, so it cannot start jobs under users' "
                 f"accounts; run the service as root, or set {instead}"
             )
@@ -516,7 +422,7 @@ class LocalBackend(Backend):
         if picked is None:
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
         # the ranks of a multi-node job meet at rank 0, on this machine
-        port = _free_port() if len(picked) > 1 else None
+        port = free_port() if len(picked) > 1 else None
         # On the loop, as before: a start on a thread let several claimed jobs wait
         # for it at once, and a service killed then lost every one of them
         ranks = self._start_ranks(spec, picked, account, port)
@@ -557,7 +463,7 @@ class LocalBackend(Backend):
     ) -> _Running:
         """Start one rank's runner (the job's only one, for one node) under the job's
         account, in its own control group, with its own log."""
-        own = account if account is not None else _own_account()
+        own = account if account is not None else own_account()
         env = job_environment(
             spec,
             gpus,
@@ -585,15 +491,11 @@ class LocalBackend(Backend):
                 limits, as_owner[0] if as_owner else None, as_owner[1] if as_owner else None
             )
         try:
-            log = _prepare_job_files(spec, owner, rank)
-        except OSError as exc:
+            log = prepare_job_files(spec, owner, rank)
+        except JobRefused:
             if group is not None:
                 group.remove()
-            raise JobRefused(
-                f"the job's folder {spec.job_dir} could not be prepared ({exc.strerror}: "
-                f"{exc.filename}); it and its files must be real files, not links: "
-                "re-submit the notebook"
-            ) from None
+            raise
         become = account if (account is not None and not prefix and not sandboxed) else None
         command = self.command(spec)
         if sandboxed:
@@ -681,7 +583,7 @@ class LocalBackend(Backend):
                 for task in sorted(done, key=waits.__getitem__):
                     rank = waits[task]
                     outcomes[rank] = task.result()
-                    if failed is None and _rank_failed(ranks[rank], outcomes[rank]):
+                    if failed is None and rank_failed(ranks[rank].status_file, outcomes[rank]):
                         failed = rank
                 if failed is not None and pending:
                     self.log.info(
@@ -704,7 +606,7 @@ class LocalBackend(Backend):
                 "ranks were stopped",
                 state="timed_out",
             )
-        what = _rank_said(ranks[failed]) or said.message
+        what = rank_said(ranks[failed].status_file) or said.message
         if what is None:
             what = f"exit code {said.exit_code}" if said.exit_code is not None else "no exit code"
         return Outcome(
@@ -754,7 +656,11 @@ class LocalBackend(Backend):
                     f"out of memory (limit {shown}): the job used all its flavor's memory; "
                     "use less, or pick a flavor with more"
                 )
-            if ended is not None and group.task_limit_hits() and _rank_failed(job, ended):
+            if (
+                ended is not None
+                and group.task_limit_hits()
+                and rank_failed(job.status_file, ended)
+            ):
                 return (
                     f"too many processes (limit {group.task_limit() or 'none'}): the job "
                     "held as many processes and threads as its flavor allows, and a new one "
@@ -838,7 +744,7 @@ class LocalBackend(Backend):
                 list(gpus[n * each : (n + 1) * each]),
                 flavor.shares_a_gpu,
                 group=self._job_group(job_id, n),
-                status_file=_status_file_of(pid, n) if len(processes) > 1 else None,
+                status_file=status_file_of(pid, n) if len(processes) > 1 else None,
             )
             for n, (pid, created) in enumerate(processes)
         ]
@@ -882,7 +788,7 @@ class LocalBackend(Backend):
     def _note_tree(self, job: _Running) -> None:
         """Remember the job's descendants: kernels live in their own sessions and outlive a
         killed runner, so they are found from this list, not from the (dead) parent."""
-        for pid in _descendants(job.pid):
+        for pid in descendants(job.pid):
             with contextlib.suppress(psutil.Error):
                 job.tree.add((pid, psutil.Process(pid).create_time()))
 
@@ -892,104 +798,3 @@ class LocalBackend(Backend):
                 self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
                 with contextlib.suppress(psutil.Error):
                     psutil.Process(pid).kill()
-
-
-def _account_name(uid: int) -> str:
-    try:
-        return repr(pwd.getpwuid(uid).pw_name)
-    except KeyError:
-        return "an account with no name"
-
-
-def _own_account() -> Account | None:
-    try:
-        return Account.of(pwd.getpwuid(os.getuid()))
-    except KeyError:  # a container's uid with no passwd line
-        return None
-
-
-def _rank_failed(rank: _Running, outcome: Outcome) -> bool:
-    """Whether a rank of a multi-node job ended other than in success: by its exit code,
-    or (a rank adopted after a restart, whose exit code nobody can learn) by its status
-    file; one that ended and left no final word failed."""
-    if outcome.exit_code is not None or outcome.state:
-        return outcome.exit_code != 0 or bool(outcome.state)
-    if rank.status_file is None:
-        return False  # nothing to go by: rank 0's status file decides, as for one node
-    try:
-        status = read_status(rank.status_file)
-    except (StatusFileError, OSError):
-        return True
-    return status is None or status.state != "succeeded"
-
-
-def _status_file_of(pid: int, rank: int) -> Path | None:
-    """The status file an adopted rank's runner writes, from its command line (the
-    runner of rank k > 0 writes its own, :func:`~nbjobs.job_runner.rank_file`)."""
-    try:
-        args = psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return None
-    named = status_file_in(args)
-    return rank_file(Path(named), rank) if named is not None else None
-
-
-def _rank_said(rank: _Running) -> str | None:
-    """What a rank's runner said of its end in its status file (``train.py exited with
-    code 3: no shard``), or None when it left none (killed, or adopted after a restart)."""
-    if rank.status_file is None:
-        return None
-    try:
-        status = read_status(rank.status_file)
-    except (StatusFileError, OSError):
-        return None
-    return status.message if status is not None else None
-
-
-def _free_port() -> int:
-    """A TCP port of this machine free now, where the ranks of a multi-node job meet."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None, rank: int = 0) -> int:
-    """Open the log of the job's runner of ``rank`` (a descriptor; rank k > 0 of a
-    multi-node job has its own, :func:`~nbjobs.job_runner.rank_file`) and, for rank 0,
-    write the job's parameters file.
-
-    Nothing is followed through a link: the job folder, the log and the snapshot are
-    opened with ``O_NOFOLLOW``. With ``owner`` (run_as: user) the folder, the snapshot,
-    the log and the parameters are handed to the job's account, which must write its
-    status file and read its notebook there.
-    """
-    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
-    # walked from the user's folder: a link as .nbjobs or .nbjobs/jobs is refused too
-    folder = open_job_dir(spec.job_dir)
-    try:
-
-        def open_in_folder(path: Path, flags: int, mode: int = 0o600) -> int:
-            if path.parent == spec.job_dir:  # never a link, a pipe or a folder
-                return open_file_at(folder, path.name, flags, mode)
-            return os.open(path, flags | nofollow, mode)
-
-        if owner is not None:
-            os.fchown(folder, *owner)
-            snapshot = open_in_folder(spec.snapshot_file, os.O_RDONLY)
-            try:
-                os.fchown(snapshot, *owner)
-            finally:
-                os.close(snapshot)
-        log_file = rank_file(spec.log_file, rank)
-        log = open_in_folder(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            if owner is not None:
-                os.fchown(log, *owner)
-            if rank == 0:  # once, before any rank starts: every rank reads it
-                write_parameters_file(spec, owner=owner)
-        except BaseException:
-            os.close(log)
-            raise
-    finally:
-        os.close(folder)
-    return log

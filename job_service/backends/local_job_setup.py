@@ -1,0 +1,236 @@
+"""What a local job gets before it runs, and what is read of it after: its environment,
+built up rather than inherited (:func:`job_environment`); the account names said in
+errors; its folder's files, opened through no link (:func:`prepare_job_files`); its
+process tree, read from ``/proc``; and, for a multi-node job, a port for its ranks to
+meet on and what each rank's status file says of its end."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+import psutil
+from nbjobs.job_runner import StatusFileError, rank_file, read_status
+
+from nbjobs.accounts import Account
+from nbjobs.config import LocalBackendConfig, is_service_secret
+from nbjobs.storage import open_file_at, open_job_dir
+
+from .base import LaunchSpec, Outcome, status_file_in, write_parameters_file
+
+
+class JobRefused(RuntimeError):
+    """This job cannot be started here; the message says why and what to do."""
+
+
+#: What a local job takes from the job service's environment, by name: where programs
+#: and libraries are, the language, time zone and temp folder, the Python environment in
+#: use. Nothing else; nbjobs.yaml adds more (``backend.local.pass_env`` and ``env``).
+JOB_ENV_ALLOWED = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+    }
+)
+#: ... and every variable whose name starts so (LC_ALL, LC_CTYPE, ...)
+JOB_ENV_ALLOWED_PREFIXES = ("LC_",)
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def job_environment(
+    spec: LaunchSpec,
+    gpus: list[str],
+    *,
+    home: Path,
+    account: Account | None,
+    settings: LocalBackendConfig,
+    service_env: Mapping[str, str],
+) -> dict[str, str]:
+    """The whole environment of one local job, built up rather than inherited.
+
+    In order, later wins: the allow-listed variables of the service's environment
+    (:data:`JOB_ENV_ALLOWED`, ``LC_*``); ``HOME`` (the user's folder, as their notebook
+    server has it) and ``USER``/``LOGNAME``/``SHELL`` of the job's OS account; the
+    variables nbjobs.yaml passes on by name (``backend.local.pass_env``) and sets
+    (``backend.local.env``); the flavor's ``env``; and what nbjobs sets per job
+    (``NBJOBS_JOB_ID``, ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER`` unless set).
+    The service's own secrets (:func:`~nbjobs.config.is_service_secret`) are never
+    copied, even when listed.
+    """
+    env = {
+        name: value
+        for name, value in service_env.items()
+        if name in JOB_ENV_ALLOWED or name.startswith(JOB_ENV_ALLOWED_PREFIXES)
+    }
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env["HOME"] = str(home)
+    if account is not None:
+        env["USER"] = env["LOGNAME"] = account.name
+        if account.shell:
+            env["SHELL"] = account.shell
+    for name in settings.pass_env:
+        if name in service_env and not is_service_secret(name):
+            env[name] = service_env[name]
+    env.update(settings.env)
+    env.update(spec.flavor.env)
+    # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make
+    # CUDA count like NVML, so the job gets the GPUs it was given.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    # An empty value hides every GPU: a CPU flavor must not grab one by accident.
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env["NBJOBS_JOB_ID"] = spec.job_id
+    if gpus and settings.simulated_gpus:
+        env["NBJOBS_SIMULATED_GPUS"] = "1"  # the runner says so in the log and the output
+    return env
+
+
+def descendants(pid: int) -> list[int]:
+    """A process's descendants, from /proc/PID/task/*/children where Linux has it (cheap:
+    it reads only this tree), else from psutil (which reads every process on the machine)."""
+    if not os.path.exists(f"/proc/{pid}/task"):
+        return []
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        try:
+            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            stack.extend(children)
+    return found
+
+
+def account_name(uid: int) -> str:
+    try:
+        return repr(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return "an account with no name"
+
+
+def own_account() -> Account | None:
+    try:
+        return Account.of(pwd.getpwuid(os.getuid()))
+    except KeyError:  # a container's uid with no passwd line
+        return None
+
+
+def rank_failed(status_file: Path | None, outcome: Outcome) -> bool:
+    """Whether a rank of a multi-node job ended other than in success: by its exit code,
+    or (a rank adopted after a restart, whose exit code nobody can learn) by its status
+    file; one that ended and left no final word failed."""
+    if outcome.exit_code is not None or outcome.state:
+        return outcome.exit_code != 0 or bool(outcome.state)
+    if status_file is None:
+        return False  # nothing to go by: rank 0's status file decides, as for one node
+    try:
+        status = read_status(status_file)
+    except (StatusFileError, OSError):
+        return True
+    return status is None or status.state != "succeeded"
+
+
+def status_file_of(pid: int, rank: int) -> Path | None:
+    """The status file an adopted rank's runner writes, from its command line (the
+    runner of rank k > 0 writes its own, :func:`~nbjobs.job_runner.rank_file`)."""
+    try:
+        args = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return None
+    named = status_file_in(args)
+    return rank_file(Path(named), rank) if named is not None else None
+
+
+def rank_said(status_file: Path | None) -> str | None:
+    """What a rank's runner said of its end in its status file (``train.py exited with
+    code 3: no shard``), or None when it left none (killed, or adopted after a restart)."""
+    if status_file is None:
+        return None
+    try:
+        status = read_status(status_file)
+    except (StatusFileError, OSError):
+        return None
+    return status.message if status is not None else None
+
+
+def free_port() -> int:
+    """A TCP port of this machine free now, where the ranks of a multi-node job meet."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def prepare_job_files(spec: LaunchSpec, owner: tuple[int, int] | None, rank: int = 0) -> int:
+    """Open the log of the job's runner of ``rank`` (a descriptor; rank k > 0 of a
+    multi-node job has its own, :func:`~nbjobs.job_runner.rank_file`) and, for rank 0,
+    write the job's parameters file.
+
+    Nothing is followed through a link: the job folder, the log and the snapshot are
+    opened with ``O_NOFOLLOW``. With ``owner`` (run_as: user) the folder, the snapshot,
+    the log and the parameters are handed to the job's account, which must write its
+    status file and read its notebook there. A folder or file that cannot be prepared
+    (a link, say) refuses the job (:class:`JobRefused`), saying so.
+    """
+    try:
+        return _open_job_files(spec, owner, rank)
+    except OSError as exc:
+        raise JobRefused(
+            f"the job's folder {spec.job_dir} could not be prepared ({exc.strerror}: "
+            f"{exc.filename}); it and its files must be real files, not links: "
+            "re-submit the notebook"
+        ) from None
+
+
+def _open_job_files(spec: LaunchSpec, owner: tuple[int, int] | None, rank: int) -> int:
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    # walked from the user's folder: a link as .nbjobs or .nbjobs/jobs is refused too
+    folder = open_job_dir(spec.job_dir)
+    try:
+
+        def open_in_folder(path: Path, flags: int, mode: int = 0o600) -> int:
+            if path.parent == spec.job_dir:  # never a link, a pipe or a folder
+                return open_file_at(folder, path.name, flags, mode)
+            return os.open(path, flags | nofollow, mode)
+
+        if owner is not None:
+            os.fchown(folder, *owner)
+            snapshot = open_in_folder(spec.snapshot_file, os.O_RDONLY)
+            try:
+                os.fchown(snapshot, *owner)
+            finally:
+                os.close(snapshot)
+        log_file = rank_file(spec.log_file, rank)
+        log = open_in_folder(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            if owner is not None:
+                os.fchown(log, *owner)
+            if rank == 0:  # once, before any rank starts: every rank reads it
+                write_parameters_file(spec, owner=owner)
+        except BaseException:
+            os.close(log)
+            raise
+    finally:
+        os.close(folder)
+    return log
