@@ -47,7 +47,7 @@ import aiohttp
 from traitlets import Float, Integer, Unicode
 
 from nbjobs.config import ConfigError, Flavor
-from nbjobs.engines import engine_title
+from nbjobs.engines import KUEUE_QUEUE_LABEL, engine_title
 from nbjobs.models import NODE_SEPARATOR
 from nbjobs.network import JOBS_POLICY, MANAGED_BY, jobs_policy
 from nbjobs.storage import FilesChanged, job_folder, open_in_job_dir, user_folder
@@ -61,35 +61,33 @@ from .base import (
     Seen,
     write_parameters_file,
 )
+from .kubernetes_capacity import (
+    Capacity,
+    free_slots,
+    node_accepts,
+    parse_quantity,
+    pod_holds_resources,
+    pod_requests,
+)
 from .kubernetes_objects import (
     CONTAINER_NAME,
     DRAIN_LABEL,
     JOB_ID_LABEL,
     JOBSET_GROUP,
     JOBSET_VERSION,
-    KUEUE_QUEUE_LABEL,
     MANAGED_SELECTOR,
     OWNER_ANNOTATION,
-    Capacity,
-    Verdict,
-    engine_holds,
     flavor_engine,
     flavor_resources,
-    free_slots,
     job_name_of,
-    job_verdict,
     jobset_child,
     jobset_parent,
     make_job,
     make_jobset,
     make_rank_service,
-    newest_warning,
-    node_accepts,
     node_affinity,
-    parse_quantity,
-    pod_holds_resources,
-    pod_requests,
 )
+from .kubernetes_verdicts import Verdict, engine_holds, job_verdict, newest_warning
 from .kueue_queues import (
     KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,

@@ -14,7 +14,9 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .base import QueueUse
-from .kubernetes_objects import parse_quantity
+from .kubernetes_capacity import (
+    parse_quantity,
+)
 
 #: Kueue's API, as its objects are read (LocalQueues, ClusterQueues)
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -29,7 +29,9 @@ import httpx
 import psutil
 import pytest
 from nbjobs.job_service.backends.base import LaunchSpec
-from nbjobs.job_service.backends.kubernetes_objects import make_job
+from nbjobs.job_service.backends.kubernetes_objects import (
+    make_job,
+)
 
 from nbjobs.config import ConfigError, Flavor, KubernetesBackendConfig, StorageConfig, parse_config
 from nbjobs.storage import job_folder

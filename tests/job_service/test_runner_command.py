@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 from nbjobs.job_runner.__main__ import build_parser
 from nbjobs.job_service.backends.base import JobFilesRoom, LaunchSpec, status_file_in
-from nbjobs.job_service.backends.kubernetes_objects import pod_path, runner_command
+from nbjobs.job_service.backends.kubernetes_objects import (
+    pod_path,
+    runner_command,
+)
 
 from nbjobs.config import (
     Flavor,

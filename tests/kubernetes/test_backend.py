@@ -11,7 +11,9 @@ import uuid
 import pytest
 from nbjobs.job_service.backends import LaunchSpec, kubernetes
 from nbjobs.job_service.backends.kubernetes import KubeError
-from nbjobs.job_service.backends.kubernetes_objects import make_job
+from nbjobs.job_service.backends.kubernetes_objects import (
+    make_job,
+)
 
 from nbjobs.storage import job_folder, make_job_dir, user_folder
 

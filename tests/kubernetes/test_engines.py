@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 from nbjobs.job_service.backends.kubernetes_objects import (
-    engine_waiting,
     make_job,
+)
+from nbjobs.job_service.backends.kubernetes_verdicts import (
+    engine_waiting,
     newest_warning,
 )
 

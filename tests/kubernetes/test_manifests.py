@@ -7,12 +7,14 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 from nbjobs.job_service.backends.base import JobFilesRoom, LaunchSpec
+from nbjobs.job_service.backends.kubernetes_capacity import (
+    node_accepts,
+)
 from nbjobs.job_service.backends.kubernetes_objects import (
     ManifestError,
     job_name,
     job_name_of,
     make_job,
-    node_accepts,
     owner_label,
 )
 
