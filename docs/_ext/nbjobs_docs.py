@@ -11,8 +11,10 @@ read) is a build warning, and ``scripts/docs.sh`` fails on warnings.
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
+import pkgutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,7 +65,13 @@ def _config_module() -> Any:
 
 
 def _attr_docs(module: str) -> dict[tuple[str, str], list[str]]:
-    return dict(ModuleAnalyzer.for_module(module).find_attr_docs())
+    """The ``#:`` comments of a module's attributes, and of its submodules' for a
+    package (nbjobs.config keeps its sections' models in modules of their own)."""
+    docs = dict(ModuleAnalyzer.for_module(module).find_attr_docs())
+    package = importlib.import_module(module)
+    for sub in pkgutil.iter_modules(getattr(package, "__path__", [])):
+        docs.update(ModuleAnalyzer.for_module(f"{module}.{sub.name}").find_attr_docs())
+    return docs
 
 
 def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
