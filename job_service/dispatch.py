@@ -42,11 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Text, cast, select, update
-from sqlalchemy.orm import Session
 
-from nbjobs.config import PERIOD_WORDS, Flavor, Quota
 from nbjobs.models import JobState
-from nbjobs.units import figure, limit_figure
 
 from .backends import Launched, LaunchSpec
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
@@ -60,6 +57,7 @@ if TYPE_CHECKING:
     from .follow import Follower
     from .lease import DispatcherLease
     from .queue import QueuePositions
+    from .quotas import Quotas
 
 #: jobs whose GPU-hours are summed per query when a pass reads the budgets
 _CHUNK = 500
@@ -84,8 +82,7 @@ class Dispatcher:
         *,
         lease: DispatcherLease,
         positions: QueuePositions,
-        quota_for: Callable[[Caller], Quota],
-        gpu_hours: Callable[[Session, str, str], float],
+        quotas: Quotas,
         follower: Callable[[], Follower],
         stopping: Callable[[], bool],
         concurrent_starts: int = 8,
@@ -95,8 +92,8 @@ class Dispatcher:
         self._lease = lease
         #: each queued job's place (told when a start changes the queue)
         self._positions = positions
-        #: the service's rules for a user's limits and their GPU-hours in a period
-        self._quota_for, self._gpu_hours = quota_for, gpu_hours
+        #: every rule about how much a user may run (quotas.py)
+        self._quotas = quotas
         #: who watches a started job to its end (made after the dispatcher)
         self._follower = follower
         #: whether the service is stopping (or lost its lease)
@@ -283,10 +280,10 @@ class Dispatcher:
                     continue
                 seen.add((row.user, row.groups or "[]"))
                 groups = json.loads(row.groups) if row.groups else []
-                quota = self._quota_for(Caller(row.user, frozenset(groups or [])))
+                quota = self._quotas.of(Caller(row.user, frozenset(groups or [])))
                 key = (row.user, quota.period)
                 if quota.gpu_hours is not None and key not in hours:
-                    hours[key] = self._gpu_hours(db, row.user, quota.period)
+                    hours[key] = self._quotas.gpu_hours(db, row.user, quota.period)
         return list(queued), running_jobs, running_gpus, last_start, hours
 
     def _why_waiting(
@@ -302,30 +299,11 @@ class Dispatcher:
         flavor = ctx.config.flavor(flavor_name)
         if flavor is None:
             return f"flavor {flavor_name!r} no longer exists; cancel and resubmit"
-        quota = self._quota_for(Caller(user, frozenset(groups)))
-        gpus = flavor.gpu_equivalents
-        if quota.max_running_gpus is not None and gpus > quota.max_running_gpus:
-            # queued before the quota shrank: it waits, and says it never fits
-            return too_big_for_quota(flavor, quota) + "; cancel it"
-        if (
-            flavor.gpus
-            and quota.max_running_gpus is not None
-            and running_gpus[user] + gpus > quota.max_running_gpus + 1e-9
-        ):
-            # said of the owner by name: admins and teachers read it too
-            return (
-                f"waiting for {user}'s running jobs: {user} may use "
-                f"{limit_figure(quota.max_running_gpus)} GPU(s) at once and uses "
-                f"{figure(running_gpus[user], against=quota.max_running_gpus)}"
-            )
-        if flavor.gpus and quota.gpu_hours is not None:
-            used = hours.get((user, quota.period), 0.0)
-            if used >= quota.gpu_hours:
-                return (
-                    f"{user}'s {limit_figure(quota.gpu_hours)} GPU-hours in "
-                    f"{PERIOD_WORDS[quota.period]} are used up; it starts as older GPU time "
-                    "leaves that window, or cancel it"
-                )
+        over = self._quotas.why_waiting(
+            Caller(user, frozenset(groups)), flavor, running_gpus, hours
+        )
+        if over is not None:
+            return over
         backend = ctx.backend
         if not backend.hands_over(flavor) and backend.free_for(flavor) < 1:
             waiting = f"waiting for a free {'GPU' if flavor.gpus else 'slot'} for {flavor.label}"
@@ -578,12 +556,3 @@ def _write_reasons(ctx: Context, changed: dict[str, list[str]]) -> None:
                     .execution_options(synchronize_session=False)
                 )
         db.commit()
-
-
-def too_big_for_quota(flavor: Flavor, quota: Quota) -> str:
-    """Why a flavor can never start under a quota's running-GPU limit, and what to do."""
-    return (
-        f"flavor {flavor.name!r} needs {flavor.gpu_equivalents:g} GPU(s) at once and your "
-        f"quota (max_running_gpus) allows {quota.max_running_gpus:g}; pick a flavor with "
-        "fewer GPUs or ask your admin to raise your quota"
-    )

@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from nbjobs.job_runner import rank_file
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from nbjobs.config import PERIOD_WORDS, PERIODS, Flavor, NbjobsConfig, Quota, nodes_words
+from nbjobs.config import PERIODS, Flavor, NbjobsConfig, Quota, nodes_words
 from nbjobs.models import (
     ClassInfo,
     FlavorInfo,
@@ -53,7 +53,6 @@ from nbjobs.storage import (
     remove_job_dir,
     user_folder,
 )
-from nbjobs.units import figure, limit_figure
 
 from . import drains, joblist, metering, usage
 from .approvals import ApprovalExpiry, Decisions, needs_approval, waiting_for_approval
@@ -64,10 +63,10 @@ from .classes import ClassRegistry
 from .context import Context
 from .counters import ServiceMetrics
 from .credits import Credits
-from .db import ACTIVE_VALUES, JobRecord, KeptUsage, ReadsFirst, engine_of, rowcount, utcnow
+from .db import ACTIVE_VALUES, JobRecord, ReadsFirst, engine_of, rowcount, utcnow
 from .deleted_users import BY as DEPARTURES_BY
 from .deleted_users import Departures
-from .dispatch import Dispatcher, too_big_for_quota
+from .dispatch import Dispatcher
 from .errors import (
     Caller,
     Conflict,
@@ -93,6 +92,7 @@ from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore
 from .periodic import Loop
 from .queue import QueuePositions, in_queue_order, queue_order
+from .quotas import Quotas
 from .reclaim import IdleReclaimer, leave_stop_reason
 from .retention import Retention
 from .schedules.definitions import Definitions
@@ -185,14 +185,16 @@ class JobService:
             self.metrics,
             self.runners,
         )
+        #: teachers' extra GPU-hours for their students, and every quota rule with them
+        self.budgets = Budgets(self.ctx)
+        self.quotas = Quotas(self.ctx, self.budgets)
         #: one dispatcher per database: taken at start, given back at stop
         self.lease = lease or DispatcherLease(sessions, log=self.log)
         self.dispatcher = Dispatcher(
             self.ctx,
             lease=self.lease,
             positions=self.positions,
-            quota_for=self.quota_for,
-            gpu_hours=self.gpu_hours,
+            quotas=self.quotas,
             follower=lambda: self.follower,
             stopping=lambda: self.stopping,
             concurrent_starts=concurrent_starts,
@@ -215,7 +217,6 @@ class JobService:
         self.invitations = Invitations(self.ctx, self.classes.hub)
         self.classes.invite_new = self.invitations.for_new_users
         self.outbox = Outbox(self.ctx)
-        self.budgets = Budgets(self.ctx)
         #: what changed, pushed to the open ``api/events`` streams (see events.py); it
         #: watches while one is open, whether or not this service dispatches
         self.feed = ChangeFeed(self.ctx, self.positions)
@@ -349,49 +350,8 @@ class JobService:
         return not flavor.groups
 
     def quota_for(self, caller: Caller) -> Quota:
-        """The caller's quota: their own entry, else the most generous of their groups.
-
-        With several groups in ``quotas.groups``, each limit is the most generous
-        any of them grants (no limit beats every number): ``max_running_gpus`` and
-        ``max_queued_jobs`` each on their own, while the GPU-hours budget is taken
-        whole, hours and period together, from the group whose budget allows the
-        most hours per day (10 a day beats 30 a month); a tie goes to the longer
-        period, then to the group first by name. A class's GPU-hours replace the
-        budget; a user's own entry replaces all of it.
-        """
-        quotas = self.config.quotas
-        if caller.name in quotas.users:
-            return quotas.users[caller.name]
-        mine = [quotas.groups[g] for g in sorted(caller.groups) if g in quotas.groups]
-        budgets = [c for c in self.classes.of_student(caller.name) if c.gpu_hours is not None]
-        if budgets:
-            # A class's GPU-hours (and what its teacher granted this student on top)
-            # replace the usual budget; its other limits stay.
-            def hours(c: ClassInfo) -> float:
-                return (c.gpu_hours or 0.0) + self.budgets.extra(c, caller.name)
-
-            best = max(budgets, key=hours)
-            mine = [
-                q.model_copy(update={"gpu_hours": hours(best), "period": best.period})
-                for q in (mine or [quotas.default])
-            ]
-        if not mine:
-            return quotas.default
-
-        def most(values: list[Any]) -> Any:
-            return None if any(v is None for v in values) else max(values)
-
-        def per_day(q: Quota) -> tuple[float, timedelta]:
-            rate = float("inf") if q.gpu_hours is None else q.gpu_hours / PERIODS[q.period].days
-            return rate, PERIODS[q.period]
-
-        budget = max(mine, key=per_day)  # max keeps the first of equals: first by name
-        return Quota(
-            max_running_gpus=most([q.max_running_gpus for q in mine]),
-            max_queued_jobs=most([q.max_queued_jobs for q in mine]),
-            gpu_hours=budget.gpu_hours,
-            period=budget.period,
-        )
+        """The caller's quota (:meth:`.quotas.Quotas.of`)."""
+        return self.quotas.of(caller)
 
     async def flavors(self, caller: Caller) -> list[FlavorInfo]:
         """Flavors the caller may use, with free capacity and queue length now (the
@@ -547,7 +507,7 @@ class JobService:
 
     def _check_quota(self, caller: Caller, flavor: Flavor) -> None:
         with self.sessions() as db:
-            self._check_quota_at_submit(db, caller, flavor)
+            self.quotas.check_submit(db, caller, flavor)
 
     async def _snapshot(
         self,
@@ -637,7 +597,7 @@ class JobService:
         transaction (other submits of the caller's may have been queued meanwhile)."""
         pending = needs_approval(flavor, caller)
         with self.sessions() as db:
-            self._check_quota_at_submit(db, caller, flavor)
+            self.quotas.check_submit(db, caller, flavor)
             time_limit = request.time_limit or flavor.time_limit
             # its worst case held on its account, under the account's lock until the
             # commit below: submissions at once never overdraw it
@@ -708,63 +668,6 @@ class JobService:
                 flavor.name,
             )
             return self.view.model(db, record)
-
-    def _check_quota_at_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
-        quota = self.quota_for(caller)
-        if quota.max_running_gpus is not None and flavor.gpu_equivalents > quota.max_running_gpus:
-            # It could never start: refuse now rather than let it wait forever.
-            raise Forbidden(too_big_for_quota(flavor, quota))
-        if quota.max_queued_jobs is not None:
-            queued = db.scalar(
-                select(func.count())
-                .select_from(JobRecord)
-                .where(
-                    JobRecord.user == caller.name,
-                    JobRecord.state.in_([JobState.QUEUED.value, JobState.PENDING_APPROVAL.value]),
-                )
-            )
-            if (queued or 0) >= quota.max_queued_jobs:
-                raise OverQuota(
-                    f"you have {queued} jobs waiting, the most you may have queued; "
-                    "wait for some to start or cancel some"
-                )
-        if flavor.gpus and quota.gpu_hours is not None:
-            used = self.gpu_hours(db, caller.name, quota.period)
-            if used >= quota.gpu_hours:
-                raise OverQuota(
-                    f"you have used {figure(used, against=quota.gpu_hours)} of your "
-                    f"{limit_figure(quota.gpu_hours)} GPU-hours in "
-                    f"{PERIOD_WORDS[quota.period]}; use a CPU flavor, wait until older GPU "
-                    "time leaves that window, or ask your teacher or admin for more"
-                )
-
-    def gpu_hours(self, db: Session, user: str, period: str) -> float:
-        """GPU-hours ``user``'s jobs held in the ``period`` up to now."""
-        now = utcnow()
-        since = now - PERIODS[period]
-        records = db.scalars(
-            select(JobRecord).where(
-                JobRecord.user == user,
-                JobRecord.gpu_count > 0,
-                JobRecord.started_at.is_not(None),
-                (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since),
-            )
-        ).all()
-        seconds = 0.0
-        for r in records:
-            assert r.started_at is not None
-            start = max(r.started_at, since)
-            end = r.finished_at or now
-            seconds += max(0.0, (end - start).total_seconds()) * r.charged_gpus
-        # deleted jobs' GPU time stays in its period: deleting never gives hours back
-        kept = db.execute(
-            select(KeptUsage.started_at, KeptUsage.finished_at, KeptUsage.gpus).where(
-                KeptUsage.user == user, KeptUsage.finished_at >= since
-            )
-        ).all()
-        for started, finished, gpus in kept:
-            seconds += max(0.0, (finished - max(started, since)).total_seconds()) * gpus
-        return seconds / 3600
 
     # -- read --------------------------------------------------------------------
 

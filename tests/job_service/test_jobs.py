@@ -244,7 +244,7 @@ async def test_a_job_keeps_the_name_given_at_submit_and_on_rerun(svc):
 async def test_a_flavor_the_machine_cannot_run_is_listed_with_the_reason(svc):
     config = svc.service.config
     big = config.flavors[2].model_copy(update={"gpus": 4, "name": "gpu4"})
-    svc.service.config = config.model_copy(update={"flavors": [*config.flavors, big]})
+    svc.use_config(config.model_copy(update={"flavors": [*config.flavors, big]}))
 
     async with svc.client("root") as c:
         flavors = {f["name"]: f for f in (await c.get("flavors")).json()}

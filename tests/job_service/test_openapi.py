@@ -296,9 +296,9 @@ async def test_responses_match_the_spec(svc, spec):
     svc.write("ada", "gone.ipynb", "1")
     config = svc.service.config
     no_gpus = config.quotas.model_copy(update={"default": Quota(max_running_gpus=0)})
-    svc.service.config = config.model_copy(update={"quotas": no_gpus})
+    svc.use_config(config.model_copy(update={"quotas": no_gpus}))
     assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun")).status_code == 403
-    svc.service.config = config
+    svc.use_config(config)
     # classes: none here but nbjobs.yaml's, and this service runs without a hub
     assert (await do("ada", "GET", "classes")).status_code == 200
     assert (await do("ada", "GET", "jobs", params={"class": "ml101"})).status_code == 404

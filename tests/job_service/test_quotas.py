@@ -60,7 +60,7 @@ async def test_gpu_hours_count_the_gpu_time_inside_the_period_only(start, period
         over = await post_gpu_job(svc, "ada")
         cpu = await post_gpu_job(svc, "ada", "cpu")
         quotas = QuotaConfig(default=Quota(gpu_hours=used + 0.5, period=period))
-        svc.service.config = svc.service.config.model_copy(update={"quotas": quotas})
+        svc.use_config(svc.service.config.model_copy(update={"quotas": quotas}))
         under = await post_gpu_job(svc, "ada")
 
         assert over.status_code == 429
@@ -205,7 +205,7 @@ async def test_how_several_group_quotas_combine(svc, groups, expected):
         groups={name: Quota(**q) for name, q in groups.items()},
         users={"ada": Quota(max_running_gpus=3)},
     )
-    svc.service.config = svc.service.config.model_copy(update={"quotas": quotas})
+    svc.use_config(svc.service.config.model_copy(update={"quotas": quotas}))
 
     assert svc.service.quota_for(Caller("cy", frozenset({"a", "b", "other"}))) == expected
     # a user's own entry replaces the groups' quotas whole

@@ -187,7 +187,7 @@ async def test_a_flavor_bigger_than_the_machine_is_refused_at_once(svc, start):
     svc.write("root", "x.ipynb", "1")
     config = svc.service.config
     big = config.flavors[2].model_copy(update={"gpus": 4, "name": "gpu4"})
-    svc.service.config = config.model_copy(update={"flavors": [*config.flavors, big]})
+    svc.use_config(config.model_copy(update={"flavors": [*config.flavors, big]}))
 
     r = await post_job(svc, "root", {"path": "x.ipynb", "flavor": "gpu4"})
 
