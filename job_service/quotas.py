@@ -7,7 +7,7 @@ start yet because of it. Submit, the dispatcher and the usage report all ask her
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -90,20 +90,15 @@ class Quotas:
                 (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since),
             )
         ).all()
-        seconds = 0.0
-        for r in records:
-            assert r.started_at is not None
-            start = max(r.started_at, since)
-            end = r.finished_at or now
-            seconds += max(0.0, (end - start).total_seconds()) * r.charged_gpus
+        used = sum(
+            gpu_hours_held(r.started_at, r.finished_at, r.charged_gpus, since, now) for r in records
+        )
         kept = db.execute(
             select(KeptUsage.started_at, KeptUsage.finished_at, KeptUsage.gpus).where(
                 KeptUsage.user == user, KeptUsage.finished_at >= since
             )
         ).all()
-        for started, finished, gpus in kept:
-            seconds += max(0.0, (finished - max(started, since)).total_seconds()) * gpus
-        return seconds / 3600
+        return used + sum(gpu_hours_held(*row, since, now) for row in kept)
 
     def check_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         """Refuse a submit the caller's quota does not allow: a flavor bigger than their
@@ -174,6 +169,18 @@ class Quotas:
                     "leaves that window, or cancel it"
                 )
         return None
+
+
+def gpu_hours_held(
+    started: datetime | None, finished: datetime | None, gpus: float, since: datetime, now: datetime
+) -> float:
+    """The GPU-hours a job of ``gpus`` GPUs held between ``since`` and ``now``: from its
+    start (or ``since``) to its end (or ``now``, while it runs); none before it started.
+    The one way nbjobs counts a job's GPU-hours against a budget."""
+    if started is None:
+        return 0.0
+    held = ((finished or now) - max(started, since)).total_seconds()
+    return max(0.0, held) * gpus / 3600
 
 
 def too_big_for_quota(flavor: Flavor, quota: Quota) -> str:

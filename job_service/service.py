@@ -92,7 +92,7 @@ from .notifications.outbox import Outbox
 from .notifications.settings import NotifySettingsStore
 from .periodic import Loop
 from .queue import QueuePositions, in_queue_order, queue_order
-from .quotas import Quotas
+from .quotas import Quotas, gpu_hours_held
 from .reclaim import IdleReclaimer, leave_stop_reason
 from .retention import Retention
 from .schedules.definitions import Definitions
@@ -936,11 +936,8 @@ class JobService:
             if problem is not None:
                 self.log.warning("%s; left out of the usage", DamagedRecord(r.id, problem).message)
                 continue
-            start = max(r.started_at, period_since) if r.started_at else None
-            hours = 0.0
-            if start is not None and r.gpu_count:
-                held = max(0.0, ((r.finished_at or now) - start).total_seconds())
-                hours = held * r.charged_gpus / 3600
+            held = gpu_hours_held(r.started_at, r.finished_at, r.charged_gpus, period_since, now)
+            hours = held if r.gpu_count else 0.0
             for name, table in [(r.user, users)] + [(g, groups) for g in r.groups]:
                 row = table.setdefault(
                     name, UsageRow(name=name, jobs=0, running=0, queued=0, gpu_hours=0)
