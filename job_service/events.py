@@ -34,7 +34,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from nbjobs.job_runner.status import FINAL_STATES
 from sqlalchemy import case, func, or_, select
@@ -59,6 +59,11 @@ if TYPE_CHECKING:
     from .context import Context
     from .queue import QueuePositions
 
+#: the events a stream sends, by name: the stream's greeting, "start again", a job
+#: changed, a job gone, a user's definitions changed (the Lab extension and the
+#: dashboard take them from labextension/src/contract.ts, generated from this)
+EventName = Literal["hello", "resync", "job", "job_removed", "definitions"]
+EVENTS: tuple[EventName, ...] = get_args(EventName)
 #: seconds between two looks at the database while a stream is open
 INTERVAL = 1.0
 #: after a commit of this service's, the look waits this long for the commits that follow
@@ -81,7 +86,7 @@ STATE_VALUES = frozenset(state.value for state in JobState)
 class Change:
     """One event: what changed (``job``, ``job_removed``, ``definitions``) and whose."""
 
-    kind: str
+    kind: EventName
     user: str
     data: dict[str, Any]
 
@@ -118,7 +123,7 @@ class Stream:
             self.queue.get_nowait()
 
 
-def frame_of(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
+def frame_of(event: EventName, data: dict[str, Any], event_id: int | None = None) -> str:
     """One server-sent event as the wire carries it."""
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"

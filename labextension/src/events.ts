@@ -12,6 +12,7 @@
 import { type ISignal, Signal } from '@lumino/signaling';
 
 import type * as api from '../../api/openapi';
+import type { EVENTS } from './contract';
 
 /** One event as the service sent it. */
 export type ServiceEvent =
@@ -20,6 +21,12 @@ export type ServiceEvent =
   | { event: 'job'; data: api.JobEvent }
   | { event: 'job_removed'; data: api.JobRemovedEvent }
   | { event: 'definitions'; data: api.DefinitionsEvent };
+
+/** An event's name, as the service names them (contract.ts). */
+export type EventName = (typeof EVENTS)[number];
+/** Fails to compile when the events above and the service's differ either way. */
+type SameNames<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+export const EVENT_NAMES_MATCH: SameNames<ServiceEvent['event'], EventName> = true;
 
 /** Reads server-sent events out of text as it arrives, a chunk at a time. */
 export class EventParser {

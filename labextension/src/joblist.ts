@@ -7,6 +7,7 @@
  * only; older pages, loaded with `before=<the last job's id>`, stay as loaded.
  * Pure functions, tested on their own; `JobsModel` applies them.
  */
+import type { SCOPES } from './contract';
 import { elapsedSeconds, jobActions } from './format';
 import type { IJob, IMe, JobState } from './types';
 
@@ -14,7 +15,7 @@ import type { IJob, IMe, JobState } from './types';
 export type Show = 'all' | 'active' | 'ended' | 'failed';
 
 /** Whose jobs: the user's, theirs and their students', everyone's (admins). */
-export type Scope = 'mine' | 'classes' | 'all';
+export type Scope = (typeof SCOPES)[number];
 
 /** What the panel asks the service for. */
 export interface IJobQuery {
@@ -32,7 +33,7 @@ export const DEFAULT_QUERY: IJobQuery = { search: '', show: 'all', scope: null }
 export const PAGE_SIZE = 100;
 
 /** The longest search the service takes (`q`); the search box stops there. */
-export const MAX_SEARCH_CHARS = 200;
+export { MAX_SEARCH_CHARS } from './contract';
 
 /** The job states each choice of the state select stands for; null: any. */
 export const SHOW_STATES: Readonly<Record<Show, readonly JobState[] | null>> = {

@@ -6,16 +6,12 @@
  * dashboard imports too: nothing of the API is written twice.
  */
 import type * as api from '../../api/openapi';
+import * as contract from './contract';
 
 export type JobState = api.JobState;
 
-/** The states a job never leaves. */
-export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>([
-  'succeeded',
-  'failed',
-  'cancelled',
-  'timed_out'
-]);
+/** The states a job never leaves (the service's, from contract.ts). */
+export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(contract.FINAL_STATES);
 
 /** A flavor the user may pick, with what is free right now. */
 export type IFlavor = api.Flavor;
