@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 
+import psutil
 import pytest
 
 from .conftest import start_service, stop_all
@@ -95,19 +96,20 @@ async def test_a_command_runs_in_the_folder_it_names(svc):
 
 
 async def test_a_script_past_its_time_limit_is_stopped_with_its_children(svc):
-    marker = svc.home("ada") / "child-alive"
+    child = svc.home("ada") / "child.pid"
     write(
         svc,
         "ada",
         "forever.sh",
-        f"(sleep 4; touch {marker}) &\necho started\nsleep 60\n",
+        f"(echo $BASHPID > {child}; exec sleep 600) &\necho started\nsleep 60\n",
     )
     job = await svc.submit("ada", "forever.sh", time_limit=1)
     done = await svc.wait("ada", job["id"], timeout=60)
     assert done["state"] == "timed_out", done
     assert "time limit" in done["message"]
-    await asyncio.sleep(5)  # its background child would have touched the marker by now
-    assert not marker.exists()
+    # its background child (a sleep of ten minutes) is gone with it, not left behind
+    pid = int(child.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 async def test_cancel_stops_a_running_script(svc):
