@@ -108,6 +108,8 @@ class Dispatcher:
         self._stopping = False
         #: seconds a stop waits for the starts in flight to be recorded
         self.stop_grace = 5.0
+        #: passes over the queue finished (what a watcher waits on: "a pass ran since")
+        self.passes = 0
 
     @property
     def log(self) -> logging.Logger:
@@ -165,6 +167,7 @@ class Dispatcher:
                 raise
             except Exception:
                 self.log.exception("scheduling failed; trying again")
+            self.passes += 1
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=2.0)
             self._wake.clear()

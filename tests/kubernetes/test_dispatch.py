@@ -176,7 +176,12 @@ async def test_overlapping_starts_never_fill_a_node_past_its_gpus(
         svc.write("bob", "f.ipynb", "1")
         jobs = [await svc.submit(user, "f.ipynb", "a100") for user in ["ada", "bob"] * 4]
         await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 3)
-        await asyncio.sleep(1.5)  # the next passes: still three, the creates long answered
+        # every create answered, then two more passes over the queue: still three
+        await eventually(lambda: fake.creates_in_flight == 0)
+        dispatcher = svc.service.dispatcher
+        passed = dispatcher.passes
+        dispatcher.wake()
+        await eventually(lambda: dispatcher.passes >= passed + 2)
         assert len(fake.list("jobs", NAMESPACE)) == 3
         assert fake.most_creates_in_flight == 3  # the three went out together
         views = [await svc.job(j["user"], j["id"]) for j in jobs]
