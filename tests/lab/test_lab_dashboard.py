@@ -232,7 +232,7 @@ def test_the_queue_view_shows_a_job_queued_elsewhere_without_a_reload(
     rows = admin.locator("table[aria-label='Queue'] tbody tr")
     expect(admin.locator("#nbjobs-main")).not_to_contain_text("Loading")
     expect(rows).to_have_count(0)
-    time.sleep(1.5)  # the page is drawn and its stream open
+    expect(admin.locator("[data-live='yes']")).to_be_attached()  # its stream is open
 
     waiting = submit_by_api(lab, "slow.ipynb", "cpu", "dash-pushed", seconds=0.1)
     # no reload, and the Queue view reads nothing on a timer: the service said so

@@ -37,17 +37,8 @@ import {
 } from './api';
 import { EventStream, type ServiceEvent } from '../../../labextension/src/events';
 import { FINAL_STATES } from '../../../labextension/src/types';
-import {
-  bytes,
-  creditText,
-  csvField,
-  gpus,
-  hours,
-  isoDay,
-  rosterNames,
-  wait,
-  when
-} from './format';
+import { bytes, creditText, gpus, hours, isoDay, rosterNames, wait, when } from './format';
+import { dayLabels, download, merge } from './usage';
 import { usersView } from './users';
 
 Chart.register(
@@ -186,6 +177,11 @@ class Dashboard {
     this.events?.dispose();
     this.events = new EventStream(signal => this.api.events(signal));
     this.events.received.connect((_, event) => this.pushed(event));
+    // whether the page follows the service's changes as they happen, on its root for
+    // what reads the page (and said in the Overview's last line)
+    this.events.connectedChanged.connect((_, live) => {
+      this.root.dataset.live = live ? 'yes' : 'no';
+    });
     this.events.start();
     const fromHash = (): string => {
       const wanted = window.location.hash.slice(1);
@@ -473,7 +469,10 @@ class Dashboard {
       h(
         'p',
         { class: 'nbjobs-Hint' },
-        `As of ${when(data.generated_at)}; refreshed every ${REFRESH_MS / 1000} s.`
+        `As of ${when(data.generated_at)}; ` +
+          (this.events?.connected
+            ? 'drawn again as jobs change.'
+            : `refreshed every ${REFRESH_MS / 1000} s (changes are not followed live now).`)
       )
     );
     this.timer = window.setTimeout(() => {
@@ -1854,62 +1853,6 @@ class Dashboard {
       })
     );
   }
-}
-
-function dayLabels(since: string | null, until: string | null): string[] {
-  if (!since || !until) {
-    return [];
-  }
-  const days: string[] = [];
-  for (
-    let t = Date.parse(`${since}T00:00:00Z`);
-    t <= Date.parse(`${until}T00:00:00Z`);
-    t += 86_400_000
-  ) {
-    days.push(new Date(t).toISOString().slice(0, 10));
-  }
-  return days;
-}
-
-function merge(name: string, lines: IUsageLine[]): IUsageLine {
-  const days = new Map<
-    string,
-    { date: string; gpu_hours_allocated: number; gpu_hours_busy: number }
-  >();
-  for (const line of lines) {
-    for (const d of line.days) {
-      const day = days.get(d.date) ?? { date: d.date, gpu_hours_allocated: 0, gpu_hours_busy: 0 };
-      day.gpu_hours_allocated += d.gpu_hours_allocated;
-      day.gpu_hours_busy += d.gpu_hours_busy;
-      days.set(d.date, day);
-    }
-  }
-  return {
-    name,
-    jobs: lines.reduce((n, l) => n + l.jobs, 0),
-    gpu_hours_allocated: lines.reduce((n, l) => n + l.gpu_hours_allocated, 0),
-    gpu_hours_busy: lines.reduce((n, l) => n + l.gpu_hours_busy, 0),
-    busy_percent: null,
-    cost: null,
-    days: [...days.values()]
-  };
-}
-
-/** The report as CSV, one row per key and day. */
-function download(usage: IUsage): void {
-  const rows = [['date', usage.by ?? 'key', 'gpu_hours_allocated', 'gpu_hours_busy'].join(',')];
-  for (const line of usage.breakdown) {
-    for (const d of line.days) {
-      rows.push(
-        [d.date, line.name, d.gpu_hours_allocated, d.gpu_hours_busy].map(csvField).join(',')
-      );
-    }
-  }
-  const link = document.createElement('a');
-  link.href = URL.createObjectURL(new Blob([rows.join('\r\n') + '\r\n'], { type: 'text/csv' }));
-  link.download = `nbjobs-usage-by-${usage.by}-${usage.range_since}-${usage.range_until}.csv`;
-  link.click();
-  URL.revokeObjectURL(link.href);
 }
 
 const root = document.getElementById('nbjobs-dashboard');
