@@ -37,7 +37,6 @@ import time
 import uuid
 from asyncio import FIRST_COMPLETED
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,13 +47,13 @@ from nbjobs.models import JobState
 from .backends import Launched, LaunchSpec
 from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
 from .errors import Caller
+from .follow import Follower
 from .live import STATUS_FILE
 from .queue import fair_share, in_queue_order
 from .retention import room_at_start
 
 if TYPE_CHECKING:
     from .context import Context
-    from .follow import Follower
     from .lease import DispatcherLease
     from .queue import QueuePositions
     from .quotas import Quotas
@@ -83,8 +82,6 @@ class Dispatcher:
         lease: DispatcherLease,
         positions: QueuePositions,
         quotas: Quotas,
-        follower: Callable[[], Follower],
-        stopping: Callable[[], bool],
         concurrent_starts: int = 8,
     ) -> None:
         self.ctx = ctx
@@ -94,10 +91,8 @@ class Dispatcher:
         self._positions = positions
         #: every rule about how much a user may run (quotas.py)
         self._quotas = quotas
-        #: who watches a started job to its end (made after the dispatcher)
-        self._follower = follower
-        #: whether the service is stopping (or lost its lease)
-        self._service_stopping = stopping
+        #: who watches each started job to its end; a job's end wakes the dispatcher
+        self.follower = Follower(ctx, self.wake)
         #: backend starts at most in flight at once
         self.concurrent_starts = max(1, concurrent_starts)
         #: the starts in flight, by job id (a cancel waits for one to be recorded)
@@ -186,7 +181,7 @@ class Dispatcher:
         (renewed here when it is getting old), so two services never both start jobs.
         """
         ctx = self.ctx
-        if self._stopping or self._service_stopping():
+        if self._stopping:
             return
         # one trip to the database threads, not two: a submit's job starts that much sooner
         plan = await ctx.in_db(self._read_queue_if_dispatching)
@@ -395,7 +390,7 @@ class Dispatcher:
                 # Cancelled while the backend was starting it: stop what was made.
                 self.log.info("job %s: cancelled while it started; stopping it", job_id)
                 await ctx.backend.cancel(launched.ref)
-            self._follower().follow(job_id, launched.ref)
+            self.follower.follow(job_id, launched.ref)
         finally:
             self.launches.pop(job_id, None)
             self.wake()
@@ -484,7 +479,7 @@ class Dispatcher:
                     self.log.info("job %s: its start was not recorded; found it running", job_id)
             if ref and flavor is not None and backend.adopt(ref, gpus, flavor):
                 self.log.info("job %s: adopted after restart", job_id)
-                self._follower().follow(job_id, ref)
+                self.follower.follow(job_id, ref)
             elif not ref and (backend.idempotent_starts or not status_file.exists()):
                 again.append(job_id)  # never started: nothing can run twice
             else:
@@ -505,7 +500,7 @@ class Dispatcher:
             for job_id in lost:
                 record = db.get(JobRecord, job_id)
                 if record is not None:
-                    self._follower().finish(record, None, None, lost=True)
+                    self.follower.finish(record, None, None, lost=True)
             for job_id in again:
                 record = db.get(JobRecord, job_id)
                 if record is None:

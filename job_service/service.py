@@ -81,7 +81,6 @@ from .errors import (
     TooLarge,
 )
 from .events import ChangeFeed
-from .follow import Follower
 from .invitations import Invitations
 from .jobview import JobView
 from .kernels import check_chosen_kernel, check_notebook_kernel
@@ -195,11 +194,9 @@ class JobService:
             lease=self.lease,
             positions=self.positions,
             quotas=self.quotas,
-            follower=lambda: self.follower,
-            stopping=lambda: self.stopping,
             concurrent_starts=concurrent_starts,
         )
-        self.follower = Follower(self.ctx, self.dispatcher.wake)
+        self.follower = self.dispatcher.follower
         #: the started jobs' GPU telemetry, kept as series (see telemetry.py)
         self.telemetry = TelemetryCollector(self.ctx, self._visible)
         self.audit = Audit(self.ctx, self._visible, self.folder_for)
@@ -282,6 +279,7 @@ class JobService:
         the followers are dropped, and no database call is waited on for longer.
         """
         self.stopping = True
+        self.dispatcher.halt()  # starts nothing more from now on (its loop stops below)
         await self.feed.close()
         for loop in reversed(self.loops):  # what starts runs stops first (the ticker)
             await loop.stop()
