@@ -143,9 +143,6 @@ class JobService:
         self.notebooks = NotebookChecks(config.limits)
         #: classes from nbjobs.yaml and, in a hub, teachers' groups
         self.classes = classes or ClassRegistry(config, log=log)
-        #: a user as they are now (their groups; None: gone), for acting on their behalf
-        #: without a token of theirs (scheduled runs); set by the app from its authenticator
-        self.user_now: Callable[[str], Awaitable[Caller | None]] | None = None
         #: a user's folder; by default from nbjobs.yaml's storage (single-user: the server's root)
         self.folder_for = folder_for or (lambda name: user_folder(self.config.storage, name))
         self.backend = backend
@@ -207,8 +204,8 @@ class JobService:
         self.decisions = Decisions(
             self.ctx, self.view, self.positions.changed, self.dispatcher.wake, self.get
         )
-        self.definitions = Definitions(self.ctx, self.check_request, lambda: self.ticker.clock())
-        self.ticker = Ticker(self.ctx, self.definitions, self.submit, lambda: self.user_now)
+        self.definitions = Definitions(self.ctx, self.check_request)
+        self.ticker = Ticker(self.ctx, self.definitions, self.submit)
         self.notify_settings = NotifySettingsStore(self.ctx)
         #: invitations the hub makes for the names rosters and admins add (invitations.py)
         self.invitations = Invitations(self.ctx, self.classes.hub)
@@ -248,6 +245,16 @@ class JobService:
         ]
         #: called when another service took the lease over (the app stops then)
         self.on_lease_lost: Callable[[], None] | None = None
+
+    @property
+    def user_now(self) -> Callable[[str], Awaitable[Caller | None]] | None:
+        """How the authenticator sees a user now (a schedule's run is submitted as its
+        owner is then); None until the app sets it (no authenticator to ask)."""
+        return self.ticker.owner_now
+
+    @user_now.setter
+    def user_now(self, user_now: Callable[[str], Awaitable[Caller | None]] | None) -> None:
+        self.ticker.owner_now = user_now
 
     # -- life ------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from nbjobs.models import JobState, SubmitRequest
 
-from ..db import JobRecord
+from ..db import JobRecord, utcnow
 from ..errors import Caller, Conflict, Forbidden, Invalid, NotFound, first_problem
 from .cron import Schedule, ScheduleError, parse_schedule
 from .models import (
@@ -71,17 +71,18 @@ class Definitions:
         self,
         ctx: Context,
         check_request: Callable[..., object],
-        clock: Callable[[], datetime],
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.ctx = ctx
         #: what a submit refuses at once (the service's check_request)
         self._check_request = check_request
-        self._clock = clock
+        #: the schedules' clock, the ticker's too (a test injects its own here)
+        self.clock = clock
 
     def now(self) -> datetime:
-        """The time by the ticker's clock (a test's own, where it injects one), so that
-        a schedule's next tick is worked out on the clock that will start it."""
-        return self._clock()
+        """The time by the schedules' clock, the one the ticker starts runs by: a
+        schedule's next tick is worked out on the clock that will start it."""
+        return self.clock()
 
     # -- checks ----------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from nbjobs.models import Job, SubmitRequest
 
-from ..db import JobRecord, rowcount, utcnow
+from ..db import JobRecord, rowcount
 from ..errors import Caller, Conflict, ServiceError
 from ..periodic import InRounds, Periodic
 from .definitions import next_run, schedule_of
@@ -72,22 +72,29 @@ class Ticker(InRounds):
         ctx: Context,
         definitions: Definitions,
         submit: Callable[..., Awaitable[Job]],
-        owner_now: Callable[[], Callable[[str], Awaitable[Caller | None]] | None],
-        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.ctx = ctx
         self.definitions = definitions
         #: the service's submit: a run is submitted as its owner would
         self._submit = submit
-        #: how the authenticator sees a user now (None: no authenticator to ask)
-        self._owner_now = owner_now
-        self.clock = clock
+        #: how the authenticator sees a user now (None: no authenticator to ask; the
+        #: service sets it once its authenticator is known)
+        self.owner_now: Callable[[str], Awaitable[Caller | None]] | None = None
         self._rounds = Periodic(
             self.round,
             lambda: float(ctx.config.schedules.check_every or 15),
             what="starting scheduled job definitions",
             log=lambda: ctx.log,
         )
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        """The schedules' clock (the definitions' own: one clock for both)."""
+        return self.definitions.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], datetime]) -> None:
+        self.definitions.clock = clock
 
     @property
     def grace(self) -> timedelta:
@@ -263,7 +270,7 @@ class Ticker(InRounds):
         """Make ``item`` act for its owner as they are now (their groups, hence flavors,
         quotas and class, as the authenticator sees them at this tick), not as when the
         definition was saved; why it cannot run when the owner is gone (None: it can)."""
-        user_now = self._owner_now()
+        user_now = self.owner_now
         if user_now is None or item.owner.admin:
             return None  # an admin's "run now" acts with the admin's own rights
         await self.ctx.classes.refresh()  # which of their groups are classes, now

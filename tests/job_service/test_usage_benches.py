@@ -1,5 +1,5 @@
-"""The metering and telemetry-storage benchmarks run end to end at a tiny size and print
-what they compare (so their figures are there when someone needs them)."""
+"""The metering, telemetry-storage and schedule benchmarks run end to end at a tiny size
+and print what they compare (so their figures are there when someone needs them)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,13 @@ def test_the_storage_bench_shows_growth_per_job_hour_levelling_off():
     assert rows[12][1] == "720"  # not 1 440: thinned, it levels off
     per_hour = {hours: int(row[4].replace(",", "")) for hours, row in rows.items()}
     assert per_hour[12] < 0.8 * per_hour[1]
+
+
+def test_the_schedule_bench_times_a_pass_against_its_baselines():
+    lines = run(str(BENCH / "schedule_bench.py"), "--definitions", "100", "--rounds", "2")
+    assert lines[0] == "100 definitions, medians of 2 passes (sqlite)"
+    said = "\n".join(lines)
+    for row in ("scheduler pass, nothing due", "scheduler pass, 20 due (runs recorded)"):
+        assert re.search(rf"^  {re.escape(row)} +[\d.]+ ms$", said, re.MULTILINE), said
+    assert re.search(r"^  pass, 20 due / naive pass +[\d.]+x$", said, re.MULTILINE), said
+    assert lines[-1].startswith("  goal: under 50 ms: ")
