@@ -234,7 +234,7 @@ class JobServiceApp(Application):
     def make_web_app(self, service: JobService, auth: Authenticator) -> web.Application:
         # scheduled runs act for their owners as they are at each tick, not as when saved
         # (never as a person made since under the same name: deleted_users.py)
-        service.user_now = service.departures.vetted(auth.user_now)
+        service.ticker.owner_now = service.departures.vetted(auth.user_now)
         # a teacher's class is a hub group, but never one that grants what nbjobs.yaml gives
         auth.class_groups = service.classes.uncounted_groups
         facade: ServiceFacade = service  # the handlers' view of it: checked here

@@ -16,7 +16,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -245,16 +245,6 @@ class JobService:
         ]
         #: called when another service took the lease over (the app stops then)
         self.on_lease_lost: Callable[[], None] | None = None
-
-    @property
-    def user_now(self) -> Callable[[str], Awaitable[Caller | None]] | None:
-        """How the authenticator sees a user now (a schedule's run is submitted as its
-        owner is then); None until the app sets it (no authenticator to ask)."""
-        return self.ticker.owner_now
-
-    @user_now.setter
-    def user_now(self, user_now: Callable[[str], Awaitable[Caller | None]] | None) -> None:
-        self.ticker.owner_now = user_now
 
     # -- life ------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ MAX_LINES = 800
 STILL_TOO_LONG = {
     "job_service/dashboard/ui/main.ts": 1861,
     "job_service/backends/kubernetes.py": 1493,
-    "job_service/service.py": 1201,
+    "job_service/service.py": 1196,
 }
 
 
