@@ -45,7 +45,8 @@ async def test_a_submit_right_after_a_job_filled_the_folder_sees_the_current_fig
     go = svc.home("ada") / "go"
     try:
         # the job writes a file of its own into its job files (.nbjobs) when told, and
-        # ends at once, before the folder's next measure
+        # ends at once (or, on a loaded machine, the runner's next measure of the folder
+        # comes first and stops it for want of room: the file is written either way)
         svc.write(
             "ada",
             "fill.ipynb",
@@ -63,7 +64,9 @@ async def test_a_submit_right_after_a_job_filled_the_folder_sees_the_current_fig
     finally:
         await stop_all(svc)
 
-    assert ended["state"] == "succeeded"
+    assert ended["state"] == "succeeded" or ended["message"].startswith(
+        "no room left in your folder ("
+    ), ended
     assert refused.status_code == 507, refused.text
     assert refused.json()["message"].startswith(
         "your job files (.nbjobs in your folder: inputs, logs) take 3.0 MiB, the most each "
