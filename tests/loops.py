@@ -1,9 +1,12 @@
-"""Programs that try to take a machine's process slots, bounded so that without a limit
-they end by themselves: run one as ``python -c LOOP N`` (or a file of it, with ``N``),
-and it prints ``forked N`` (or ``started N``) when nothing stopped it, else
-``refused after N`` and why."""
+"""Programs tests run to load a machine: ones that try to take its process slots,
+bounded so that without a limit they end by themselves (run one as ``python -c LOOP N``,
+or a file of it, with ``N``: it prints ``forked N`` (or ``started N``) when nothing
+stopped it, else ``refused after N`` and why), and a spin on the CPU that says what
+share of a core it got (:func:`cpu_spin`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 #: forks up to N children that sleep, then kills and reaps them
 FORK_LOOP = """
@@ -40,10 +43,8 @@ def cpu_spin(seconds: float, share_file: str) -> str:
     )
 
 
-def spun_share(share_file) -> float:
+def spun_share(share_file: str | Path) -> float:
     """The share of a core a :func:`cpu_spin` got, checked to be enough to mean something."""
-    from pathlib import Path
-
     share = float(Path(share_file).read_text())
     assert share > 5, f"the spin barely ran ({share:.0f} % of a core): a reading means nothing"
     return share
