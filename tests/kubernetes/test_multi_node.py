@@ -157,10 +157,14 @@ async def ranks_running(
     svc: Service, fake: FakeApiServer, job: dict[str, Any], job_name: str, nodes: list[str]
 ) -> tuple[list[str], dict[str, Any]]:
     """The Job's pods made and started, one per node of ``nodes``, and its rank 0 saying
-    it runs: the pods' names, and the job as it then shows."""
+    it runs: the pods' names, and the job as it then shows, once the watch has also told
+    the service where its pods run (the runner's word and the pods' binding come by two
+    paths, in either order)."""
     pods = fake.start_ranks(job_name, NAMESPACE, nodes)
     write_status(status_file(svc, "ada", job["id"]), RunStatus("running", 0, 0))
-    return pods, await svc.wait("ada", job["id"], lambda j: j["state"] == "running")
+    return pods, await svc.wait(
+        "ada", job["id"], lambda j: j["state"] == "running" and bool(j["node"])
+    )
 
 
 def gpu_nodes(fake: FakeApiServer, count: int) -> list[str]:
