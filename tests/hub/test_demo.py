@@ -25,16 +25,12 @@ import psutil
 import pytest
 import requests
 
+from tests.ports import free_port
+
 from .hubproc import login, start_server, terminal_says, xsrf
 
 #: this run's OS accounts (d1a2b3c-ada): a demo running on the machine keeps its demo-ada
 PREFIX = f"d{uuid.uuid4().hex[:6]}-"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,6 +30,7 @@ from tornado.httpserver import HTTPServer
 from nbjobs.config import NbjobsConfig, parse_config
 from nbjobs.storage import user_folder
 from tests.machine import INSTANCE, this_runs
+from tests.ports import free_port
 
 TOKENS = {
     "ada-token": "ada",
@@ -60,12 +60,6 @@ BASE_CONFIG: dict[str, Any] = {
     },
     "admin": {"users": ["root"]},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def notebook(*cells: str) -> nbformat.NotebookNode:

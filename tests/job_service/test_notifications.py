@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 import uuid
@@ -16,15 +15,11 @@ import pytest
 from nbjobs.job_service.errors import Caller
 from nbjobs.job_service.notifications.store import AddressRecord
 
+from tests.ports import free_port
+
 from .conftest import Inbox, start_service, stop_all  # noqa: F401 (Inbox: for the TLS tests)
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

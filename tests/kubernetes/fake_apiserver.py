@@ -298,10 +298,12 @@ class FakeApiServer:
         app.router.add_route("*", "/{path:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
         await self._runner.setup()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        # bound here and handed over: a port only looked up and bound later can be
+        # taken in between by any process on the machine
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        site = web.SockSite(self._runner, sock)
         await site.start()
 
     async def stop(self) -> None:

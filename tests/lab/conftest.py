@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_p
 
 from nbjobs.demo import PASSWORD, Ports, prepare
 from tests.machine import INSTANCE, this_runs
+from tests.ports import free_port
 
 #: how long an assertion waits for the page to become what it expects: Playwright's 5 s
 #: held on a quiet machine, and a submit answered in 6 s at load 5 on two cores (four
@@ -103,12 +103,6 @@ HUB_JOBS_CONFIG = {
     ],
     "admin": {"users": ["admin"]},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def notebook(*cells: str, parameters: str | None = None) -> nbformat.NotebookNode:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,26 +20,22 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, Playwright, expect
 
+from tests.ports import free_port
+
 from .conftest import ARTIFACTS, Hub, api, shot
 from .test_lab_dashboard import DASHBOARD, log_in
 from .test_lab_hub import API, JOB_TIMEOUT, job_row, jobs_panel, open_notebook, wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
     """`nbjobs demo`, started as the README says (with free ports), stopped with Ctrl-C."""
     workdir = tmp_path_factory.mktemp("newcomer")
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(workdir)]
-    command += [f"--port={port}", f"--hub-port={_free_port()}"]
-    command += [f"--service-port={_free_port()}", f"--proxy-api-port={_free_port()}"]
-    command += [f"--inbox-port={_free_port()}", f"--smtp-port={_free_port()}"]
+    command += [f"--port={port}", f"--hub-port={free_port()}"]
+    command += [f"--service-port={free_port()}", f"--proxy-api-port={free_port()}"]
+    command += [f"--inbox-port={free_port()}", f"--smtp-port={free_port()}"]
     # accounts of this run's own (n1a2b3c-ada), where it makes any: a demo running on the
     # machine keeps its demo-ada
     command += [f"--prefix=n{uuid.uuid4().hex[:6]}-"]

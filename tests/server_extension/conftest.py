@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.ports import free_port
 from tests.waiting import wait_until_answering
 
 
@@ -33,10 +33,16 @@ class Server:
         return self.request("GET", path, token, **kwargs)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+#: ``jupyter server`` as nbjobs's own single-user servers start it (spawner/singleuser.py):
+#: jsonschema's optional format checkers declined first (job_runner/lean_imports.py), 1.4 s
+#: of CPU less for each of the two dozen servers these tests start; the extension under
+#: it is the same. Plain ``jupyter lab`` as a user types it is test_lab_standalone.py's.
+LEAN_SERVER = [
+    sys.executable,
+    "-c",
+    "from nbjobs.job_runner.lean_imports import decline_format_checkers as d; d(); "
+    "from jupyter_server.serverapp import main; main()",
+]
 
 
 @pytest.fixture
@@ -60,7 +66,7 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
         log_path = tmp_path / f"server-{len(procs)}.log"
         log = log_path.open("w")
         logs.append(log)
-        command = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}"]
+        command = [*LEAN_SERVER, "--no-browser", f"--port={port}"]
         command += ["--ip=127.0.0.1", f"--ServerApp.root_dir={root}", "--allow-root"]
         command += [f"--IdentityProvider.token={token}", "--ServerApp.base_url=/user/ada/"]
         proc = subprocess.Popen(
