@@ -11,7 +11,9 @@ cores, so this is what to read before making it shorter (docs/development.md).
 With ``--by-file`` it also puts each process's CPU to the test file its test worker was
 running when it was read (the worker and everything started under it; a process first
 seen after its parent had gone counts under "(no worker)") and prints the files that
-cost most, each with the three kinds of process that cost it most.
+cost most, each with the three kinds of process that cost it most; then each worker's
+wall time (from its first file to its last one's end, and how much of it the machine-wide
+files took, which one worker runs one after the other) and the files that took longest.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -89,21 +92,58 @@ class Seen:
     worker: int | None
 
 
+@dataclass
+class Timeline:
+    """When each test worker began each test file, seconds from the start of the run."""
+
+    start: float = field(default_factory=time.monotonic)
+    #: per worker: (the file, when the worker was first seen on it)
+    spans: dict[int, list[tuple[str, float]]] = field(default_factory=dict)
+
+    def saw(self, files: dict[int, str]) -> None:
+        now = time.monotonic() - self.start
+        for worker, name in files.items():
+            spans = self.spans.setdefault(worker, [])
+            if not spans or spans[-1][0] != name:
+                spans.append((name, now))
+
+    def print(self, end: float, machine_wide: tuple[str, ...]) -> None:
+        """Each worker's files in order, with the wall time each took (to the next one's
+        start, or to the end of the run); then the longest files."""
+        walls: Counter[str] = Counter()
+        print(f"\nWall time by worker ({end:.0f} s from the start of pytest to its end):")
+        for worker, spans in sorted(self.spans.items()):
+            ends = [at for _, at in spans[1:]] + [end]
+            for (name, at), until in zip(spans, ends, strict=True):
+                walls[name] += until - at
+            chain = sum(u - a for (n, a), u in zip(spans, ends, strict=True) if n in machine_wide)
+            print(
+                f"  worker {worker}: {len(spans)} files, from {spans[0][1]:.0f} s to"
+                f" {ends[-1]:.0f} s; the machine-wide files {chain:.0f} s of it"
+            )
+        print("  the longest files (wall):")
+        for name, seconds in walls.most_common(15):
+            print(f"    {seconds:6.0f} s  {name}")
+
+
 def sample(
     stop: threading.Event,
     used: Counter[str],
     seen: Counter[str],
     by_file: Counter[tuple[str, str]],
     folder: str | None,
+    timeline: Timeline,
 ) -> None:
     """Add each process's CPU since it was last read to its kind (and, with ``folder``,
-    to the test file its worker is on and that kind, in ``by_file``), until ``stop``."""
+    to the test file its worker is on and that kind, in ``by_file``, and the files'
+    changes to ``timeline``), until ``stop``."""
     last: dict[int, Seen] = {}
     first = True
     me = os.getpid()
     while not stop.is_set():
         alive = set()
         files = worker_files(folder)
+        timeline.saw(files)
         for process in psutil.process_iter(["cmdline", "cpu_times"]):
             times = process.info["cpu_times"]
             if times is None or process.pid == me:
@@ -143,15 +183,17 @@ def main(argv: list[str]) -> int:
     seen: Counter[str] = Counter()
     by_file: Counter[tuple[str, str]] = Counter()
     stop = threading.Event()
+    timeline = Timeline()
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as folder:
         env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if args.by_file else None
         sampler = threading.Thread(
             target=sample,
-            args=(stop, used, seen, by_file, folder if args.by_file else None),
+            args=(stop, used, seen, by_file, folder if args.by_file else None, timeline),
             daemon=True,
         )
         sampler.start()
         code = subprocess.call(command, env=env)
+        end = time.monotonic() - timeline.start
         stop.set()
         sampler.join()
     total = sum(used.values()) or 1.0
@@ -160,7 +202,16 @@ def main(argv: list[str]) -> int:
         print(f"  {kind:22} {seconds:8.0f} s  {seconds / total:6.1%}  {seen[kind]:6} seen")
     if args.by_file:
         print_by_file(by_file, total)
+        timeline.print(end, machine_wide())
     return code
+
+
+def machine_wide() -> tuple[str, ...]:
+    """The machine-wide test files (tests/conftest.py's MACHINE_WIDE)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.conftest import MACHINE_WIDE
+
+    return MACHINE_WIDE
 
 
 def print_by_file(by_file: Counter[tuple[str, str]], total: float) -> None:

@@ -137,10 +137,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: _expected_length(item.nodeid.split("::", 1)[0]))
 
 
+#: this process hands the tests to pytest-xdist workers and runs none itself
+_HANDS_OUT = False
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's, which registers its session
+def pytest_configure(config: pytest.Config) -> None:
+    global _HANDS_OUT
+    _HANDS_OUT = config.pluginmanager.hasplugin("dsession")
+
+
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
     """For ``scripts/suite_cpu.py --by-file``: this worker's current test file, in a file
-    named by its pid, so that the CPU of every process under it is put to that file."""
+    named by its pid, so that the CPU of every process under it is put to that file (not
+    in the process handing out the tests, which hears of every test's start too)."""
     folder = os.environ.get("NBJOBS_SUITE_CPU_DIR")
-    if folder:
+    if folder and not _HANDS_OUT:
         with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as f:
             f.write(location[0])
