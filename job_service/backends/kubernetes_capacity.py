@@ -1,16 +1,21 @@
 """How many jobs of a flavor fit on a cluster's nodes now, from what the cluster says:
 Kubernetes quantities, whether a node takes a pod (its selector, affinity, taints), what
-a pod asks for and holds, and the free slots per flavor (:func:`free_slots`). Pure
-functions: the backend lists the nodes and pods and feeds them here."""
+a pod asks for and holds, the free slots per flavor (:func:`free_slots`), and each
+node's GPUs and drains as an admin's overview shows them. Pure functions: the backend
+lists the nodes and pods and feeds them here."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from .base import NodeGpus
+from .kubernetes_objects import DRAIN_LABEL
 
 # -- reading what the cluster says ---------------------------------------------
 
@@ -219,3 +224,87 @@ def free_slots(
 
 
 #: container waiting reasons that mean the job can never start as it is
+
+
+# -- the nodes as an admin sees them ----------------------------------------------
+
+
+def node_off(node: Mapping[str, Any], drained: Collection[str]) -> bool:
+    """No new job lands on ``node``: drained by an admin (``drained``, or labelled
+    nbjobs.io/drain=true, which the jobs' affinity keeps off) or cordoned."""
+    meta = node.get("metadata") or {}
+    return (
+        meta.get("name", "") in drained
+        or (meta.get("labels") or {}).get(DRAIN_LABEL) == "true"
+        or bool((node.get("spec") or {}).get("unschedulable"))
+    )
+
+
+def nodes_off(
+    nodes: Iterable[Mapping[str, Any]],
+    pod_spec: Mapping[str, Any],
+    gpu_resource: str | None,
+    drained: Collection[str],
+) -> tuple[int, int]:
+    """Of the nodes a pod of ``pod_spec`` may use (with GPUs of ``gpu_resource``, when
+    given), were none cordoned: how many no new job lands on now, and how many in all."""
+    mine = [
+        node
+        for node in nodes
+        if node_accepts(
+            {**node, "spec": {**node.get("spec", {}), "unschedulable": False}}, pod_spec
+        )
+        and (
+            gpu_resource is None
+            or parse_quantity(
+                ((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource, 0)
+            )
+            > 0
+        )
+    ]
+    return sum(node_off(n, drained) for n in mine), len(mine)
+
+
+def node_gpus(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    resources: Collection[str],
+    drained: Collection[str],
+) -> list[NodeGpus]:
+    """Each node's GPUs of ``resources`` and what ``pods`` hold of them. Where a node
+    splits its GPUs into more units than it has GPUs (HAMi, time-slicing) and GPU
+    feature discovery labels the count, units are turned into GPUs."""
+    held: dict[tuple[str, str], float] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or not pod_holds_resources(pod):
+            continue
+        asked = pod_requests(pod)
+        part = ((pod.get("metadata") or {}).get("annotations") or {}).get("gpu-fraction")
+        for resource in resources:
+            units = float(asked.get(resource, 0))
+            if resource == "nvidia.com/gpu" and part:
+                with contextlib.suppress(ValueError):
+                    units += float(part)
+            if units:
+                held[(node, resource)] = held.get((node, resource), 0.0) + units
+    found = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = meta.get("name", "")
+        labels = meta.get("labels") or {}
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for resource in sorted(resources):
+            units = float(parse_quantity(allocatable.get(resource, 0)))
+            if units <= 0:
+                continue
+            total, used = units, held.get((name, resource), 0.0)
+            count = labels.get("nvidia.com/gpu.count", "")
+            if resource == "nvidia.com/gpu" and count.isdigit() and 0 < int(count) < units:
+                total, used = float(count), used * int(count) / units
+            gpu_type = resource.split("/", 1)[-1]
+            if resource == "nvidia.com/gpu":
+                gpu_type = labels.get("nvidia.com/gpu.product", "GPU")
+            off = node_off(node, drained)
+            found.append(NodeGpus(name, gpu_type, resource, total, min(used, total), drained=off))
+    return found

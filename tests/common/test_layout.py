@@ -37,7 +37,6 @@ MAX_LINES = 800
 #: then until it is split: none may grow, and the limit holds for every other
 STILL_TOO_LONG = {
     "job_service/dashboard/ui/main.ts": 1861,
-    "job_service/backends/kubernetes.py": 1493,
     "job_service/service.py": 1196,
 }
 

@@ -9,8 +9,8 @@ import stat
 import uuid
 
 import pytest
-from nbjobs.job_service.backends import LaunchSpec, kubernetes
-from nbjobs.job_service.backends.kubernetes import KubeError
+from nbjobs.job_service.backends import LaunchSpec, kubernetes_keep
+from nbjobs.job_service.backends.kubernetes_api import KubeError
 from nbjobs.job_service.backends.kubernetes_objects import (
     make_job,
 )
@@ -91,7 +91,7 @@ async def test_a_job_is_created_followed_to_success_and_its_log_left_to_the_runn
 async def test_a_runner_that_left_no_log_gets_what_its_pod_printed(make_backend, fake, monkeypatch):
     """An image without nbjobs: python says so on stderr and the runner never writes a
     log; the user reads why in the job's log all the same (the first part of it)."""
-    monkeypatch.setattr(kubernetes, "POD_LOG_KEPT", 64)
+    monkeypatch.setattr(kubernetes_keep, "POD_LOG_KEPT", 64)
     cfg = config()
     backend = make_backend(cfg)
     job_spec = spec_in_a_new_folder(cfg, job_id="bbbbbbbbbbbb")
@@ -349,7 +349,7 @@ async def test_free_gpus_come_from_allocatable_minus_requests_and_skip_drained_n
     await backend.start(spec(cfg))
     assert backend.free_for(a100) == 3  # the Job made a moment ago counts before its pod
     fake.run_pod(fake.start_pod(JOB, NAMESPACE, node="gpu-0")["metadata"]["name"], NAMESPACE)
-    await eventually(lambda: len(backend.pods) == 1)
+    await eventually(lambda: len(backend.mirror.pods) == 1)
     assert backend.free_for(a100) == 3
     fake.label_node("gpu-0", **{"nbjobs.io/drain": "true"})  # maintenance: no new work
     await eventually(lambda: backend.free_for(a100) == 0)

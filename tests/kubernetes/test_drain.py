@@ -70,12 +70,12 @@ async def test_a_watch_silent_for_too_long_makes_the_backend_unhealthy(make_back
     await backend.reconcile(set())
     assert backend.health()[0]
     long_ago = time.monotonic() - backend.watch_timeout - 600
-    backend._heard = {"jobs": long_ago, "pods": time.monotonic()}
+    backend.mirror.heard = {"jobs": long_ago, "pods": time.monotonic()}
     ok, detail = backend.health()
     assert not ok
     assert detail.endswith("the watches may be stuck (check the service's log)")
     # a watch that fails says so, in the API server's words
-    backend._failing["jobs"] = "Kubernetes API 403 Forbidden: jobs is forbidden"
+    backend.mirror.failing["jobs"] = "Kubernetes API 403 Forbidden: jobs is forbidden"
     ok, detail = backend.health()
     assert not ok
     assert detail.startswith("cannot follow jobs in the cluster (Kubernetes API 403")

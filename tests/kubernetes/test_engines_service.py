@@ -219,7 +219,7 @@ async def test_without_leave_to_list_events_a_job_still_says_who_queues_it(
 ):
     fake.forbidden.add("events")
     svc, job, _ = await volcano_job(fake, kubeconfig, tmp_path, running_services)
-    await eventually(lambda: not svc.service.backend.events_readable)
+    await eventually(lambda: not svc.service.backend.mirror.events_readable)
     assert "may not list events" in capfd.readouterr().err
     waiting = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)
     assert waiting["waiting_reason"] == "queued by Volcano, queue ml-201"

@@ -123,7 +123,7 @@ async def test_a_service_that_may_not_read_the_queues_says_so_once_and_runs_jobs
     svc = await start(tmp_path, kubeconfig, settings(tmp_path, kueue={"queue_name": "team-a"}))
     running_services.append(svc)
     backend = svc.service.backend
-    await eventually(lambda: backend.kueue_readable is False)  # type: ignore[attr-defined]
+    await eventually(lambda: backend.mirror.kueue_readable is False)  # type: ignore[attr-defined]
     svc.write("ada", "k.ipynb", "1")
     job = await svc.submit("ada", "k.ipynb", "a100")
     seen = await svc.wait("ada", job["id"], lambda j: j["waiting_reason"] is not None)

@@ -178,7 +178,7 @@ async def test_an_indexed_job_runs_its_ranks_and_the_first_to_fail_fails_the_job
 ):
     nodes = gpu_nodes(fake, 2)
     svc = await service_with(tmp_path, kubeconfig, services, multi_node="indexed-job")
-    await eventually(lambda: svc.service.backend.nodes)
+    await eventually(lambda: svc.service.backend.mirror.nodes)
     async with svc.client("ada") as c:
         flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
     # two nodes of two GPUs: room for one job of two pods of two GPUs, not two jobs
