@@ -19,10 +19,12 @@ own process shares, so each record can be cut to a phase of the benchmark.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import time
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,13 +52,18 @@ class LoopWatch:
         watch = self
 
         def timed_run(handle: asyncio.Handle) -> None:
+            # Where the task waited is read before every step (it has moved on after),
+            # but as the frame and line only: named (paths, strings) only for the slow
+            # steps. Naming each step cost the service a sixth of its loop's CPU in a
+            # storm, which the benchmark then counted as the service's own.
             task = getattr(getattr(handle, "_callback", None), "__self__", None)
-            before = awaiting(task) if isinstance(task, asyncio.Task) else None
+            before = innermost(task) if isinstance(task, asyncio.Task) else None
             began = time.monotonic()
             watch._run(handle)
             took = time.monotonic() - began
             if took >= SLOW_CALLBACK:
-                watch.callbacks.append((began, took, describe(handle, before)))
+                was = _named(*before) if before is not None else None
+                watch.callbacks.append((began, took, describe(handle, was)))
 
         asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
         self._task = asyncio.ensure_future(self._watch_lag())
@@ -102,19 +109,27 @@ def describe(handle: asyncio.Handle, before: str | None = None) -> str:
     return "a cancelled callback" if callback is None else repr(callback)[:120]
 
 
-def awaiting(task: asyncio.Task[Any]) -> str | None:
-    """Where a task's innermost coroutine waits (``function (file:line)``); None: ended."""
+def innermost(task: asyncio.Task[Any]) -> tuple[CodeType, int] | None:
+    """The code and line where a task's innermost coroutine waits; None: it ended."""
     coro: Any = task.get_coro()
     frame = None
     while coro is not None:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or frame
         coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
-    if frame is None:
-        return None
-    code = frame.f_code
-    return f"{code.co_qualname} ({_short(code.co_filename)}:{frame.f_lineno})"
+    return None if frame is None else (frame.f_code, frame.f_lineno)
 
 
+def awaiting(task: asyncio.Task[Any]) -> str | None:
+    """Where a task's innermost coroutine waits (``function (file:line)``); None: ended."""
+    where = innermost(task)
+    return None if where is None else _named(*where)
+
+
+def _named(code: CodeType, line: int) -> str:
+    return f"{code.co_qualname} ({_short(code.co_filename)}:{line})"
+
+
+@functools.lru_cache(maxsize=4096)
 def _short(filename: str) -> str:
     """A source file's path from its package (``job_service/queue.py``, ``tornado/web.py``)."""
     path = Path(filename)

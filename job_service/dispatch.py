@@ -50,7 +50,7 @@ from .errors import Caller
 from .follow import Follower
 from .live import STATUS_FILE
 from .queue import fair_share, in_queue_order
-from .retention import room_at_start
+from .retention import StartRooms
 
 if TYPE_CHECKING:
     from .context import Context
@@ -95,6 +95,8 @@ class Dispatcher:
         self.follower = Follower(ctx, self.wake)
         #: backend starts at most in flight at once
         self.concurrent_starts = max(1, concurrent_starts)
+        #: what each starting job's owner may still write into their job files
+        self.rooms = StartRooms()
         #: the starts in flight, by job id (a cancel waits for one to be recorded)
         self.launches: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
@@ -215,7 +217,7 @@ class Dispatcher:
             limit = ctx.config.storage.max_job_files
             claiming = asyncio.gather(
                 ctx.in_db(self._claim, row.id, token),
-                asyncio.to_thread(room_at_start, limit, Path(row.job_dir)),
+                asyncio.to_thread(self.rooms.measure, limit, Path(row.job_dir)),
             )
             try:
                 spec, room = await asyncio.shield(claiming)

@@ -10,7 +10,7 @@ the notebook or script), its status, log and telemetry. Nothing used to remove t
 - a deleted job's folder goes with it (:meth:`~.service.JobService.forget`);
 - a submit is refused (507) while the user's ``.nbjobs`` holds more than
   ``storage.max_job_files``, saying how much and what to do;
-- a job is handed the room left under that cap as it starts (:func:`room_at_start`):
+- a job is handed the room left under that cap as it starts (:class:`StartRooms`):
   its runner stops it where its log, or what it writes there itself, would pass the cap
   ("no room left in your folder", see ``job_runner/folder_room.py``);
 - ``GET api/storage`` (``nbjobs storage``, the dashboard's Storage view) says how much
@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nbjobs.job_runner.folder_room import WATCH_INTERVAL
 from sqlalchemy import func, select, update
 
 from nbjobs.models import FINAL_STATES, StorageReport, UserStorage
@@ -236,11 +237,33 @@ class Retention(InRounds):
         )
 
 
-def room_at_start(limit: int | None, job_dir: Path) -> JobFilesRoom | None:
-    """The room for the job files of the owner of the job whose folder is ``job_dir``
-    (``<their folder>/.nbjobs/jobs/<id>``), measured now; None when there is no
-    ``storage.max_job_files``. Call it off the event loop: it walks their ``.nbjobs``."""
-    if limit is None:
-        return None
-    folder = job_dir.parents[len(JOBS_DIR.parts)]
-    return JobFilesRoom(limit, job_files_size(folder), folder / JOBS_DIR.parts[0])
+class StartRooms:
+    """The room left for a starting job's owner's job files (``storage.max_job_files``
+    less what their ``.nbjobs`` holds), their folder walked at most once every ``fresh``
+    seconds however many of their jobs start meanwhile.
+
+    The walk's cost grows with the jobs the owner keeps: 200 jobs started in a burst
+    walked 200 growing folders each, a second of the service's CPU. A figure up to
+    ``fresh`` old is as good as the runner's own: each runner measures the folder again
+    every WATCH_INTERVAL seconds (job_runner/folder_room.py) and stops its job there."""
+
+    def __init__(self, fresh: float = WATCH_INTERVAL) -> None:
+        self.fresh = fresh
+        self._known: dict[Path, tuple[float, int]] = {}
+
+    def measure(self, limit: int | None, job_dir: Path) -> JobFilesRoom | None:
+        """The room for the owner of the job whose folder is ``job_dir``
+        (``<their folder>/.nbjobs/jobs/<id>``); None when there is no
+        ``storage.max_job_files``. Call it off the event loop: it may walk their
+        ``.nbjobs``."""
+        if limit is None:
+            return None
+        folder = job_dir.parents[len(JOBS_DIR.parts)]
+        now = time.monotonic()
+        known = self._known.get(folder)
+        if known is None or now - known[0] >= self.fresh:
+            known = self._known[folder] = (now, job_files_size(folder))
+            if len(self._known) > 1000:  # the owners of the last moments are enough
+                for stale in [f for f, (at, _) in self._known.items() if now - at >= self.fresh]:
+                    del self._known[stale]
+        return JobFilesRoom(limit, known[1], folder / JOBS_DIR.parts[0])

@@ -193,3 +193,26 @@ async def test_each_user_sees_their_space_and_admins_everyones(tmp_path):
         rf"results are written in {re.escape(str(svc.home('ada')))} \(\S+ \S+ free there\)", out
     )
     assert "an ended job's input is removed 7 days after it ended" in out
+
+
+def test_a_burst_of_starts_walks_an_owners_folder_once_a_moment(tmp_path):
+    # 200 jobs started at once walked their owner's growing .nbjobs 200 times; a figure
+    # a moment old is as good as the runner's own, which measures every 2 s anyway
+    from nbjobs.job_service.retention import StartRooms
+
+    jobs = tmp_path / "ada" / ".nbjobs" / "jobs"
+    (jobs / "a").mkdir(parents=True)
+    (jobs / "a" / "log.txt").write_bytes(b"x" * 1000)
+    rooms = StartRooms(fresh=3600)
+    first = rooms.measure(10_000, jobs / "a")
+    (jobs / "b").mkdir()
+    (jobs / "b" / "log.txt").write_bytes(b"x" * 500)
+    second = rooms.measure(10_000, jobs / "b")
+    assert first is not None and second is not None
+    assert (first.used, second.used, second.limit) == (1000, 1000, 10_000)
+    assert second.folder == tmp_path / "ada" / ".nbjobs"
+    # another owner is measured on their own; once the figure is old, it is measured anew
+    assert rooms.measure(10_000, tmp_path / "bob" / ".nbjobs" / "jobs" / "c").used == 0
+    rooms.fresh = 0.0
+    assert rooms.measure(10_000, jobs / "b").used == 1500
+    assert rooms.measure(None, jobs / "b") is None  # no storage.max_job_files: no room
