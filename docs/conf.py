@@ -8,7 +8,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
-from nbjobs.cli import package_version  # noqa: E402
+from nbjobs.version import package_version  # noqa: E402
 
 project = "nbjobs"
 author = "the nbjobs team"

@@ -37,7 +37,7 @@ from .metrics import render as render_metrics
 
 class HealthHandler(APIHandler):
     async def get(self) -> None:
-        from nbjobs.cli import package_version
+        from nbjobs.version import package_version
 
         self.finish({"status": "ok", "version": package_version(), "user": self.caller.name})
 

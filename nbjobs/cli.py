@@ -13,9 +13,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 from nbjobs.job_runner.lean_imports import decline_format_checkers
+from nbjobs.version import package_version
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ CLIENT = "nbjobs.client.cli"
 REPORTS = "nbjobs.client.reports"
 #: every command, in the order ``nbjobs --help`` lists them
 COMMANDS: dict[str, Command] = {
-    "demo": Command("nbjobs.demo", "main", "start the single-machine demo", "demo_parser"),
+    "demo": Command("nbjobs.programs.demo", "main", "start the single-machine demo", "demo_parser"),
     "service": Command("nbjobs.job_service.app", "main", "run the job service", None),
     "submit": Command(CLIENT, "submit", "submit a notebook as a job", "submit_parser"),
     "list": Command(CLIENT, "list_jobs", "list your jobs", "list_parser"),
@@ -105,13 +105,13 @@ COMMANDS: dict[str, Command] = {
         "nbjobs.check", "main", "check an nbjobs.yaml before you use it (admins)", "check_parser"
     ),
     "install": Command(
-        "nbjobs.install",
+        "nbjobs.programs.install",
         "install",
         "set up a class on this GPU server as root: hub, job service, accounts (admins)",
         "install_parser",
     ),
     "uninstall": Command(
-        "nbjobs.install",
+        "nbjobs.programs.install",
         "uninstall",
         "remove what nbjobs install made (admins)",
         "uninstall_parser",
@@ -146,14 +146,6 @@ def command_parsers(name: str) -> dict[str, argparse.ArgumentParser]:
 def all_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command line's argument parser, by what follows ``nbjobs``."""
     return {full: parser for name in COMMANDS for full, parser in command_parsers(name).items()}
-
-
-def package_version() -> str:
-    """The installed distribution's version, or "unknown" from a bare checkout."""
-    try:
-        return version("nbjobs")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def usage() -> str:

@@ -16,7 +16,7 @@ echo "==> mypy"
 stage=build/typecheck/nbjobs
 rm -rf build/typecheck && mkdir -p "$stage"
 for f in nbjobs/*.py nbjobs/client; do ln -s "$PWD/$f" "$stage/"; done
-for part in job_runner job_service server_extension spawner hub_config; do
+for part in job_runner job_service server_extension spawner hub_config programs; do
     [ -f "$part/__init__.py" ] && ln -s "$PWD/$part" "$stage/$part"
 done
 (cd build/typecheck && mypy --config-file ../../pyproject.toml -p nbjobs)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from nbjobs.programs.install import commands, server_config, shell_line
 
 from nbjobs.config import parse_config
-from nbjobs.install import commands, server_config, shell_line
 
 
 def test_a_server_with_two_gpus_gets_a_flavor_for_one_and_for_both():

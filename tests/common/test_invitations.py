@@ -14,8 +14,7 @@ from nbjobs.hub_config.invitations import (
     hub_login_lines,
     invite_without_password,
 )
-
-from nbjobs.install import Installer, install_parser
+from nbjobs.programs.install import Installer, install_parser
 
 DAY = 24 * 3600.0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -63,3 +64,54 @@ def test_no_module_grows_past_the_line_limit():
     assert too_long == {}, (
         f"past {MAX_LINES} lines (or longer than when the limit came in): split them by concern"
     )
+
+
+#: the parts above the shared base, by the package a wheel puts them in
+ABOVE_BASE = ("job_service", "hub_config", "spawner", "server_extension", "programs")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports (at its top or inside a function), absolute names."""
+    tree = ast.parse(path.read_text())
+    package = ".".join(["nbjobs", *path.relative_to(ROOT).parent.parts])
+    if path.relative_to(ROOT).parts[0] == "nbjobs":
+        package = ".".join(path.relative_to(ROOT).parent.parts)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            found |= {f"{base}.{alias.name}" for alias in node.names} | {base}
+    return found
+
+
+def reaches(modules: set[str], packages: tuple[str, ...]) -> set[str]:
+    return {m for m in modules for p in packages if m == p or m.startswith(p + ".")}
+
+
+def test_no_loop_between_the_parts():
+    # The shared base (configuration, models, storage, units, the CLI's dispatch by
+    # name) imports no part; no part imports the programs that assemble them (the demo,
+    # the installer) or the CLI; the runner imports nothing of nbjobs but itself.
+    base = [p for p in (ROOT / "nbjobs").rglob("*.py") if "labextension" not in p.parts]
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {sorted(reached)}"
+        for path in base
+        if (reached := reaches(imported_modules(path), tuple(f"nbjobs.{p}" for p in ABOVE_BASE)))
+    ]
+    for part in ("job_runner", "job_service", "hub_config", "spawner", "server_extension"):
+        for path in (ROOT / part).rglob("*.py"):
+            reached = reaches(imported_modules(path), ("nbjobs.programs", "nbjobs.cli"))
+            if part == "job_runner":
+                reached |= {
+                    m
+                    for m in imported_modules(path)
+                    if m.startswith("nbjobs.") and not m.startswith("nbjobs.job_runner")
+                }
+            if reached:
+                offenders.append(f"{path.relative_to(ROOT)} imports {sorted(reached)}")
+    assert offenders == []

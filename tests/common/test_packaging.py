@@ -47,6 +47,7 @@ def test_parts_are_subpackages_not_top_level_modules(wheel):
     assert "nbjobs/job_runner/__main__.py" in names
     assert "nbjobs/server_extension/__init__.py" in names
     assert "nbjobs/examples/hello.ipynb" in names  # what `nbjobs demo` runs
+    assert "nbjobs/programs/demo.py" in names  # `nbjobs demo` itself
     # the dashboard's page: its built script and style, not its TypeScript
     assert {"nbjobs/dashboard_static/dashboard.js", "nbjobs/dashboard_static/dashboard.css"} <= set(
         names

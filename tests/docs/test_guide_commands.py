@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from nbjobs.programs.demo import Ports, prepare
 
-from nbjobs.demo import Ports, prepare
 from nbjobs.storage import escape_username
 
 from ..hub.hubproc import free_port, running_hub

@@ -12,10 +12,9 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+from nbjobs.programs import demo_inbox
+from nbjobs.programs.demo_inbox import Inbox, smtp_protocol, webhook_key
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-
-from nbjobs import demo_inbox
-from nbjobs.demo_inbox import Inbox, smtp_protocol, webhook_key
 
 from .hubproc import free_port
 

@@ -208,7 +208,8 @@ def test_a_burst_of_starts_walks_an_owners_folder_once_a_moment(tmp_path):
     (jobs / "b").mkdir()
     (jobs / "b" / "log.txt").write_bytes(b"x" * 500)
     second = rooms.measure(10_000, jobs / "b")
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert (first.used, second.used, second.limit) == (1000, 1000, 10_000)
     assert second.folder == tmp_path / "ada" / ".nbjobs"
     # another owner is measured on their own; once the figure is old, it is measured anew

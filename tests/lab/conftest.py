@@ -1,6 +1,6 @@
 """A real JupyterHub (the demo's machinery) and a real browser (Debian's chromium).
 
-The hub is set up by `nbjobs.demo.prepare` and then given a config of our own:
+The hub is set up by `nbjobs.programs.demo.prepare` and then given a config of our own:
 one CPU slot, so a second job visibly waits; four GPU ids for the local
 backend (no GPU is needed: a job only gets CUDA_VISIBLE_DEVICES), so the dialog
 counts free GPUs and jobs of two flavors run side by side; and a flavor this
@@ -27,9 +27,9 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from nbjobs.programs.demo import PASSWORD, Ports, prepare
 from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_playwright
 
-from nbjobs.demo import PASSWORD, Ports, prepare
 from tests.machine import INSTANCE, this_runs
 from tests.ports import free_port
 

@@ -15,9 +15,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from nbjobs.programs.demo import PASSWORD
 from playwright.sync_api import Page, Playwright, expect
-
-from nbjobs.demo import PASSWORD
 
 from .conftest import (
     ARTIFACTS,

@@ -9,7 +9,7 @@ Everything lives in ``--workdir`` (default ``.nbjobs-demo``).
 Every role's flow can be tried: the class is one tess manages (roster, flavors, a
 GPU-hour budget; made once, then hers to change), a flavor needs a teacher's or an
 admin's approval, and the job service's mail and webhooks land in the demo's inbox
-(:mod:`nbjobs.demo_inbox`, the hub's *Services* menu), where each user reads their own.
+(:mod:`nbjobs.programs.demo_inbox`, the hub's *Services* menu), where each user reads their own.
 
 Started as root, it keeps the users apart as a real one-machine install does:
 each demo user gets an OS account of their own (``demo-ada``, ...) that their
@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
+from nbjobs.programs import demo_inbox
 
-from nbjobs import demo_inbox
 from nbjobs.storage import escape_username
 
 # In the wheel the examples sit inside the package; in a checkout, beside it.
@@ -68,7 +68,7 @@ if os.geteuid() == 0:  # servers run as the hub's user: let jupyter-server run a
 {showcase}"""
 
 #: the demo's own additions to the hub: its inbox, and (first start only) its class
-SHOWCASE = """from nbjobs.demo_inbox import add_to_hub
+SHOWCASE = """from nbjobs.programs.demo_inbox import add_to_hub
 add_to_hub(c, {workdir!r}, http_port={inbox_port}, smtp_port={smtp_port})
 """
 SEED_CLASS = (

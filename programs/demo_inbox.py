@@ -104,7 +104,7 @@ def add_to_hub(c: Any, workdir: str, http_port: int, smtp_port: int) -> None:
             "command": [
                 sys.executable,
                 "-m",
-                "nbjobs.demo_inbox",
+                "nbjobs.programs.demo_inbox",
                 f"--workdir={workdir}",
                 f"--smtp-port={smtp_port}",
             ],
@@ -352,7 +352,9 @@ async def serve(workdir: Path, smtp_port: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbjobs.demo_inbox", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m nbjobs.programs.demo_inbox", description=__doc__
+    )
     parser.add_argument("--workdir", required=True, help="the demo's folder")
     parser.add_argument("--smtp-port", type=int, required=True, help="the SMTP port")
     args = parser.parse_args(argv)

@@ -38,11 +38,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from nbjobs.hub_config import local_hub_lines
 from nbjobs.hub_config.invitations import hub_login_lines, invite_without_password
 
-from .instances import (
+from nbjobs.instances import (
     Settings,
     accounts_of,
     instance_for,
@@ -707,7 +706,7 @@ def uninstall(argv: Sequence[str] | None = None) -> int:
     stopped = _stop_processes(config_dir)
     if stopped:
         say(f"stopped {stopped} process(es) of the hub and the job service")
-    from .accounts import remove_account
+    from nbjobs.accounts import remove_account
 
     # this install's own accounts only: another nbjobs's here (its mark, its homes) stay
     for name in accounts_of(settings):
@@ -745,7 +744,7 @@ def _stop_processes(config_dir: Path) -> int:
     what they started."""
     import psutil
 
-    from .processes import stop_processes
+    from nbjobs.processes import stop_processes
 
     marks = (str(config_dir / "jupyterhub_config.py"), str(config_dir / "nbjobs.yaml"))
     ours = []
