@@ -1,13 +1,12 @@
 """Job records, through SQLAlchemy: SQLite by default, any SQLAlchemy URL (PostgreSQL) by config.
 
-The schema is created on start and upgraded in place: a column added in a
-later version is added to an existing table (``upgrade_schema``); the
-version reached is kept in ``nbjobs_schema``.
+The tables are made and changed by Alembic revisions alone (``job_service/migrations``),
+applied on start (:func:`upgrade_schema`); the schema version reached is also kept in
+``nbjobs_schema``, where releases from before Alembic read it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -26,14 +25,11 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    bindparam,
     create_engine,
     event,
     func,
     inspect,
-    select,
     text,
-    update,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -42,9 +38,10 @@ from sqlalchemy.types import TypeDecorator
 
 from nbjobs.models import ACTIVE_STATES
 
-#: The tables' version, recorded in ``nbjobs_schema``. Bump it with every change to a
-#: table (tests/job_service/test_schema_version.py keeps each version's outline and fails
-#: on a change left unbumped), so that a database says which nbjobs last shaped it.
+#: The tables' version: the newest revision's number (0008 reaches 8), also recorded in
+#: ``nbjobs_schema``. Every change to a table is a new revision that bumps it
+#: (tests/job_service/test_schema_version.py keeps each version's outline and fails on a
+#: change without one), so that a database says which nbjobs last shaped it.
 #: 1: every table up to nbjobs 0.1 (columns were added without a bump);
 #: 2: the same tables, numbered from here on;
 #: 3: ``nbjobs_usage_kept``, the dated GPU time of deleted jobs (budgets and reports);
@@ -55,7 +52,8 @@ from nbjobs.models import ACTIVE_STATES
 #:    and ``usage_rolled`` on ``nbjobs_jobs`` and ``nbjobs_usage_kept``; credits
 #:    (job_service/credits.py): ``nbjobs_credit_accounts``, ``nbjobs_credit_entries``
 #:    (kept by triggers) and the jobs' ``credit_*`` columns (revision 0006);
-#: 7: ``nbjobs_jobs.nodes``, the nodes a multi-node job spans (None: one);
+#: 7: ``nbjobs_jobs.nodes``, the nodes a multi-node job spans (None: one; revision 0008,
+#:    which adds it where the service of schema 7 had not at its start);
 #: 8: ``nbjobs_users``, which person of each hub name the service knows, and
 #:    ``nbjobs_deleted_users``, the users retired (job_service/deleted_users.py; revision 0007).
 SCHEMA_VERSION = 8
@@ -490,120 +488,100 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def upgrade_schema(engine: Engine) -> None:
-    """Create missing tables, add columns a newer version defines, record the version.
+    """Bring the job database to the newest revision (``job_service/migrations``): a new
+    database is made by the revisions from the base one, one from before Alembic is
+    brought under it by the base revision (which adds what it lacks), and the schema
+    version reached is recorded in ``nbjobs_schema`` too, where older releases look.
+    Says in the log what changed.
 
-    A database a newer nbjobs shaped is used as it is (an older version ignores what it
-    does not know) and said so in the log; its version is left as it was.
+    A database a newer nbjobs shaped (a revision this one does not know) is used as it
+    is (an older version ignores what it does not know) and said so in the log.
     """
-    existing = set(inspect(engine).get_table_names())
-    # a new database is made whole, without asking after each table and index first
-    Base.metadata.create_all(engine, checkfirst=bool(existing))
-    inspector = inspect(engine)
-    added: set[tuple[str, str]] = set()
-    with engine.begin() as conn:
-        for table in Base.metadata.sorted_tables if existing else ():
-            have = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name not in have:
-                    kind = column.type.compile(dialect=engine.dialect)
-                    conn.execute(
-                        text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
-                    )
-                    added.add((table.name, column.name))
-            # indexes of columns added later (a UNIQUE one cannot be added with a column)
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
-        if ("nbjobs_jobs", "gpu_seconds_held") in added:
-            _fill_gpu_seconds_held(conn)
-        current = conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()
-        if current is not None and current > SCHEMA_VERSION:
-            log.warning(
-                "nbjobs: the job database was shaped by a newer nbjobs (schema version %s; "
-                "this one knows %s): it is used as it is, but what the newer version "
-                "recorded may not make sense here; to go back for good, restore the backup "
-                "taken before the upgrade",
-                current,
-                SCHEMA_VERSION,
-            )
-            return
-        if current is None or current < SCHEMA_VERSION:
-            conn.execute(text("DELETE FROM nbjobs_schema"))
-            conn.execute(
-                text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION}
-            )
-    migrated = run_migrations(engine)
-    made = sorted(t.name for t in Base.metadata.sorted_tables if t.name not in existing)
-    if existing & {t.name for t in Base.metadata.sorted_tables} and (
-        current != SCHEMA_VERSION or made or added
-    ):
-        log.info(
-            "nbjobs: upgraded the job database from schema version %s to %s (new tables: "
-            "%s; new columns: %s)",
-            current if current is not None else "unknown",
-            SCHEMA_VERSION,
-            ", ".join(made) or "none",
-            ", ".join(f"{t}.{c}" for t, c in sorted(added)) or "none",
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.util.exc import CommandError
+
+    config = _alembic_config()
+    script = _script(config)
+    before = _tables_and_columns(engine)
+    with engine.connect() as conn:
+        revision = MigrationContext.configure(conn).get_current_revision()
+        recorded = (
+            conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()
+            if "nbjobs_schema" in {table for table, _ in before}
+            else None
         )
-    if migrated:
-        log.info("nbjobs: applied the job database's migrations %s", ", ".join(migrated))
+    try:
+        known = revision is None or script.get_revision(revision) is not None
+    except CommandError:
+        known = False
+    if not known or (recorded is not None and recorded > SCHEMA_VERSION):
+        shaped = (
+            f"schema version {recorded}"
+            if recorded is not None and recorded > SCHEMA_VERSION
+            else f"revision {revision}, which this one does not have"
+        )
+        log.warning(
+            "nbjobs: the job database was shaped by a newer nbjobs (%s; this one knows %s): "
+            "it is used as it is, but what the newer version recorded may not make sense "
+            "here; to go back for good, restore the backup taken before the upgrade",
+            shaped,
+            SCHEMA_VERSION,
+        )
+        return
+    head = script.get_current_head()
+    if revision == head and recorded == SCHEMA_VERSION:
+        return
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+        conn.execute(text("DELETE FROM nbjobs_schema"))
+        conn.execute(text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION})
+    if not before:
+        return  # a new database: nothing to tell
+    after = _tables_and_columns(engine)
+    after = {(t, c) for t, c in after if t != "alembic_version"}  # Alembic's, not ours
+    tables = sorted({t for t, _ in after} - {t for t, _ in before})
+    columns = sorted((t, c) for t, c in after - before if c and t not in tables)
+    applied = [r.revision for r in script.iterate_revisions(head, revision)]
+    log.info(
+        "nbjobs: upgraded the job database from schema version %s to %s (revisions %s; "
+        "new tables: %s; new columns: %s)",
+        recorded if recorded is not None else "unknown",
+        SCHEMA_VERSION,
+        ", ".join(sorted(applied)) or "none",
+        ", ".join(tables) or "none",
+        ", ".join(f"{t}.{c}" for t, c in columns) or "none",
+    )
 
 
 #: where the job database's Alembic revisions are (job_service/migrations)
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 
-def run_migrations(engine: Engine) -> list[str]:
-    """Bring the database to the newest Alembic revision; the revisions applied.
-
-    The base revision stands for schema version 4, which :func:`upgrade_schema`'s own
-    steps reach first (a new database is made there); each later change to the tables
-    is a revision after it.
-    """
-    from alembic import command
+def _alembic_config() -> Any:
     from alembic.config import Config
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
 
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its steps; ours says what ran
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    script = ScriptDirectory.from_config(config)
-    with engine.connect() as conn:
-        before = MigrationContext.configure(conn).get_current_revision()
-    head = script.get_current_head()
-    if before == head:
-        return []
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "head")
-    passed = script.iterate_revisions(head, before)
-    # the base stands for what upgrade_schema made: only the revisions after it are news
-    return sorted(rev.revision for rev in passed if rev.down_revision is not None)
+    return config
 
 
-def _fill_gpu_seconds_held(conn: Any) -> None:
-    """Jobs that ended before the column existed: their GPU-seconds held, worked out once
-    from their start and end (in Python: time arithmetic differs between databases)."""
-    query = select(
-        JobRecord.id, JobRecord.gpu_count, JobRecord.started_at, JobRecord.finished_at
-    ).where(JobRecord.finished_at.is_not(None), JobRecord.started_at.is_not(None))
-    try:
-        rows = conn.execute(query).all()
-    except (TypeError, ValueError):  # a damaged row: the rows are read one by one
-        rows = []
-        for (job_id,) in conn.execute(query.with_only_columns(JobRecord.id)).all():
-            with contextlib.suppress(TypeError, ValueError):
-                rows.extend(conn.execute(query.where(JobRecord.id == job_id)).all())
-    values = []
-    for job_id, gpu_count, started, finished in rows:
-        try:
-            held = max(0.0, (finished - started).total_seconds()) * int(gpu_count or 0)
-        except (TypeError, ValueError):
-            continue  # a damaged row: left without
-        values.append({"job_id": job_id, "held": held})
-    if values:
-        fill = update(JobRecord).where(JobRecord.id == bindparam("job_id"))
-        conn.execute(fill.values(gpu_seconds_held=bindparam("held")), values)
+def _script(config: Any) -> Any:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(config)
+
+
+def _tables_and_columns(engine: Engine) -> set[tuple[str, str]]:
+    """Each table of the database (with "" for the table itself) and each of its columns."""
+    inspector = inspect(engine)
+    found = set()
+    for table in inspector.get_table_names():
+        found.add((table, ""))
+        found |= {(table, column["name"]) for column in inspector.get_columns(table)}
+    return found
 
 
 def engine_of(sessions: sessionmaker[Session]) -> Engine:

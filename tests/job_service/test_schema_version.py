@@ -43,7 +43,8 @@ def outline() -> str:
 
 def test_a_change_to_the_tables_comes_with_a_new_schema_version():
     assert outline() == OUTLINES.get(SCHEMA_VERSION), (
-        "the tables changed: bump SCHEMA_VERSION in job_service/db.py and add "
+        "the tables changed: add a revision that changes them (job_service/migrations), "
+        "bump SCHEMA_VERSION in job_service/db.py to its number and add "
         f"{SCHEMA_VERSION if SCHEMA_VERSION not in OUTLINES else SCHEMA_VERSION + 1}: "
         f"{outline()!r} to OUTLINES here"
     )
@@ -66,6 +67,7 @@ def test_an_older_database_is_upgraded_and_the_log_says_what_was_added(tmp_path,
         conn.execute(sqlalchemy.text("DROP TABLE nbjobs_definition_runs"))
         conn.execute(sqlalchemy.text("ALTER TABLE nbjobs_jobs DROP COLUMN gpu_seconds_held"))
         conn.execute(sqlalchemy.text("UPDATE nbjobs_schema SET version = 1"))
+        conn.execute(sqlalchemy.text("DROP TABLE alembic_version"))  # from before Alembic
     engine.dispose()
 
     with caplog.at_level(logging.INFO, "nbjobs.job_service"):
@@ -137,12 +139,24 @@ CAME_LATER = {
 }
 
 
+#: the newest revision each release of a schema version had run (schema 7's service
+#: added its column itself at its start, its newest revision was 6's); none before 5
+REVISION_OF = {5: "0005", 6: "0006", 7: "0006"}
+
+
 def as_of(url: str, version: int) -> None:
-    """Make the database at ``url`` (today's tables) look as ``version`` left it, from
-    before Alembic: no alembic_version, and none of what came after it."""
+    """Make the database at ``url`` (today's tables) look as ``version`` left it: none
+    of what came after it, and the revision that release recorded (none from before
+    Alembic, versions 1 to 4)."""
     engine = sqlalchemy.create_engine(url)
     with engine.begin() as conn:
-        conn.execute(sqlalchemy.text("DROP TABLE alembic_version"))
+        if version in REVISION_OF:
+            conn.execute(
+                sqlalchemy.text("UPDATE alembic_version SET version_num = :r"),
+                {"r": REVISION_OF[version]},
+            )
+        else:
+            conn.execute(sqlalchemy.text("DROP TABLE alembic_version"))
         for later in range(SCHEMA_VERSION, version, -1):
             tables, columns, indexes = CAME_LATER[later]
             for index in indexes:
@@ -212,3 +226,49 @@ def test_a_database_at_revision_0004_gains_the_audit_table(tmp_path):
     engine.dispose()
     assert revision == [(ScriptDirectory(str(MIGRATIONS)).get_current_head(),)]
     assert versions(url) == [SCHEMA_VERSION]
+
+
+def test_the_schema_version_is_the_newest_revisions_number():
+    assert int(ScriptDirectory(str(MIGRATIONS)).get_current_head()) == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_new_database_made_by_the_revisions_has_every_table_and_column(
+    tmp_path, request, database
+):
+    # the revisions alone make the tables: none is made from the models any more, so a
+    # model's table or column no revision makes would be missing here
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    else:
+        url = new_postgres_database(request.getfixturevalue("postgres_url"), tmp_path)
+    connect(url).kw["bind"].dispose()
+    engine = sqlalchemy.create_engine(url)
+    inspector = sqlalchemy.inspect(engine)
+    for table in ALL.sorted_tables:
+        have = {c["name"]: c for c in inspector.get_columns(table.name)}
+        assert set(have) == {c.name for c in table.columns}, table.name
+        for column in table.columns:  # those made with their tables are as the models say
+            if column.primary_key:
+                assert not have[column.name]["nullable"], (table.name, column.name)
+        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        assert {i.name for i in table.indexes} <= indexes, table.name
+    engine.dispose()
+
+
+def test_a_database_at_a_revision_this_nbjobs_lacks_is_used_and_said_so(tmp_path, caplog):
+    url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
+    connect(url).kw["bind"].dispose()
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text("UPDATE alembic_version SET version_num = '0099'"))
+    engine.dispose()
+    with caplog.at_level(logging.INFO, "nbjobs.job_service"):
+        sessions = connect(url)
+    with sessions() as session:
+        assert session.scalar(sqlalchemy.text("SELECT count(*) FROM nbjobs_jobs")) == 0
+    sessions.kw["bind"].dispose()
+    [said] = [r.getMessage() for r in caplog.records if "newer nbjobs" in r.getMessage()]
+    assert f"(revision 0099, which this one does not have; this one knows {SCHEMA_VERSION})" in (
+        said
+    )

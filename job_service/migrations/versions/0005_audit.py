@@ -1,8 +1,8 @@
 """nbjobs_audit: who read another person's job log or result (job_service/audit.py).
 
-The service's start makes every table its models define before the revisions run
-(``db.upgrade_schema``), so the table may be there already: it is made here only when
-it is not.
+A service from before the revisions alone shaped the database made every table its
+models define at its start, so the table may be there already: it is made here only
+where it is not.
 
 Revision ID: 0005
 Revises: 0004

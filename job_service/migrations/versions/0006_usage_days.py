@@ -1,8 +1,9 @@
 """Usage sums per day (``nbjobs_usage_days``), ``usage_rolled`` on the jobs and the kept
 usage of deleted jobs (job_service/usage.py); credits (job_service/credits.py).
 
-The service's start makes the new tables and adds the columns before the revisions run
-(``db.upgrade_schema``), as nullable columns with no value. Here:
+Here the tables are made and the columns added (nullable: the rows there have no value
+for them; a table or column a service from before Alembic made at its start is kept),
+and then:
 
 - every existing row is marked as not summed yet, so that the first round of the usage
   sums adds the whole history (a report counts those jobs one by one until then);
@@ -19,6 +20,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nbjobs.job_service.migrations.steps import ensure_table
+
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
@@ -28,9 +31,48 @@ depends_on = None
 KEPT = "credit entries are kept: grant or take back credits instead"
 
 
+#: the condition of the partial indexes of what is not summed yet
+NOT_ROLLED = "usage_rolled = false"
+#: the condition of the partial index of jobs whose credits are held, not charged yet
+UNCHARGED = "credit_account IS NOT NULL AND credits_charged = false"
+
+
 def upgrade() -> None:
-    # made by the service's start when its model is loaded; made here when it is not
-    # (a tool that opens the database alone): its triggers need it
+    ensure_table(
+        "nbjobs_jobs",
+        sa.Column("usage_rolled", sa.Boolean(), nullable=True),
+        sa.Column("credit_account", sa.String(length=300), nullable=True),
+        sa.Column("credit_hold", sa.Float(), nullable=True),
+        sa.Column("credit_price", sa.Float(), nullable=True),
+        sa.Column("credits_charged", sa.Boolean(), nullable=True),
+        indexes=[
+            ("ix_nbjobs_jobs_unrolled", ["started_at"], False, NOT_ROLLED),
+            ("ix_nbjobs_jobs_uncharged", ["credit_account"], False, UNCHARGED),
+        ],
+    )
+    ensure_table(
+        "nbjobs_usage_kept",
+        sa.Column("usage_rolled", sa.Boolean(), nullable=True),
+        indexes=[("ix_nbjobs_usage_kept_unrolled", ["started_at"], False, NOT_ROLLED)],
+    )
+    ensure_table(
+        "nbjobs_usage_days",
+        sa.Column("breakdown", sa.String(length=8), nullable=False),
+        sa.Column("day", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(length=255), nullable=False),
+        sa.Column("allocated", sa.Float(), nullable=False),
+        sa.Column("busy", sa.Float(), nullable=False),
+        sa.Column("cost", sa.Float(), nullable=True),
+        sa.Column("began", sa.Integer(), nullable=False),
+        sa.Column("ran", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("breakdown", "day", "name"),
+    )
+    ensure_table(
+        "nbjobs_credit_accounts",
+        sa.Column("name", sa.String(length=300), nullable=False),
+        sa.Column("made_at", sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("name"),
+    )
     if not sa.inspect(op.get_bind()).has_table("nbjobs_credit_entries"):
         op.create_table(
             "nbjobs_credit_entries",

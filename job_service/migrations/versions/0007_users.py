@@ -1,9 +1,9 @@
 """nbjobs_users and nbjobs_deleted_users: which person of each hub name the service
 knows, and the users it retired (job_service/deleted_users.py).
 
-The service's start makes every table its models define before the revisions run
-(``db.upgrade_schema``), so the tables may be there already: each is made here only when
-it is not.
+A service from before the revisions alone shaped the database made every table its
+models define at its start, so the tables may be there already: each is made here only
+where it is not.
 
 Revision ID: 0007
 Revises: 0006
