@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-
 from nbjobs.job_service.migrations.steps import ensure_table
 
 revision = "0006"

@@ -11,7 +11,6 @@ Revises: 0007
 from __future__ import annotations
 
 import sqlalchemy as sa
-
 from nbjobs.job_service.migrations.steps import ensure_table
 
 revision = "0008"
