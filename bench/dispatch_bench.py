@@ -61,6 +61,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests/, and this checkout's nbjobs before any other
 
+from nbjobs.job_runner.lean_imports import decline_format_checkers  # noqa: E402
+
+# as in `nbjobs service` itself: each of the bench's processes (the service, the fake
+# API server, the lister) would spend 1.4 s of CPU on jsonschema's IRI grammar otherwise
+decline_format_checkers()
+
 from nbjobs.job_service.app import JobServiceApp  # noqa: E402
 
 from bench.dispatch_report import (  # noqa: E402

@@ -132,7 +132,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Under pytest-xdist the workers take files in this order: the longest first, so that
     none is left to start at the end while the other workers stand idle (the order of the
     tests within a file does not change)."""
-    if config.getvalue("dist") != "loadgroup":
+    # a worker's own dist is "no" (pytest-xdist sets it so); it keeps loadgroup apart
+    if config.getvalue("dist") != "loadgroup" and not getattr(config.option, "loadgroup", False):
         return
     items.sort(key=lambda item: _expected_length(item.nodeid.split("::", 1)[0]))
 
