@@ -38,10 +38,13 @@ def ensure_table(name: str, *elements: Any, indexes: list[IndexSpec] | None = No
     for index, columns, unique, where in indexes or []:
         if index in present_indexes:
             continue
-        condition = {} if where is None else {f"{d}_where": sa.text(where) for d in DIALECTS}
-        op.create_index(index, name, columns, unique=unique, **condition)
+        condition = None if where is None else sa.text(where)  # a partial index's
+        op.create_index(
+            index,
+            name,
+            columns,
+            unique=unique,
+            sqlite_where=condition,
+            postgresql_where=condition,
+        )
     return added
-
-
-#: the databases nbjobs keeps its jobs in
-DIALECTS = ("sqlite", "postgresql")

@@ -37,7 +37,6 @@ MAX_LINES = 800
 #: modules that were past the limit when it came in (issue 45), each held to its length
 #: then until it is split: none may grow, and the limit holds for every other
 STILL_TOO_LONG = {
-    "job_service/dashboard/ui/main.ts": 1861,
     "job_service/service.py": 1196,
 }
 

@@ -3,7 +3,9 @@
  * retired so far, and deleting one here. */
 
 import { Api, IDeletedUser, IUsersView } from './api';
+import { h, table } from './dom';
 import { when } from './format';
+import { Page } from './page';
 
 type Child = Node | string | null | undefined | false;
 
@@ -105,4 +107,18 @@ export async function usersView(
       ? table(['User', 'Noticed', 'Why', 'What was done', 'Left to do'], rows, 'Deleted users')
       : h('p', {}, 'No user has been deleted.')
   ];
+}
+
+/** The Users view in the page: drawn there when it is still the one shown. */
+export async function usersPage(page: Page, said = ''): Promise<void> {
+  let content: HTMLElement[];
+  try {
+    content = await usersView(page.api, { h, table }, again => void usersPage(page, again), said);
+  } catch (error) {
+    page.fail(error);
+    return;
+  }
+  if (page.view === 'users') {
+    page.main.replaceChildren(...content);
+  }
 }

@@ -1,0 +1,90 @@
+/** The dashboard's Approvals (teachers, admins): the jobs that wait for a person's yes,
+ * approved or rejected with a reason. */
+
+import { IJob } from './api';
+import { Said, h, table } from './dom';
+import { when } from './format';
+import { Page } from './page';
+
+export async function approvalsView(page: Page, said: Said = ''): Promise<void> {
+  let jobs: IJob[];
+  try {
+    jobs = await page.api.get<IJob[]>('dashboard/approvals');
+  } catch (error) {
+    page.fail(error);
+    return;
+  }
+  const status = page.view === 'approvals' ? page.statusLine(said) : null;
+  if (!status) {
+    return;
+  }
+  const failed = (error: unknown): void => {
+    status.textContent = (error as Error).message;
+    status.className = 'nbjobs-Error';
+  };
+  const decide = (job: IJob): HTMLElement => {
+    const id = `nbjobs-why-${job.id}`;
+    const why = h('input', {
+      type: 'text',
+      id,
+      maxlength: '500',
+      placeholder: 'why not (its owner reads it)'
+    }) as HTMLInputElement;
+    const approve = h('button', { type: 'button', 'data-action': 'approve' }, 'Approve');
+    const reject = h('button', { type: 'button', 'data-action': 'reject' }, 'Reject');
+    approve.addEventListener('click', () => {
+      void (async () => {
+        try {
+          await page.api.post(`jobs/${job.id}/approve`);
+          await approvalsView(page, `Approved ${job.user}'s job ${job.id}: it is queued.`);
+        } catch (error) {
+          failed(error);
+        }
+      })();
+    });
+    reject.addEventListener('click', () => {
+      if (!why.value.trim()) {
+        failed(new Error(`Say why ${job.user}'s job is rejected: they read it.`));
+        why.focus();
+        return;
+      }
+      void (async () => {
+        try {
+          await page.api.post(`jobs/${job.id}/reject`, { reason: why.value.trim() });
+          await approvalsView(page, `Rejected ${job.user}'s job ${job.id}; they are told why.`);
+        } catch (error) {
+          failed(error);
+        }
+      })();
+    });
+    return h(
+      'span',
+      { class: 'nbjobs-Actions' },
+      approve,
+      h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${job.user}'s job is rejected`),
+      why,
+      reject
+    );
+  };
+  const rows = jobs.map(job => [
+    h('span', {}, job.name, h('br'), h('code', {}, job.id)),
+    job.user,
+    job.flavor,
+    job.path,
+    Object.keys(job.parameters).length ? h('code', {}, JSON.stringify(job.parameters)) : 'none',
+    when(job.submitted_at),
+    decide(job)
+  ]);
+  page.main.replaceChildren(
+    h('h2', {}, `Approvals: ${jobs.length} waiting`),
+    status,
+    jobs.length
+      ? table(['Job', 'User', 'Flavor', 'Notebook', 'Parameters', 'Asked', ''], rows, 'Approvals')
+      : h('p', {}, 'No job waits for your approval.'),
+    h(
+      'p',
+      { class: 'nbjobs-Hint' },
+      'An approved job joins the queue; a rejected one is cancelled with your reason. A request nobody answers in time is cancelled: its student was told when.'
+    )
+  );
+}
