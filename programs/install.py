@@ -217,7 +217,7 @@ class Installer:
         """Why this machine cannot be set up; None when it can."""
         if os.geteuid() != 0:
             return "run it as root (sudo nbjobs install): it makes accounts, folders and units"
-        from .accounts import closed_to_others
+        from nbjobs.accounts import closed_to_others
 
         for path in (Path(sys.executable).resolve(), Path(__file__).resolve()):
             closed = closed_to_others(path)
@@ -433,7 +433,7 @@ class Installer:
         }
 
     def check_config(self) -> str | None:
-        from .config import ConfigError, load_config
+        from nbjobs.config import ConfigError, load_config
 
         try:
             load_config(self.config_dir / "nbjobs.yaml")

@@ -64,11 +64,13 @@ async def test_jobs_that_ended_before_the_counters_get_their_gpu_seconds_once(st
     svc.write("bob", "g.ipynb", "1")
     job = await svc.wait("bob", (await svc.submit("bob", "g.ipynb", "gpu"))["id"])
     await stop_service(svc)
-    # the database as an older nbjobs left it: no such column
+    # the database as an older nbjobs left it (from before Alembic): no such column
     url = f"sqlite:///{tmp_path / 'jobs.sqlite'}"
     engine = sqlalchemy.create_engine(url)
     with engine.begin() as conn:
         conn.execute(sqlalchemy.text("ALTER TABLE nbjobs_jobs DROP COLUMN gpu_seconds_held"))
+        conn.execute(sqlalchemy.text("DROP TABLE alembic_version"))
+        conn.execute(sqlalchemy.text("UPDATE nbjobs_schema SET version = 1"))
     engine.dispose()
 
     connect(url)  # the upgrade adds the column and fills it

@@ -253,6 +253,23 @@ def test_a_new_database_made_by_the_revisions_has_every_table_and_column(
                 assert not have[column.name]["nullable"], (table.name, column.name)
         indexes = {i["name"] for i in inspector.get_indexes(table.name)}
         assert {i.name for i in table.indexes} <= indexes, table.name
+        # what keeps the records true: one run per tick, one setting per scope, ...
+        unique = {
+            tuple(c.name for c in constraint.columns)
+            for constraint in table.constraints
+            if isinstance(constraint, sqlalchemy.UniqueConstraint)
+        }
+        made = {tuple(u["column_names"]) for u in inspector.get_unique_constraints(table.name)}
+        assert unique <= made, table.name
+        keys = {
+            (tuple(c.parent.name for c in fk.elements), fk.referred_table.name)
+            for fk in table.foreign_key_constraints
+        }
+        found = {
+            (tuple(fk["constrained_columns"]), fk["referred_table"])
+            for fk in inspector.get_foreign_keys(table.name)
+        }
+        assert keys == found, table.name
     engine.dispose()
 
 

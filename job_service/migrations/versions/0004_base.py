@@ -177,6 +177,7 @@ def upgrade() -> None:
         sa.Column("confirmed_at", sa.DateTime(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("user", "address", name="uq_nbjobs_mail_address"),
         indexes=[
             ("ix_nbjobs_mail_addresses_user", ["user"], False, None),
         ],
@@ -220,6 +221,7 @@ def upgrade() -> None:
         sa.Column("queue_minutes", sa.Integer(), nullable=True),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("user", "scope", name="uq_nbjobs_notify_scope"),
         indexes=[
             ("ix_nbjobs_notify_settings_user", ["user"], False, None),
         ],
@@ -269,7 +271,12 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("requested_by", sa.String(length=255), nullable=True),
         sa.Column("notified", sa.Integer(), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["definition_id"],
+            ["nbjobs_definitions.id"],
+        ),
         sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("definition_id", "scheduled_for", name="uq_nbjobs_definition_tick"),
         indexes=[
             ("ix_nbjobs_definition_runs_definition_id", ["definition_id"], False, None),
         ],
@@ -283,9 +290,12 @@ def upgrade() -> None:
         sa.Column("timezone", sa.String(length=64), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("created_by", sa.String(length=255), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["definition_id"],
+            ["nbjobs_definitions.id"],
+        ),
         sa.PrimaryKeyConstraint("definition_id", "version"),
     )
-
     if "gpu_seconds_held" in added:
         fill_gpu_seconds_held()
 
