@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from nbjobs.job_runner.status import FINAL_STATES as RUNNER_FINAL_STATES
 
@@ -94,57 +94,72 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# -- a submission's fields, written once: the job's (``POST api/jobs``), a re-run's
+# changes, a definition's and its edits' (job_service/schedules/models.py) take them
+
+
+def _identifiers(value: dict[str, Any]) -> dict[str, Any]:
+    bad = [name for name in value if not name.isidentifier()]
+    if bad:
+        raise ValueError(f"parameter names must be Python identifiers: {', '.join(bad)}")
+    return value
+
+
+#: the notebook (or script, or a command's folder), relative to the user's folder
+NotebookPath = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+FlavorName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+#: the notebook's parameters by name (Python identifiers)
+Parameters = Annotated[dict[str, Any], AfterValidator(_identifiers)]
+#: what the Jobs list calls the job
+JobName = Annotated[str, StringConstraints(max_length=255)]
+#: a kernel the flavor has, to run on instead of the notebook's own
+KernelName = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+#: where the executed notebook goes: next to the notebook, or in the outputs folder
+OutputsPlace = Literal["beside", "folder"]
+#: seconds, shorter than the flavor's time limit
+TimeLimit = Annotated[float, Field(gt=0)]
+#: a shell command (bash) run instead of a notebook or script
+ShellCommand = Annotated[str, StringConstraints(min_length=1, max_length=8192)]
+
+
 class SubmitRequest(_Body):
     """``POST api/jobs``: run this notebook on this flavor."""
 
     #: the notebook, relative to the user's folder (as JupyterLab shows it)
-    path: str = Field(min_length=1, max_length=4096)
-    flavor: str = Field(min_length=1, max_length=64)
-    parameters: dict[str, Any] = {}
+    path: NotebookPath
+    flavor: FlavorName
+    parameters: Parameters = {}
     #: admins only: higher runs first (default 0)
     priority: int | None = Field(default=None, ge=-100, le=100)
     #: a shorter time limit than the flavor's, in seconds
-    time_limit: float | None = Field(default=None, gt=0)
+    time_limit: TimeLimit | None = None
     #: what the Jobs list calls the job; the notebook's name when left out
-    name: str | None = Field(default=None, max_length=255)
+    name: JobName | None = None
     #: the kernel to run it on instead of the notebook's own (one the flavor has)
-    kernel: str | None = Field(default=None, min_length=1, max_length=255)
+    kernel: KernelName | None = None
     #: where the executed notebook goes: next to the notebook, or in the outputs folder
     #: next to it (``outputs.folder``); left out: ``outputs.location`` in nbjobs.yaml
-    outputs: Literal["beside", "folder"] | None = None
+    outputs: OutputsPlace | None = None
     #: also write an HTML copy of the result; left out: ``outputs.html`` in nbjobs.yaml
     html: bool | None = None
     #: run this shell command (bash) instead of a notebook or script; ``path`` is then
     #: the folder it runs in (``.``: the user's folder)
-    command: str | None = Field(default=None, min_length=1, max_length=8192)
+    command: ShellCommand | None = None
     #: the nodes the submitter expects the job to span (``nbjobs submit --nodes``): a
     #: flavor spanning another number is refused, saying which flavors span it
     nodes: int | None = Field(default=None, ge=1, le=64)
-
-    @field_validator("parameters")
-    @classmethod
-    def _identifiers(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [name for name in value if not name.isidentifier()]
-        if bad:
-            raise ValueError(f"parameter names must be Python identifiers: {', '.join(bad)}")
-        return value
 
 
 class RerunChanges(_Body):
     """``POST api/jobs/{id}/rerun``, optionally: what the re-run changes (left out: as the
     job ran). ``parameters`` replaces the job's parameters whole."""
 
-    flavor: str | None = Field(default=None, min_length=1, max_length=64)
-    parameters: dict[str, Any] | None = None
-    name: str | None = Field(default=None, max_length=255)
-    kernel: str | None = Field(default=None, min_length=1, max_length=255)
-    outputs: Literal["beside", "folder"] | None = None
+    flavor: FlavorName | None = None
+    parameters: Parameters | None = None
+    name: JobName | None = None
+    kernel: KernelName | None = None
+    outputs: OutputsPlace | None = None
     html: bool | None = None
-
-    @field_validator("parameters")
-    @classmethod
-    def _identifiers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else SubmitRequest._identifiers(value)
 
 
 class UpdateRequest(_Body):

@@ -7,7 +7,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nbjobs.models import JobState, SubmitRequest
+from nbjobs.models import (
+    FlavorName,
+    JobName,
+    JobState,
+    KernelName,
+    NotebookPath,
+    OutputsPlace,
+    Parameters,
+    ShellCommand,
+    SubmitRequest,
+    TimeLimit,
+)
 
 
 class _Body(BaseModel):
@@ -60,21 +71,16 @@ class DefinitionUpdate(_Body):
     """``PATCH api/definitions/{id}``: what changes (a new version); ``schedule: null``
     removes the schedule, leaving it out keeps it."""
 
-    path: str | None = Field(default=None, min_length=1, max_length=4096)
-    flavor: str | None = Field(default=None, min_length=1, max_length=64)
-    parameters: dict[str, Any] | None = None
-    name: str | None = Field(default=None, max_length=255)
-    kernel: str | None = Field(default=None, min_length=1, max_length=255)
-    outputs: Literal["beside", "folder"] | None = None
+    path: NotebookPath | None = None
+    flavor: FlavorName | None = None
+    parameters: Parameters | None = None
+    name: JobName | None = None
+    kernel: KernelName | None = None
+    outputs: OutputsPlace | None = None
     html: bool | None = None
-    time_limit: float | None = Field(default=None, gt=0)
-    command: str | None = Field(default=None, min_length=1, max_length=8192)
+    time_limit: TimeLimit | None = None
+    command: ShellCommand | None = None
     schedule: ScheduleSpec | None = None
-
-    @field_validator("parameters")
-    @classmethod
-    def _identifiers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else SubmitRequest._identifiers(value)
 
 
 class ScheduleInfo(BaseModel):
@@ -125,7 +131,7 @@ class Definition(BaseModel):
     flavor: str
     parameters: dict[str, Any] = {}
     kernel: str | None = None
-    outputs: Literal["beside", "folder"] | None = None
+    outputs: OutputsPlace | None = None
     html: bool | None = None
     time_limit: float | None = None
     schedule: ScheduleInfo | None = None
