@@ -499,16 +499,16 @@ def upgrade_schema(engine: Engine) -> None:
     """
     from alembic import command
     from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
     from alembic.util.exc import CommandError
 
     config = _alembic_config()
-    script = _script(config)
-    before = _tables_and_columns(engine)
+    script = ScriptDirectory.from_config(config)
     with engine.connect() as conn:
         revision = MigrationContext.configure(conn).get_current_revision()
         recorded = (
             conn.execute(text("SELECT max(version) FROM nbjobs_schema")).scalar()
-            if "nbjobs_schema" in {table for table, _ in before}
+            if inspect(conn).has_table("nbjobs_schema")
             else None
         )
     try:
@@ -531,7 +531,8 @@ def upgrade_schema(engine: Engine) -> None:
         return
     head = script.get_current_head()
     if revision == head and recorded == SCHEMA_VERSION:
-        return
+        return  # the usual start: nothing read of the tables themselves
+    before = _tables_and_columns(engine)  # what the upgrade then says it added
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
@@ -539,8 +540,8 @@ def upgrade_schema(engine: Engine) -> None:
         conn.execute(text("INSERT INTO nbjobs_schema (version) VALUES (:v)"), {"v": SCHEMA_VERSION})
     if not before:
         return  # a new database: nothing to tell
-    after = _tables_and_columns(engine)
-    after = {(t, c) for t, c in after if t != "alembic_version"}  # Alembic's, not ours
+    # alembic_version is Alembic's, not a table of ours
+    after = {(t, c) for t, c in _tables_and_columns(engine) if t != "alembic_version"}
     tables = sorted({t for t, _ in after} - {t for t, _ in before})
     columns = sorted((t, c) for t, c in after - before if c and t not in tables)
     applied = [r.revision for r in script.iterate_revisions(head, revision)]
@@ -566,12 +567,6 @@ def _alembic_config() -> Any:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return config
-
-
-def _script(config: Any) -> Any:
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory.from_config(config)
 
 
 def _tables_and_columns(engine: Engine) -> set[tuple[str, str]]:

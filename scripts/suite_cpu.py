@@ -114,9 +114,10 @@ class Timeline:
         print(f"\nWall time by worker ({end:.0f} s from the start of pytest to its end):")
         for worker, spans in sorted(self.spans.items()):
             ends = [at for _, at in spans[1:]] + [end]
+            chain = 0.0
             for (name, at), until in zip(spans, ends, strict=True):
                 walls[name] += until - at
-            chain = sum(u - a for (n, a), u in zip(spans, ends, strict=True) if n in machine_wide)
+                chain += until - at if name in machine_wide else 0.0
             print(
                 f"  worker {worker}: {len(spans)} files, from {spans[0][1]:.0f} s to"
                 f" {ends[-1]:.0f} s; the machine-wide files {chain:.0f} s of it"

@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbjobs.engines import KUEUE_QUEUE_LABEL
+
 from .kubernetes_api import KubeApi, KubeError, api_error
 from .kubernetes_capacity import Capacity
 from .kubernetes_objects import JOBSET_GROUP, JOBSET_VERSION, MANAGED_SELECTOR, job_name_of
@@ -488,7 +490,5 @@ class ClusterMirror:
 
     def queue_use(self, job: Obj | None) -> QueueUse | None:
         """The Kueue queue a Job was sent to, as last read (None: none, or not known)."""
-        from nbjobs.engines import KUEUE_QUEUE_LABEL
-
         queue = (((job or {}).get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         return next((q for q in self.kueue_queues if q.local_queue == queue), None)

@@ -72,9 +72,9 @@ ABOVE_BASE = ("job_service", "hub_config", "spawner", "server_extension", "progr
 def imported_modules(path: Path) -> set[str]:
     """Every module ``path`` imports (at its top or inside a function), absolute names."""
     tree = ast.parse(path.read_text())
-    package = ".".join(["nbjobs", *path.relative_to(ROOT).parent.parts])
-    if path.relative_to(ROOT).parts[0] == "nbjobs":
-        package = ".".join(path.relative_to(ROOT).parent.parts)
+    # a part's folder is a subpackage of nbjobs in the wheel (job_runner: nbjobs.job_runner)
+    folders = path.relative_to(ROOT).parent.parts
+    package = ".".join(folders if folders[:1] == ("nbjobs",) else ("nbjobs", *folders))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -14,6 +14,7 @@ import sys
 from datetime import timedelta
 
 from nbjobs.job_service.db import JobRecord, utcnow
+from nbjobs.job_service.retention import StartRooms
 
 from nbjobs.storage import job_files_size
 
@@ -198,8 +199,6 @@ async def test_each_user_sees_their_space_and_admins_everyones(tmp_path):
 def test_a_burst_of_starts_walks_an_owners_folder_once_a_moment(tmp_path):
     # 200 jobs started at once walked their owner's growing .nbjobs 200 times; a figure
     # a moment old is as good as the runner's own, which measures every 2 s anyway
-    from nbjobs.job_service.retention import StartRooms
-
     jobs = tmp_path / "ada" / ".nbjobs" / "jobs"
     (jobs / "a").mkdir(parents=True)
     (jobs / "a" / "log.txt").write_bytes(b"x" * 1000)

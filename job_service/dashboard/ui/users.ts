@@ -7,14 +7,6 @@ import { h, table } from './dom';
 import { when } from './format';
 import { Page } from './page';
 
-type Child = Node | string | null | undefined | false;
-
-/** The page's own element builders, handed in by the page. */
-export interface IBuild {
-  h(tag: string, attrs?: Record<string, string>, ...children: Child[]): HTMLElement;
-  table(headers: string[], rows: Child[][], label: string): HTMLElement;
-}
-
 /** What nbjobs does when a user goes, in a sentence. */
 export function policyText(view: Pick<IUsersView, 'on_delete' | 'check_every' | 'in_hub'>): string {
   const what =
@@ -48,11 +40,9 @@ export function outcomeText(user: IDeletedUser): string {
 /** The view's content; `redraw` draws it again with a sentence on top. */
 export async function usersView(
   api: Api,
-  build: IBuild,
   redraw: (said: string) => void,
   said = ''
 ): Promise<HTMLElement[]> {
-  const { h, table } = build;
   const view = await api.get<IUsersView>('dashboard/users');
   const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
   const input = h('input', {
@@ -113,7 +103,7 @@ export async function usersView(
 export async function usersPage(page: Page, said = ''): Promise<void> {
   let content: HTMLElement[];
   try {
-    content = await usersView(page.api, { h, table }, again => void usersPage(page, again), said);
+    content = await usersView(page.api, again => void usersPage(page, again), said);
   } catch (error) {
     page.fail(error);
     return;
