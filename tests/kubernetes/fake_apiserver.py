@@ -270,6 +270,9 @@ class FakeApiServer:
         #: creates being answered now, and the most seen at once
         self.creates_in_flight = 0
         self.most_creates_in_flight = 0
+        #: while set to an unset event, every create waits for it (a webhook that hangs
+        #: until the test lets it answer): creates overlap whatever the machine's load
+        self.create_gate: asyncio.Event | None = None
         #: the schedulers running in this cluster (see schedule_pending)
         self.schedulers: set[str] = {"default-scheduler"}
         #: HAMi's mutating webhook: a pod asking for HAMi's GPU memory or cores is sent
@@ -1169,6 +1172,8 @@ class FakeApiServer:
             try:
                 if self.create_delay:
                     await asyncio.sleep(self.create_delay)  # the admission webhooks
+                if self.create_gate is not None:
+                    await self.create_gate.wait()
                 return self._create(resource, namespace, body)
             finally:
                 self.creates_in_flight -= 1

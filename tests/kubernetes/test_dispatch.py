@@ -169,21 +169,28 @@ async def test_overlapping_starts_never_fill_a_node_past_its_gpus(
     fake, kubeconfig, tmp_path, database
 ):
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "3", "memory": "256Gi"})
-    fake.create_delay = 0.5
+    fake.create_gate = asyncio.Event()  # every create hangs until the test answers it
     svc = await start(tmp_path, kubeconfig, config(tmp_path, database))
     try:
         svc.write("ada", "f.ipynb", "1")
         svc.write("bob", "f.ipynb", "1")
         jobs = [await svc.submit(user, "f.ipynb", "a100") for user in ["ada", "bob"] * 4]
-        await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 3)
-        # every create answered, then two more passes over the queue: still three
-        await eventually(lambda: fake.creates_in_flight == 0)
+        # three creates go out together and none is answered yet
+        await eventually(lambda: fake.creates_in_flight == 3)
         dispatcher = svc.service.dispatcher
         passed = dispatcher.passes
         dispatcher.wake()
         await eventually(lambda: dispatcher.passes >= passed + 2)
+        assert fake.creates_in_flight == 3  # more passes while they hang: no fourth
+        fake.create_gate.set()
+        await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 3)
+        # every create answered, then two more passes over the queue: still three
+        await eventually(lambda: fake.creates_in_flight == 0)
+        passed = dispatcher.passes
+        dispatcher.wake()
+        await eventually(lambda: dispatcher.passes >= passed + 2)
         assert len(fake.list("jobs", NAMESPACE)) == 3
-        assert fake.most_creates_in_flight == 3  # the three went out together
+        assert fake.most_creates_in_flight == 3
         views = [await svc.job(j["user"], j["id"]) for j in jobs]
         waiting = [v for v in views if v["state"] == "queued"]
         assert len(waiting) == 5
