@@ -221,7 +221,7 @@ def fill(svc: Service, jobs: int) -> dict[str, Any]:
         for i in range(0, len(samples), 5000):
             db.execute(insert(JobSample), samples[i : i + 5000])
         db.commit()
-    service._seq = jobs
+    service.submissions.numbers.last = jobs
     return {"full": full_series, "ended": ended_series, "samples": len(samples)}
 
 

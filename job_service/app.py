@@ -30,16 +30,16 @@ from .api_base import NotFoundHandler
 from .auth import Authenticator, HubTokenAuth, StaticTokenAuth, TokenConfigError
 from .backends import Backend
 from .backends.local import LocalBackend
-from .classes import ClassRegistry, HubGroups
+from .classes import HubGroups
 from .dashboard import dashboard_routes
 from .dashboard.handlers import api_routes as dashboard_api_routes
-from .db import DatabaseUnusable, connect
+from .db import DatabaseUnusable
 from .facade import ServiceFacade
 from .handlers import scrape_routes
-from .lease import DispatcherLease, LeaseHeld
+from .lease import LeaseHeld
 from .notifications.handlers import api_routes as notification_routes
 from .schedules.handlers import api_routes as definition_routes
-from .service import JobService
+from .service import JobService, build
 
 
 def routes(prefix: str) -> list[tuple[str, type[web.RequestHandler]]]:
@@ -68,6 +68,24 @@ def backend_class_for(kind: str) -> type[Backend]:
             ) from None
         return KubernetesBackend
     return LocalBackend
+
+
+def api_settings(service: JobService, auth: Authenticator) -> dict[str, Any]:
+    """The tornado settings the API's handlers read, with the links between the service
+    and its authenticator made: the service's program and the single-user server
+    extension serve the API with these alike."""
+    # scheduled runs act for their owners as they are at each tick, not as when saved
+    # (never as a person made since under the same name: deleted_users.py)
+    service.ticker.owner_now = service.departures.vetted(auth.user_now)
+    # a teacher's class is a hub group, but never one that grants what nbjobs.yaml gives
+    auth.class_groups = service.classes.uncounted_groups
+    facade: ServiceFacade = service  # the handlers' view of it: checked here
+    return {
+        "nbjobs_service": facade,
+        "nbjobs_auth": auth,
+        # paths outside api/ too get a JSON 404, not tornado's HTML page
+        "default_handler_class": NotFoundHandler,
+    }
 
 
 class JobServiceApp(Application):
@@ -204,18 +222,15 @@ class JobServiceApp(Application):
         assert self.nbjobs_config is not None
         cls = self.backend_class or backend_class_for(self.nbjobs_config.backend.kind)
         backend = cls(self.nbjobs_config, parent=self, log=self.log)
-        sessions = connect(self.nbjobs_config.database.url)
         hub = None
         if self.in_hub and os.environ.get("JUPYTERHUB_API_URL"):
             hub = HubGroups(os.environ["JUPYTERHUB_API_URL"], os.environ["JUPYTERHUB_API_TOKEN"])
-        classes = ClassRegistry(self.nbjobs_config, hub, log=self.log)
-        service = JobService(
+        service = build(
             self.nbjobs_config,
             backend,
-            sessions,
             log=self.log,
-            classes=classes,
-            lease=DispatcherLease(sessions, seconds=self.lease_seconds, log=self.log),
+            hub=hub,
+            lease_seconds=self.lease_seconds,
             concurrent_starts=self.concurrent_starts,
             database_threads=self.database_threads,
             read_threads=self.read_threads,
@@ -232,19 +247,8 @@ class JobServiceApp(Application):
         return auth
 
     def make_web_app(self, service: JobService, auth: Authenticator) -> web.Application:
-        # scheduled runs act for their owners as they are at each tick, not as when saved
-        # (never as a person made since under the same name: deleted_users.py)
-        service.ticker.owner_now = service.departures.vetted(auth.user_now)
-        # a teacher's class is a hub group, but never one that grants what nbjobs.yaml gives
-        auth.class_groups = service.classes.uncounted_groups
-        facade: ServiceFacade = service  # the handlers' view of it: checked here
-        settings: dict[str, Any] = {
-            "nbjobs_service": facade,
-            "nbjobs_auth": auth,
-            "log_function": self._log_request,
-            # paths outside api/ too get a JSON 404, not tornado's HTML page
-            "default_handler_class": NotFoundHandler,
-        }
+        settings = api_settings(service, auth)
+        settings["log_function"] = self._log_request
         settings["nbjobs_prefix"] = self.prefix
         if self.in_hub:
             from jupyterhub.services.auth import HubOAuth

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_config_dir, jupyter_data_dir
-from nbjobs.job_service.app import routes
+from nbjobs.job_service.app import api_settings, routes
 from nbjobs.job_service.auth import StaticTokenAuth
 from nbjobs.job_service.backends.local import LocalBackend, discover_gpus
-from nbjobs.job_service.db import connect
-from nbjobs.job_service.service import JobService
+from nbjobs.job_service.service import JobService, build
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
@@ -59,13 +58,11 @@ async def start_local_service(root: Path, upstream: Upstream, log: Any) -> JobSe
     auth = StaticTokenAuth(log=log, tokens={token: user})
     auth.admins = config.admin.model_copy(update={"users": [*config.admin.users, user]})
     backend = LocalBackend(config, log=log)
-    service = JobService(
-        config, backend, connect(config.database.url), log=log, folder_for=lambda _name: root
-    )
+    service = build(config, backend, log=log, folder_for=lambda _name: root)
     await service.start()
     from tornado import web
 
-    app = web.Application(routes("/"), nbjobs_service=service, nbjobs_auth=auth)
+    app = web.Application(routes("/"), **api_settings(service, auth))
     sockets = bind_sockets(0, "127.0.0.1", family=socket.AF_INET)
     server = HTTPServer(app)
     server.add_sockets(sockets)

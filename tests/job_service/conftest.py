@@ -222,11 +222,11 @@ def record_gpu_time(
     job_id = uuid.uuid4().hex[:12]
     folder = svc.home(user)
     with svc.service.sessions() as db:
-        svc.service._seq += 1
+        seq = svc.service.submissions.numbers.next()
         db.add(
             JobRecord(
                 id=job_id,
-                seq=svc.service._seq,
+                seq=seq,
                 user=user,
                 groups=groups if groups is not None else GROUPS.get(user, []),
                 name="earlier",

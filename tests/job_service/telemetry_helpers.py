@@ -128,11 +128,11 @@ def insert_job(
     if make_folder:
         jobdir.mkdir(parents=True, exist_ok=True)
     with service.sessions() as db:
-        service._seq += 1
+        seq = service.submissions.numbers.next()
         db.add(
             JobRecord(
                 id=job_id,
-                seq=service._seq,
+                seq=seq,
                 user=user,
                 groups=[],
                 name="train",

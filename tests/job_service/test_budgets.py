@@ -48,8 +48,8 @@ async def test_an_extension_lets_a_student_out_of_hours_submit_again(svc):
     job = await svc.submit("ada", "g.ipynb", "gpu")
     assert job["state"] in ("queued", "starting", "running")
     # bob's budget did not move; the class shows the grant to its teacher
-    assert svc.service.quota_for(caller("bob")).gpu_hours == 1
-    assert svc.service.quota_for(caller("ada")).gpu_hours == 3
+    assert svc.service.quotas.of(caller("bob")).gpu_hours == 1
+    assert svc.service.quotas.of(caller("ada")).gpu_hours == 3
     async with svc.client("eve") as c:
         classes = {k["name"]: k for k in (await c.get("classes")).json()}
     assert classes["ml"]["extra_hours"] == {"ada": 2.0}

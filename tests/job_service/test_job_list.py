@@ -39,9 +39,7 @@ def add_job(
 
     service = svc.service
     folder = svc.home(user)
-    with service._seq_lock:
-        service._seq += 1
-        seq = service._seq
+    seq = service.submissions.numbers.next()
     job_id = job_id or f"{seq:012x}"
     now = datetime.now(timezone.utc)
     with service.sessions() as db:

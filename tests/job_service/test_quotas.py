@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from nbjobs.job_service.db import JobRecord
-from nbjobs.job_service.service import Caller
+from nbjobs.job_service.errors import Caller
 
 from nbjobs.config import PERIOD_WORDS, Quota, QuotaConfig
 
@@ -156,7 +156,7 @@ async def test_a_member_of_several_groups_gets_each_limits_most_generous_and_one
         # cy is in staff and students: 2 GPUs (staff), 5 queued (students), and the budget
         # that allows the most per day, whole: staff's 1 h a day, never "10 h a day".
         cy = Caller("cy", frozenset({"staff", "students"}))
-        assert svc.service.quota_for(cy) == Quota(
+        assert svc.service.quotas.of(cy) == Quota(
             max_running_gpus=2, max_queued_jobs=5, gpu_hours=1, period="day"
         )
         two_gpus = await post_gpu_job(svc, "cy", "gpu2")
@@ -207,11 +207,11 @@ async def test_how_several_group_quotas_combine(svc, groups, expected):
     )
     svc.use_config(svc.service.config.model_copy(update={"quotas": quotas}))
 
-    assert svc.service.quota_for(Caller("cy", frozenset({"a", "b", "other"}))) == expected
+    assert svc.service.quotas.of(Caller("cy", frozenset({"a", "b", "other"}))) == expected
     # a user's own entry replaces the groups' quotas whole
-    assert svc.service.quota_for(Caller("ada", frozenset({"a", "b"}))) == Quota(max_running_gpus=3)
+    assert svc.service.quotas.of(Caller("ada", frozenset({"a", "b"}))) == Quota(max_running_gpus=3)
     # no group with a quota: the default
-    assert svc.service.quota_for(Caller("zed", frozenset({"other"}))) == quotas.default
+    assert svc.service.quotas.of(Caller("zed", frozenset({"other"}))) == quotas.default
 
 
 async def test_deleting_jobs_never_gives_gpu_hours_back(start):

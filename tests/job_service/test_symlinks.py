@@ -555,7 +555,7 @@ async def test_a_read_only_folder_at_submit_is_a_403_with_a_sentence(
     ],
 )
 def test_every_write_error_at_submit_is_a_sentence(code, status, words):
-    from nbjobs.job_service.service import snapshot_failed
+    from nbjobs.job_service.submit import snapshot_failed
 
     error = snapshot_failed(OSError(code, os.strerror(code), ".nbjobs/jobs/x"), "a.ipynb")
 
