@@ -96,7 +96,41 @@ def configure(
         config = load_config(path)
     except ConfigError as exc:
         raise SystemExit(f"nbjobs: {exc}") from None
-    port = service_port or int(os.environ.get("NBJOBS_SERVICE_PORT", "8787"))
+    service, service_url = _service_entry(path, service_port)
+    c.JupyterHub.services = [
+        *list(c.JupyterHub.get("services", [])),
+        # listed in the hub's Services menu: its page is the admins' and teachers'
+        # dashboard (login through the hub's OAuth, without a confirmation page)
+        {
+            "name": SERVICE_NAME,
+            "display": True,
+            "oauth_no_confirm": True,
+            "oauth_client_allowed_scopes": [*CUSTOM_SCOPES],
+            **service,
+        },
+    ]
+    c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
+    # every user may submit and open the dashboard (it shows each what the API lets them
+    # see)
+    grant_every_user(c, ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"])
+    c.JupyterHub.load_roles = _roles(c, config)
+    groups = dict(c.JupyterHub.get("load_groups", {}))
+    for cls in config.classes:
+        groups[class_group(cls.name)] = {"users": sorted(set(cls.students) | set(cls.teachers))}
+    c.JupyterHub.load_groups = groups
+
+    if config.network.sign_in.allow:
+        # each login's client address against network.sign_in.allow (nbjobs/network.py)
+        c.Authenticator.post_auth_hook = SignInCheck(config)
+
+    _spawner(c, config, path, service_url)
+    return config
+
+
+def _service_entry(path: str | None, port: int | None) -> tuple[dict[str, Any], str]:
+    """The job service's entry in the hub's services (managed by the hub, or elsewhere
+    with ``NBJOBS_SERVICE_URL_EXTERNAL``) and the address the hub reaches it at."""
+    port = port or int(os.environ.get("NBJOBS_SERVICE_PORT", "8787"))
     service_url = f"http://127.0.0.1:{port}"
 
     external = os.environ.get("NBJOBS_SERVICE_URL_EXTERNAL")
@@ -120,22 +154,11 @@ def configure(
             "command": command,
             "environment": {"NBJOBS_CONFIG": os.path.abspath(path) if path else ""},
         }
-    c.JupyterHub.services = [
-        *list(c.JupyterHub.get("services", [])),
-        # listed in the hub's Services menu: its page is the admins' and teachers'
-        # dashboard (login through the hub's OAuth, without a confirmation page)
-        {
-            "name": SERVICE_NAME,
-            "display": True,
-            "oauth_no_confirm": True,
-            "oauth_client_allowed_scopes": [*CUSTOM_SCOPES],
-            **service,
-        },
-    ]
-    c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
-    # every user may submit and open the dashboard (it shows each what the API lets them
-    # see)
-    grant_every_user(c, ["self", "custom:nbjobs:submit", f"access:services!service={SERVICE_NAME}"])
+    return service, service_url
+
+
+def _roles(c: Any, config: NbjobsConfig) -> list[dict[str, Any]]:
+    """The hub's roles with nbjobs' own: the service's, the teachers', the admins'."""
     roles = list(c.JupyterHub.get("load_roles", []))
     refuse_class_groups_in_roles(roles)
     roles.append({"name": "nbjobs-service", "services": [SERVICE_NAME], "scopes": SERVICE_SCOPES})
@@ -165,16 +188,11 @@ def configure(
                 "scopes": ["custom:nbjobs:admin", "custom:nbjobs:submit"],
             }
         )
-    c.JupyterHub.load_roles = roles
-    groups = dict(c.JupyterHub.get("load_groups", {}))
-    for cls in config.classes:
-        groups[class_group(cls.name)] = {"users": sorted(set(cls.students) | set(cls.teachers))}
-    c.JupyterHub.load_groups = groups
+    return roles
 
-    if config.network.sign_in.allow:
-        # each login's client address against network.sign_in.allow (nbjobs/network.py)
-        c.Authenticator.post_auth_hook = SignInCheck(config)
 
+def _spawner(c: Any, config: NbjobsConfig, path: str | None, service_url: str) -> None:
+    """The CPU-only spawner for the backend, told nbjobs.yaml and the service's address."""
     if config.backend.kind == "local":
         c.JupyterHub.spawner_class = "nbjobs.spawner.local.LocalCPUSpawner"
         c.LocalCPUSpawner.nbjobs_config_file = os.path.abspath(path) if path else ""
@@ -188,4 +206,3 @@ def configure(
         c.NbjobsKubeSpawner.nbjobs_service_url = os.environ.get(
             "NBJOBS_PUBLIC_SERVICE_URL", f"http://proxy-public{{base_url}}services/{SERVICE_NAME}/"
         )
-    return config

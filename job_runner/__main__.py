@@ -77,6 +77,7 @@ output-rank-k.log), and no HTML copy; rank 0 writes the job's own files.
 """
 
 
+# Over 80 lines: one add_argument per option, in the order --help lists them.
 def build_parser() -> argparse.ArgumentParser:
     """The runner's argument parser."""
     parser = argparse.ArgumentParser(

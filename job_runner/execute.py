@@ -41,10 +41,10 @@ from .kernel_start import (
 from .log_echo import EchoingClient, LogEcho
 from .output_limits import OutputBudget, OutputLimits
 from .output_notebook import (
-    add_banner,
     cell_error,
     error_dict,
     mark_cell,
+    mark_result,
     strip_previous_run,
     write_html,
 )
@@ -571,25 +571,16 @@ class NotebookJob:
     ) -> RunResult:
         state = STATE_FOR_EXIT_CODE[exit_code]
         self._end_telemetry()
-        for index, seconds in self.cell_durations.items():
-            self.nb.cells[index].metadata.setdefault("nbjobs", {})["duration_seconds"] = round(
-                seconds, 6
-            )
-        if exit_code != ExitCode.SUCCEEDED:
-            error = add_banner(
-                self.nb, state, message or state, error, simulated_gpus=self.simulated_gpus
-            )
-        elif self.stopped_itself_at is not None:
-            add_banner(
-                self.nb,
-                "stopped",
-                message or state,
-                None,
-                simulated_gpus=self.simulated_gpus,
-                stopped_at=self.stopped_itself_at,
-            )
-        elif self.simulated_gpus:
-            add_banner(self.nb, "simulated", "", None, simulated_gpus=True)
+        error = mark_result(
+            self.nb,
+            state,
+            message,
+            error,
+            failed=exit_code != ExitCode.SUCCEEDED,
+            stopped_at=self.stopped_itself_at,
+            simulated_gpus=self.simulated_gpus,
+            durations=self.cell_durations,
+        )
         self.nb.metadata["nbjobs"] = {
             "state": state,
             "message": message,

@@ -51,6 +51,8 @@ def install_code(limits: OutputLimits) -> str:
     return f"{inspect.getsource(_nbjobs_cap_output)}\n{call}\ndel {name}\n"
 
 
+# Over 80 lines: the kernel runs this from its source (inspect.getsource), so it must be
+# one function that defines all it needs.
 def _nbjobs_cap_output(whole: int, half: int, through: int, every: float, key: str) -> None:
     # Runs in the kernel, from its source: standard library and IPython only, and
     # annotations that the kernel's own names resolve.

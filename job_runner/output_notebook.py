@@ -67,6 +67,38 @@ def add_banner(
     return error
 
 
+def mark_result(
+    nb: NotebookNode,
+    state: str,
+    message: str | None,
+    error: CellError | None,
+    *,
+    failed: bool,
+    stopped_at: int | None,
+    simulated_gpus: bool,
+    durations: dict[int, float],
+) -> CellError | None:
+    """Each cell's duration in its metadata, and the banner that says how the run ended
+    (when it ``failed``, stopped itself at ``stopped_at`` or ran on simulated GPUs);
+    the error as the banner placed it."""
+    for index, seconds in durations.items():
+        nb.cells[index].metadata.setdefault("nbjobs", {})["duration_seconds"] = round(seconds, 6)
+    if failed:
+        return add_banner(nb, state, message or state, error, simulated_gpus=simulated_gpus)
+    if stopped_at is not None:
+        add_banner(
+            nb,
+            "stopped",
+            message or state,
+            None,
+            simulated_gpus=simulated_gpus,
+            stopped_at=stopped_at,
+        )
+    elif simulated_gpus:
+        add_banner(nb, "simulated", "", None, simulated_gpus=True)
+    return error
+
+
 def cell_error(nb: NotebookNode, index: int | None, ename: str, evalue: str) -> CellError:
     """The error of the cell at ``index`` as its error output says it (its traceback
     without colours), else as given."""

@@ -299,17 +299,24 @@ class Follower:
             state = backend_state
             record.message = note or record.message
         record.state = state
-        # The backend's own record of the times (a cluster's) wins over when this service
-        # noticed: GPU-hours are charged for what ran, not for a restart's downtime.
-        if started_at is not None and (finished_at is None or started_at <= finished_at):
-            record.started_at = started_at
-        record.finished_at = finished_at or utcnow()
-        if record.started_at is not None:
-            held = (record.finished_at - record.started_at).total_seconds()
-            record.gpu_seconds_held = max(0.0, held) * record.charged_gpus
+        _record_times(record, started_at, finished_at)
         self.log.info(
             "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
         )
+
+
+def _record_times(
+    record: JobRecord, started_at: datetime | None, finished_at: datetime | None
+) -> None:
+    """When an ended job ran, and the GPU-seconds it held. The backend's own record of the
+    times (a cluster's) wins over when this service noticed: GPU-hours are charged for
+    what ran, not for a restart's downtime."""
+    if started_at is not None and (finished_at is None or started_at <= finished_at):
+        record.started_at = started_at
+    record.finished_at = finished_at or utcnow()
+    if record.started_at is not None:
+        held = (record.finished_at - record.started_at).total_seconds()
+        record.gpu_seconds_held = max(0.0, held) * record.charged_gpus
 
 
 def _time_limit_of(ctx: Context, job_id: str) -> float | None:

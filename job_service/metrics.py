@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy import Text, cast, func, select
+from sqlalchemy.orm import Session
 
 from nbjobs.models import ClassInfo, JobState
 
@@ -43,6 +44,9 @@ from .db import (
 )
 
 if TYPE_CHECKING:
+    from nbjobs.config import NbjobsConfig
+
+    from .backends import Backend
     from .context import Context
     from .telemetry import TelemetryCollector
 
@@ -90,7 +94,7 @@ class Snapshot:
 
 
 def read_snapshot(ctx: Context) -> Snapshot:
-    """The database's part of a scrape, in three grouped queries (database threads)."""
+    """The database's part of a scrape, in grouped queries (database threads)."""
     with ctx.sessions() as db:
         grouped = db.execute(
             select(
@@ -100,79 +104,48 @@ def read_snapshot(ctx: Context) -> Snapshot:
                 func.min(JobRecord.submitted_at),
             ).group_by(JobRecord.state, JobRecord.flavor)
         ).all()
-        latest = (
-            select(JobSample.job_id.label("job_id"), func.max(JobSample.at).label("at"))
-            .join(JobRecord, JobRecord.id == JobSample.job_id)
-            .where(JobRecord.state.in_(ACTIVE_VALUES))
-            .group_by(JobSample.job_id)
-            .subquery()
-        )
-        rows = db.execute(
-            select(
-                JobRecord.id,
-                JobRecord.user,
-                JobRecord.flavor,
-                JobRecord.node,
-                JobRecord.gpu_count,
-                JobRecord.backend_ref,
-                CHARGED_GPUS,
-                JobRecord.state,
-                JobRecord.started_at,
-                JobSample.at,
-                JobSample.gpu_utilization_percent,
-                JobSample.gpu_memory_used_bytes,
-                JobSample.gpu_memory_total_bytes,
-            )
-            .select_from(JobRecord)
-            .outerjoin(latest, latest.c.job_id == JobRecord.id)
-            .outerjoin(
-                JobSample, (JobSample.job_id == latest.c.job_id) & (JobSample.at == latest.c.at)
-            )
-            .where(JobRecord.state.in_(ACTIVE_VALUES))
-        ).all()
-        ended: dict[tuple[str, str, str], tuple[float, float]] = {}
-        usage = [
-            db.execute(
-                select(
-                    JobRecord.user,
-                    JobRecord.flavor,
-                    JobRecord.node,
-                    func.sum(JobRecord.gpu_seconds_held),
-                    func.sum(JobRecord.gpu_busy_seconds * BUSY_SHARE),
-                )
-                .where(JobRecord.finished_at.is_not(None))
-                .group_by(JobRecord.user, JobRecord.flavor, JobRecord.node)
-            ).all(),
-            db.execute(
-                select(
-                    RetiredUsage.user,
-                    RetiredUsage.flavor,
-                    RetiredUsage.node,
-                    RetiredUsage.held_seconds,
-                    RetiredUsage.busy_seconds,
-                )
-            ).all(),
-        ]
-        for user, flavor, node, held, busy in (row for rows in usage for row in rows):
-            key = (str(user), str(flavor), str(node or ""))
-            before = ended.get(key, (0.0, 0.0))
-            ended[key] = (before[0] + float(held or 0.0), before[1] + float(busy or 0.0))
-        groups: dict[str, set[str]] = {}
-        for user, stored in db.execute(
-            select(JobRecord.user, cast(JobRecord.groups, Text)).distinct()
-        ).all():
-            try:
-                names = json.loads(stored) if stored else []
-            except ValueError:
-                continue
-            if isinstance(names, list):
-                groups.setdefault(str(user), set()).update(n for n in names if isinstance(n, str))
+        started = _started_jobs(db)
+        ended = _ended_usage(db)
+        groups = _groups_of_users(db)
     counts: dict[tuple[str, str], int] = {}
     oldest: dict[str, datetime] = {}
     for state, flavor, count, first in grouped:
         counts[(str(state), str(flavor))] = int(count)
         if state == JobState.QUEUED.value and isinstance(first, datetime):
             oldest[str(flavor)] = first
+    return Snapshot(counts, oldest, started, utcnow(), ended, groups)
+
+
+def _started_jobs(db: Session) -> list[StartedJob]:
+    """The started jobs, each with its latest telemetry sample (if any)."""
+    latest = (
+        select(JobSample.job_id.label("job_id"), func.max(JobSample.at).label("at"))
+        .join(JobRecord, JobRecord.id == JobSample.job_id)
+        .where(JobRecord.state.in_(ACTIVE_VALUES))
+        .group_by(JobSample.job_id)
+        .subquery()
+    )
+    rows = db.execute(
+        select(
+            JobRecord.id,
+            JobRecord.user,
+            JobRecord.flavor,
+            JobRecord.node,
+            JobRecord.gpu_count,
+            JobRecord.backend_ref,
+            CHARGED_GPUS,
+            JobRecord.state,
+            JobRecord.started_at,
+            JobSample.at,
+            JobSample.gpu_utilization_percent,
+            JobSample.gpu_memory_used_bytes,
+            JobSample.gpu_memory_total_bytes,
+        )
+        .select_from(JobRecord)
+        .outerjoin(latest, latest.c.job_id == JobRecord.id)
+        .outerjoin(JobSample, (JobSample.job_id == latest.c.job_id) & (JobSample.at == latest.c.at))
+        .where(JobRecord.state.in_(ACTIVE_VALUES))
+    ).all()
     started: dict[str, StartedJob] = {}
     for row in rows:
         started[row[0]] = StartedJob(  # one per job, should two samples share a time
@@ -190,7 +163,55 @@ def read_snapshot(ctx: Context) -> Snapshot:
             memory_used_bytes=row[11],
             memory_total_bytes=row[12],
         )
-    return Snapshot(counts, oldest, list(started.values()), utcnow(), ended, groups)
+    return list(started.values())
+
+
+def _ended_usage(db: Session) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """GPU-seconds held and busy per (user, flavor, node) by the jobs that ended, those
+    forgotten since (retired) included."""
+    ended: dict[tuple[str, str, str], tuple[float, float]] = {}
+    usage = [
+        db.execute(
+            select(
+                JobRecord.user,
+                JobRecord.flavor,
+                JobRecord.node,
+                func.sum(JobRecord.gpu_seconds_held),
+                func.sum(JobRecord.gpu_busy_seconds * BUSY_SHARE),
+            )
+            .where(JobRecord.finished_at.is_not(None))
+            .group_by(JobRecord.user, JobRecord.flavor, JobRecord.node)
+        ).all(),
+        db.execute(
+            select(
+                RetiredUsage.user,
+                RetiredUsage.flavor,
+                RetiredUsage.node,
+                RetiredUsage.held_seconds,
+                RetiredUsage.busy_seconds,
+            )
+        ).all(),
+    ]
+    for user, flavor, node, held, busy in (row for rows in usage for row in rows):
+        key = (str(user), str(flavor), str(node or ""))
+        before = ended.get(key, (0.0, 0.0))
+        ended[key] = (before[0] + float(held or 0.0), before[1] + float(busy or 0.0))
+    return ended
+
+
+def _groups_of_users(db: Session) -> dict[str, set[str]]:
+    """Each user's groups, as their jobs were submitted in them (damaged ones skipped)."""
+    groups: dict[str, set[str]] = {}
+    for user, stored in db.execute(
+        select(JobRecord.user, cast(JobRecord.groups, Text)).distinct()
+    ).all():
+        try:
+            names = json.loads(stored) if stored else []
+        except ValueError:
+            continue
+        if isinstance(names, list):
+            groups.setdefault(str(user), set()).update(n for n in names if isinstance(n, str))
+    return groups
 
 
 async def render(ctx: Context, telemetry: TelemetryCollector) -> bytes:
@@ -261,31 +282,8 @@ def families_of(
             jobs.add_metric([state.value, name], max(0, counts.get((state.value, name), 0)))
     yield jobs
 
-    queue = GaugeMetricFamily(
-        "nbjobs_queue_length", METRICS["nbjobs_queue_length"], labels=["flavor"]
-    )
-    oldest = GaugeMetricFamily(
-        "nbjobs_queue_oldest_wait_seconds",
-        METRICS["nbjobs_queue_oldest_wait_seconds"],
-        labels=["flavor"],
-    )
-    for name in flavors:
-        queue.add_metric([name], max(0, counts.get((JobState.QUEUED.value, name), 0)))
-        first = snapshot.oldest_queued.get(name)
-        waited = (snapshot.taken_at - first).total_seconds() if first is not None else 0.0
-        oldest.add_metric([name], max(0.0, waited))
-    yield queue
-    yield oldest
-
-    total = GaugeMetricFamily("nbjobs_gpus_total", METRICS["nbjobs_gpus_total"], labels=["flavor"])
-    free = GaugeMetricFamily("nbjobs_gpus_free", METRICS["nbjobs_gpus_free"], labels=["flavor"])
-    for flavor in config.flavors:
-        gpus = backend.free_gpus(flavor)
-        if gpus is not None:
-            free.add_metric([flavor.name], gpus[0])
-            total.add_metric([flavor.name], gpus[1])
-    yield total
-    yield free
+    yield from _queue_families(flavors, counts, snapshot)
+    yield from _capacity_families(config, backend)
 
     held = GaugeMetricFamily(
         "nbjobs_gpus_allocated", METRICS["nbjobs_gpus_allocated"], labels=["flavor", "node"]
@@ -302,6 +300,40 @@ def families_of(
 
     yield from _per_job(listed, metrics.max_jobs)
     yield from _usage(snapshot, ctx.classes.all())
+
+
+def _queue_families(
+    flavors: list[str], counts: Counter[tuple[str, str]], snapshot: Snapshot
+) -> Iterator[Metric]:
+    """Each flavor's queue: its length and how long its oldest job has waited."""
+    queue = GaugeMetricFamily(
+        "nbjobs_queue_length", METRICS["nbjobs_queue_length"], labels=["flavor"]
+    )
+    oldest = GaugeMetricFamily(
+        "nbjobs_queue_oldest_wait_seconds",
+        METRICS["nbjobs_queue_oldest_wait_seconds"],
+        labels=["flavor"],
+    )
+    for name in flavors:
+        queue.add_metric([name], max(0, counts.get((JobState.QUEUED.value, name), 0)))
+        first = snapshot.oldest_queued.get(name)
+        waited = (snapshot.taken_at - first).total_seconds() if first is not None else 0.0
+        oldest.add_metric([name], max(0.0, waited))
+    yield queue
+    yield oldest
+
+
+def _capacity_families(config: NbjobsConfig, backend: Backend) -> Iterator[Metric]:
+    """Each flavor's GPUs, all and free, as the backend counts them now."""
+    total = GaugeMetricFamily("nbjobs_gpus_total", METRICS["nbjobs_gpus_total"], labels=["flavor"])
+    free = GaugeMetricFamily("nbjobs_gpus_free", METRICS["nbjobs_gpus_free"], labels=["flavor"])
+    for flavor in config.flavors:
+        gpus = backend.free_gpus(flavor)
+        if gpus is not None:
+            free.add_metric([flavor.name], gpus[0])
+            total.add_metric([flavor.name], gpus[1])
+    yield total
+    yield free
 
 
 def _usage(snapshot: Snapshot, classes: Iterable[ClassInfo]) -> Iterator[Metric]:

@@ -71,6 +71,8 @@ STOP_WAIT = 5.0
 class JobService:
     """Queue, quotas and records over one backend."""
 
+    # Over 80 lines: the composition root, a statement per part in the order they need
+    # each other; split up, the order would be in several places.
     def __init__(
         self,
         config: NbjobsConfig,
@@ -90,7 +92,7 @@ class JobService:
         #: classes from nbjobs.yaml and, in a hub, teachers' groups
         self.classes = classes or ClassRegistry(config, log=log)
         #: a user's folder; by default from nbjobs.yaml's storage (single-user: the server's root)
-        self.folder_for = folder_for or (lambda name: user_folder(self.config.storage, name))
+        self.folder_for = folder_for or functools.partial(user_folder, config.storage)
         self.backend = backend
         self.sessions = sessions
         self.log = log or logging.getLogger("nbjobs.job_service")

@@ -12,6 +12,7 @@ import errno
 import threading
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -296,14 +297,7 @@ class Submissions:
             kind = job_kind(request)
             snapshot = jobdir / snapshot_name(kind, source)
             outputs = self.ctx.config.outputs
-            in_folder = (request.outputs or outputs.location) == "folder"
-            output = output_path_for(
-                source,
-                job_id,
-                now,
-                outputs.folder if in_folder else None,
-                suffix=".ipynb" if kind == "notebook" else ".log",
-            )
+            output = self._output_path(request, source, job_id, now)
             seq = self.numbers.next()
             record = JobRecord(
                 id=job_id,
@@ -356,6 +350,20 @@ class Submissions:
                 flavor.name,
             )
             return self.view.model(db, record)
+
+    def _output_path(
+        self, request: SubmitRequest, source: Path, job_id: str, now: datetime
+    ) -> Path:
+        """Where the job's result goes: beside its source or in the outputs folder."""
+        outputs = self.ctx.config.outputs
+        in_folder = (request.outputs or outputs.location) == "folder"
+        return output_path_for(
+            source,
+            job_id,
+            now,
+            outputs.folder if in_folder else None,
+            suffix=".ipynb" if job_kind(request) == "notebook" else ".log",
+        )
 
 
 def _first_words(command: str, width: int = 40) -> str:

@@ -241,35 +241,12 @@ def make_job(
     ``telemetry``: see :func:`runner_command`; ``drained``: nodes admins drained besides
     nbjobs.yaml's ``drained_nodes``, which it may not land on)."""
     flavor = spec.flavor
-    image = flavor.image or settings.default_image
-    if not image:
-        raise ManifestError(
-            f"flavor {flavor.name!r} names no image and backend.kubernetes.default_image is "
-            "not set in nbjobs.yaml; set one of them to an image with nbjobs installed"
-        )
-    if storage.volume is None:
-        raise ManifestError(
-            "nbjobs.yaml storage.volume is not set; give the shared volume, e.g. "
-            "{nfs: {server: nfs.example.org, path: /export/home}}"
-        )
-    if storage.uid == 0:
-        raise ManifestError("storage.uid is 0 (root); jobs run as the user, never as root")
+    image = _job_image(flavor, storage, settings)
     labels = job_labels(spec)
     engine = flavor_engine(flavor, spec.queue, settings.kueue)
     resources = flavor_resources(flavor)
-    env = [{"name": k, "value": v} for k, v in sorted(flavor.env.items())]
-    env.append({"name": "NBJOBS_JOB_ID", "value": spec.job_id})
-    if not flavor.gpus:
-        # On a GPU node the NVIDIA runtime would otherwise hand a CPU job every GPU.
-        env += [
-            {"name": "CUDA_VISIBLE_DEVICES", "value": ""},
-            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
-        ]
-    identity: dict[str, Any] = {"runAsNonRoot": True}
-    if storage.uid is not None:
-        identity["runAsUser"] = storage.uid
-    if storage.gid is not None:
-        identity["runAsGroup"] = storage.gid
+    env = _job_env(spec)
+    identity = _identity(storage)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": image,
@@ -294,6 +271,110 @@ def make_job(
     }
     if settings.image_pull_policy:
         container["imagePullPolicy"] = settings.image_pull_policy
+    pod_spec = _pod_spec(flavor, storage, settings, container, identity, engine, drained)
+    # the flavor's own labels first: nbjobs' labels are never overridden (the config
+    # refuses reserved keys; this order holds should one slip through)
+    job_labels_ = {**engine.job_labels, **labels}
+    template_meta: dict[str, Any] = {"labels": {**engine.pod_labels, **labels}}
+    if engine.pod_annotations:
+        template_meta["annotations"] = dict(engine.pod_annotations)
+    job_spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
+        "template": {"metadata": template_meta, "spec": pod_spec},
+    }
+    if spec.time_limit:
+        grace = (limits or LimitsConfig()).time_limit_grace or 0
+        job_spec["activeDeadlineSeconds"] = math.ceil(spec.time_limit + grace)
+    if settings.kueue is not None:
+        if settings.kueue.priority_class:
+            job_labels_[KUEUE_PRIORITY_LABEL] = settings.kueue.priority_class
+        job_spec["suspend"] = True
+    name = job_name(spec.job_id, spec.attempt)
+    if flavor.nodes > 1:
+        env += _one_pod_per_rank(job_spec, pod_spec, name, flavor.nodes, settings.multi_node)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": job_labels_,
+            "annotations": {**engine.job_annotations, OWNER_ANNOTATION: spec.user},
+        },
+        "spec": job_spec,
+    }
+
+
+def _identity(storage: StorageConfig) -> dict[str, Any]:
+    """Who the job's processes are: never root, the storage's owner when it says one."""
+    identity: dict[str, Any] = {"runAsNonRoot": True}
+    if storage.uid is not None:
+        identity["runAsUser"] = storage.uid
+    if storage.gid is not None:
+        identity["runAsGroup"] = storage.gid
+    return identity
+
+
+def _one_pod_per_rank(
+    job_spec: dict[str, Any], pod_spec: dict[str, Any], name: str, nodes: int, multi_node: str
+) -> list[dict[str, str]]:
+    """A multi-node job: one pod per rank, each its index; any rank failing fails the job
+    (backoffLimit 0: the Job controller stops the others), all succeeding completes it.
+    Returns the ranks' environment (where rank 0 is)."""
+    job_spec.update(completionMode="Indexed", completions=nodes, parallelism=nodes)
+    if multi_node == "jobset":
+        master = f"{jobset_child(name)}-0.{name}"  # the JobSet names its pods' hosts
+    else:
+        master = f"{name}-0.{name}"  # the Indexed Job's pod 0, in the Service of its name
+        pod_spec["subdomain"] = name
+    return rank_env(nodes, master)
+
+
+def _job_image(flavor: Flavor, storage: StorageConfig, settings: KubernetesBackendConfig) -> str:
+    """The job's image; refused when nbjobs.yaml lacks what a job's pod needs."""
+    image = flavor.image or settings.default_image
+    if not image:
+        raise ManifestError(
+            f"flavor {flavor.name!r} names no image and backend.kubernetes.default_image is "
+            "not set in nbjobs.yaml; set one of them to an image with nbjobs installed"
+        )
+    if storage.volume is None:
+        raise ManifestError(
+            "nbjobs.yaml storage.volume is not set; give the shared volume, e.g. "
+            "{nfs: {server: nfs.example.org, path: /export/home}}"
+        )
+    if storage.uid == 0:
+        raise ManifestError("storage.uid is 0 (root); jobs run as the user, never as root")
+    return image
+
+
+def _job_env(spec: LaunchSpec) -> list[dict[str, str]]:
+    """The runner's environment: the flavor's, the job's id, no GPU for a CPU job."""
+    flavor = spec.flavor
+    env = [{"name": k, "value": v} for k, v in sorted(flavor.env.items())]
+    env.append({"name": "NBJOBS_JOB_ID", "value": spec.job_id})
+    if not flavor.gpus:
+        # On a GPU node the NVIDIA runtime would otherwise hand a CPU job every GPU.
+        env += [
+            {"name": "CUDA_VISIBLE_DEVICES", "value": ""},
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+        ]
+    return env
+
+
+def _pod_spec(
+    flavor: Flavor,
+    storage: StorageConfig,
+    settings: KubernetesBackendConfig,
+    container: dict[str, Any],
+    identity: dict[str, Any],
+    engine: EngineFields,
+    drained: Iterable[str],
+) -> dict[str, Any]:
+    """The pod of a job's rank: no credentials, restricted, on the flavor's nodes
+    (never a drained one), scheduled by the flavor's engine."""
+    assert storage.volume is not None  # refused before (_job_image)
     pod_security: dict[str, Any] = {**identity, "seccompProfile": {"type": "RuntimeDefault"}}
     if storage.gid is not None:
         pod_security["fsGroup"] = storage.gid
@@ -317,47 +398,7 @@ def make_job(
         pod_spec["priorityClassName"] = flavor.priority_class
     if engine.scheduler_name:
         pod_spec["schedulerName"] = engine.scheduler_name
-    # the flavor's own labels first: nbjobs' labels are never overridden (the config
-    # refuses reserved keys; this order holds should one slip through)
-    job_labels_ = {**engine.job_labels, **labels}
-    template_meta: dict[str, Any] = {"labels": {**engine.pod_labels, **labels}}
-    if engine.pod_annotations:
-        template_meta["annotations"] = dict(engine.pod_annotations)
-    job_spec: dict[str, Any] = {
-        "backoffLimit": 0,
-        "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
-        "template": {"metadata": template_meta, "spec": pod_spec},
-    }
-    if spec.time_limit:
-        grace = (limits or LimitsConfig()).time_limit_grace or 0
-        job_spec["activeDeadlineSeconds"] = math.ceil(spec.time_limit + grace)
-    if settings.kueue is not None:
-        if settings.kueue.priority_class:
-            job_labels_[KUEUE_PRIORITY_LABEL] = settings.kueue.priority_class
-        job_spec["suspend"] = True
-    name = job_name(spec.job_id, spec.attempt)
-    if flavor.nodes > 1:
-        # one pod per rank, each its index; any rank failing fails the job (backoffLimit
-        # 0: the Job controller stops the others), all succeeding completes it
-        nodes = flavor.nodes
-        job_spec.update(completionMode="Indexed", completions=nodes, parallelism=nodes)
-        if settings.multi_node == "jobset":
-            master = f"{jobset_child(name)}-0.{name}"  # the JobSet names its pods' hosts
-        else:
-            master = f"{name}-0.{name}"  # the Indexed Job's pod 0, in the Service of its name
-            pod_spec["subdomain"] = name
-        env += rank_env(nodes, master)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": settings.namespace,
-            "labels": job_labels_,
-            "annotations": {**engine.job_annotations, OWNER_ANNOTATION: spec.user},
-        },
-        "spec": job_spec,
-    }
+    return pod_spec
 
 
 def make_rank_service(job: Mapping[str, Any], uid: str | None = None) -> dict[str, Any]:

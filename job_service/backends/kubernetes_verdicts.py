@@ -351,9 +351,33 @@ def _job_verdict(
             or None
         )
     failed = _condition(job, "Failed")
+    if failed is not None:
+        return _failed_verdict(job, failed, ranks, pod, node)
+    if _condition(job, "Complete") is not None:
+        code = 0
+        if pod is not None:
+            _, found, _ = _pod_failure(pod)
+            code = found if found is not None else 0
+        return Verdict(done=True, exit_code=code, node=node)
+    if (job.get("spec") or {}).get("suspend"):
+        queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        where = f" (queue {queue})" if queue else ""
+        return Verdict(waiting=f"waiting for Kueue to admit it{where}")
+    if pod is None:
+        return Verdict()
+    return _started_verdict(pod, node, flavor, capacity, engine_said)
+
+
+def _failed_verdict(
+    job: Mapping[str, Any],
+    failed: Mapping[str, Any],
+    ranks: Mapping[int, Mapping[str, Any]],
+    pod: Mapping[str, Any] | None,
+    node: str | None,
+) -> Verdict:
+    """A Job that failed: its time limit, a rank other than 0, or its pod's failure."""
     if (
-        failed is not None
-        and failed.get("reason") != "DeadlineExceeded"
+        failed.get("reason") != "DeadlineExceeded"
         and ranks
         and pod is not None
         and _rank_of(pod) not in (None, 0)
@@ -373,42 +397,38 @@ def _job_verdict(
             node=node,
             disrupted=disrupted,
         )
-    if failed is not None:
-        if failed.get("reason") == "DeadlineExceeded":
-            deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
-            limit = f" ({deadline} s)" if deadline else ""
-            return Verdict(
-                done=True,
-                state="timed_out",
-                message=f"stopped by Kubernetes at its time limit{limit}",
-                node=node,
-            )
-        message, code, disrupted = _pod_failure(pod) if pod else (None, None, False)
-        if message is None and code is None:
-            detail = failed.get("message") or failed.get("reason") or "no reason given"
-            return Verdict(
-                done=True, state="failed", message=f"the Job failed: {detail}", node=node
-            )
+    if failed.get("reason") == "DeadlineExceeded":
+        deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+        limit = f" ({deadline} s)" if deadline else ""
         return Verdict(
             done=True,
-            state="failed" if message else None,
-            exit_code=code,
-            message=message,
+            state="timed_out",
+            message=f"stopped by Kubernetes at its time limit{limit}",
             node=node,
-            disrupted=disrupted,
         )
-    if _condition(job, "Complete") is not None:
-        code = 0
-        if pod is not None:
-            _, found, _ = _pod_failure(pod)
-            code = found if found is not None else 0
-        return Verdict(done=True, exit_code=code, node=node)
-    if (job.get("spec") or {}).get("suspend"):
-        queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
-        where = f" (queue {queue})" if queue else ""
-        return Verdict(waiting=f"waiting for Kueue to admit it{where}")
-    if pod is None:
-        return Verdict()
+    message, code, disrupted = _pod_failure(pod) if pod else (None, None, False)
+    if message is None and code is None:
+        detail = failed.get("message") or failed.get("reason") or "no reason given"
+        return Verdict(done=True, state="failed", message=f"the Job failed: {detail}", node=node)
+    return Verdict(
+        done=True,
+        state="failed" if message else None,
+        exit_code=code,
+        message=message,
+        node=node,
+        disrupted=disrupted,
+    )
+
+
+def _started_verdict(
+    pod: Mapping[str, Any],
+    node: str | None,
+    flavor: Flavor | None,
+    capacity: Capacity | Callable[[], Capacity | None] | None,
+    engine_said: str | None,
+) -> Verdict:
+    """A Job neither ended nor suspended, by its pod: stuck (an image it cannot pull),
+    held by a scheduler, waiting for room, or running."""
     for cs in _container_statuses(pod):
         waiting = (cs.get("state") or {}).get("waiting") or {}
         reason = waiting.get("reason")

@@ -40,7 +40,7 @@ import psutil
 from nbjobs.job_runner import ExitCode, rank_file, rendezvous_env
 from traitlets import Float, List, Unicode
 
-from nbjobs.accounts import Account, AccountRefused, account_for, drop_privileges, prepare_home
+from nbjobs.accounts import Account, AccountRefused, account_for, prepare_home
 from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits, gpu_minors, human_bytes
 from nbjobs.config import (
     ConfigError,
@@ -66,11 +66,13 @@ from .local_job_setup import (
     account_name,
     descendants,
     free_port,
+    group_prefix,
     job_environment,
     own_account,
     prepare_job_files,
     rank_failed,
     rank_said,
+    start_runner,
     status_file_of,
 )
 from .local_unrecorded import job_ref, unrecorded_runner
@@ -478,18 +480,7 @@ class LocalBackend(Backend):
         sandboxed = account is not None and self.isolates_jobs
         limits = self.job_limits(spec.flavor, gpus)
         group = self._job_group(spec.job_id, rank)
-        prefix: list[str] = []
-        if group is not None:
-            try:
-                group.create(limits)
-            except CgroupError as exc:
-                raise JobRefused(str(exc)) from None
-            weigh_parent(self.cgroups)  # one group more: the jobs' share of the CPU grows
-            # in its namespaces the job becomes its account itself: systemd-run stays root
-            as_owner = owner if owner and not sandboxed else None
-            prefix = group.command_prefix(
-                limits, as_owner[0] if as_owner else None, as_owner[1] if as_owner else None
-            )
+        prefix = group_prefix(group, limits, owner, sandboxed, self.cgroups) if group else []
         try:
             log = prepare_job_files(spec, owner, rank)
         except JobRefused:
@@ -501,28 +492,8 @@ class LocalBackend(Backend):
         if sandboxed:
             assert account is not None
             command = job_command(account, command)
-
-        def enter() -> None:
-            # in the child, before exec: into the job's group while still root, then the
-            # user's account for good (systemd-run does both itself under cgroup v2)
-            if group is not None:
-                group.join()
-            if become is not None:
-                drop_privileges(become)
-
         try:
-            # A plain Popen, polled: the job must be able to outlive this service (a
-            # restart adopts it), which an asyncio subprocess transport does not allow.
-            process = subprocess.Popen(
-                [*prefix, *command],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=spec.cwd,
-                env=env,
-                start_new_session=True,
-                preexec_fn=enter if (group is not None or become is not None) else None,
-            )
+            process = start_runner([*prefix, *command], log, spec.cwd, env, group, become)
         except (PermissionError, subprocess.SubprocessError) as exc:
             if group is not None:
                 group.remove()

@@ -9,17 +9,20 @@ from __future__ import annotations
 import os
 import pwd
 import socket
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
 from nbjobs.job_runner import StatusFileError, rank_file, read_status
 
-from nbjobs.accounts import Account
+from nbjobs.accounts import Account, drop_privileges
+from nbjobs.cgroups import CgroupError, Cgroups, Group, Limits
 from nbjobs.config import LocalBackendConfig, is_service_secret
 from nbjobs.storage import open_file_at, open_job_dir
 
 from .base import LaunchSpec, Outcome, status_file_in, write_parameters_file
+from .local_cpu import weigh_parent
 
 
 class JobRefused(RuntimeError):
@@ -234,3 +237,57 @@ def _open_job_files(spec: LaunchSpec, owner: tuple[int, int] | None, rank: int) 
     finally:
         os.close(folder)
     return log
+
+
+def group_prefix(
+    group: Group,
+    limits: Limits,
+    owner: tuple[int, int] | None,
+    sandboxed: bool,
+    cgroups: Cgroups,
+) -> list[str]:
+    """Make a rank's control group; the prefix of its command that starts it there."""
+    try:
+        group.create(limits)
+    except CgroupError as exc:
+        raise JobRefused(str(exc)) from None
+    weigh_parent(cgroups)  # one group more: the jobs' share of the CPU grows
+    # in its namespaces the job becomes its account itself: systemd-run stays root
+    as_owner = owner if owner and not sandboxed else None
+    return group.command_prefix(
+        limits, as_owner[0] if as_owner else None, as_owner[1] if as_owner else None
+    )
+
+
+def start_runner(
+    command: list[str],
+    log: int,
+    cwd: Path,
+    env: dict[str, str],
+    group: Group | None,
+    become: Account | None,
+) -> subprocess.Popen[bytes]:
+    """Start a rank's runner: in its own session, its output into ``log``, in the job's
+    control group and the job's account when given.
+
+    A plain Popen, polled: the job must be able to outlive this service (a restart
+    adopts it), which an asyncio subprocess transport does not allow."""
+
+    def enter() -> None:
+        # in the child, before exec: into the job's group while still root, then the
+        # user's account for good (systemd-run does both itself under cgroup v2)
+        if group is not None:
+            group.join()
+        if become is not None:
+            drop_privileges(become)
+
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        preexec_fn=enter if (group is not None or become is not None) else None,
+    )

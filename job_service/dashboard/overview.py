@@ -4,10 +4,12 @@ the longest wait, recent failures and whether the backend works."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from nbjobs.models import JobState
 
@@ -75,33 +77,64 @@ def overview(ctx: Context) -> Overview:
                 JobRecord.waiting_reason,
             ).where(JobRecord.state.in_([*STARTED, JobState.QUEUED.value]))
         ).all()
-        failed = (
-            db.execute(
-                select(JobRecord)
-                .where(
-                    JobRecord.state.in_([JobState.FAILED.value, JobState.TIMED_OUT.value]),
-                    JobRecord.finished_at >= now - FAILURES_SINCE,
-                )
-                .order_by(JobRecord.finished_at.desc())
-                .limit(FAILURES_SHOWN)
+        failures = _recent_failures(db, now)
+    nodes = _node_rows(ctx, active)
+    types = _type_rows(nodes)
+    queued = [a for a in active if a.state == JobState.QUEUED.value]
+    flavors = _flavor_rows(ctx, active, queued, now)
+    longest = _longest_wait(queued, now)
+    busy_nodes = [n.busy for n in nodes if n.busy is not None]
+    return Overview(
+        generated_at=now,
+        backend=BackendHealth(kind=ctx.config.backend.kind, ok=ok, detail=detail),
+        gpus=GpuCount(
+            total=sum(n.total for n in nodes),
+            allocated=round(sum(n.allocated for n in nodes), 3),
+            busy=round(sum(busy_nodes), 3) if busy_nodes else None,
+        ),
+        nodes=nodes,
+        types=types,
+        flavors=flavors,
+        longest_wait=longest,
+        recent_failures=failures,
+        queues=backend.queues(),
+        class_notices=ctx.classes.notices(),
+    )
+
+
+def _recent_failures(db: Session, now: datetime) -> list[Failure]:
+    """The jobs that failed or ran out of time lately, newest first."""
+    failed = (
+        db.execute(
+            select(JobRecord)
+            .where(
+                JobRecord.state.in_([JobState.FAILED.value, JobState.TIMED_OUT.value]),
+                JobRecord.finished_at >= now - FAILURES_SINCE,
             )
-            .scalars()
-            .all()
+            .order_by(JobRecord.finished_at.desc())
+            .limit(FAILURES_SHOWN)
         )
-        failures = [
-            Failure(
-                id=r.id,
-                user=r.user,
-                name=r.name,
-                flavor=r.flavor,
-                state=r.state,
-                message=r.message,
-                finished_at=r.finished_at,
-            )
-            for r in failed
-        ]
+        .scalars()
+        .all()
+    )
+    return [
+        Failure(
+            id=r.id,
+            user=r.user,
+            name=r.name,
+            flavor=r.flavor,
+            state=r.state,
+            message=r.message,
+            finished_at=r.finished_at,
+        )
+        for r in failed
+    ]
+
+
+def _node_rows(ctx: Context, active: Sequence[Any]) -> list[NodeRow]:
+    """Each node's GPUs: all, allocated, busy (from its jobs' latest readings), its jobs."""
     busy = _busy_per_job(ctx)
-    inventory = backend.inventory()
+    inventory = ctx.backend.inventory()
     single = len({n.node for n in inventory}) == 1
     nodes = []
     for row in inventory:
@@ -123,6 +156,11 @@ def overview(ctx: Context) -> Overview:
                 jobs=here,
             )
         )
+    return nodes
+
+
+def _type_rows(nodes: list[NodeRow]) -> list[TypeRow]:
+    """The nodes summed per GPU type."""
     types: dict[str, TypeRow] = {}
     for n in nodes:
         t = types.setdefault(
@@ -133,13 +171,19 @@ def overview(ctx: Context) -> Overview:
         t.allocated = round(t.allocated + n.allocated, 3)
         if n.busy is not None:
             t.busy = round((t.busy or 0.0) + n.busy, 3)
+    return list(types.values())
+
+
+def _flavor_rows(
+    ctx: Context, active: Sequence[Any], queued: Sequence[Any], now: datetime
+) -> list[FlavorRow]:
+    """Each flavor's running and queued jobs and its longest wait."""
     running = Counter(a.flavor for a in active if a.state in STARTED)
-    queued = [a for a in active if a.state == JobState.QUEUED.value]
     oldest: dict[str, datetime] = {}
     for a in queued:
         if a.flavor not in oldest or a.submitted_at < oldest[a.flavor]:
             oldest[a.flavor] = a.submitted_at
-    flavors = [
+    return [
         FlavorRow(
             name=f.name,
             display_name=f.label,
@@ -151,8 +195,12 @@ def overview(ctx: Context) -> Overview:
         )
         for f in ctx.config.flavors
     ]
+
+
+def _longest_wait(queued: Sequence[Any], now: datetime) -> WaitingJob | None:
+    """The job that has waited longest, and why it waits."""
     first = min(queued, key=lambda a: a.submitted_at, default=None)
-    longest = (
+    return (
         WaitingJob(
             id=first.id,
             user=first.user,
@@ -162,21 +210,4 @@ def overview(ctx: Context) -> Overview:
         )
         if first is not None
         else None
-    )
-    busy_nodes = [n.busy for n in nodes if n.busy is not None]
-    return Overview(
-        generated_at=now,
-        backend=BackendHealth(kind=ctx.config.backend.kind, ok=ok, detail=detail),
-        gpus=GpuCount(
-            total=sum(n.total for n in nodes),
-            allocated=round(sum(n.allocated for n in nodes), 3),
-            busy=round(sum(busy_nodes), 3) if busy_nodes else None,
-        ),
-        nodes=nodes,
-        types=list(types.values()),
-        flavors=flavors,
-        longest_wait=longest,
-        recent_failures=failures,
-        queues=backend.queues(),
-        class_notices=ctx.classes.notices(),
     )

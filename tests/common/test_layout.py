@@ -7,7 +7,15 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ["job_runner", "job_service", "server_extension", "spawner", "hub_config", "client"]
+PARTS = [
+    "job_runner",
+    "job_service",
+    "server_extension",
+    "spawner",
+    "hub_config",
+    "client",
+    "programs",
+]
 BARE_IMPORT = re.compile(rf"^\s*(from|import)\s+({'|'.join(PARTS)})\b", re.MULTILINE)
 
 
@@ -54,6 +62,33 @@ def test_no_module_grows_past_the_line_limit():
     assert len(lengths) > 100  # the product's modules were found
     too_long = {name: n for name, n in lengths.items() if n > MAX_LINES}
     assert too_long == {}, f"past {MAX_LINES} lines: split them by concern"
+
+
+#: the house limit on a function's length; a longer one says why in the comment just
+#: above it (above its decorators), which starts with LONG_REASON
+MAX_FUNCTION_LINES = 80
+LONG_REASON = "# Over 80 lines:"
+
+
+def test_no_function_past_its_limit_without_a_reason():
+    long_ones = []
+    for path in source_files():
+        if path.suffix != ".py":
+            continue
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if node.end_lineno - node.lineno + 1 <= MAX_FUNCTION_LINES:
+                continue
+            above = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 2
+            comment = []  # the comment block just above it
+            while above >= 0 and lines[above].strip().startswith("#"):
+                comment.insert(0, lines[above].strip())
+                above -= 1
+            if not (comment and comment[0].startswith(LONG_REASON)):
+                long_ones.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert long_ones == [], "split them, or say above each why it is one piece"
 
 
 #: the parts above the shared base, by the package a wheel puts them in

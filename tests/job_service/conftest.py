@@ -27,7 +27,7 @@ from nbjobs.job_service.backends.local_unrecorded import job_ref
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 
-from nbjobs.config import NbjobsConfig, parse_config
+from nbjobs.config import parse_config
 from nbjobs.storage import user_folder
 from tests.machine import INSTANCE, this_runs
 from tests.ports import free_port
@@ -92,15 +92,6 @@ class Service:
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook(*cells), path)
         return path
-
-    def use_config(self, config: NbjobsConfig) -> NbjobsConfig:
-        """Run on ``config`` from now on, every part of the service alike (its own rules
-        and the collaborators that read the shared context), as a restart on a changed
-        nbjobs.yaml would; the configuration it ran on before."""
-        before = self.service.config
-        self.service.config = config
-        object.__setattr__(self.service.ctx, "config", config)  # frozen for the parts
-        return before
 
     def script(self, user: str, relpath: str, *blocks: str) -> Path:
         """A Python script of ``user``'s, its ``blocks`` one after the other: a job for a

@@ -241,10 +241,8 @@ async def test_a_job_keeps_the_name_given_at_submit_and_on_rerun(svc):
     assert unnamed["name"] == "n"
 
 
-async def test_a_flavor_the_machine_cannot_run_is_listed_with_the_reason(svc):
-    config = svc.service.config
-    big = config.flavors[2].model_copy(update={"gpus": 4, "name": "gpu4"})
-    svc.use_config(config.model_copy(update={"flavors": [*config.flavors, big]}))
+async def test_a_flavor_the_machine_cannot_run_is_listed_with_the_reason(start):
+    svc = await start({"flavors": [*BASE_CONFIG["flavors"], {"name": "gpu4", "gpus": 4}]})
 
     async with svc.client("root") as c:
         flavors = {f["name"]: f for f in (await c.get("flavors")).json()}

@@ -21,7 +21,6 @@ from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAP
 from tornado.web import RequestHandler
 
 from nbjobs import models
-from nbjobs.config import Quota
 
 from .conftest import TOKENS
 
@@ -288,17 +287,14 @@ async def test_responses_match_the_spec(svc, spec):
     assert (
         await do("ada", "GET", f"jobs/{job['id']}/logs", params={"offset": -1})
     ).status_code == 400
-    # a re-run is checked like a submission: the notebook gone (400), over the GPU quota (403)
+    # a re-run is checked like a submission: the notebook gone (400), a flavor not hers (403)
     svc.write("ada", "gone.ipynb", "1")
     gone = await svc.wait("ada", (await svc.submit("ada", "gone.ipynb", "gpu"))["id"])
     (svc.home("ada") / "gone.ipynb").unlink()
     assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun")).status_code == 400
     svc.write("ada", "gone.ipynb", "1")
-    config = svc.service.config
-    no_gpus = config.quotas.model_copy(update={"default": Quota(max_running_gpus=0)})
-    svc.use_config(config.model_copy(update={"quotas": no_gpus}))
-    assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun")).status_code == 403
-    svc.use_config(config)
+    staff_only = {"flavor": "staff-only"}
+    assert (await do("ada", "POST", f"jobs/{gone['id']}/rerun", json=staff_only)).status_code == 403
     # classes: none here but nbjobs.yaml's, and this service runs without a hub
     assert (await do("ada", "GET", "classes")).status_code == 200
     assert (await do("ada", "GET", "jobs", params={"class": "ml101"})).status_code == 404

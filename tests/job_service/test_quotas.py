@@ -59,8 +59,9 @@ async def test_gpu_hours_count_the_gpu_time_inside_the_period_only(start, period
 
         over = await post_gpu_job(svc, "ada")
         cpu = await post_gpu_job(svc, "ada", "cpu")
-        quotas = QuotaConfig(default=Quota(gpu_hours=used + 0.5, period=period))
-        svc.use_config(svc.service.config.model_copy(update={"quotas": quotas}))
+        # the same GPU time, under a budget half an hour above it: the service restarted
+        await stop_all(svc)
+        svc = await start({"quotas": {"default": {"gpu_hours": used + 0.5, "period": period}}})
         under = await post_gpu_job(svc, "ada")
 
         assert over.status_code == 429
@@ -199,13 +200,13 @@ async def test_a_member_of_several_groups_gets_each_limits_most_generous_and_one
         ),
     ],
 )
-async def test_how_several_group_quotas_combine(svc, groups, expected):
+async def test_how_several_group_quotas_combine(start, groups, expected):
     quotas = QuotaConfig(
         default=Quota(max_running_gpus=0, gpu_hours=0),
         groups={name: Quota(**q) for name, q in groups.items()},
         users={"ada": Quota(max_running_gpus=3)},
     )
-    svc.use_config(svc.service.config.model_copy(update={"quotas": quotas}))
+    svc = await start({"quotas": quotas.model_dump(exclude_unset=True)})
 
     assert svc.service.quotas.of(Caller("cy", frozenset({"a", "b", "other"}))) == expected
     # a user's own entry replaces the groups' quotas whole

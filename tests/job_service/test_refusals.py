@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from .conftest import stop_all
+from .conftest import BASE_CONFIG, stop_all
 
 
 async def post_job(svc, user, body, **kwargs):
@@ -180,14 +180,12 @@ async def test_bad_query_arguments(svc):
     assert "nbjobs list" in unknown.json()["message"]
 
 
-async def test_a_flavor_bigger_than_the_machine_is_refused_at_once(svc, start):
+async def test_a_flavor_bigger_than_the_machine_is_refused_at_once(start):
     # The fixture's machine has 2 GPUs; a 4-GPU flavor could never start.
+    svc = await start({"flavors": [*BASE_CONFIG["flavors"], {"name": "gpu4", "gpus": 4}]})
     r = await post_job(svc, "root", {"path": "x.ipynb", "flavor": "gpu2"})
     assert r.status_code == 400  # x.ipynb does not exist: path checked after the flavor
     svc.write("root", "x.ipynb", "1")
-    config = svc.service.config
-    big = config.flavors[2].model_copy(update={"gpus": 4, "name": "gpu4"})
-    svc.use_config(config.model_copy(update={"flavors": [*config.flavors, big]}))
 
     r = await post_job(svc, "root", {"path": "x.ipynb", "flavor": "gpu4"})
 
