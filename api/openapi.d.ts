@@ -65,7 +65,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Flavor"][];
+                        "application/json": components["schemas"]["FlavorInfo"][];
                     };
                 };
                 401: components["responses"]["Unauthorized"];
@@ -1998,7 +1998,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Class"][];
+                        "application/json": components["schemas"]["ClassInfo"][];
                     };
                 };
                 401: components["responses"]["Unauthorized"];
@@ -2029,7 +2029,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Class"];
+                        "application/json": components["schemas"]["ClassInfo"];
                     };
                 };
                 400: components["responses"]["BadRequest"];
@@ -2128,7 +2128,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Invitation"];
+                        "application/json": components["schemas"]["InvitationInfo"];
                     };
                 };
                 400: components["responses"]["BadRequest"];
@@ -2173,7 +2173,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Class"];
+                        "application/json": components["schemas"]["ClassInfo"];
                     };
                 };
                 400: components["responses"]["BadRequest"];
@@ -2254,7 +2254,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Class"];
+                        "application/json": components["schemas"]["ClassInfo"];
                     };
                 };
                 400: components["responses"]["BadRequest"];
@@ -2306,7 +2306,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Class"];
+                        "application/json": components["schemas"]["ClassInfo"];
                     };
                 };
                 400: components["responses"]["BadRequest"];
@@ -2339,7 +2339,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Class"];
+                        "application/json": components["schemas"]["ClassInfo"];
                     };
                 };
                 400: components["responses"]["BadRequest"];
@@ -2359,370 +2359,167 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
-        Error: {
-            message: string;
-            /** @description a refused roster's bad entries (index into the request's students) */
-            problems?: {
-                index: number;
-                student: string;
-                reason: string;
-            }[];
+        /** @description The address a code confirmed: mail about the caller's jobs may go there now. */
+        AddressConfirmed: {
+            address: string;
         };
-        Class: {
+        Attempt: {
+            /** Format: date-time */
+            at: string;
+            ok: boolean;
+            /** @default null */
+            error: string | null;
+        };
+        /** @description One reading: who read what of whose job, and when. */
+        AuditEntry: {
+            id: number;
+            /** Format: date-time */
+            at: string;
+            reader: string;
+            owner: string;
+            job_id: string;
+            /** @enum {string} */
+            what: "log" | "result";
+        };
+        /** @description ``GET api/audit``: readings of other people's jobs, newest first. */
+        AuditList: {
+            entries: components["schemas"]["AuditEntry"][];
+            /** @description whether older entries exist (ask again with ``before`` the last id) */
+            more: boolean;
+        };
+        BackendHealth: {
+            kind: string;
+            ok: boolean;
+            detail: string;
+        };
+        /** @description ``POST api/classes/{name}/students/{student}/budget``: more GPU-hours for one student, for one of the class's periods from now. */
+        BudgetGrant: {
+            hours: number;
+        };
+        /** @description A class: a JupyterHub group of students, its teachers, flavors and GPU-hours. */
+        ClassInfo: {
             name: string;
+            /** @default [] */
             teachers: string[];
+            /** @default [] */
             students: string[];
+            /**
+             * @description the flavors its students may use (empty: whatever they could use anyway)
+             * @default []
+             */
             flavors: string[];
-            /** @description per student per period */
+            /**
+             * @description GPU-hours each student may use per period (None: the usual quota)
+             * @default null
+             */
             gpu_hours: number | null;
-            /** @enum {string} */
-            period: "day" | "week" | "month";
-            /** @description the cluster queue its students' jobs go to (nbjobs.yaml classes[].queue); null: their flavors' queues */
+            /** @default week */
+            period: string;
+            /**
+             * @description the queue its students' jobs go to on the cluster (set in nbjobs.yaml by an admin: queues are cluster objects a teacher cannot make); None: their flavors' queues
+             * @default null
+             */
             queue: string | null;
-            /** @enum {string} */
-            source: "hub" | "nbjobs.yaml";
-            /** @description GPU-hours granted to single students on top of gpu_hours, counting now */
+            /**
+             * @description "nbjobs.yaml" (an admin's, read-only here) or "hub" (a teacher's)
+             * @default hub
+             */
+            source: string;
+            /**
+             * @description GPU-hours granted to single students on top of ``gpu_hours``, counting now
+             * @default {}
+             */
             extra_hours: {
                 [key: string]: number;
             };
-            /** @description the invitations made for the accounts a create or an add created (only in that answer; empty where the hub's login makes none) */
-            invitations: components["schemas"]["Invitation"][];
+            /**
+             * @description the invitations this change made for the accounts it created (only in the answer to a create or an add, on a hub whose login uses invitations): hand them out
+             * @default []
+             */
+            invitations: components["schemas"]["InvitationInfo"][];
         };
-        Invitation: {
-            user: string;
-            /** @description 16 letters and digits grouped by four, typed at the hub's /hub/invite page */
+        /** @description ``POST api/notifications/confirm``: the code nbjobs mailed to an address. */
+        ConfirmAddress: {
             code: string;
-            /** @description the link that opens it: absolute where notifications.links_base is set, else the hub's path /hub/invite/CODE */
-            url: string;
-            /** Format: date-time */
-            expires_at: string;
-            /** @description the address it was mailed to; null - hand it over yourself */
-            mailed_to: string | null;
         };
+        /** @description ``POST api/classes``: a teacher provisions a class from a roster. */
+        CreateClass: {
+            name: string;
+            /** @default [] */
+            students?: string[];
+            /** @default [] */
+            flavors?: string[];
+            /** @default null */
+            gpu_hours?: number | null;
+            /** @default week */
+            period?: string;
+            /**
+             * @description co-teachers besides the caller
+             * @default []
+             */
+            teachers?: string[];
+        };
+        /** @description ``POST api/invitations``: a new invitation for a user with no password yet. */
         CreateInvitation: {
             user: string;
         };
-        CreateClass: {
-            name: string;
-            students?: string[];
-            flavors?: string[];
-            gpu_hours?: number | null;
+        /** @description An account that pays for jobs on priced flavors (``credits`` in nbjobs.yaml). */
+        CreditAccount: {
+            /** @description ``user:ada``, ``class:ml101``, ``group:physics`` */
+            account: string;
             /** @enum {string} */
-            period?: "day" | "week" | "month";
-            /** @description co-teachers */
-            teachers?: string[];
-        };
-        RosterCheck: {
-            students: string[];
-            /** @description the class they would join; null - a new class */
-            class_name?: string | null;
-        };
-        RosterChecked: {
-            problems: {
-                index: number;
-                student: string;
-                reason: string;
-            }[];
-        };
-        RosterChange: {
-            students: string[];
-        };
-        Health: {
-            /** @constant */
-            status: "ok";
-            version: string;
-            user: string;
-        };
-        /**
-         * @description queued, starting, running, then succeeded, failed, cancelled or timed_out; a job on a flavor that needs approval is pending_approval first (approved: queued; rejected or expired: cancelled, the message says which).
-         * @enum {string}
-         */
-        JobState: "pending_approval" | "queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
-        SubmitRequest: {
-            /** @description relative to the user's folder */
-            path: string;
-            flavor: string;
-            /** @description papermill-style; names are Python identifiers; at most limits.parameters (64 KiB by default) as JSON, else a 400 */
-            parameters?: Record<string, unknown>;
-            /** @description admins only */
-            priority?: number | null;
-            /** @description seconds, at most the flavor's */
-            time_limit?: number | null;
-            /** @description what the list calls the job; default the notebook's name */
-            name?: string | null;
-            /** @description run on this kernel instead of the notebook's own; one the flavor has (Flavor.kernels), else a 400 */
-            kernel?: string | null;
-            /**
-             * @description the result next to the notebook, or in the outputs folder next to it (outputs.folder); null: outputs.location in nbjobs.yaml
-             * @enum {string|null}
-             */
-            outputs?: "beside" | "folder" | null;
-            /** @description also write an HTML copy of the result (Job.html_path); null: outputs.html in nbjobs.yaml */
-            html?: boolean | null;
-            /** @description run this shell command (bash) instead of a notebook; path is then the folder it runs in */
-            command?: string | null;
-            /** @description the nodes the submitter expects the job to span (nbjobs submit --nodes); a flavor spanning another number is a 400 that names the caller's flavors spanning it */
-            nodes?: number | null;
-        };
-        UpdateRequest: {
-            priority: number;
-        };
-        Progress: {
-            cells_done: number;
-            cells_total: number;
-            current_cell: number | null;
-        };
-        /** @description `event: job` of /events: a job appeared or changed; ask for it again */
-        JobEvent: {
-            id: string;
-            user: string;
-            state: components["schemas"]["JobState"];
-            progress: components["schemas"]["Progress"];
-            /** @description 1: the next to start; null when not queued */
-            queue_position: number | null;
-            waiting_reason: string | null;
-        };
-        /** @description `event: job_removed` of /events: a job went before it ended (deleted) */
-        JobRemovedEvent: {
-            id: string;
-            user: string;
-        };
-        /** @description `event: definitions` of /events: a user's definitions or their runs changed */
-        DefinitionsEvent: {
-            user: string;
-        };
-        JobError: {
-            cell_index: number | null;
-            ename: string;
-            evalue: string;
-        };
-        Job: {
-            id: string;
-            user: string;
+            kind: "user" | "class" | "group";
             name: string;
-            path: string;
-            output_path: string;
-            flavor: string;
-            state: components["schemas"]["JobState"];
-            queue_position: number | null;
-            waiting_reason: string | null;
-            progress: components["schemas"]["Progress"];
-            parameters: Record<string, unknown>;
-            priority: number;
-            gpus: string[];
-            /** @description the nodes it spans: ranks 0 to nodes - 1, each with its flavor's GPUs (gpus lists all of them); the log of rank N is logs?rank=N */
-            nodes: number;
-            /** Format: date-time */
-            submitted_at: string;
-            /** Format: date-time */
-            started_at: string | null;
-            /** Format: date-time */
-            finished_at: string | null;
-            exit_code: number | null;
-            message: string | null;
-            error: null | components["schemas"]["JobError"];
-            rerun_of: string | null;
-            time_limit: number | null;
-            /** @description where it runs or ran (a Kubernetes node) */
-            node: string | null;
-            /** @description times the cluster disrupted the job (evicted, preempted, its node lost) and it went back to the queue, as its flavor's requeue_on_eviction allows */
-            requeues: number;
-            /** @description something its owner should act on while it runs: its GPUs have been idle for its flavor's idle_gpu period (and, under a cancel policy, when it will be stopped); gone once it uses them again */
-            warning: string | null;
-            /** @description while it runs on a cluster with Kueue: its queue uses GPUs borrowed from the cohort, which Kueue may take back (the job would then be queued again) */
-            borrowing: string | null;
-            /** @description the kernel chosen at submit instead of the notebook's own; null: the notebook's */
-            kernel: string | null;
-            /** @description the HTML copy of the result, relative to the user's folder; null when none was asked for */
-            html_path: string | null;
-            /**
-             * @description a notebook, a script (.py, .sh: its output, in output_path, is its log) or a shell command
-             * @enum {string}
-             */
-            kind: "notebook" | "script" | "command";
-            command: string | null;
-            /** @description the GPU-hours it counts for, so far if it runs (GPUs, a slice as its share, x the time it held them): what quotas, budgets and usage count */
-            gpu_hours: number;
-        };
-        JobList: {
-            jobs: components["schemas"]["Job"][];
-            /** @description every job the filters match, on this page or not */
-            total: number;
-            limit: number;
-            offset: number;
-            /** @description older jobs follow this page (ask with before = its last job's id) */
-            more: boolean;
-        };
-        Flavor: {
-            name: string;
-            display_name: string;
-            description: string;
-            gpus: number;
-            /** @description the nodes one job spans, each with gpus GPUs, cpu and memory; they start together (a multi-node flavor) */
-            nodes: number;
-            gpu_type: string | null;
-            shared: boolean;
-            cpu: string | null;
-            memory: string | null;
-            time_limit: number | null;
+            /** @description credits nbjobs.yaml gives it (``credits.users`` and the like) */
+            standing: number;
+            /** @description credits granted on top (admins, and teachers within their classes), less taken back */
+            granted: number;
+            /** @description what its ended jobs cost */
+            charged: number;
+            /** @description held for its jobs that have not ended: each one's worst case */
+            held: number;
+            /** @description standing + granted - charged */
+            balance: number;
+            /** @description balance - held: the worst case a new job may cost */
             available: number;
-            queued: number;
-            /** @description why no job of this flavor could ever start here; null when it can */
-            unavailable: string | null;
-            /** @description GPUs of the kind this flavor uses that are free now; for a flavor with a fraction, its slices free (jobs of it that fit now); null for a flavor without GPUs, or when the backend cannot tell (an engine such as KAI Scheduler decides) */
-            free_gpus: number | null;
-            /** @description all GPUs of that kind ("2 of 4 GPUs free"), or all its slices; null like free_gpus */
-            total_gpus: number | null;
-            /** @description the share of one GPU a job of this flavor gets, counted as that much in quotas and GPU-hours; null for whole GPUs */
-            fraction: number | null;
-            /** @description what an hour of one of its jobs costs in credits (credits on, a priced GPU flavor; null: none); a job holds this x its time limit on its account until it ends */
-            credits_per_hour: number | null;
-            /** @description who decides when its jobs start where nbjobs cannot count free GPUs ("queued by KAI Scheduler, queue physics-101: it decides when a job starts"); null otherwise */
-            placement: string | null;
-            /** @description drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance") */
-            maintenance: string | null;
-            /** @description its GPUs are simulated (trying nbjobs without a GPU): nothing computes on a GPU */
-            simulated: boolean;
-            /** @description the kernels its jobs can run (flavors[].kernels, or on one machine those installed there); null: not known, a missing kernel then fails the job */
-            kernels: string[] | null;
-        };
-        UsageRow: {
-            name: string;
-            jobs: number;
-            running: number;
-            queued: number;
-            gpu_hours: number;
-            /** @description a user's GPU-hour budget for the same period (with grants); null for groups, without a budget, or when it counts another period */
-            gpu_hours_limit: number | null;
-        };
-        Usage: {
-            /** Format: date-time */
-            since: string;
-            /** @enum {string} */
-            period: "day" | "week" | "month";
-            users: components["schemas"]["UsageRow"][];
-            groups: components["schemas"]["UsageRow"][];
             /**
-             * Format: date
-             * @description the breakdown's first day
+             * @description the caller's jobs are paid from it (the first of their own, their classes', their groups' accounts that exists)
+             * @default false
              */
-            range_since: string | null;
-            /**
-             * Format: date
-             * @description its last day, included
-             */
-            range_until: string | null;
-            /** @enum {string|null} */
-            by: "user" | "group" | "class" | "flavor" | "node" | null;
-            breakdown: components["schemas"]["UsageLine"][];
-            /** @description all jobs of the range together, each once */
-            total: components["schemas"]["UsageLine"] | null;
+            pays_for_you: boolean;
         };
-        UsageLine: {
-            name: string;
-            jobs: number;
-            /** @description GPUs held times how long */
-            gpu_hours_allocated: number;
-            /** @description what the GPUs did (telemetry) */
-            gpu_hours_busy: number;
-            busy_percent: number | null;
-            /** @description GPU-hours allocated times the flavor's cost_per_gpu_hour */
-            cost: number | null;
-            days: {
-                /** Format: date */
-                date: string;
-                gpu_hours_allocated: number;
-                gpu_hours_busy: number;
-            }[];
-        };
-        ScheduleSpec: {
-            /** @description five cron fields on the clock of timezone ('0 2 * * *': 02:00 every day) */
-            cron: string;
-            /** @description an IANA time zone; null: schedules.default_timezone */
-            timezone?: string | null;
+        /** @description One dated row of an account's statement: a grant or a charge (kept for ever). */
+        CreditEntry: {
             /** Format: date-time */
-            start_at?: string | null;
-            /** Format: date-time */
-            end_at?: string | null;
-            /**
-             * @description ticks missed while the service was away: one run when it is back, or none
-             * @default once
-             * @enum {string}
-             */
-            catch_up?: "once" | "skip";
-        };
-        DefinitionRequest: {
-            path: string;
-            flavor: string;
-            parameters?: Record<string, unknown>;
-            /** @description admins only */
-            priority?: number | null;
-            name?: string | null;
-            kernel?: string | null;
-            /** @enum {string|null} */
-            outputs?: "beside" | "folder" | null;
-            html?: boolean | null;
-            time_limit?: number | null;
-            command?: string | null;
-            /** @description as in SubmitRequest: the nodes the job must span */
-            nodes?: number | null;
-            schedule?: null | components["schemas"]["ScheduleSpec"];
-            /** @default false */
-            paused?: boolean;
-        };
-        /** @description what changes; schedule null removes the schedule, leaving it out keeps it */
-        DefinitionUpdate: {
-            path?: string | null;
-            flavor?: string | null;
-            parameters?: Record<string, unknown> | null;
-            name?: string | null;
-            kernel?: string | null;
-            /** @enum {string|null} */
-            outputs?: "beside" | "folder" | null;
-            html?: boolean | null;
-            time_limit?: number | null;
-            command?: string | null;
-            schedule?: null | components["schemas"]["ScheduleSpec"];
-        };
-        ScheduleInfo: {
-            cron: string;
-            timezone: string;
-            /** Format: date-time */
-            start_at: string | null;
-            /** Format: date-time */
-            end_at: string | null;
+            at: string;
             /** @enum {string} */
-            catch_up: "once" | "skip";
-            /** @description the schedule in words */
-            description: string;
-        };
-        DefinitionRun: {
-            id: string;
-            definition_id: string;
-            version: number;
-            /**
-             * Format: date-time
-             * @description the tick it was for, or when a run now was asked
-             */
-            scheduled_for: string;
-            /** @enum {string} */
-            kind: "tick" | "catch_up" | "manual";
-            /** @enum {string} */
-            state: "starting" | "submitted" | "refused" | "skipped";
-            /** @description why it was refused or skipped, or what it caught up */
-            reason: string | null;
-            missed: number;
-            requested_by: string | null;
+            kind: "grant" | "charge";
+            /** @description credits added (a grant; a negative grant takes some back) or taken (a charge: < 0) */
+            amount: number;
+            /** @description the balance once this row counted */
+            balance: number;
+            /** @default null */
             job_id: string | null;
-            job_state: null | components["schemas"]["JobState"];
-            output_path: string | null;
-            duration_seconds: number | null;
-            parameters: Record<string, unknown>;
-            /** @description name -> [before, after], against the run before it */
-            parameters_changed: {
-                [key: string]: unknown[];
-            };
+            /** @description who granted it (charges: the job's owner) */
+            by: string;
+            /** @default  */
+            note: string;
         };
+        /** @description ``POST api/credits/{account}/grants``: credits for an account. Admins may grant any account and take credits back (a negative amount); teachers may grant their classes' accounts and their students'. */
+        CreditGrant: {
+            amount: number;
+            /**
+             * @description why, shown on the statement
+             * @default
+             */
+            note?: string;
+        };
+        /** @description ``GET api/credits/{account}``: the account and every grant and charge, oldest first. */
+        CreditStatement: {
+            account: components["schemas"]["CreditAccount"];
+            entries: components["schemas"]["CreditEntry"][];
+        };
+        /** @description A definition as its latest version says, with its next and latest runs. */
         Definition: {
             id: string;
             user: string;
@@ -2730,203 +2527,208 @@ export interface components {
             version: number;
             path: string;
             flavor: string;
-            parameters: Record<string, unknown>;
+            /** @default {} */
+            parameters: {
+                [key: string]: unknown;
+            };
+            /** @default null */
             kernel: string | null;
-            /** @enum {string|null} */
-            outputs: "beside" | "folder" | null;
+            /** @default null */
+            outputs: ("beside" | "folder") | null;
+            /** @default null */
             html: boolean | null;
+            /** @default null */
             time_limit: number | null;
-            schedule: null | components["schemas"]["ScheduleInfo"];
+            /** @default null */
+            schedule: components["schemas"]["ScheduleInfo"] | null;
             paused: boolean;
-            /** Format: date-time */
+            /**
+             * @description when its schedule runs it next (None: no schedule, paused or ended)
+             * @default null
+             */
             next_run_at: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
             updated_at: string;
-            last_run: null | components["schemas"]["DefinitionRun"];
+            /** @default null */
+            last_run: components["schemas"]["DefinitionRun"] | null;
         };
         DefinitionList: {
             definitions: components["schemas"]["Definition"][];
         };
-        RunList: {
-            runs: components["schemas"]["DefinitionRun"][];
-            total: number;
-        };
-        NotifySettings: {
-            email?: string | null;
-            webhook?: string | null;
+        /** @description ``POST api/definitions``: a submission (as ``POST api/jobs`` takes it) saved, with or without a schedule; each run submits it as its owner. */
+        DefinitionRequest: {
+            path: string;
+            flavor: string;
+            /** @default {} */
+            parameters?: {
+                [key: string]: unknown;
+            };
+            /** @default null */
+            priority?: number | null;
+            /** @default null */
+            time_limit?: number | null;
+            /** @default null */
+            name?: string | null;
+            /** @default null */
+            kernel?: string | null;
+            /** @default null */
+            outputs?: ("beside" | "folder") | null;
+            /** @default null */
+            html?: boolean | null;
+            /** @default null */
+            command?: string | null;
+            /** @default null */
+            nodes?: number | null;
+            /** @default null */
+            schedule?: components["schemas"]["ScheduleSpec"] | null;
             /**
-             * @default json
-             * @enum {string}
+             * @description saved paused (its schedule does not run until resumed)
+             * @default false
              */
-            webhook_format?: "json" | "slack" | "teams";
-            /** @description default failed, timed_out, run_refused */
-            on?: ("succeeded" | "failed" | "timed_out" | "cancelled" | "queued_long" | "run_refused")[];
-            queue_minutes?: number | null;
-            job_id?: string | null;
-            definition_id?: string | null;
+            paused?: boolean;
         };
-        NotifySettingsInfo: {
-            email: string | null;
-            webhook: string | null;
-            /** @enum {string} */
-            webhook_format: "json" | "slack" | "teams";
-            on: ("succeeded" | "failed" | "timed_out" | "cancelled" | "queued_long" | "run_refused")[];
-            queue_minutes: number | null;
-            job_id: string | null;
-            definition_id: string | null;
-            /** @description whether mail goes to email: false until the code mailed there is entered; null without an email */
-            email_confirmed: boolean | null;
-            /** Format: date-time */
-            updated_at: string;
-        };
-        ConfirmAddress: {
-            code: string;
-        };
-        AddressConfirmed: {
-            address: string;
-        };
-        UserStorage: {
-            user: string;
-            /** @description bytes of the user's .nbjobs */
-            job_files: number;
-            jobs: number;
-            /** @description the user's folder, where results are written, as people know it (the share on a cluster, the folder on one machine) */
-            folder: string;
-            /** @description bytes still free there (null: unknown) */
-            free_bytes: number | null;
-        };
-        AuditEntry: {
-            id: number;
-            /** Format: date-time */
-            at: string;
-            /** @description who read it */
-            reader: string;
-            /** @description whose job it is */
-            owner: string;
-            job_id: string;
-            /** @enum {string} */
-            what: "log" | "result";
-        };
-        ResultLink: {
-            /** @description the page's path on this service; its key is the credential */
-            url: string;
+        /** @description One run of a definition, with what its job became. */
+        DefinitionRun: {
+            id: string;
+            definition_id: string;
+            version: number;
             /**
              * Format: date-time
-             * @description after this the link opens nothing
+             * @description the tick it was for, or when a "run now" was asked
              */
-            expires_at: string;
-        };
-        AuditList: {
-            entries: components["schemas"]["AuditEntry"][];
-            /** @description older entries exist (ask with before = the last id) */
-            more: boolean;
-        };
-        StorageReport: {
-            retention_seconds: number | null;
-            max_job_files: number | null;
-            users: components["schemas"]["UserStorage"][];
-        };
-        NotifySettingsList: {
-            settings: components["schemas"]["NotifySettingsInfo"][];
-        };
-        Attempt: {
-            /** Format: date-time */
-            at: string;
-            ok: boolean;
-            error: string | null;
-        };
-        Notification: {
-            id: string;
-            user: string;
-            job_id: string | null;
-            definition_id: string | null;
-            event: string;
+            scheduled_for: string;
             /** @enum {string} */
-            channel: "email" | "webhook";
-            target: string;
-            subject: string;
+            kind: "tick" | "catch_up" | "manual";
+            /** @enum {string} */
+            state: "starting" | "submitted" | "refused" | "skipped";
             /**
-             * @description held - past the user's rate limit, to go in a summary; summarised - sent in one
+             * @description why it was refused or skipped, in words
+             * @default null
+             */
+            reason: string | null;
+            /**
+             * @description earlier ticks missed while the service was away, folded into this run
+             * @default 0
+             */
+            missed: number;
+            /** @default null */
+            requested_by: string | null;
+            /** @default null */
+            job_id: string | null;
+            /**
+             * @description the job's state, output and how long it ran (None until it has a job, or when the job was removed from the list)
+             * @default null
+             */
+            job_state: components["schemas"]["JobState"] | null;
+            /** @default null */
+            output_path: string | null;
+            /** @default null */
+            duration_seconds: number | null;
+            /**
+             * @description the parameters its version ran with
+             * @default {}
+             */
+            parameters: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description what changed in them since the run before it: name -> [before, after]
+             * @default {}
+             */
+            parameters_changed: {
+                [key: string]: unknown[];
+            };
+        };
+        /** @description ``PATCH api/definitions/{id}``: what changes (a new version); ``schedule: null`` removes the schedule, leaving it out keeps it. */
+        DefinitionUpdate: {
+            /** @default null */
+            path?: string | null;
+            /** @default null */
+            flavor?: string | null;
+            /** @default null */
+            parameters?: {
+                [key: string]: unknown;
+            } | null;
+            /** @default null */
+            name?: string | null;
+            /** @default null */
+            kernel?: string | null;
+            /** @default null */
+            outputs?: ("beside" | "folder") | null;
+            /** @default null */
+            html?: boolean | null;
+            /** @default null */
+            time_limit?: number | null;
+            /** @default null */
+            command?: string | null;
+            /** @default null */
+            schedule?: components["schemas"]["ScheduleSpec"] | null;
+        };
+        /** @description ``event: definitions``: a user's definitions or their runs changed. */
+        DefinitionsEvent: {
+            user: string;
+        };
+        /** @description A user the service retired: deleted in the hub, made again under the same name, or deleted by an admin through nbjobs; what became of their things. */
+        DeletedUser: {
+            name: string;
+            /** Format: date-time */
+            noticed_at: string;
+            /** @description in words: "deleted in the hub", "made again in the hub (made ...)", "deleted by root" */
+            why: string;
+            /**
+             * @description ``users.on_delete`` then
              * @enum {string}
              */
-            state: "pending" | "sending" | "sent" | "failed" | "held" | "summarised";
-            attempts: components["schemas"]["Attempt"][];
+            action: "archive" | "remove";
+            /** @description the name their records (archive) or their GPU time (remove) are kept under */
+            archived_as: string;
+            jobs: number;
+            cancelled: number;
+            definitions: number;
+            /** @description notification settings and mail addresses */
+            settings: number;
+            /**
+             * @description where their folder went (archive); None: removed, or there was none
+             * @default null
+             */
+            folder: string | null;
+            /**
+             * @description the OS account removed (one machine)
+             * @default null
+             */
+            account: string | null;
+            /**
+             * @description what could not be done, for the admin to finish by hand
+             * @default null
+             */
+            problems: string | null;
+        };
+        DrainInfo: {
+            by: string;
             /** Format: date-time */
-            next_attempt_at: string | null;
-            /** Format: date-time */
-            created_at: string;
-            /** Format: date-time */
-            sent_at: string | null;
+            at: string;
+            reason: string;
         };
-        NotificationList: {
-            notifications: components["schemas"]["Notification"][];
+        /** @description ``POST api/dashboard/nodes/{node}/drain``. */
+        DrainRequest: {
+            /** @default  */
+            reason?: string;
+            /**
+             * @description cancel the jobs running there now (they keep their partial output), else they finish
+             * @default false
+             */
+            cancel_running?: boolean;
         };
-        Me: {
-            name: string;
-            admin: boolean;
-            teacher: boolean;
-            groups: string[];
-            /** @description classes whose usage the caller may see */
-            classes: string[];
-            outputs: components["schemas"]["OutputDefaults"];
-            /** @description the channels this service can send messages on (notifications in nbjobs.yaml); the settings offer only these */
-            notify_channels: ("email" | "webhook")[];
-            /** @description credits are on (credits.enabled in nbjobs.yaml): jobs on priced flavors are paid from an account */
-            credits: boolean;
-        };
-        /** @description where results go unless a submission says otherwise (outputs in nbjobs.yaml) */
-        OutputDefaults: {
-            /** @enum {string} */
-            location: "beside" | "folder";
-            /** @description the outputs folder's name, made next to the notebook */
-            folder: string;
-            html: boolean;
-            /** @description the caller's folder, where results are written, as people know it: the share on a cluster (nfs.example.org:/export/home/ada), the folder on one machine */
-            where: string;
-            /** @description bytes still free there (null: unknown) */
-            free_bytes: number | null;
-        };
-        GpuCount: {
-            total: number;
-            /** @description held by jobs now, GPU-equivalents */
-            allocated: number;
-            /** @description by the running jobs' latest utilisation */
-            busy: number | null;
-        };
-        NodeRow: {
-            node: string;
-            gpu_type: string;
-            resource: string;
-            /** @description no new job starts there */
-            drained: boolean;
-            /** @description running jobs placed there */
-            jobs: string[];
-            total: number;
-            allocated: number;
-            busy: number | null;
-        };
-        TypeRow: {
-            gpu_type: string;
-            nodes: number;
-            total: number;
-            allocated: number;
-            busy: number | null;
-        };
-        FlavorRow: {
-            name: string;
-            display_name: string;
-            running: number;
-            queued: number;
-            longest_wait_seconds: number | null;
-        };
-        WaitingJob: {
-            id: string;
-            user: string;
-            flavor: string;
-            waited_seconds: number;
-            reason: string | null;
+        /** @description Every error the API returns: a sentence that says what to do. */
+        ErrorBody: {
+            message: string;
+            /**
+             * @description a refused roster's bad entries (each an index into the request's students)
+             * @default null
+             */
+            problems?: components["schemas"]["RosterProblem"][] | null;
         };
         Failure: {
             id: string;
@@ -2935,13 +2737,492 @@ export interface components {
             flavor: string;
             state: string;
             message: string | null;
-            /** Format: date-time */
             finished_at: string | null;
         };
-        BackendHealth: {
-            kind: string;
-            ok: boolean;
-            detail: string;
+        /** @description A flavor the caller may use, with live availability. */
+        FlavorInfo: {
+            name: string;
+            display_name: string;
+            /** @default  */
+            description: string;
+            gpus: number;
+            /**
+             * @description the nodes one job spans, each with ``gpus`` GPUs, ``cpu`` and ``memory`` (a multi-node flavor: they start together)
+             * @default 1
+             */
+            nodes: number;
+            /** @default null */
+            gpu_type: string | null;
+            /** @default false */
+            shared: boolean;
+            /** @default null */
+            cpu: string | null;
+            /** @default null */
+            memory: string | null;
+            /** @default null */
+            time_limit: number | null;
+            /** @description GPUs (or shared slots) free right now for this flavor */
+            available: number;
+            /** @description jobs of this flavor waiting to start */
+            queued: number;
+            /**
+             * @description why no job of this flavor could ever start here (None: it can)
+             * @default null
+             */
+            unavailable: string | null;
+            /**
+             * @description GPUs of the kind this flavor uses that are free now (None: no GPU, or unknown); for a flavor with a ``fraction``, its slices (jobs of it that fit now)
+             * @default null
+             */
+            free_gpus: number | null;
+            /**
+             * @description all GPUs of that kind, or all its slices (None: no GPU, or unknown)
+             * @default null
+             */
+            total_gpus: number | null;
+            /**
+             * @description the share of one GPU a job gets (None: whole GPUs)
+             * @default null
+             */
+            fraction: number | null;
+            /**
+             * @description what an hour of one of its jobs costs in credits (credits on and a priced GPU flavor; None: it costs none); a job holds this x its time limit until it ends
+             * @default null
+             */
+            credits_per_hour: number | null;
+            /**
+             * @description who decides when its jobs start, where that is not nbjobs' count of free GPUs ("queued by KAI Scheduler, queue physics-101: it decides when a job starts")
+             * @default null
+             */
+            placement: string | null;
+            /**
+             * @description drained nodes that take part of its capacity ("1 of 3 A100 nodes in maintenance")
+             * @default null
+             */
+            maintenance: string | null;
+            /**
+             * @description its GPUs are simulated (trying nbjobs on a machine without one): nothing computes on a GPU
+             * @default false
+             */
+            simulated: boolean;
+            /**
+             * @description the kernels its jobs can run (None: not known here, e.g. a cluster image that nbjobs.yaml does not describe; the job then says if the notebook's is missing)
+             * @default null
+             */
+            kernels: string[] | null;
+        };
+        FlavorRow: {
+            name: string;
+            display_name: string;
+            running: number;
+            queued: number;
+            /** @description seconds the oldest queued job of this flavor has waited (None: none waits) */
+            longest_wait_seconds: number | null;
+        };
+        /** @description GPUs in GPU-equivalents: all, held by jobs now, and busy by their utilisation. */
+        GpuCount: {
+            total: number;
+            allocated: number;
+            /**
+             * @description sum over the jobs holding them of (latest GPU utilisation x their share); None where no running job has reported telemetry
+             * @default null
+             */
+            busy: number | null;
+        };
+        /** @description One GPU in one telemetry sample, as the job's runner read it. */
+        GpuReading: {
+            /** @description the GPU as the job sees it (its position in CUDA_VISIBLE_DEVICES), as text */
+            index: string;
+            /** @default null */
+            uuid: string | null;
+            /** @default null */
+            name: string | null;
+            /** @default null */
+            utilization_percent: number | null;
+            /** @default null */
+            memory_used_bytes: number | null;
+            /** @default null */
+            memory_total_bytes: number | null;
+            /** @default null */
+            temperature_celsius: number | null;
+            /** @default null */
+            power_watts: number | null;
+            /**
+             * @description why this GPU gave no reading (it stopped answering)
+             * @default null
+             */
+            error: string | null;
+        };
+        /** @description One GPU over the whole run. */
+        GpuSummary: {
+            index: string;
+            /** @default null */
+            uuid: string | null;
+            /** @default null */
+            name: string | null;
+            /** @default null */
+            utilization_mean_percent: number | null;
+            /** @default null */
+            utilization_peak_percent: number | null;
+            /** @default null */
+            memory_peak_bytes: number | null;
+            /** @default null */
+            memory_total_bytes: number | null;
+            /**
+             * @description seconds sampled x utilisation: the time this GPU was busy
+             * @default 0
+             */
+            busy_seconds: number;
+            /**
+             * @description seconds the samples cover
+             * @default 0
+             */
+            allocated_seconds: number;
+        };
+        /** @description ``GET api/health``: the service is up; who the token belongs to. */
+        Health: {
+            /**
+             * @default ok
+             * @constant
+             */
+            status: "ok";
+            /** @description the nbjobs release the service runs */
+            version: string;
+            /** @description the token's user */
+            user: string;
+        };
+        /** @description A one-time invitation for a hub user to choose their first password: the only time its code is shown (the hub keeps a hash of it). */
+        InvitationInfo: {
+            user: string;
+            /** @description 16 letters and digits, grouped by four; typed at the hub's ``/hub/invite`` page */
+            code: string;
+            /** @description the link that opens it: absolute where ``notifications.links_base`` is set, else the hub's path (``/hub/invite/CODE``) */
+            url: string;
+            /**
+             * Format: date-time
+             * @description when it stops working
+             */
+            expires_at: string;
+            /**
+             * @description the address it was mailed to (None: not mailed; hand it over yourself)
+             * @default null
+             */
+            mailed_to: string | null;
+        };
+        /** @description One job as the API shows it. */
+        Job: {
+            id: string;
+            user: string;
+            name: string;
+            /** @description the source notebook and the executed copy, relative to the user's folder */
+            path: string;
+            output_path: string;
+            flavor: string;
+            state: components["schemas"]["JobState"];
+            /**
+             * @description 1 = next to start; only while queued
+             * @default null
+             */
+            queue_position: number | null;
+            /**
+             * @description why a queued job is not running yet (a quota, no free GPU)
+             * @default null
+             */
+            waiting_reason: string | null;
+            /**
+             * @default {
+             *       "cells_done": 0,
+             *       "cells_total": 0,
+             *       "current_cell": null
+             *     }
+             */
+            progress: components["schemas"]["Progress"];
+            /** @default {} */
+            parameters: {
+                [key: string]: unknown;
+            };
+            /** @default 0 */
+            priority: number;
+            /** @default [] */
+            gpus: string[];
+            /**
+             * @description the nodes it spans (a multi-node flavor: ranks 0 to nodes - 1, each with the flavor's GPUs; its logs per rank: ``logs?rank=N``)
+             * @default 1
+             */
+            nodes: number;
+            /** Format: date-time */
+            submitted_at: string;
+            /** @default null */
+            started_at: string | null;
+            /** @default null */
+            finished_at: string | null;
+            /** @default null */
+            exit_code: number | null;
+            /**
+             * @description one line for a person: what happened
+             * @default null
+             */
+            message: string | null;
+            /** @default null */
+            error: components["schemas"]["JobError"] | null;
+            /** @default null */
+            rerun_of: string | null;
+            /** @default null */
+            time_limit: number | null;
+            /**
+             * @description where it runs or ran (a Kubernetes node), when the backend knows
+             * @default null
+             */
+            node: string | null;
+            /**
+             * @description times the cluster disrupted it (evicted, preempted) and it went back to the queue
+             * @default 0
+             */
+            requeues: number;
+            /**
+             * @description something its owner should act on while it runs (its GPUs have been idle)
+             * @default null
+             */
+            warning: string | null;
+            /**
+             * @description while it runs on a cluster with Kueue: its queue uses GPUs borrowed from the cohort, which Kueue may take back (the job would be queued again)
+             * @default null
+             */
+            borrowing: string | null;
+            /**
+             * @description the kernel chosen at submit instead of the notebook's own (None: the notebook's)
+             * @default null
+             */
+            kernel: string | null;
+            /**
+             * @description the HTML copy of the result, relative to the user's folder (None: none asked for)
+             * @default null
+             */
+            html_path: string | null;
+            /**
+             * @description what it runs: a notebook, a script (``.py``, ``.sh``; its output is its log) or a shell command (``command``, run in the folder ``path``)
+             * @default notebook
+             * @enum {string}
+             */
+            kind: "notebook" | "script" | "command";
+            /** @default null */
+            command: string | null;
+            /**
+             * @description the GPU-hours it counts for, so far if it runs: GPUs (a slice as its share) x the time it held them; what quotas, budgets and ``nbjobs usage`` count
+             * @default 0
+             */
+            gpu_hours: number;
+        };
+        JobError: {
+            /** @default null */
+            cell_index: number | null;
+            ename: string;
+            evalue: string;
+        };
+        /** @description ``event: job`` of ``GET api/events``: a job appeared or changed; ask for it again. */
+        JobEvent: {
+            id: string;
+            user: string;
+            state: components["schemas"]["JobState"];
+            progress: components["schemas"]["Progress"];
+            /** @description 1: the next to start; None when not queued */
+            queue_position: number | null;
+            waiting_reason: string | null;
+        };
+        /** @description One page of a job list, newest first. */
+        JobList: {
+            jobs: components["schemas"]["Job"][];
+            /** @description every job the list's filters match, on this page or not */
+            total: number;
+            limit: number;
+            offset: number;
+            /**
+             * @description whether older jobs follow this page (ask for them with ``before`` = the last id)
+             * @default false
+             */
+            more: boolean;
+        };
+        /** @description ``GET api/jobs/{id}/metrics``: a job's telemetry series, summary and a hint. */
+        JobMetrics: {
+            job_id: string;
+            state: components["schemas"]["JobState"];
+            /**
+             * @description seconds between samples (None: telemetry is off)
+             * @default null
+             */
+            interval_seconds: number | null;
+            /**
+             * @description oldest first; older stretches of a long job are thinned
+             * @default []
+             */
+            samples: components["schemas"]["TelemetrySample"][];
+            /** @default null */
+            summary: components["schemas"]["TelemetrySummary"] | null;
+            /**
+             * @description a plain word when the job used its GPUs little ("GPU busy 6 % on average: ...")
+             * @default null
+             */
+            hint: string | null;
+        };
+        /** @description ``event: job_removed``: a job went before it ended (deleted). */
+        JobRemovedEvent: {
+            id: string;
+            user: string;
+        };
+        /**
+         * @description Where a job is. ``queued → starting → running → succeeded | failed | cancelled | timed_out``; on a flavor that needs approval, ``pending_approval`` comes first: approved, the job is ``queued``; rejected or not answered in time, ``cancelled`` (the message says so).
+         * @enum {string}
+         */
+        JobState: "pending_approval" | "queued" | "starting" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
+        /** @description Who the caller is to nbjobs, so the page offers what the API will let them see. */
+        Me: {
+            name: string;
+            admin: boolean;
+            teacher: boolean;
+            groups: string[];
+            /** @description the classes whose usage they may see: every class for admins, taught ones else */
+            classes: string[];
+            /** @description where results go unless a submission says otherwise (the Submit dialog's defaults) */
+            outputs: components["schemas"]["OutputDefaults"];
+            /** @description the channels this service can send messages on (set up in nbjobs.yaml's notifications): the notification settings offer only these */
+            notify_channels: ("email" | "webhook")[];
+            /**
+             * @description credits are on (nbjobs.yaml ``credits.enabled``): jobs on priced flavors are paid from an account (the dashboard's Credits view)
+             * @default false
+             */
+            credits: boolean;
+        };
+        /** @description ``POST api/dashboard/queue/{id}/move``. */
+        MoveRequest: {
+            /** @enum {string} */
+            to: "front" | "up" | "down" | "back";
+        };
+        NodeGpuRow: {
+            gpu_type: string;
+            resource: string;
+            total: number;
+            allocated: number;
+        };
+        NodeJob: {
+            id: string;
+            user: string;
+            name: string;
+            flavor: string;
+        };
+        NodeRow: {
+            total: number;
+            allocated: number;
+            /** @default null */
+            busy: number | null;
+            node: string;
+            gpu_type: string;
+            resource: string;
+            drained: boolean;
+            /** @description ids of the running jobs nbjobs placed there */
+            jobs: string[];
+        };
+        /** @description A node as the admins' nodes view shows it. */
+        NodeView: {
+            node: string;
+            gpus: components["schemas"]["NodeGpuRow"][];
+            /** @description no new job starts there (an admin's drain, nbjobs.yaml, a label, a cordon) */
+            drained: boolean;
+            /** @description the admin's drain, if one is the reason */
+            drain: components["schemas"]["DrainInfo"] | null;
+            /** @description started jobs placed there, oldest first */
+            jobs: components["schemas"]["NodeJob"][];
+        };
+        /** @description One message on one channel, with every attempt to send it. */
+        Notification: {
+            id: string;
+            user: string;
+            /** @default null */
+            job_id: string | null;
+            /** @default null */
+            definition_id: string | null;
+            event: string;
+            /** @enum {string} */
+            channel: "email" | "webhook";
+            target: string;
+            subject: string;
+            /**
+             * @description ``held``: past the user's rate limit, waiting to be sent in a summary; ``summarised``: sent as part of one
+             * @enum {string}
+             */
+            state: "pending" | "sending" | "sent" | "failed" | "held" | "summarised";
+            attempts: components["schemas"]["Attempt"][];
+            /** @default null */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @default null */
+            sent_at: string | null;
+        };
+        NotificationList: {
+            notifications: components["schemas"]["Notification"][];
+        };
+        /** @description ``PUT api/notifications/settings``: where and when the caller is told; for one job or one definition (``job_id``, ``definition_id``) or by default (neither). */
+        NotifySettings: {
+            /** @default null */
+            email?: string | null;
+            /** @default null */
+            webhook?: string | null;
+            /**
+             * @default json
+             * @enum {string}
+             */
+            webhook_format?: "json" | "slack" | "teams";
+            on?: ("succeeded" | "failed" | "timed_out" | "cancelled" | "queued_long" | "run_refused")[];
+            /**
+             * @description queued_long: after this many minutes waiting in the queue
+             * @default null
+             */
+            queue_minutes?: number | null;
+            /** @default null */
+            job_id?: string | null;
+            /** @default null */
+            definition_id?: string | null;
+        };
+        /** @description Settings as saved. */
+        NotifySettingsInfo: {
+            /** @default null */
+            email: string | null;
+            /** @default null */
+            webhook: string | null;
+            /**
+             * @default json
+             * @enum {string}
+             */
+            webhook_format: "json" | "slack" | "teams";
+            on: ("succeeded" | "failed" | "timed_out" | "cancelled" | "queued_long" | "run_refused")[];
+            /** @default null */
+            queue_minutes: number | null;
+            /** @default null */
+            job_id: string | null;
+            /** @default null */
+            definition_id: string | null;
+            /**
+             * @description whether mail goes to ``email``: false until the code nbjobs mailed there is entered (``POST api/notifications/confirm``); None without an email
+             * @default null
+             */
+            email_confirmed: boolean | null;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        NotifySettingsList: {
+            settings: components["schemas"]["NotifySettingsInfo"][];
+        };
+        /** @description Where results go unless a submission says otherwise (``outputs`` in nbjobs.yaml). */
+        OutputDefaults: {
+            /** @enum {string} */
+            location: "beside" | "folder";
+            /** @description the outputs folder's name, made next to the notebook */
+            folder: string;
+            html: boolean;
+            /** @description the caller's folder, where results are written, as people know it: the share on a cluster (``nfs.example.org:/export/home/ada``), the folder on one machine */
+            where: string;
+            /** @description bytes still free there (None: the service cannot tell) */
+            free_bytes: number | null;
         };
         Overview: {
             /** Format: date-time */
@@ -2952,257 +3233,388 @@ export interface components {
             types: components["schemas"]["TypeRow"][];
             flavors: components["schemas"]["FlavorRow"][];
             longest_wait: components["schemas"]["WaitingJob"] | null;
-            /** @description failed or timed out in the last 24 hours, newest first, at most 10 */
             recent_failures: components["schemas"]["Failure"][];
-            /** @description Kueue's queues jobs go to (empty without Kueue, or when the service may not read them) */
-            queues: components["schemas"]["QueueRow"][];
-            /** @description what the admin should know about classes and hub groups, each a sentence: a class moved into its own hub group (nbjobs-class-NAME) at start, a class named like a group nbjobs.yaml gives meaning to (it grants nothing of it), an old class group nobody's membership counts in */
+            /**
+             * @description Kueue's queues (empty without Kueue, or when the service may not read them), as the backend sees them
+             * @default []
+             */
+            queues: components["schemas"]["QueueUse"][];
+            /**
+             * @description what the admin should know about classes and hub groups: a class moved into its own group at start, a class named like a group nbjobs.yaml gives meaning to (it grants nothing of it), an old class group nbjobs does not count
+             * @default []
+             */
             class_notices: string[];
         };
-        QueueRow: {
+        Progress: {
+            /** @default 0 */
+            cells_done: number;
+            /** @default 0 */
+            cells_total: number;
+            /**
+             * @description index of the cell running now, in the notebook being executed
+             * @default null
+             */
+            current_cell: number | null;
+        };
+        /** @description A Kueue queue jobs go to: its LocalQueue and the GPU quota of its ClusterQueue (GPUs of every flavor), for the admins' overview (see kueue_queues.py). */
+        QueueUse: {
             local_queue: string;
             cluster_queue: string;
             cohort: string | null;
-            /** @description GPUs its ClusterQueue is guaranteed (nominalQuota) */
             nominal: number;
-            /** @description GPUs its admitted jobs use */
             used: number;
-            /** @description of them, GPUs borrowed from the cohort */
             borrowed: number;
-            /** @description GPUs of its unused quota the cohort's borrowers use now: an estimate (Kueue does not say which queue lent) */
             lent: number;
             borrowing_limit: number | null;
             lending_limit: number | null;
         };
+        /** @description A queued job as the admins' queue shows it, first to start first. */
         QueuedJob: {
             id: string;
             name: string;
             user: string;
             flavor: string;
-            /** @description 1: the next to start (quotas and capacity may pass it over); null: it waits for approval, after the queue */
+            /** @description 1: the next to start (quotas and capacity may still pass it over); None: it waits for approval and is not in the queue yet */
             place: number | null;
             priority: number;
             /** Format: date-time */
             submitted_at: string;
             waited_seconds: number;
+            /** @description why it waits, in the service's words (None: not looked at yet) */
             reason: string | null;
-            /** @description the admin who last moved it */
+            /** @description the admin who last moved it, and when (None: never moved) */
             moved_by: string | null;
-            /** Format: date-time */
             moved_at: string | null;
         };
-        MoveRequest: {
-            /** @enum {string} */
-            to: "front" | "up" | "down" | "back";
+        /** @description ``POST api/jobs/{id}/reject``: why (its owner reads it). */
+        RejectRequest: {
+            reason: string;
         };
-        NodeView: {
-            node: string;
-            gpus: {
-                gpu_type: string;
-                resource: string;
-                total: number;
-                allocated: number;
-            }[];
-            /** @description no new job starts there (a drain, nbjobs.yaml, the nbjobs.io/drain label, a cordon) */
-            drained: boolean;
-            /** @description the admin's drain, if one is the reason */
-            drain: {
-                by: string;
-                /** Format: date-time */
-                at: string;
-                reason: string;
+        /** @description ``POST api/jobs/{id}/rerun``, optionally: what the re-run changes (left out: as the job ran). ``parameters`` replaces the job's parameters whole. */
+        RerunChanges: {
+            /** @default null */
+            flavor?: string | null;
+            /** @default null */
+            parameters?: {
+                [key: string]: unknown;
             } | null;
-            jobs: {
-                id: string;
-                user: string;
-                name: string;
-                flavor: string;
-            }[];
+            /** @default null */
+            name?: string | null;
+            /** @default null */
+            kernel?: string | null;
+            /** @default null */
+            outputs?: ("beside" | "folder") | null;
+            /** @default null */
+            html?: boolean | null;
         };
-        /** @description A user retired, and what became of their things */
-        DeletedUser: {
-            name: string;
-            /** Format: date-time */
-            noticed_at: string;
-            /** @description deleted in the hub; made again in the hub (made ...); deleted by ADMIN through nbjobs */
-            why: string;
+        /** @description ``POST api/jobs/{id}/result/link``: where the job's result opens, once. */
+        ResultLink: {
+            /** @description the page's path on this service (the key in it is the credential) */
+            url: string;
             /**
-             * @description users.on_delete then
+             * Format: date-time
+             * @description after this, the link opens nothing
+             */
+            expires_at: string;
+        };
+        /** @description ``POST`` / ``DELETE api/classes/{name}/students``: students to add or remove. */
+        RosterChange: {
+            students: string[];
+        };
+        /** @description ``POST api/roster-check``: would these students be accepted (nothing changes)? */
+        RosterCheck: {
+            students: string[];
+            /**
+             * @description the class they would join; None: a new class
+             * @default null
+             */
+            class_name?: string | null;
+        };
+        /** @description What creating the class (or adding the students) would refuse: every bad entry, by its place in the list; none: all would be accepted. */
+        RosterChecked: {
+            problems: components["schemas"]["RosterProblem"][];
+        };
+        /** @description One bad roster entry: its position in the request's list, the name, why. */
+        RosterProblem: {
+            index: number;
+            student: string;
+            reason: string;
+        };
+        RunList: {
+            runs: components["schemas"]["DefinitionRun"][];
+            total: number;
+        };
+        ScheduleInfo: {
+            cron: string;
+            timezone: string;
+            /** @default null */
+            start_at: string | null;
+            /** @default null */
+            end_at: string | null;
+            /** @enum {string} */
+            catch_up: "once" | "skip";
+            /** @description the schedule in words ("At 02:00 on Monday through Friday (Europe/Paris)") */
+            description: string;
+        };
+        /** @description When a definition runs by itself. */
+        ScheduleSpec: {
+            /** @description five cron fields on the clock of ``timezone`` ("0 2 * * *": 02:00 every day) */
+            cron: string;
+            /**
+             * @description an IANA time zone (Europe/Paris); left out: ``schedules.default_timezone``
+             * @default null
+             */
+            timezone?: string | null;
+            /**
+             * @description no run before this moment, none after that one
+             * @default null
+             */
+            start_at?: string | null;
+            /** @default null */
+            end_at?: string | null;
+            /**
+             * @description ticks missed while the service was away: ``once`` (one run when it is back) or ``skip`` (none; the history says so)
+             * @default once
              * @enum {string}
              */
-            action: "archive" | "remove";
-            /** @description the name their records (archive) or their GPU time (remove) are kept under */
-            archived_as: string;
-            jobs: number;
-            /** @description jobs still queued or running, cancelled */
-            cancelled: number;
-            definitions: number;
-            /** @description notification settings and mail addresses */
-            settings: number;
-            /** @description where their folder went (archive); null: removed, or none */
-            folder: string | null;
-            /** @description the OS account removed (one machine) */
-            account: string | null;
-            /** @description what could not be done, for the admin to finish by hand */
-            problems: string | null;
+            catch_up?: "once" | "skip";
         };
+        /** @description ``GET api/storage``: the space users' job files take, and the rules for it. */
+        StorageReport: {
+            /** @description how long an ended job keeps its input (None: for ever) */
+            retention_seconds: number | null;
+            /** @description the most one user's job files may take (None: no limit) */
+            max_job_files: number | null;
+            /** @description the caller alone, or (admins) every user with jobs, most space first */
+            users: components["schemas"]["UserStorage"][];
+        };
+        /** @description ``POST api/jobs``: run this notebook on this flavor. */
+        SubmitRequest: {
+            /** @description the notebook, relative to the user's folder (as JupyterLab shows it) */
+            path: string;
+            flavor: string;
+            /** @default {} */
+            parameters?: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description admins only: higher runs first (default 0)
+             * @default null
+             */
+            priority?: number | null;
+            /**
+             * @description a shorter time limit than the flavor's, in seconds
+             * @default null
+             */
+            time_limit?: number | null;
+            /**
+             * @description what the Jobs list calls the job; the notebook's name when left out
+             * @default null
+             */
+            name?: string | null;
+            /**
+             * @description the kernel to run it on instead of the notebook's own (one the flavor has)
+             * @default null
+             */
+            kernel?: string | null;
+            /**
+             * @description where the executed notebook goes: next to the notebook, or in the outputs folder next to it (``outputs.folder``); left out: ``outputs.location`` in nbjobs.yaml
+             * @default null
+             */
+            outputs?: ("beside" | "folder") | null;
+            /**
+             * @description also write an HTML copy of the result; left out: ``outputs.html`` in nbjobs.yaml
+             * @default null
+             */
+            html?: boolean | null;
+            /**
+             * @description run this shell command (bash) instead of a notebook or script; ``path`` is then the folder it runs in (``.``: the user's folder)
+             * @default null
+             */
+            command?: string | null;
+            /**
+             * @description the nodes the submitter expects the job to span (``nbjobs submit --nodes``): a flavor spanning another number is refused, saying which flavors span it
+             * @default null
+             */
+            nodes?: number | null;
+        };
+        /** @description What a job used at one moment: its GPUs together, its CPU and memory. */
+        TelemetrySample: {
+            /** Format: date-time */
+            at: string;
+            /**
+             * @description mean over the job's GPUs that answered
+             * @default null
+             */
+            gpu_utilization_percent: number | null;
+            /**
+             * @description sums over the job's GPUs that answered
+             * @default null
+             */
+            gpu_memory_used_bytes: number | null;
+            /** @default null */
+            gpu_memory_total_bytes: number | null;
+            /**
+             * @description the job's processes together; 100 = one core busy
+             * @default null
+             */
+            cpu_percent: number | null;
+            /** @default null */
+            memory_bytes: number | null;
+            /** @default [] */
+            gpus: components["schemas"]["GpuReading"][];
+        };
+        /** @description What a job used over its run so far (final once it ended). */
+        TelemetrySummary: {
+            /** @default 0 */
+            samples: number;
+            /** @default null */
+            since: string | null;
+            /** @default null */
+            until: string | null;
+            /**
+             * @description GPU-seconds busy and GPU-seconds sampled, over all its GPUs
+             * @default null
+             */
+            gpu_busy_seconds: number | null;
+            /** @default null */
+            gpu_allocated_seconds: number | null;
+            /**
+             * @description busy over sampled, in percent
+             * @default null
+             */
+            gpu_utilization_mean_percent: number | null;
+            /** @default null */
+            gpu_utilization_peak_percent: number | null;
+            /**
+             * @description the most memory any one of its GPUs held, and that GPU's size
+             * @default null
+             */
+            gpu_memory_peak_bytes: number | null;
+            /** @default null */
+            gpu_memory_total_bytes: number | null;
+            /** @default null */
+            cpu_mean_percent: number | null;
+            /** @default null */
+            cpu_peak_percent: number | null;
+            /** @default null */
+            memory_peak_bytes: number | null;
+            /** @default [] */
+            gpus: components["schemas"]["GpuSummary"][];
+        };
+        TypeRow: {
+            total: number;
+            allocated: number;
+            /** @default null */
+            busy: number | null;
+            gpu_type: string;
+            nodes: number;
+        };
+        /** @description ``PATCH api/jobs/{id}``: admins change a queued job's priority. */
+        UpdateRequest: {
+            priority: number;
+        };
+        Usage: {
+            /** Format: date-time */
+            since: string;
+            period: string;
+            users: components["schemas"]["UsageRow"][];
+            groups: components["schemas"]["UsageRow"][];
+            /**
+             * @description the breakdown's range: whole UTC days, from ``range_since`` up to ``range_until``
+             * @default null
+             */
+            range_since: string | null;
+            /** @default null */
+            range_until: string | null;
+            /**
+             * @description what the breakdown is by: user, group, class, flavor or node
+             * @default null
+             */
+            by: string | null;
+            /** @default [] */
+            breakdown: components["schemas"]["UsageLine"][];
+            /**
+             * @description the whole range, all keys together (a job in two groups counts once)
+             * @default null
+             */
+            total: components["schemas"]["UsageLine"] | null;
+        };
+        /** @description One UTC day of a usage line. */
+        UsageDay: {
+            /** Format: date */
+            date: string;
+            gpu_hours_allocated: number;
+            gpu_hours_busy: number;
+        };
+        /** @description One key of a usage breakdown (a user, group, class, flavor or node) over the range. */
+        UsageLine: {
+            name: string;
+            /** @description jobs whose run overlaps the range */
+            jobs: number;
+            /** @description GPUs held times how long (from the cluster's start and end times) */
+            gpu_hours_allocated: number;
+            /** @description what the GPUs did (the jobs' telemetry: seconds sampled times utilisation) */
+            gpu_hours_busy: number;
+            /**
+             * @description busy over allocated (None: nothing was allocated)
+             * @default null
+             */
+            busy_percent: number | null;
+            /**
+             * @description GPU-hours allocated times each flavor's cost_per_gpu_hour (None: no flavor has one)
+             * @default null
+             */
+            cost: number | null;
+            /**
+             * @description the days of the range it used, oldest first
+             * @default []
+             */
+            days: components["schemas"]["UsageDay"][];
+        };
+        UsageRow: {
+            name: string;
+            jobs: number;
+            running: number;
+            queued: number;
+            gpu_hours: number;
+            /**
+             * @description a user's GPU-hour budget for the same period (with what their teacher granted); None for groups, for users without a budget, or whose budget counts another period
+             * @default null
+             */
+            gpu_hours_limit: number | null;
+        };
+        /** @description What one user's job files take (``.nbjobs`` in their folder). */
+        UserStorage: {
+            user: string;
+            /** @description bytes of the inputs, logs, status and telemetry of their jobs */
+            job_files: number;
+            /** @description their jobs listed (each has a folder there) */
+            jobs: number;
+            /** @description their folder, where results are written, as people know it (the share on a cluster) */
+            folder: string;
+            /** @description bytes still free there (None: the service cannot tell) */
+            free_bytes: number | null;
+        };
+        /** @description ``GET api/dashboard/users``: what becomes of a deleted user's things, and the users retired so far (newest first). */
         UsersView: {
             /**
-             * @description nbjobs.yaml users.on_delete
+             * @description nbjobs.yaml ``users.on_delete``
              * @enum {string}
              */
             on_delete: "archive" | "remove";
-            /** @description seconds between comparisons with the hub's users */
+            /** @description seconds between comparisons with the hub's users (``users.check_every``) */
             check_every: number;
             /** @description the service asks a hub (else users are retired only by an admin, here) */
             in_hub: boolean;
             deleted: components["schemas"]["DeletedUser"][];
         };
-        DrainRequest: {
-            /** @default  */
-            reason?: string;
-            /**
-             * @description cancel the jobs there now (they keep their partial output)
-             * @default false
-             */
-            cancel_running?: boolean;
-        };
-        RejectRequest: {
-            /** @description its owner reads it */
-            reason: string;
-        };
-        CreditAccount: {
-            /** @description user:ada, class:ml101, group:physics */
-            account: string;
-            /** @enum {string} */
-            kind: "user" | "class" | "group";
-            name: string;
-            /** @description credits nbjobs.yaml gives it */
-            standing: number;
-            /** @description credits granted on top */
-            granted: number;
-            /** @description what its ended jobs cost */
-            charged: number;
-            /** @description held for its jobs that have not ended: each one's worst case */
-            held: number;
-            /** @description standing + granted - charged */
-            balance: number;
-            /** @description balance - held: the most a new job may cost */
-            available: number;
-            /** @description the caller's jobs are paid from it */
-            pays_for_you: boolean;
-        };
-        CreditEntry: {
-            /** Format: date-time */
-            at: string;
-            /** @enum {string} */
-            kind: "grant" | "charge";
-            /** @description credits added (a grant; negative: taken back) or taken (a charge, negative) */
-            amount: number;
-            /** @description the balance once this row counted */
-            balance: number;
-            job_id: string | null;
-            /** @description who granted it; for a charge, the job's owner */
-            by: string;
-            note: string;
-        };
-        CreditStatement: {
-            account: components["schemas"]["CreditAccount"];
-            entries: components["schemas"]["CreditEntry"][];
-        };
-        CreditGrant: {
-            amount: number;
-            /** @default  */
-            note?: string;
-        };
-        BudgetGrant: {
-            hours: number;
-        };
-        RerunChanges: {
-            flavor?: string | null;
-            /** @description replaces the job's parameters whole */
-            parameters?: Record<string, unknown> | null;
-            name?: string | null;
-            kernel?: string | null;
-            /** @enum {string|null} */
-            outputs?: "beside" | "folder" | null;
-            html?: boolean | null;
-        };
-        GpuReading: {
-            /** @description the GPU as the job sees it (its position in CUDA_VISIBLE_DEVICES) */
-            index: string;
-            uuid: string | null;
-            name: string | null;
-            utilization_percent: number | null;
-            memory_used_bytes: number | null;
-            memory_total_bytes: number | null;
-            temperature_celsius: number | null;
-            power_watts: number | null;
-            /** @description why this GPU gave no reading (it stopped answering) */
-            error: string | null;
-        };
-        TelemetrySample: {
-            /**
-             * Format: date-time
-             * @description when the runner took it
-             */
-            at: string;
-            /** @description mean over the job's GPUs that answered */
-            gpu_utilization_percent: number | null;
-            /** @description sum over the job's GPUs */
-            gpu_memory_used_bytes: number | null;
-            gpu_memory_total_bytes: number | null;
-            /** @description the job's processes; 100 = one core */
-            cpu_percent: number | null;
-            /** @description resident memory of the job's processes */
-            memory_bytes: number | null;
-            gpus: components["schemas"]["GpuReading"][];
-        };
-        GpuSummary: {
-            index: string;
-            uuid: string | null;
-            name: string | null;
-            utilization_mean_percent: number | null;
-            utilization_peak_percent: number | null;
-            memory_peak_bytes: number | null;
-            memory_total_bytes: number | null;
-            /** @description seconds sampled x utilisation */
-            busy_seconds: number;
-            /** @description seconds the samples cover */
-            allocated_seconds: number;
-        };
-        TelemetrySummary: {
-            samples: number;
-            /** Format: date-time */
-            since: string | null;
-            /** Format: date-time */
-            until: string | null;
-            /** @description GPU-seconds busy, over all its GPUs */
-            gpu_busy_seconds: number | null;
-            /** @description GPU-seconds the samples cover */
-            gpu_allocated_seconds: number | null;
-            /** @description busy over sampled */
-            gpu_utilization_mean_percent: number | null;
-            gpu_utilization_peak_percent: number | null;
-            /** @description the most memory any one of its GPUs held */
-            gpu_memory_peak_bytes: number | null;
-            /** @description that GPU's memory */
-            gpu_memory_total_bytes: number | null;
-            cpu_mean_percent: number | null;
-            cpu_peak_percent: number | null;
-            memory_peak_bytes: number | null;
-            gpus: components["schemas"]["GpuSummary"][];
-        };
-        JobMetrics: {
-            job_id: string;
-            state: components["schemas"]["JobState"];
-            /** @description seconds between samples; null when telemetry is off */
-            interval_seconds: number | null;
-            samples: components["schemas"]["TelemetrySample"][];
-            /** @description the run so far (final once it ended); null while nothing was sampled */
-            summary: null | components["schemas"]["TelemetrySummary"];
-            /** @description a plain word when the job used its GPUs little */
-            hint: string | null;
+        WaitingJob: {
+            id: string;
+            user: string;
+            flavor: string;
+            waited_seconds: number;
+            reason: string | null;
         };
     };
     responses: {
@@ -3212,7 +3624,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description No valid token */
@@ -3221,7 +3633,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description Not allowed for this caller */
@@ -3230,7 +3642,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description No such job (or class) of the caller's, or no resource at that path */
@@ -3239,7 +3651,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description Not possible in the job's current state */
@@ -3248,7 +3660,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description Credits are on and the account that pays for the caller's jobs cannot cover this one's worst case (its time limit x its GPUs x its flavor's price), or there is no such account; the message says how much it may cost and what is available */
@@ -3257,7 +3669,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description A quota refuses the job */
@@ -3266,7 +3678,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description The request body is over the service's limits.request_body, or (submit, re-run) the notebook over its limits.notebook; the message says both sizes */
@@ -3275,7 +3687,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description The service is too busy to take the request now: the notebook's check could not begin within limits.check_wait (the user's earlier submits, or other big notebooks, are being checked), or its database is locked or out of reach. Nothing was made; try again after Retry-After seconds */
@@ -3286,7 +3698,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description The user's folder has no room for the job's copy of the notebook (a full disk or quota); nothing was made */
@@ -3295,7 +3707,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description The job's record in the service's database is damaged: the message says how, or (a row the database cannot give back) that the service's log says why; an admin repairs or deletes it. Not the caller's fault, and no other job's answer is affected */
@@ -3304,7 +3716,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description JupyterHub refused a change the service asked of it; the message says what the hub answered */
@@ -3313,7 +3725,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
         /** @description The path does not offer this method; `Allow` names those it does */
@@ -3324,7 +3736,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/json": components["schemas"]["Error"];
+                "application/json": components["schemas"]["ErrorBody"];
             };
         };
     };
@@ -3333,79 +3745,84 @@ export interface components {
     headers: never;
     pathItems: never;
 }
-export type Error = components['schemas']['Error'];
-export type Class = components['schemas']['Class'];
-export type Invitation = components['schemas']['Invitation'];
-export type CreateInvitation = components['schemas']['CreateInvitation'];
-export type CreateClass = components['schemas']['CreateClass'];
-export type RosterCheck = components['schemas']['RosterCheck'];
-export type RosterChecked = components['schemas']['RosterChecked'];
-export type RosterChange = components['schemas']['RosterChange'];
-export type Health = components['schemas']['Health'];
-export type JobState = components['schemas']['JobState'];
-export type SubmitRequest = components['schemas']['SubmitRequest'];
-export type UpdateRequest = components['schemas']['UpdateRequest'];
-export type Progress = components['schemas']['Progress'];
-export type JobEvent = components['schemas']['JobEvent'];
-export type JobRemovedEvent = components['schemas']['JobRemovedEvent'];
-export type DefinitionsEvent = components['schemas']['DefinitionsEvent'];
-export type JobError = components['schemas']['JobError'];
-export type Job = components['schemas']['Job'];
-export type JobList = components['schemas']['JobList'];
-export type Flavor = components['schemas']['Flavor'];
-export type UsageRow = components['schemas']['UsageRow'];
-export type Usage = components['schemas']['Usage'];
-export type UsageLine = components['schemas']['UsageLine'];
-export type ScheduleSpec = components['schemas']['ScheduleSpec'];
-export type DefinitionRequest = components['schemas']['DefinitionRequest'];
-export type DefinitionUpdate = components['schemas']['DefinitionUpdate'];
-export type ScheduleInfo = components['schemas']['ScheduleInfo'];
-export type DefinitionRun = components['schemas']['DefinitionRun'];
-export type Definition = components['schemas']['Definition'];
-export type DefinitionList = components['schemas']['DefinitionList'];
-export type RunList = components['schemas']['RunList'];
-export type NotifySettings = components['schemas']['NotifySettings'];
-export type NotifySettingsInfo = components['schemas']['NotifySettingsInfo'];
-export type ConfirmAddress = components['schemas']['ConfirmAddress'];
 export type AddressConfirmed = components['schemas']['AddressConfirmed'];
-export type UserStorage = components['schemas']['UserStorage'];
-export type AuditEntry = components['schemas']['AuditEntry'];
-export type ResultLink = components['schemas']['ResultLink'];
-export type AuditList = components['schemas']['AuditList'];
-export type StorageReport = components['schemas']['StorageReport'];
-export type NotifySettingsList = components['schemas']['NotifySettingsList'];
 export type Attempt = components['schemas']['Attempt'];
-export type Notification = components['schemas']['Notification'];
-export type NotificationList = components['schemas']['NotificationList'];
-export type Me = components['schemas']['Me'];
-export type OutputDefaults = components['schemas']['OutputDefaults'];
-export type GpuCount = components['schemas']['GpuCount'];
-export type NodeRow = components['schemas']['NodeRow'];
-export type TypeRow = components['schemas']['TypeRow'];
-export type FlavorRow = components['schemas']['FlavorRow'];
-export type WaitingJob = components['schemas']['WaitingJob'];
-export type Failure = components['schemas']['Failure'];
+export type AuditEntry = components['schemas']['AuditEntry'];
+export type AuditList = components['schemas']['AuditList'];
 export type BackendHealth = components['schemas']['BackendHealth'];
-export type Overview = components['schemas']['Overview'];
-export type QueueRow = components['schemas']['QueueRow'];
-export type QueuedJob = components['schemas']['QueuedJob'];
-export type MoveRequest = components['schemas']['MoveRequest'];
-export type NodeView = components['schemas']['NodeView'];
-export type DeletedUser = components['schemas']['DeletedUser'];
-export type UsersView = components['schemas']['UsersView'];
-export type DrainRequest = components['schemas']['DrainRequest'];
-export type RejectRequest = components['schemas']['RejectRequest'];
+export type BudgetGrant = components['schemas']['BudgetGrant'];
+export type ClassInfo = components['schemas']['ClassInfo'];
+export type ConfirmAddress = components['schemas']['ConfirmAddress'];
+export type CreateClass = components['schemas']['CreateClass'];
+export type CreateInvitation = components['schemas']['CreateInvitation'];
 export type CreditAccount = components['schemas']['CreditAccount'];
 export type CreditEntry = components['schemas']['CreditEntry'];
-export type CreditStatement = components['schemas']['CreditStatement'];
 export type CreditGrant = components['schemas']['CreditGrant'];
-export type BudgetGrant = components['schemas']['BudgetGrant'];
-export type RerunChanges = components['schemas']['RerunChanges'];
+export type CreditStatement = components['schemas']['CreditStatement'];
+export type Definition = components['schemas']['Definition'];
+export type DefinitionList = components['schemas']['DefinitionList'];
+export type DefinitionRequest = components['schemas']['DefinitionRequest'];
+export type DefinitionRun = components['schemas']['DefinitionRun'];
+export type DefinitionUpdate = components['schemas']['DefinitionUpdate'];
+export type DefinitionsEvent = components['schemas']['DefinitionsEvent'];
+export type DeletedUser = components['schemas']['DeletedUser'];
+export type DrainInfo = components['schemas']['DrainInfo'];
+export type DrainRequest = components['schemas']['DrainRequest'];
+export type ErrorBody = components['schemas']['ErrorBody'];
+export type Failure = components['schemas']['Failure'];
+export type FlavorInfo = components['schemas']['FlavorInfo'];
+export type FlavorRow = components['schemas']['FlavorRow'];
+export type GpuCount = components['schemas']['GpuCount'];
 export type GpuReading = components['schemas']['GpuReading'];
-export type TelemetrySample = components['schemas']['TelemetrySample'];
 export type GpuSummary = components['schemas']['GpuSummary'];
-export type TelemetrySummary = components['schemas']['TelemetrySummary'];
+export type Health = components['schemas']['Health'];
+export type InvitationInfo = components['schemas']['InvitationInfo'];
+export type Job = components['schemas']['Job'];
+export type JobError = components['schemas']['JobError'];
+export type JobEvent = components['schemas']['JobEvent'];
+export type JobList = components['schemas']['JobList'];
 export type JobMetrics = components['schemas']['JobMetrics'];
+export type JobRemovedEvent = components['schemas']['JobRemovedEvent'];
+export type JobState = components['schemas']['JobState'];
+export type Me = components['schemas']['Me'];
+export type MoveRequest = components['schemas']['MoveRequest'];
+export type NodeGpuRow = components['schemas']['NodeGpuRow'];
+export type NodeJob = components['schemas']['NodeJob'];
+export type NodeRow = components['schemas']['NodeRow'];
+export type NodeView = components['schemas']['NodeView'];
+export type Notification = components['schemas']['Notification'];
+export type NotificationList = components['schemas']['NotificationList'];
+export type NotifySettings = components['schemas']['NotifySettings'];
+export type NotifySettingsInfo = components['schemas']['NotifySettingsInfo'];
+export type NotifySettingsList = components['schemas']['NotifySettingsList'];
+export type OutputDefaults = components['schemas']['OutputDefaults'];
+export type Overview = components['schemas']['Overview'];
+export type Progress = components['schemas']['Progress'];
+export type QueueUse = components['schemas']['QueueUse'];
+export type QueuedJob = components['schemas']['QueuedJob'];
+export type RejectRequest = components['schemas']['RejectRequest'];
+export type RerunChanges = components['schemas']['RerunChanges'];
+export type ResultLink = components['schemas']['ResultLink'];
+export type RosterChange = components['schemas']['RosterChange'];
+export type RosterCheck = components['schemas']['RosterCheck'];
+export type RosterChecked = components['schemas']['RosterChecked'];
+export type RosterProblem = components['schemas']['RosterProblem'];
+export type RunList = components['schemas']['RunList'];
+export type ScheduleInfo = components['schemas']['ScheduleInfo'];
+export type ScheduleSpec = components['schemas']['ScheduleSpec'];
+export type StorageReport = components['schemas']['StorageReport'];
+export type SubmitRequest = components['schemas']['SubmitRequest'];
+export type TelemetrySample = components['schemas']['TelemetrySample'];
+export type TelemetrySummary = components['schemas']['TelemetrySummary'];
+export type TypeRow = components['schemas']['TypeRow'];
+export type UpdateRequest = components['schemas']['UpdateRequest'];
+export type Usage = components['schemas']['Usage'];
+export type UsageDay = components['schemas']['UsageDay'];
+export type UsageLine = components['schemas']['UsageLine'];
+export type UsageRow = components['schemas']['UsageRow'];
+export type UserStorage = components['schemas']['UserStorage'];
+export type UsersView = components['schemas']['UsersView'];
+export type WaitingJob = components['schemas']['WaitingJob'];
 export type ResponseBadRequest = components['responses']['BadRequest'];
 export type ResponseUnauthorized = components['responses']['Unauthorized'];
 export type ResponseForbidden = components['responses']['Forbidden'];

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from tornado import web
 
+from nbjobs.models import ErrorBody
 from nbjobs.redaction import NoTokenInLogs
 
 from .auth import Authenticator, bearer_token
@@ -215,8 +216,7 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             problems = getattr(exc, "problems", None)
             if problems:
                 self.set_header("Content-Type", "application/json")
-                body = {"message": message, "problems": [p.model_dump() for p in problems]}
-                self.finish(json.dumps(body))
+                self.finish(ErrorBody(message=message, problems=problems).model_dump_json())
                 return
         if status_code == 405:
             allowed = self.allowed_methods()
@@ -230,7 +230,7 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             # an uncaught exception: its text is for the log, not the caller
             message = "the job service failed on this request; its log says why"
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message}))
+        self.finish(ErrorBody(message=message).model_dump_json(exclude_none=True))
 
     def allowed_methods(self) -> list[str]:
         """The HTTP methods this handler implements (for a 405's message and Allow header)."""

@@ -18,6 +18,7 @@ from nbjobs.models import (
     CreateClass,
     CreateInvitation,
     CreditGrant,
+    Health,
     RejectRequest,
     RerunChanges,
     RosterChange,
@@ -39,7 +40,7 @@ class HealthHandler(APIHandler):
     async def get(self) -> None:
         from nbjobs.version import package_version
 
-        self.finish({"status": "ok", "version": package_version(), "user": self.caller.name})
+        self.send(Health(version=package_version(), user=self.caller.name))
 
 
 class FlavorsHandler(APIHandler):

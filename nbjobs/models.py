@@ -507,9 +507,22 @@ class JobMetrics(BaseModel):
 class ErrorBody(BaseModel):
     """Every error the API returns: a sentence that says what to do."""
 
+    # sent without ``problems`` but where a roster was refused
+    model_config = ConfigDict(json_schema_extra={"x-sent-without-defaults": True})
+
     message: str
-    #: a refused roster: each bad entry
+    #: a refused roster's bad entries (each an index into the request's students)
     problems: list[RosterProblem] | None = None
+
+
+class Health(BaseModel):
+    """``GET api/health``: the service is up; who the token belongs to."""
+
+    status: Literal["ok"] = "ok"
+    #: the nbjobs release the service runs
+    version: str
+    #: the token's user
+    user: str
 
 
 #: where the hub makes invitations, under its API root (``/hub/api/``): its nbjobs login

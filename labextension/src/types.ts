@@ -14,7 +14,7 @@ export type JobState = api.JobState;
 export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(contract.FINAL_STATES);
 
 /** A flavor the user may pick, with what is free right now. */
-export type IFlavor = api.Flavor;
+export type IFlavor = api.FlavorInfo;
 export type IProgress = api.Progress;
 export type IJobError = api.JobError;
 /** One job, as `GET nbjobs/api/jobs` lists it. */

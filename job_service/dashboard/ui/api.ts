@@ -7,7 +7,7 @@ import type * as api from '../../../api/openapi';
  * Lab extension), by the names the dashboard uses. */
 
 /** One bad roster entry, as the service names it. */
-export type IRosterProblem = NonNullable<api.Error['problems']>[number];
+export type IRosterProblem = NonNullable<api.ErrorBody['problems']>[number];
 
 export class ApiError extends Error {
   constructor(
@@ -27,14 +27,14 @@ export type IFlavorRow = api.FlavorRow;
 export type IFailure = api.Failure;
 export type IOverview = api.Overview;
 /** A Kueue queue: its GPU quota, use, and what it borrows and lends. */
-export type IQueueRow = api.QueueRow;
+export type IQueueRow = api.QueueUse;
 export type IQueuedJob = api.QueuedJob;
 /** A job as the API shows it (what the approvals view reads of it). */
 export type IJob = api.Job;
-export type IClass = api.Class;
+export type IClass = api.ClassInfo;
 /** A one-time link for a new account to choose its password (`POST api/invitations`). */
-export type IInvitation = api.Invitation;
-export type IFlavor = api.Flavor;
+export type IInvitation = api.InvitationInfo;
+export type IFlavor = api.FlavorInfo;
 export type INodeView = api.NodeView;
 export type IUsageLine = api.UsageLine;
 export type IUsageDay = IUsageLine['days'][number];

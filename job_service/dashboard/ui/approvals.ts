@@ -22,50 +22,6 @@ export async function approvalsView(page: Page, said: Said = ''): Promise<void> 
     status.textContent = (error as Error).message;
     status.className = 'nbjobs-Error';
   };
-  const decide = (job: IJob): HTMLElement => {
-    const id = `nbjobs-why-${job.id}`;
-    const why = h('input', {
-      type: 'text',
-      id,
-      maxlength: '500',
-      placeholder: 'why not (its owner reads it)'
-    }) as HTMLInputElement;
-    const approve = h('button', { type: 'button', 'data-action': 'approve' }, 'Approve');
-    const reject = h('button', { type: 'button', 'data-action': 'reject' }, 'Reject');
-    approve.addEventListener('click', () => {
-      void (async () => {
-        try {
-          await page.api.post(`jobs/${job.id}/approve`);
-          await approvalsView(page, `Approved ${job.user}'s job ${job.id}: it is queued.`);
-        } catch (error) {
-          failed(error);
-        }
-      })();
-    });
-    reject.addEventListener('click', () => {
-      if (!why.value.trim()) {
-        failed(new Error(`Say why ${job.user}'s job is rejected: they read it.`));
-        why.focus();
-        return;
-      }
-      void (async () => {
-        try {
-          await page.api.post(`jobs/${job.id}/reject`, { reason: why.value.trim() });
-          await approvalsView(page, `Rejected ${job.user}'s job ${job.id}; they are told why.`);
-        } catch (error) {
-          failed(error);
-        }
-      })();
-    });
-    return h(
-      'span',
-      { class: 'nbjobs-Actions' },
-      approve,
-      h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${job.user}'s job is rejected`),
-      why,
-      reject
-    );
-  };
   const rows = jobs.map(job => [
     h('span', {}, job.name, h('br'), h('code', {}, job.id)),
     job.user,
@@ -73,7 +29,7 @@ export async function approvalsView(page: Page, said: Said = ''): Promise<void> 
     job.path,
     Object.keys(job.parameters).length ? h('code', {}, JSON.stringify(job.parameters)) : 'none',
     when(job.submitted_at),
-    decide(job)
+    decide(page, job, failed)
   ]);
   page.main.replaceChildren(
     h('h2', {}, `Approvals: ${jobs.length} waiting`),
@@ -86,5 +42,51 @@ export async function approvalsView(page: Page, said: Said = ''): Promise<void> 
       { class: 'nbjobs-Hint' },
       'An approved job joins the queue; a rejected one is cancelled with your reason. A request nobody answers in time is cancelled: its student was told when.'
     )
+  );
+}
+
+/** A waiting job's Approve, and its Reject with the reason its owner reads. */
+function decide(page: Page, job: IJob, failed: (error: unknown) => void): HTMLElement {
+  const id = `nbjobs-why-${job.id}`;
+  const why = h('input', {
+    type: 'text',
+    id,
+    maxlength: '500',
+    placeholder: 'why not (its owner reads it)'
+  }) as HTMLInputElement;
+  const approve = h('button', { type: 'button', 'data-action': 'approve' }, 'Approve');
+  const reject = h('button', { type: 'button', 'data-action': 'reject' }, 'Reject');
+  approve.addEventListener('click', () => {
+    void (async () => {
+      try {
+        await page.api.post(`jobs/${job.id}/approve`);
+        await approvalsView(page, `Approved ${job.user}'s job ${job.id}: it is queued.`);
+      } catch (error) {
+        failed(error);
+      }
+    })();
+  });
+  reject.addEventListener('click', () => {
+    if (!why.value.trim()) {
+      failed(new Error(`Say why ${job.user}'s job is rejected: they read it.`));
+      why.focus();
+      return;
+    }
+    void (async () => {
+      try {
+        await page.api.post(`jobs/${job.id}/reject`, { reason: why.value.trim() });
+        await approvalsView(page, `Rejected ${job.user}'s job ${job.id}; they are told why.`);
+      } catch (error) {
+        failed(error);
+      }
+    })();
+  });
+  return h(
+    'span',
+    { class: 'nbjobs-Actions' },
+    approve,
+    h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${job.user}'s job is rejected`),
+    why,
+    reject
   );
 }

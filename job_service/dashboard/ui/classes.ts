@@ -79,82 +79,9 @@ export async function classSection(
     // the table still lists the students, without their hours
   }
   const fromHub = cls.source === 'hub';
-  const rows = cls.students.map(student => {
-    const line = used.get(student);
-    const extra = cls.extra_hours[student] ?? 0;
-    const budget = cls.gpu_hours === null ? null : cls.gpu_hours + extra;
-    const amount = h('input', {
-      type: 'number',
-      min: '0.5',
-      step: '0.5',
-      value: '1',
-      'aria-label': `Hours more for ${student}`
-    }) as HTMLInputElement;
-    const extend = h('button', { type: 'button', 'data-action': 'extend' }, 'Extend');
-    extend.addEventListener('click', () => {
-      void (async () => {
-        try {
-          await page.api.post(
-            `classes/${encodeURIComponent(cls.name)}/students/${encodeURIComponent(student)}/budget`,
-            { hours: Number(amount.value) }
-          );
-          await classesView(
-            page,
-            `${student} may use ${amount.value} more GPU-hours in ${cls.name} this ${cls.period}.`
-          );
-        } catch (error) {
-          page.failIn(status, error);
-        }
-      })();
-    });
-    const invite = h('button', { type: 'button', 'data-action': 'invite' }, 'Invite');
-    invite.addEventListener('click', () => {
-      void (async () => {
-        try {
-          const made = await page.api.post<IInvitation>('invitations', { user: student });
-          page.invitations = [made];
-          await classesView(page, `A new invitation for ${student}; an earlier one stops working.`);
-        } catch (error) {
-          page.failIn(status, error);
-        }
-      })();
-    });
-    const remove = h('button', { type: 'button', 'data-action': 'remove' }, 'Remove');
-    remove.addEventListener('click', () => {
-      if (!window.confirm(`Remove ${student} from ${cls.name}? Their jobs and files stay.`)) {
-        return;
-      }
-      void (async () => {
-        try {
-          await page.api.call(
-            'DELETE',
-            `classes/${encodeURIComponent(cls.name)}/students`,
-            {},
-            { students: [student] }
-          );
-          await classesView(page, `Removed ${student} from ${cls.name}.`);
-        } catch (error) {
-          page.failIn(status, error);
-        }
-      })();
-    });
-    return [
-      student,
-      studentJobs(page, student, line?.jobs ?? 0, status),
-      budget === null
-        ? `${hours(line?.gpu_hours_allocated ?? 0)} (no class budget)`
-        : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`, hours),
-      extra ? `+${gpus(extra)} h` : '–',
-      h(
-        'span',
-        { class: 'nbjobs-Actions' },
-        cls.gpu_hours === null ? null : amount,
-        cls.gpu_hours === null ? null : extend,
-        invite,
-        fromHub ? remove : null
-      )
-    ];
-  });
+  const rows = cls.students.map(student =>
+    studentRow(page, cls, student, used.get(student), status)
+  );
   const add = fromHub
     ? rosterForm(
         page,
@@ -173,27 +100,7 @@ export async function classSection(
         cls.name
       )
     : null;
-  let drop: HTMLElement | null = null;
-  if (fromHub) {
-    drop = h('button', { type: 'button', 'data-action': 'delete-class' }, `Delete ${cls.name}`);
-    drop.addEventListener('click', () => {
-      if (
-        !window.confirm(
-          `Delete class ${cls.name}? Its students' accounts, files and jobs stay; they lose the class's flavors and budget.`
-        )
-      ) {
-        return;
-      }
-      void (async () => {
-        try {
-          await page.api.delete(`classes/${encodeURIComponent(cls.name)}`);
-          await classesView(page, `Deleted class ${cls.name}.`);
-        } catch (error) {
-          page.failIn(status, error);
-        }
-      })();
-    });
-  }
+  const drop = fromHub ? deleteClassButton(page, cls, status) : null;
   return h(
     'section',
     { class: 'nbjobs-Class', 'aria-label': `Class ${cls.name}` },
@@ -214,6 +121,120 @@ export async function classSection(
       : h('p', {}, 'No students yet.'),
     add
   );
+}
+
+/** A student's row: their jobs, GPU-hours against the class's budget, and the buttons
+ * that extend it, invite them again and remove them. */
+function studentRow(
+  page: Page,
+  cls: IClass,
+  student: string,
+  line: IUsageLine | undefined,
+  status: HTMLElement
+): (string | HTMLElement)[] {
+  const fromHub = cls.source === 'hub';
+  const extra = cls.extra_hours[student] ?? 0;
+  const budget = cls.gpu_hours === null ? null : cls.gpu_hours + extra;
+  const amount = h('input', {
+    type: 'number',
+    min: '0.5',
+    step: '0.5',
+    value: '1',
+    'aria-label': `Hours more for ${student}`
+  }) as HTMLInputElement;
+  const extend = h('button', { type: 'button', 'data-action': 'extend' }, 'Extend');
+  extend.addEventListener('click', () => {
+    void (async () => {
+      try {
+        await page.api.post(
+          `classes/${encodeURIComponent(cls.name)}/students/${encodeURIComponent(student)}/budget`,
+          { hours: Number(amount.value) }
+        );
+        await classesView(
+          page,
+          `${student} may use ${amount.value} more GPU-hours in ${cls.name} this ${cls.period}.`
+        );
+      } catch (error) {
+        page.failIn(status, error);
+      }
+    })();
+  });
+  const invite = h('button', { type: 'button', 'data-action': 'invite' }, 'Invite');
+  invite.addEventListener('click', () => {
+    void (async () => {
+      try {
+        const made = await page.api.post<IInvitation>('invitations', { user: student });
+        page.invitations = [made];
+        await classesView(page, `A new invitation for ${student}; an earlier one stops working.`);
+      } catch (error) {
+        page.failIn(status, error);
+      }
+    })();
+  });
+  const remove = removeButton(page, cls, student, status);
+  return [
+    student,
+    studentJobs(page, student, line?.jobs ?? 0, status),
+    budget === null
+      ? `${hours(line?.gpu_hours_allocated ?? 0)} (no class budget)`
+      : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`, hours),
+    extra ? `+${gpus(extra)} h` : '–',
+    h(
+      'span',
+      { class: 'nbjobs-Actions' },
+      cls.gpu_hours === null ? null : amount,
+      cls.gpu_hours === null ? null : extend,
+      invite,
+      fromHub ? remove : null
+    )
+  ];
+}
+
+/** The button that takes a student out of a class, after a confirmation. */
+function removeButton(page: Page, cls: IClass, student: string, status: HTMLElement): HTMLElement {
+  const remove = h('button', { type: 'button', 'data-action': 'remove' }, 'Remove');
+  remove.addEventListener('click', () => {
+    if (!window.confirm(`Remove ${student} from ${cls.name}? Their jobs and files stay.`)) {
+      return;
+    }
+    void (async () => {
+      try {
+        await page.api.call(
+          'DELETE',
+          `classes/${encodeURIComponent(cls.name)}/students`,
+          {},
+          { students: [student] }
+        );
+        await classesView(page, `Removed ${student} from ${cls.name}.`);
+      } catch (error) {
+        page.failIn(status, error);
+      }
+    })();
+  });
+  return remove;
+}
+
+/** The button that deletes a class made in the dashboard, after a confirmation. */
+function deleteClassButton(page: Page, cls: IClass, status: HTMLElement): HTMLElement {
+  const drop = h('button', { type: 'button', 'data-action': 'delete-class' }, `Delete ${cls.name}`);
+  drop.addEventListener('click', () => {
+    if (
+      !window.confirm(
+        `Delete class ${cls.name}? Its students' accounts, files and jobs stay; they lose the class's flavors and budget.`
+      )
+    ) {
+      return;
+    }
+    void (async () => {
+      try {
+        await page.api.delete(`classes/${encodeURIComponent(cls.name)}`);
+        await classesView(page, `Deleted class ${cls.name}.`);
+      } catch (error) {
+        page.failIn(status, error);
+      }
+    })();
+  });
+  return drop;
 }
 
 /** A student's job count, a button that lists their latest jobs under it. */

@@ -23,71 +23,6 @@ export async function nodesView(page: Page, nodes?: INodeView[], said = ''): Pro
     status.textContent = (error as Error).message;
     status.className = 'nbjobs-Error';
   };
-  const drainForm = (node: INodeView): HTMLElement => {
-    const id = `nbjobs-reason-${node.node}`;
-    const reason = h('input', {
-      type: 'text',
-      id,
-      maxlength: '500',
-      placeholder: 'why (shown to admins)'
-    }) as HTMLInputElement;
-    const cancel = h('input', { type: 'checkbox', id: `${id}-cancel` }) as HTMLInputElement;
-    const go = h('button', { type: 'submit', 'data-action': 'drain' }, 'Drain');
-    const form = h(
-      'form',
-      { class: 'nbjobs-Drain', 'aria-label': `Drain ${node.node}` },
-      h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${node.node} is drained`),
-      reason,
-      h('label', { for: `${id}-cancel` }, cancel, ` cancel the ${node.jobs.length} job(s) there`),
-      go
-    );
-    form.addEventListener('submit', event => {
-      event.preventDefault();
-      if (
-        cancel.checked &&
-        !window.confirm(
-          `Cancel the ${node.jobs.length} job(s) running on ${node.node}? They keep their partial output; their owners are told why.`
-        )
-      ) {
-        return;
-      }
-      void (async () => {
-        try {
-          const after = await page.api.post<INodeView[]>(
-            `dashboard/nodes/${encodeURIComponent(node.node)}/drain`,
-            {
-              reason: reason.value,
-              cancel_running: cancel.checked
-            }
-          );
-          await nodesView(
-            page,
-            after,
-            `Drained ${node.node}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`
-          );
-        } catch (error) {
-          failed(error);
-        }
-      })();
-    });
-    return form;
-  };
-  const undrain = (node: INodeView): HTMLElement => {
-    const b = h('button', { type: 'button', 'data-action': 'undrain' }, 'Undrain');
-    b.addEventListener('click', () => {
-      void (async () => {
-        try {
-          const after = await page.api.delete<INodeView[]>(
-            `dashboard/nodes/${encodeURIComponent(node.node)}/drain`
-          );
-          await nodesView(page, after, `Undrained ${node.node}: jobs may start there again.`);
-        } catch (error) {
-          failed(error);
-        }
-      })();
-    });
-    return b;
-  };
   const rows = nodes.map(node => [
     node.node,
     h(
@@ -121,7 +56,7 @@ export async function nodesView(page: Page, nodes?: INodeView[], said = ''): Pro
       : node.drained
         ? 'drained outside the dashboard (nbjobs.yaml, a label or a cordon)'
         : 'open',
-    node.drain ? undrain(node) : node.drained ? '' : drainForm(node)
+    node.drain ? undrain(page, node, failed) : node.drained ? '' : drainForm(page, node, failed)
   ]);
   page.main.replaceChildren(
     h('h2', {}, 'Nodes'),
@@ -135,4 +70,73 @@ export async function nodesView(page: Page, nodes?: INodeView[], said = ''): Pro
       'A drained node takes no new job; its running jobs finish unless you cancel them. Users of an affected flavor see how much of it is in maintenance.'
     )
   );
+}
+
+/** A node's drain form: why, and whether its running jobs are cancelled. */
+function drainForm(page: Page, node: INodeView, failed: (error: unknown) => void): HTMLElement {
+  const id = `nbjobs-reason-${node.node}`;
+  const reason = h('input', {
+    type: 'text',
+    id,
+    maxlength: '500',
+    placeholder: 'why (shown to admins)'
+  }) as HTMLInputElement;
+  const cancel = h('input', { type: 'checkbox', id: `${id}-cancel` }) as HTMLInputElement;
+  const go = h('button', { type: 'submit', 'data-action': 'drain' }, 'Drain');
+  const form = h(
+    'form',
+    { class: 'nbjobs-Drain', 'aria-label': `Drain ${node.node}` },
+    h('label', { for: id, class: 'nbjobs-Hidden' }, `Why ${node.node} is drained`),
+    reason,
+    h('label', { for: `${id}-cancel` }, cancel, ` cancel the ${node.jobs.length} job(s) there`),
+    go
+  );
+  form.addEventListener('submit', event => {
+    event.preventDefault();
+    if (
+      cancel.checked &&
+      !window.confirm(
+        `Cancel the ${node.jobs.length} job(s) running on ${node.node}? They keep their partial output; their owners are told why.`
+      )
+    ) {
+      return;
+    }
+    void (async () => {
+      try {
+        const after = await page.api.post<INodeView[]>(
+          `dashboard/nodes/${encodeURIComponent(node.node)}/drain`,
+          {
+            reason: reason.value,
+            cancel_running: cancel.checked
+          }
+        );
+        await nodesView(
+          page,
+          after,
+          `Drained ${node.node}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`
+        );
+      } catch (error) {
+        failed(error);
+      }
+    })();
+  });
+  return form;
+}
+
+/** The button that opens a drained node again. */
+function undrain(page: Page, node: INodeView, failed: (error: unknown) => void): HTMLElement {
+  const b = h('button', { type: 'button', 'data-action': 'undrain' }, 'Undrain');
+  b.addEventListener('click', () => {
+    void (async () => {
+      try {
+        const after = await page.api.delete<INodeView[]>(
+          `dashboard/nodes/${encodeURIComponent(node.node)}/drain`
+        );
+        await nodesView(page, after, `Undrained ${node.node}: jobs may start there again.`);
+      } catch (error) {
+        failed(error);
+      }
+    })();
+  });
+  return b;
 }

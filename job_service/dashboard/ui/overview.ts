@@ -18,72 +18,9 @@ export async function overviewView(page: Page): Promise<void> {
   if (page.view !== 'overview') {
     return;
   }
-  const busy = data.gpus.busy;
-  const running = data.flavors.reduce((n, f) => n + f.running, 0);
-  const queued = data.flavors.reduce((n, f) => n + f.queued, 0);
-  const cards = h(
-    'section',
-    { class: 'nbjobs-Cards', 'aria-label': 'Now' },
-    h(
-      'div',
-      { class: 'nbjobs-Card' },
-      h('h2', {}, 'GPUs held'),
-      meter(data.gpus.allocated, data.gpus.total, 'GPUs held')
-    ),
-    h(
-      'div',
-      { class: 'nbjobs-Card' },
-      h('h2', {}, 'GPUs busy'),
-      busy === null
-        ? h('p', {}, 'no telemetry from running jobs')
-        : meter(busy, data.gpus.total, 'GPUs busy')
-    ),
-    h(
-      'div',
-      { class: 'nbjobs-Card' },
-      h('h2', {}, 'Jobs'),
-      h('p', { class: 'nbjobs-Big' }, `${running} running · ${queued} queued`)
-    ),
-    h(
-      'div',
-      { class: `nbjobs-Card ${data.backend.ok ? 'nbjobs-Ok' : 'nbjobs-Bad'}` },
-      h('h2', {}, `Backend: ${data.backend.kind}`),
-      h('p', {}, `${data.backend.ok ? 'working' : 'NOT working'}: ${data.backend.detail}`)
-    ),
-    ...(data.class_notices.length
-      ? [
-          h(
-            'div',
-            { class: 'nbjobs-Card nbjobs-Bad', 'aria-label': 'Classes and groups' },
-            h('h2', {}, 'Classes and groups'),
-            ...data.class_notices.map(notice => h('p', {}, notice))
-          )
-        ]
-      : [])
-  );
-  const nodes = table(
-    ['Node', 'GPU', 'Held', 'Busy', 'Jobs', 'State'],
-    data.nodes.map(n => [
-      n.node,
-      n.gpu_type,
-      meter(n.allocated, n.total, `${n.node} held`),
-      n.busy === null ? '–' : meter(n.busy, n.total, `${n.node} busy`),
-      n.jobs.length ? n.jobs.join(', ') : 'none',
-      n.drained ? 'drained: no new jobs' : 'open'
-    ]),
-    'GPUs per node'
-  );
-  const types = table(
-    ['GPU type', 'Nodes', 'Total', 'Held', 'Busy'],
-    data.types.map(t => [
-      t.gpu_type,
-      String(t.nodes),
-      gpus(t.total),
-      gpus(t.allocated),
-      t.busy === null ? '–' : gpus(t.busy)
-    ]),
-    'GPUs per type'
-  );
+  const cards = nowCards(data);
+  const nodes = nodesTable(data);
+  const types = typesTable(data);
   const flavors = table(
     ['Flavor', 'Running', 'Queued', 'Longest wait'],
     data.flavors.map(f => [
@@ -146,4 +83,83 @@ export async function overviewView(page: Page): Promise<void> {
       void overviewView(page);
     }
   }, REFRESH_MS);
+}
+
+/** The cards on top: GPUs held and busy, jobs running and queued, the backend, and what
+ * is wrong with classes and groups. */
+function nowCards(data: IOverview): HTMLElement {
+  const busy = data.gpus.busy;
+  const running = data.flavors.reduce((n, f) => n + f.running, 0);
+  const queued = data.flavors.reduce((n, f) => n + f.queued, 0);
+  return h(
+    'section',
+    { class: 'nbjobs-Cards', 'aria-label': 'Now' },
+    h(
+      'div',
+      { class: 'nbjobs-Card' },
+      h('h2', {}, 'GPUs held'),
+      meter(data.gpus.allocated, data.gpus.total, 'GPUs held')
+    ),
+    h(
+      'div',
+      { class: 'nbjobs-Card' },
+      h('h2', {}, 'GPUs busy'),
+      busy === null
+        ? h('p', {}, 'no telemetry from running jobs')
+        : meter(busy, data.gpus.total, 'GPUs busy')
+    ),
+    h(
+      'div',
+      { class: 'nbjobs-Card' },
+      h('h2', {}, 'Jobs'),
+      h('p', { class: 'nbjobs-Big' }, `${running} running · ${queued} queued`)
+    ),
+    h(
+      'div',
+      { class: `nbjobs-Card ${data.backend.ok ? 'nbjobs-Ok' : 'nbjobs-Bad'}` },
+      h('h2', {}, `Backend: ${data.backend.kind}`),
+      h('p', {}, `${data.backend.ok ? 'working' : 'NOT working'}: ${data.backend.detail}`)
+    ),
+    ...(data.class_notices.length
+      ? [
+          h(
+            'div',
+            { class: 'nbjobs-Card nbjobs-Bad', 'aria-label': 'Classes and groups' },
+            h('h2', {}, 'Classes and groups'),
+            ...data.class_notices.map(notice => h('p', {}, notice))
+          )
+        ]
+      : [])
+  );
+}
+
+/** Each node's GPUs held and busy, its jobs, whether it is drained. */
+function nodesTable(data: IOverview): HTMLElement {
+  return table(
+    ['Node', 'GPU', 'Held', 'Busy', 'Jobs', 'State'],
+    data.nodes.map(n => [
+      n.node,
+      n.gpu_type,
+      meter(n.allocated, n.total, `${n.node} held`),
+      n.busy === null ? '–' : meter(n.busy, n.total, `${n.node} busy`),
+      n.jobs.length ? n.jobs.join(', ') : 'none',
+      n.drained ? 'drained: no new jobs' : 'open'
+    ]),
+    'GPUs per node'
+  );
+}
+
+/** The GPUs summed per type. */
+function typesTable(data: IOverview): HTMLElement {
+  return table(
+    ['GPU type', 'Nodes', 'Total', 'Held', 'Busy'],
+    data.types.map(t => [
+      t.gpu_type,
+      String(t.nodes),
+      gpus(t.total),
+      gpus(t.allocated),
+      t.busy === null ? '–' : gpus(t.busy)
+    ]),
+    'GPUs per type'
+  );
 }

@@ -19,53 +19,6 @@ export async function queueView(page: Page, jobs?: IQueuedJob[], said: Said = ''
   if (!status) {
     return;
   }
-  const act = async (job: IQueuedJob, what: string): Promise<void> => {
-    try {
-      if (what === 'cancel') {
-        if (
-          !window.confirm(
-            `Cancel ${job.user}'s job "${job.name}" (${job.id})? It never ran; ${job.user} is told.`
-          )
-        ) {
-          return;
-        }
-        await page.api.post(`jobs/${job.id}/cancel`);
-        await queueView(page, undefined, `Cancelled ${job.user}'s job ${job.id}.`);
-      } else {
-        const after = await page.api.post<IQueuedJob[]>(`dashboard/queue/${job.id}/move`, {
-          to: what
-        });
-        const place = after.find(j => j.id === job.id)?.place;
-        const queued = after.filter(j => j.place !== null).length;
-        await queueView(
-          page,
-          after,
-          `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${queued}.`
-        );
-      }
-    } catch (error) {
-      status.textContent = (error as Error).message;
-      status.className = 'nbjobs-Error';
-    }
-  };
-  const button = (
-    job: IQueuedJob,
-    what: string,
-    label: string,
-    title: string,
-    disabled: boolean
-  ): HTMLElement => {
-    const b = h('button', {
-      type: 'button',
-      title,
-      'aria-label': `${title}: ${job.name} (${job.id})`,
-      'data-move': what
-    });
-    b.textContent = label;
-    (b as HTMLButtonElement).disabled = disabled;
-    b.addEventListener('click', () => void act(job, what));
-    return b;
-  };
   const last = jobs.filter(j => j.place !== null).length;
   const rows = jobs.map(job => [
     job.place === null ? 'awaiting approval' : String(job.place),
@@ -77,27 +30,7 @@ export async function queueView(page: Page, jobs?: IQueuedJob[], said: Said = ''
     job.moved_by
       ? `${job.priority} (set by ${job.moved_by}, ${when(job.moved_at)})`
       : String(job.priority),
-    h(
-      'span',
-      { class: 'nbjobs-Actions' },
-      button(job, 'front', 'Front', 'Move to the front', job.place === 1 || job.place === null),
-      button(
-        job,
-        'up',
-        'Up',
-        'Move ahead of the job before it',
-        job.place === 1 || job.place === null
-      ),
-      button(
-        job,
-        'down',
-        'Down',
-        'Move behind the job after it',
-        job.place === last || job.place === null
-      ),
-      button(job, 'back', 'Back', 'Move to the back', job.place === last || job.place === null),
-      button(job, 'cancel', 'Cancel', 'Cancel this job', false)
-    )
+    queueActions(page, job, last, status)
   ]);
   page.main.replaceChildren(
     h(
@@ -118,6 +51,67 @@ export async function queueView(page: Page, jobs?: IQueuedJob[], said: Said = ''
       { class: 'nbjobs-Hint' },
       'A move changes the job’s priority; jobs of equal priority take turns by fair share. Quotas and free GPUs may still pass a job over.'
     )
+  );
+}
+
+/** What an admin does to a queued job: cancel it (after a confirmation) or move it. */
+async function act(page: Page, job: IQueuedJob, what: string, status: HTMLElement): Promise<void> {
+  try {
+    if (what === 'cancel') {
+      if (
+        !window.confirm(
+          `Cancel ${job.user}'s job "${job.name}" (${job.id})? It never ran; ${job.user} is told.`
+        )
+      ) {
+        return;
+      }
+      await page.api.post(`jobs/${job.id}/cancel`);
+      await queueView(page, undefined, `Cancelled ${job.user}'s job ${job.id}.`);
+    } else {
+      const after = await page.api.post<IQueuedJob[]>(`dashboard/queue/${job.id}/move`, {
+        to: what
+      });
+      const place = after.find(j => j.id === job.id)?.place;
+      const queued = after.filter(j => j.place !== null).length;
+      await queueView(
+        page,
+        after,
+        `Moved ${job.user}'s job ${job.id} ${what === 'front' || what === 'back' ? `to the ${what}` : what}: now ${place} of ${queued}.`
+      );
+    }
+  } catch (error) {
+    status.textContent = (error as Error).message;
+    status.className = 'nbjobs-Error';
+  }
+}
+
+/** A queued job's buttons: to the front, up, down, to the back, cancel. */
+function queueActions(page: Page, job: IQueuedJob, last: number, status: HTMLElement): HTMLElement {
+  const button = (what: string, label: string, title: string, disabled: boolean): HTMLElement => {
+    const b = h('button', {
+      type: 'button',
+      title,
+      'aria-label': `${title}: ${job.name} (${job.id})`,
+      'data-move': what
+    });
+    b.textContent = label;
+    (b as HTMLButtonElement).disabled = disabled;
+    b.addEventListener('click', () => void act(page, job, what, status));
+    return b;
+  };
+  return h(
+    'span',
+    { class: 'nbjobs-Actions' },
+    button('front', 'Front', 'Move to the front', job.place === 1 || job.place === null),
+    button('up', 'Up', 'Move ahead of the job before it', job.place === 1 || job.place === null),
+    button(
+      'down',
+      'Down',
+      'Move behind the job after it',
+      job.place === last || job.place === null
+    ),
+    button('back', 'Back', 'Move to the back', job.place === last || job.place === null),
+    button('cancel', 'Cancel', 'Cancel this job', false)
   );
 }
 

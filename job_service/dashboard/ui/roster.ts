@@ -34,26 +34,8 @@ export function rosterForm(
   // "ok" only once the service said it would take that name (a name's form, a name
   // listed twice, someone in another class or who teaches): asked as the list changes
   let asked = 0;
-  const show = (problems: IRosterProblem[] | null = null, failed = false): void => {
-    const names = rosterNames(text.value);
-    const why = new Map((problems ?? []).map(p => [p.index, p.reason]));
-    preview.replaceChildren(
-      names.length
-        ? table(
-            ['#', 'User name', 'Problem'],
-            names.map((name, i) => [
-              String(i + 1),
-              name,
-              why.get(i) ?? (problems !== null ? 'ok' : failed ? 'not checked yet' : 'checking…')
-            ]),
-            `${label}: preview`
-          )
-        : h('p', { class: 'nbjobs-Hint' }, 'Nobody listed yet.')
-    );
-    for (const [i] of why) {
-      preview.querySelectorAll('tbody tr')[i]?.classList.add('nbjobs-Bad');
-    }
-  };
+  const show = (problems: IRosterProblem[] | null = null, failed = false): void =>
+    showPreview(preview, label, rosterNames(text.value), problems, failed);
   let later = 0;
   const check = (): void => {
     const names = rosterNames(text.value);
@@ -74,15 +56,7 @@ export function rosterForm(
     }, 300);
   };
   text.addEventListener('input', check);
-  file.addEventListener('change', () => {
-    const chosen = file.files?.[0];
-    if (chosen) {
-      void chosen.text().then(content => {
-        text.value = content;
-        check();
-      });
-    }
-  });
+  fillFromFile(file, text, check);
   const go = h('button', { type: 'submit' }, verb);
   const form = h(
     'form',
@@ -180,4 +154,45 @@ export function createClassForm(page: Page, flavors: IFlavor[], status: HTMLElem
     status,
     extra
   );
+}
+
+/** The roster's preview: each name and what the service said of it (``problems``; null:
+ * not answered yet, or ``failed`` to answer), the refused rows marked. */
+function showPreview(
+  preview: HTMLElement,
+  label: string,
+  names: string[],
+  problems: IRosterProblem[] | null,
+  failed: boolean
+): void {
+  const why = new Map((problems ?? []).map(p => [p.index, p.reason]));
+  preview.replaceChildren(
+    names.length
+      ? table(
+          ['#', 'User name', 'Problem'],
+          names.map((name, i) => [
+            String(i + 1),
+            name,
+            why.get(i) ?? (problems !== null ? 'ok' : failed ? 'not checked yet' : 'checking…')
+          ]),
+          `${label}: preview`
+        )
+      : h('p', { class: 'nbjobs-Hint' }, 'Nobody listed yet.')
+  );
+  for (const [i] of why) {
+    preview.querySelectorAll('tbody tr')[i]?.classList.add('nbjobs-Bad');
+  }
+}
+
+/** A CSV file chosen in ``file`` fills the roster's field, which is then checked. */
+function fillFromFile(file: HTMLInputElement, text: HTMLTextAreaElement, check: () => void): void {
+  file.addEventListener('change', () => {
+    const chosen = file.files?.[0];
+    if (chosen) {
+      void chosen.text().then(content => {
+        text.value = content;
+        check();
+      });
+    }
+  });
 }

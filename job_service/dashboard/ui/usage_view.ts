@@ -83,10 +83,6 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
   const shown = lines.slice(0, SERIES_SHOWN);
   const rest = lines.slice(SERIES_SHOWN);
   const series = rest.length ? [...shown, merge(`${rest.length} others`, rest)] : shown;
-  const perDay = (line: IUsageLine, field: 'gpu_hours_allocated' | 'gpu_hours_busy'): number[] => {
-    const byDay = new Map(line.days.map(d => [d.date, d[field]]));
-    return days.map(d => byDay.get(d) ?? 0);
-  };
   const stacked = h('canvas', {
     id: 'nbjobs-usage-by',
     role: 'img',
@@ -97,47 +93,8 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
     role: 'img',
     'aria-label': `GPU-hours allocated and busy per day: ${hours(total.gpu_hours_allocated)} allocated, ${hours(total.gpu_hours_busy)} busy`
   }) as HTMLCanvasElement;
-  const summary = table(
-    // the days chosen above, not the budget's period: its own count of jobs
-    [
-      usage.by ?? 'key',
-      'Jobs in these days',
-      'GPU-hours allocated',
-      'GPU-hours busy',
-      'Busy %',
-      'Cost'
-    ],
-    [...lines, { ...total, name: 'all' }].map(line => [
-      line.name,
-      String(line.jobs),
-      hours(line.gpu_hours_allocated),
-      hours(line.gpu_hours_busy),
-      line.busy_percent === null ? '–' : `${Math.round(line.busy_percent)} %`,
-      line.cost === null ? '–' : line.cost.toFixed(2)
-    ]),
-    `GPU-hours by ${usage.by}`
-  );
-  const top = usage.users.slice(0, 10);
-  const budgets = top.length
-    ? h(
-        'section',
-        {},
-        h('h3', {}, `Top users this ${usage.period}, against their budgets`),
-        table(
-          ['User', `Jobs this ${usage.period}`, 'Running', 'Queued', 'GPU-hours used'],
-          top.map(u => [
-            u.name,
-            String(u.jobs),
-            String(u.running),
-            String(u.queued),
-            u.gpu_hours_limit === null
-              ? `${hours(u.gpu_hours)} (no budget)`
-              : meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`, hours)
-          ]),
-          `Top users this ${usage.period}`
-        )
-      )
-    : null;
+  const summary = summaryTable(usage, lines, total);
+  const budgets = budgetsSection(usage);
   into.replaceChildren(
     ...(budgets ? [budgets] : []),
     h(
@@ -161,7 +118,7 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
         labels: days,
         datasets: series.map((line, i) => ({
           label: line.name,
-          data: perDay(line, 'gpu_hours_allocated'),
+          data: perDay(days, line, 'gpu_hours_allocated'),
           backgroundColor: COLOURS[i % COLOURS.length],
           borderColor: '#ffffff',
           borderWidth: 1
@@ -176,36 +133,100 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
         }
       }
     }),
-    new Chart(versus, {
-      type: 'line',
-      data: {
-        labels: days,
-        datasets: [
-          {
-            label: 'allocated',
-            data: perDay(total, 'gpu_hours_allocated'),
-            borderColor: COLOURS[0],
-            backgroundColor: COLOURS[0],
-            pointStyle: 'rect',
-            pointRadius: 4
-          },
-          {
-            label: 'busy',
-            data: perDay(total, 'gpu_hours_busy'),
-            borderColor: COLOURS[1],
-            backgroundColor: COLOURS[1],
-            borderDash: [6, 4],
-            pointStyle: 'triangle',
-            pointRadius: 5
-          }
-        ]
-      },
-      options: {
-        animation: false,
-        maintainAspectRatio: false,
-        plugins: { legend: { labels: { usePointStyle: true } } },
-        scales: { y: { beginAtZero: true, title: { display: true, text: 'GPU-hours' } } }
-      }
-    })
+    versusChart(versus, days, total)
   );
+}
+
+/** Each key's jobs, GPU-hours allocated and busy, and cost over the days chosen. */
+function summaryTable(usage: IUsage, lines: IUsageLine[], total: IUsageLine): HTMLElement {
+  return table(
+    // the days chosen above, not the budget's period: its own count of jobs
+    [
+      usage.by ?? 'key',
+      'Jobs in these days',
+      'GPU-hours allocated',
+      'GPU-hours busy',
+      'Busy %',
+      'Cost'
+    ],
+    [...lines, { ...total, name: 'all' }].map(line => [
+      line.name,
+      String(line.jobs),
+      hours(line.gpu_hours_allocated),
+      hours(line.gpu_hours_busy),
+      line.busy_percent === null ? '–' : `${Math.round(line.busy_percent)} %`,
+      line.cost === null ? '–' : line.cost.toFixed(2)
+    ]),
+    `GPU-hours by ${usage.by}`
+  );
+}
+
+/** The users who used most this period, against their budgets (none: null). */
+function budgetsSection(usage: IUsage): HTMLElement | null {
+  const top = usage.users.slice(0, 10);
+  return top.length
+    ? h(
+        'section',
+        {},
+        h('h3', {}, `Top users this ${usage.period}, against their budgets`),
+        table(
+          ['User', `Jobs this ${usage.period}`, 'Running', 'Queued', 'GPU-hours used'],
+          top.map(u => [
+            u.name,
+            String(u.jobs),
+            String(u.running),
+            String(u.queued),
+            u.gpu_hours_limit === null
+              ? `${hours(u.gpu_hours)} (no budget)`
+              : meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`, hours)
+          ]),
+          `Top users this ${usage.period}`
+        )
+      )
+    : null;
+}
+
+/** A line's GPU-hours (allocated or busy) on each of ``days``. */
+function perDay(
+  days: string[],
+  line: IUsageLine,
+  field: 'gpu_hours_allocated' | 'gpu_hours_busy'
+): number[] {
+  const byDay = new Map(line.days.map(d => [d.date, d[field]]));
+  return days.map(d => byDay.get(d) ?? 0);
+}
+
+/** The chart of GPU-hours allocated against busy, per day. */
+function versusChart(canvas: HTMLCanvasElement, days: string[], total: IUsageLine): Chart {
+  return new Chart(canvas, {
+    type: 'line',
+    data: {
+      labels: days,
+      datasets: [
+        {
+          label: 'allocated',
+          data: perDay(days, total, 'gpu_hours_allocated'),
+          borderColor: COLOURS[0],
+          backgroundColor: COLOURS[0],
+          pointStyle: 'rect',
+          pointRadius: 4
+        },
+        {
+          label: 'busy',
+          data: perDay(days, total, 'gpu_hours_busy'),
+          borderColor: COLOURS[1],
+          backgroundColor: COLOURS[1],
+          borderDash: [6, 4],
+          pointStyle: 'triangle',
+          pointRadius: 5
+        }
+      ]
+    },
+    options: {
+      animation: false,
+      maintainAspectRatio: false,
+      plugins: { legend: { labels: { usePointStyle: true } } },
+      scales: { y: { beginAtZero: true, title: { display: true, text: 'GPU-hours' } } }
+    }
+  });
 }
