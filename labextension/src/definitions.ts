@@ -95,63 +95,11 @@ export class DefinitionsView {
     const row = document.createElement('li');
     row.className = 'nbjobs-Definition';
     row.dataset.definitionId = definition.id;
-    const name = document.createElement('div');
-    name.className = 'nbjobs-Definition-name';
-    name.textContent = definition.name;
-    if (definition.paused) {
-      const badge = document.createElement('span');
-      badge.className = 'nbjobs-Definition-paused';
-      badge.textContent = trans('paused');
-      name.append(' ', badge);
-    }
-    const when = document.createElement('div');
-    when.className = 'nbjobs-Definition-when';
-    const schedule = definition.schedule;
-    const window = schedule
-      ? windowWords(schedule.start_at, schedule.end_at, schedule.timezone, trans)
-      : '';
-    when.textContent = schedule
-      ? schedule.description + (window ? `, ${window}` : '')
-      : trans('runs when you ask (Run now)');
-    const facts = document.createElement('div');
-    facts.className = 'nbjobs-Definition-facts';
-    const parts = [`${definition.flavor} · ${definition.path}`];
-    if (definition.next_run_at) {
-      parts.push(trans('next %1', localTime(definition.next_run_at)));
-    }
-    if (definition.last_run) {
-      parts.push(trans('last: %1', runState(definition.last_run, trans)));
-    }
-    facts.textContent = parts.join(' · ');
+    const [name, when, facts] = definitionLines(definition, trans);
     const buttons = document.createElement('div');
     buttons.className = 'nbjobs-Definition-actions';
-    const button = (label: string, act: () => Promise<void>, confirm?: string) => {
-      const b = document.createElement('button');
-      b.type = 'button';
-      b.className = 'jp-Button jp-mod-minimal nbjobs-Button';
-      b.textContent = label;
-      b.addEventListener('click', async () => {
-        if (confirm) {
-          const answer = await showDialog({
-            title: label,
-            body: confirm,
-            buttons: [Dialog.cancelButton(), Dialog.warnButton({ label })]
-          });
-          if (!answer.button.accept) {
-            return;
-          }
-        }
-        b.disabled = true;
-        try {
-          await act();
-        } catch (error) {
-          this._say(error instanceof NbjobsError ? error.message : String(error));
-        } finally {
-          b.disabled = false;
-        }
-      });
-      return b;
-    };
+    const button = (label: string, act: () => Promise<void>, confirm?: string) =>
+      this._button(label, act, confirm);
     const history = document.createElement('div');
     history.className = 'nbjobs-Definition-history';
     history.hidden = true;
@@ -164,22 +112,7 @@ export class DefinitionsView {
       history.hidden = false;
     };
     buttons.append(
-      button(trans('Run now'), async () => {
-        const run = await this.api.definitionAction(definition.id, 'run');
-        await this.refresh();
-        if (run.state !== 'submitted') {
-          this._say(trans('The run did not start: %1', run.reason ?? run.state));
-        } else {
-          // said where the user looks, with the way to its job
-          const jobId = run.job_id;
-          Notification.info(trans('"%1" runs now.', definition.name), {
-            autoClose: 6000,
-            actions: jobId
-              ? [{ label: trans('Show job'), callback: () => void this.actions.openJob(jobId) }]
-              : []
-          });
-        }
-      }),
+      button(trans('Run now'), () => this._runNow(definition)),
       definition.paused
         ? button(trans('Resume'), async () => {
             await this.api.definitionAction(definition.id, 'resume');
@@ -223,6 +156,54 @@ export class DefinitionsView {
       void showHistory();
     }
     return row;
+  }
+
+  /** A definition's button; with ``confirm``, asked first; a refusal said above the list. */
+  private _button(label: string, act: () => Promise<void>, confirm?: string): HTMLButtonElement {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'jp-Button jp-mod-minimal nbjobs-Button';
+    b.textContent = label;
+    b.addEventListener('click', async () => {
+      if (confirm) {
+        const answer = await showDialog({
+          title: label,
+          body: confirm,
+          buttons: [Dialog.cancelButton(), Dialog.warnButton({ label })]
+        });
+        if (!answer.button.accept) {
+          return;
+        }
+      }
+      b.disabled = true;
+      try {
+        await act();
+      } catch (error) {
+        this._say(error instanceof NbjobsError ? error.message : String(error));
+      } finally {
+        b.disabled = false;
+      }
+    });
+    return b;
+  }
+
+  /** Run a definition now; say where its job is, or why it did not start. */
+  private async _runNow(definition: IDefinition): Promise<void> {
+    const trans = this.trans;
+    const run = await this.api.definitionAction(definition.id, 'run');
+    await this.refresh();
+    if (run.state !== 'submitted') {
+      this._say(trans('The run did not start: %1', run.reason ?? run.state));
+    } else {
+      // said where the user looks, with the way to its job
+      const jobId = run.job_id;
+      Notification.info(trans('"%1" runs now.', definition.name), {
+        autoClose: 6000,
+        actions: jobId
+          ? [{ label: trans('Show job'), callback: () => void this.actions.openJob(jobId) }]
+          : []
+      });
+    }
   }
 
   /** The runs, newest first, one line each (the panel is narrow for a table). */
@@ -309,4 +290,38 @@ function localTime(iso: string): string {
     hour: '2-digit',
     minute: '2-digit'
   });
+}
+
+/** A definition's lines: its name (paused or not), when it runs, its flavor, notebook
+ * and its next and last runs. */
+function definitionLines(definition: IDefinition, trans: Translate): HTMLDivElement[] {
+  const name = document.createElement('div');
+  name.className = 'nbjobs-Definition-name';
+  name.textContent = definition.name;
+  if (definition.paused) {
+    const badge = document.createElement('span');
+    badge.className = 'nbjobs-Definition-paused';
+    badge.textContent = trans('paused');
+    name.append(' ', badge);
+  }
+  const when = document.createElement('div');
+  when.className = 'nbjobs-Definition-when';
+  const schedule = definition.schedule;
+  const window = schedule
+    ? windowWords(schedule.start_at, schedule.end_at, schedule.timezone, trans)
+    : '';
+  when.textContent = schedule
+    ? schedule.description + (window ? `, ${window}` : '')
+    : trans('runs when you ask (Run now)');
+  const facts = document.createElement('div');
+  facts.className = 'nbjobs-Definition-facts';
+  const parts = [`${definition.flavor} · ${definition.path}`];
+  if (definition.next_run_at) {
+    parts.push(trans('next %1', localTime(definition.next_run_at)));
+  }
+  if (definition.last_run) {
+    parts.push(trans('last: %1', runState(definition.last_run, trans)));
+  }
+  facts.textContent = parts.join(' · ');
+  return [name, when, facts];
 }

@@ -12,11 +12,9 @@ import {
   type JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import {
-  Dialog,
   ICommandPalette,
   Notification,
   WidgetTracker,
-  showDialog,
   showErrorMessage
 } from '@jupyterlab/apputils';
 import type { MainAreaWidget } from '@jupyterlab/apputils';
@@ -24,11 +22,10 @@ import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { PageConfig } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { NbjobsAPI, NbjobsError } from './api';
-import { elapsedSeconds, formatDuration, outputLocation } from './format';
+import { elapsedSeconds, formatDuration } from './format';
 import { dashboardUrl } from './dashboard';
 import { type IDetailActions, type JobDetail, createDetailWidget } from './detail';
 import { submitIcon } from './icons';
@@ -36,19 +33,19 @@ import { type LogView, createLogWidget } from './logview';
 import { EventStream } from './events';
 import { JobsPage } from './jobspage';
 import { JobsModel } from './model';
-import { JobsPanel } from './panel';
-import { kernelName, parametersSource } from './notebookjson';
+import { type IJobActions, JobsPanel } from './panel';
 import { notificationsDialog } from './notify';
-import { SubmitDialog, SubmitForm } from './submit';
+import {
+  confirm,
+  editDefinitionDialog,
+  notebookToSubmit,
+  outputDefaults,
+  report,
+  rerunDialog,
+  submitNotebook
+} from './submitflow';
 import { DOMAIN, type Translate } from './translate';
-import type {
-  IDefinition,
-  IFlavor,
-  IJob,
-  IOutputDefaults,
-  IScheduleSpec,
-  ISubmitRequest
-} from './types';
+import type { IFlavor, IJob } from './types';
 
 const PLUGIN_ID = 'nbjobs:plugin';
 
@@ -75,149 +72,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null,
     launcher: ILauncher | null
   ): void => {
-    const bundle = (translator ?? nullTranslator).load(DOMAIN);
-    const trans: Translate = (msgid, ...args) => bundle.__(msgid, ...(args as string[]));
-    const api = new NbjobsAPI(trans, app.serviceManager.serverSettings);
-    const model = new JobsModel(api);
-    // changes pushed by the service: the lists ask again when something changed
-    const events = new EventStream(signal => api.events(signal));
-    model.listen(events);
-    events.start();
-    const logs = new WidgetTracker<MainAreaWidget<LogView>>({ namespace: 'nbjobs-logs' });
-    const details = new WidgetTracker<MainAreaWidget<JobDetail>>({ namespace: 'nbjobs-jobs' });
-    const me = PageConfig.getOption('hubUser') || null;
-
-    const actions = {
-      cancel: async (job: IJob) => {
-        // A queued job loses nothing; a running one stops where it is: ask first.
-        if (
-          (job.state === 'running' || job.state === 'starting') &&
-          !(await confirm(
-            trans('Cancel job "%1"?', job.name),
-            trans('It stops now; its output keeps the cells that ran.'),
-            trans('Cancel job'),
-            trans('Keep running')
-          ))
-        ) {
-          return;
-        }
-        await report(api.cancel(job.id), trans);
-        await model.refresh();
-      },
-      notifications: async () => {
-        if (await notificationsDialog(api, trans)) {
-          Notification.success(trans('Notification settings saved.'), { autoClose: 4000 });
-        }
-      },
-      rerun: async (job: IJob) => {
-        // The Submit dialog, filled in as the job ran: change the flavor, a parameter or
-        // the name, or send it as it was.
-        const again = await rerunDialog(app, api, job, trans);
-        if (again) {
-          Notification.info(trans('Job "%1" queued again.', again.name), { autoClose: 4000 });
-        }
-        await model.refresh();
-      },
-      remove: async (job: IJob) => {
-        if (
-          !(await confirm(
-            trans('Remove job "%1" from the list?', job.name),
-            trans('Its record and log go; its output notebook stays in your folder.'),
-            trans('Remove'),
-            trans('Keep it')
-          ))
-        ) {
-          return;
-        }
-        // Gone from older pages too, which the poll does not ask for again.
-        if (
-          (await report(
-            api.remove(job.id).then(() => true),
-            trans
-          )) !== null
-        ) {
-          model.forget(job.id);
-        }
-        await model.refresh();
-      },
-      openOutput: (job: IJob) => openOutput(app, api, job),
-      openFullView: () => app.commands.execute(CommandIDs.openJobsPage) as Promise<void>,
-      editDefinition: (definition: IDefinition) =>
-        editDefinitionDialog(app, api, definition, trans),
-      showJobById: async (id: string) => {
-        const known = model.find(id);
-        try {
-          await actions.showDetails(known ?? (await api.job(id)));
-        } catch (error) {
-          Notification.error(error instanceof NbjobsError ? error.message : String(error), {
-            autoClose: 6000
-          });
-        }
-      },
-      showDetails: async (job: IJob) => {
-        const existing = details.find(w => w.content.job.id === job.id);
-        if (existing) {
-          app.shell.activateById(existing.id);
-          return;
-        }
-        // What each flavor gives, as the Submit dialog says it (none when unreachable), and
-        // where the user's results are written, as they know the place.
-        const [flavors, place] = await Promise.all([
-          api.flavors().catch(() => [] as IFlavor[]),
-          outputDefaults(api).then(outputs => outputs?.where || null)
-        ]);
-        const opened = details.find(w => w.content.job.id === job.id);
-        if (opened) {
-          // opened by a second click while the flavors were on their way
-          app.shell.activateById(opened.id);
-          return;
-        }
-        // the job as the model holds it now: a poll that answered while the flavors were
-        // on their way is not followed by another, and the tab would show the old state
-        const fresh = model.find(job.id) ?? job;
-        const widget = createDetailWidget(fresh, detailActions(flavors, place), trans, me);
-        await details.add(widget);
-        app.shell.add(widget, 'main');
-        app.shell.activateById(widget.id);
-      },
-      viewLog: async (job: IJob) => {
-        const existing = logs.find(w => w.content.job.id === job.id);
-        if (existing) {
-          app.shell.activateById(existing.id);
-          return;
-        }
-        const widget = createLogWidget(api, job, trans);
-        await logs.add(widget);
-        app.shell.add(widget, 'main');
-        app.shell.activateById(widget.id);
-      }
-    };
-
-    /** What a job's details do: open what it ran and made, and act on it. */
-    const detailActions = (flavors: IFlavor[], place: string | null): IDetailActions => ({
-      place,
-      openPath: path => void app.commands.execute('docmanager:open', { path }),
-      openOutput: j => openOutput(app, api, j),
-      viewLog: j => actions.viewLog(j),
-      download: path => download(app, path, trans),
-      flavor: name => flavors.find(f => f.name === name) ?? null,
-      showJob: id => void actions.showJobById(id),
-      rerun: j => actions.rerun(j),
-      cancel: j => actions.cancel(j),
-      remove: j => actions.remove(j)
-    });
-
+    const ext = startExtension(app, translator);
+    const actions = jobActions(ext);
     const dashboard = dashboardUrl(
       PageConfig.getOption('hubHost'),
       PageConfig.getOption('hubPrefix')
     );
     // Who is looking (under a hub): another user's jobs (an admin's or teacher's list)
     // say whose they are, and offer only what makes sense for them.
-    const panel = new JobsPanel(model, actions, trans, dashboard, me);
+    const panel = new JobsPanel(ext.model, actions, ext.trans, dashboard, ext.me);
     // Open detail tabs follow the poll.
-    model.changed.connect(() => {
-      details.forEach(widget => {
-        const now = model.find(widget.content.job.id);
+    ext.model.changed.connect(() => {
+      ext.details.forEach(widget => {
+        const now = ext.model.find(widget.content.job.id);
         if (now) {
           widget.content.setJob(now);
         }
@@ -225,465 +92,420 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, 'nbjobs-jobs-panel');
-
     const showJobs = () => app.shell.activateById(panel.id);
-    app.commands.addCommand(CommandIDs.showJobs, {
-      label: trans('Show Jobs'),
-      caption: trans('Open the Jobs panel'),
-      execute: showJobs
-    });
-
-    app.commands.addCommand(CommandIDs.submit, {
-      label: trans('Submit Job'),
-      caption: trans('Run this notebook as a job on a GPU flavor'),
-      icon: submitIcon,
-      isEnabled: args =>
-        args.from === 'filebrowser' ? fileBrowser !== null : notebooks.currentWidget !== null,
-      execute: async args => {
-        const path = notebookToSubmit(args.from === 'filebrowser', notebooks, fileBrowser);
-        if (path === null) {
-          await showErrorMessage(
-            trans('Submit Job'),
-            trans('Open a notebook (or select one in the file browser) to submit it as a job.')
-          );
-          return;
-        }
-        const sent = await submitNotebook(app, api, notebooks, path, trans);
-        if (sent && 'schedule' in sent) {
-          Notification.success(
-            sent.schedule
-              ? trans('Saved "%1": %2.', sent.name, sent.schedule.description)
-              : trans('Saved "%1".', sent.name),
-            {
-              autoClose: 6000,
-              actions: [
-                {
-                  label: trans('Show Schedules'),
-                  callback: () => {
-                    app.shell.activateById(panel.id);
-                    panel.showSchedules();
-                  }
-                }
-              ]
-            }
-          );
-        } else if (sent) {
-          Notification.success(trans('Job "%1" submitted to flavor %2.', sent.name, sent.flavor), {
-            autoClose: 5000,
-            actions: [{ label: trans('Show Jobs'), callback: showJobs }]
-          });
-          await model.refresh();
-        }
-      }
-    });
-
-    app.commands.addCommand(CommandIDs.openDashboard, {
-      label: trans('Open nbjobs Dashboard'),
-      caption: trans('GPUs, queues and usage, in a new browser tab'),
-      isVisible: () => dashboard !== null,
-      execute: () => {
-        if (dashboard) {
-          window.open(dashboard, '_blank', 'noopener');
-        }
-      }
-    });
-
-    palette?.addItem({ command: CommandIDs.submit, category: 'nbjobs' });
+    addCommands(ext, actions, { panel, showJobs, dashboard, notebooks, fileBrowser });
+    const add = (command: string) => palette?.addItem({ command, category: 'nbjobs' });
+    add(CommandIDs.submit);
     if (dashboard) {
-      palette?.addItem({ command: CommandIDs.openDashboard, category: 'nbjobs' });
+      add(CommandIDs.openDashboard);
     }
-    palette?.addItem({ command: CommandIDs.showJobs, category: 'nbjobs' });
-
-    // The Notebook Jobs page: the jobs in a full-width table, with a model of its own.
-    let page: JobsPage | null = null;
-    const openJobsPage = async (): Promise<void> => {
-      if (page && !page.isDisposed) {
-        app.shell.activateById(page.id);
-        return;
-      }
-      const [flavors, place] = await Promise.all([
-        api.flavors().catch(() => [] as IFlavor[]),
-        outputDefaults(api).then(outputs => outputs?.where || null)
-      ]);
-      const pageModel = new JobsModel(api);
-      pageModel.listen(events);
-      const many = async (
-        jobs: IJob[],
-        question: [string, string, string, string],
-        call: (job: IJob) => Promise<unknown>
-      ): Promise<void> => {
-        if (!(await confirm(...question))) {
-          return;
-        }
-        // each on its own: one refused (it ended meanwhile) stops none of the others
-        const failed = (
-          await Promise.all(
-            jobs.map(job =>
-              call(job).then(
-                () => null,
-                (error: unknown) => error
-              )
-            )
-          )
-        ).filter(error => error !== null);
-        if (failed.length) {
-          const why = failed[0];
-          Notification.error(
-            trans(
-              '%1 of %2 could not be done: %3',
-              failed.length,
-              jobs.length,
-              why instanceof NbjobsError ? why.message : String(why)
-            ),
-            { autoClose: 8000 }
-          );
-        }
-        await Promise.all([pageModel.refresh(), model.refresh()]);
-      };
-      page = new JobsPage(
-        pageModel,
-        {
-          details: detailActions(flavors, place),
-          cancelMany: jobs =>
-            many(
-              jobs,
-              [
-                trans('Cancel %1 job(s)?', jobs.length),
-                trans(
-                  'Waiting ones lose nothing; running ones stop now and keep the cells that ran.'
-                ),
-                trans('Cancel them'),
-                trans('Keep them')
-              ],
-              job => api.cancel(job.id)
-            ),
-          removeMany: jobs =>
-            many(
-              jobs,
-              [
-                trans('Delete %1 job(s) from the list?', jobs.length),
-                trans('Their records and logs go; their output notebooks stay in your folder.'),
-                trans('Delete them'),
-                trans('Keep them')
-              ],
-              job =>
-                api.remove(job.id).then(() => {
-                  pageModel.forget(job.id);
-                  model.forget(job.id);
-                })
-            )
-        },
-        trans,
-        me
-      );
-      page.title.icon = submitIcon;
-      app.shell.add(page, 'main');
-      app.shell.activateById(page.id);
-    };
-    app.commands.addCommand(CommandIDs.openJobsPage, {
-      label: trans('Notebook Jobs'),
-      caption: trans('Every job in a full-width table: sort, select, cancel, delete'),
-      icon: submitIcon,
-      execute: openJobsPage
-    });
-    palette?.addItem({ command: CommandIDs.openJobsPage, category: 'nbjobs' });
+    add(CommandIDs.showJobs);
+    add(CommandIDs.openJobsPage);
     launcher?.add({ command: CommandIDs.openJobsPage, category: 'Other', rank: 10 });
-
-    model.approved.connect((_, jobs) => {
-      for (const job of jobs) {
-        // The service's words say who approved it ("approved by tess"), until the job ends.
-        const who = job.message?.startsWith('approved by') ? job.message : trans('approved');
-        Notification.info(trans('Job "%1": %2.', job.name, who), {
-          autoClose: 8000,
-          actions: [{ label: trans('Show Jobs'), callback: showJobs }]
-        });
-      }
-    });
-    model.ended.connect((_, jobs) => {
-      for (const job of jobs) {
-        notifyEnded(
-          job,
-          trans,
-          () => void openOutput(app, api, job),
-          () => void actions.viewLog(job)
-        );
-      }
-    });
+    announce(ext, actions, showJobs);
     // One look at startup: are jobs running whose end the user should hear about?
-    void model.refresh();
+    void ext.model.refresh();
   }
 };
 
-/** Whether the open notebook's cells differ from its file's (true when unsure). */
-async function cellsDiffer(app: JupyterFrontEnd, path: string, open: unknown): Promise<boolean> {
-  const cells = (nb: unknown) =>
-    JSON.stringify(
-      (
-        ((nb as { cells?: unknown[] })?.cells ?? []) as { cell_type?: string; source?: unknown }[]
-      ).map(c => [c.cell_type, Array.isArray(c.source) ? c.source.join('') : c.source])
-    );
-  try {
-    const saved = await app.serviceManager.contents.get(path, { content: true, type: 'notebook' });
-    return cells(saved.content) !== cells(open);
-  } catch {
-    return true;
-  }
+/** What the extension's parts share once it is activated. */
+interface IExtension {
+  app: JupyterFrontEnd;
+  api: NbjobsAPI;
+  /** the jobs the panel shows, asked again when the service says something changed */
+  model: JobsModel;
+  events: EventStream;
+  trans: Translate;
+  /** the hub user looking (null: a plain `jupyter lab`) */
+  me: string | null;
+  details: WidgetTracker<MainAreaWidget<JobDetail>>;
+  logs: WidgetTracker<MainAreaWidget<LogView>>;
 }
 
-/** The path of the notebook the command should submit, or null. */
-function notebookToSubmit(
-  fromFileBrowser: boolean,
-  notebooks: INotebookTracker,
-  fileBrowser: IDefaultFileBrowser | null
-): string | null {
-  if (fromFileBrowser) {
-    const item = fileBrowser ? Array.from(fileBrowser.selectedItems())[0] : undefined;
-    return item && item.type === 'notebook' ? item.path : null;
-  }
-  return notebooks.currentWidget?.context.path ?? null;
+function startExtension(app: JupyterFrontEnd, translator: ITranslator | null): IExtension {
+  const bundle = (translator ?? nullTranslator).load(DOMAIN);
+  const trans: Translate = (msgid, ...args) => bundle.__(msgid, ...(args as string[]));
+  const api = new NbjobsAPI(trans, app.serviceManager.serverSettings);
+  const model = new JobsModel(api);
+  // changes pushed by the service: the lists ask again when something changed
+  const events = new EventStream(signal => api.events(signal));
+  model.listen(events);
+  events.start();
+  return {
+    app,
+    api,
+    model,
+    events,
+    trans,
+    me: PageConfig.getOption('hubUser') || null,
+    details: new WidgetTracker<MainAreaWidget<JobDetail>>({ namespace: 'nbjobs-jobs' }),
+    logs: new WidgetTracker<MainAreaWidget<LogView>>({ namespace: 'nbjobs-logs' })
+  };
 }
 
-/** Save if needed, ask for flavor and parameters, send; the accepted job or null. */
-async function submitNotebook(
-  app: JupyterFrontEnd,
-  api: NbjobsAPI,
-  notebooks: INotebookTracker,
-  path: string,
-  trans: Translate
-): Promise<IJob | IDefinition | null> {
-  const open = notebooks.find(panel => panel.context.path === path);
-  if (open) {
-    if (!open.context.isReady || !open.context.contentsModel) {
-      await showErrorMessage(
-        trans('Submit Job'),
-        trans('Save this notebook to a file first; a job runs the saved file.')
-      );
-      return null;
-    }
-    if (open.context.model.dirty) {
-      // Lab marks a notebook changed when a kernel fills in its metadata: say "saved"
-      // only when the cells the job runs differ from the file's.
-      const edited = await cellsDiffer(app, path, open.context.model.toJSON());
+/** What the panel, the details tabs and the Jobs page do to a job. */
+function jobActions(ext: IExtension): IJobActions {
+  const { app, api, model, trans } = ext;
+  const actions: IJobActions = {
+    cancel: job => cancelJob(ext, job),
+    notifications: async () => {
+      if (await notificationsDialog(api, trans)) {
+        Notification.success(trans('Notification settings saved.'), { autoClose: 4000 });
+      }
+    },
+    rerun: async job => {
+      // The Submit dialog, filled in as the job ran: change the flavor, a parameter or
+      // the name, or send it as it was.
+      const again = await rerunDialog(app, api, job, trans);
+      if (again) {
+        Notification.info(trans('Job "%1" queued again.', again.name), { autoClose: 4000 });
+      }
+      await model.refresh();
+    },
+    remove: job => removeJob(ext, job),
+    openOutput: job => openOutput(app, api, job),
+    openFullView: () => app.commands.execute(CommandIDs.openJobsPage) as Promise<void>,
+    editDefinition: definition => editDefinitionDialog(app, api, definition, trans),
+    showJobById: async id => {
       try {
-        await open.context.save();
+        await actions.showDetails(model.find(id) ?? (await api.job(id)));
       } catch (error) {
-        // Lab has shown why the save failed (or the user cancelled it); a job
-        // must not run an older copy than the one on screen.
-        if ((error as Error)?.name !== 'ModalCancelError') {
-          Notification.error(
-            trans(
-              '%1 was not submitted: it could not be saved. Fix what stopped the save (see the message), then submit again.',
-              path
-            ),
-            { autoClose: false }
-          );
-        }
-        return null;
+        Notification.error(error instanceof NbjobsError ? error.message : String(error), {
+          autoClose: 6000
+        });
       }
-      if (edited) {
-        Notification.info(trans('Saved %1 before submitting it.', path), { autoClose: 4000 });
-      }
-    }
+    },
+    showDetails: job => showDetails(ext, actions, job),
+    viewLog: job => viewLog(ext, job)
+  };
+  return actions;
+}
+
+async function cancelJob(ext: IExtension, job: IJob): Promise<void> {
+  const { trans } = ext;
+  // A queued job loses nothing; a running one stops where it is: ask first.
+  if (
+    (job.state === 'running' || job.state === 'starting') &&
+    !(await confirm(
+      trans('Cancel job "%1"?', job.name),
+      trans('It stops now; its output keeps the cells that ran.'),
+      trans('Cancel job'),
+      trans('Keep running')
+    ))
+  ) {
+    return;
   }
-  let notebook: unknown;
-  let notebookBytes: number | null = null;
-  let flavors;
-  try {
-    const contents = app.serviceManager.contents;
-    [notebook, flavors] = await Promise.all([
-      contents.get(path, { content: true, type: 'notebook' }).then(m => {
-        notebookBytes = typeof m.size === 'number' ? m.size : null;
-        return m.content;
-      }),
-      api.flavors()
-    ]);
-  } catch (error) {
-    let message: string;
-    if (error instanceof NbjobsError) {
-      message = error.message;
-    } else if (error instanceof ServerConnection.ResponseError && error.response.status === 404) {
-      // Open in Lab, but its file was moved or deleted on the server.
-      message = trans(
-        '%1 is not saved as a file on the server (was it moved or deleted?). A job runs the saved file: save the notebook (File ▸ Save Notebook As…), then submit it again.',
-        path
-      );
-    } else {
-      message = trans('Could not read %1; save it and try again.', path);
-    }
-    await showErrorMessage(trans('Submit Job'), message);
-    return null;
+  await report(ext.api.cancel(job.id), trans);
+  await ext.model.refresh();
+}
+
+async function removeJob(ext: IExtension, job: IJob): Promise<void> {
+  const { trans } = ext;
+  if (
+    !(await confirm(
+      trans('Remove job "%1" from the list?', job.name),
+      trans('Its record and log go; its output notebook stays in your folder.'),
+      trans('Remove'),
+      trans('Keep it')
+    ))
+  ) {
+    return;
   }
-  const localPath = app.serviceManager.contents.localPath(path);
-  const form = new SubmitForm(localPath, flavors, parametersSource(notebook), trans, null, {
-    notebookKernel: kernelName(notebook),
-    outputs: await outputDefaults(api),
-    schedules: true,
-    notebookBytes
+  // Gone from older pages too, which the poll does not ask for again.
+  if (
+    (await report(
+      ext.api.remove(job.id).then(() => true),
+      trans
+    )) !== null
+  ) {
+    ext.model.forget(job.id);
+  }
+  await ext.model.refresh();
+}
+
+/** A job's details tab: the one open already, or a new one. */
+async function showDetails(ext: IExtension, actions: IJobActions, job: IJob): Promise<void> {
+  const { app, details } = ext;
+  const existing = details.find(w => w.content.job.id === job.id);
+  if (existing) {
+    app.shell.activateById(existing.id);
+    return;
+  }
+  // What each flavor gives, as the Submit dialog says it (none when unreachable), and
+  // where the user's results are written, as they know the place.
+  const [flavors, place] = await flavorsAndPlace(ext.api);
+  const opened = details.find(w => w.content.job.id === job.id);
+  if (opened) {
+    // opened by a second click while the flavors were on their way
+    app.shell.activateById(opened.id);
+    return;
+  }
+  // the job as the model holds it now: a poll that answered while the flavors were
+  // on their way is not followed by another, and the tab would show the old state
+  const fresh = ext.model.find(job.id) ?? job;
+  const widget = createDetailWidget(
+    fresh,
+    detailActions(ext, actions, flavors, place),
+    ext.trans,
+    ext.me
+  );
+  await details.add(widget);
+  app.shell.add(widget, 'main');
+  app.shell.activateById(widget.id);
+}
+
+/** The flavors the user may use (none when the service is unreachable) and where their
+ * results go by default, as they know the place. */
+function flavorsAndPlace(api: NbjobsAPI): Promise<[IFlavor[], string | null]> {
+  return Promise.all([
+    api.flavors().catch(() => [] as IFlavor[]),
+    outputDefaults(api).then(outputs => outputs?.where || null)
+  ]);
+}
+
+/** A job's log tab: the one open already, or a new one. */
+async function viewLog(ext: IExtension, job: IJob): Promise<void> {
+  const existing = ext.logs.find(w => w.content.job.id === job.id);
+  if (existing) {
+    ext.app.shell.activateById(existing.id);
+    return;
+  }
+  const widget = createLogWidget(ext.api, job, ext.trans);
+  await ext.logs.add(widget);
+  ext.app.shell.add(widget, 'main');
+  ext.app.shell.activateById(widget.id);
+}
+
+/** What a job's details do: open what it ran and made, and act on it. */
+function detailActions(
+  ext: IExtension,
+  actions: IJobActions,
+  flavors: IFlavor[],
+  place: string | null
+): IDetailActions {
+  const { app, api, trans } = ext;
+  return {
+    place,
+    openPath: path => void app.commands.execute('docmanager:open', { path }),
+    openOutput: j => openOutput(app, api, j),
+    viewLog: j => actions.viewLog(j),
+    download: path => download(app, path, trans),
+    flavor: name => flavors.find(f => f.name === name) ?? null,
+    showJob: id => void actions.showJobById?.(id),
+    rerun: j => actions.rerun(j),
+    cancel: j => actions.cancel(j),
+    remove: j => actions.remove(j)
+  };
+}
+
+/** Where the commands act: the panel, the notebooks and the file browser. */
+interface ICommandPlaces {
+  panel: JobsPanel;
+  showJobs: () => void;
+  /** the dashboard's address (null: none here) */
+  dashboard: string | null;
+  notebooks: INotebookTracker;
+  fileBrowser: IDefaultFileBrowser | null;
+}
+
+function addCommands(ext: IExtension, actions: IJobActions, places: ICommandPlaces): void {
+  const { app, trans } = ext;
+  const { notebooks, fileBrowser, dashboard } = places;
+  app.commands.addCommand(CommandIDs.showJobs, {
+    label: trans('Show Jobs'),
+    caption: trans('Open the Jobs panel'),
+    execute: places.showJobs
   });
-  const dialog = new SubmitDialog(
-    form,
-    request => api.submit(request),
-    trans,
-    undefined,
-    (request, schedule) => api.createDefinition({ ...request, schedule })
-  );
-  await dialog.launch();
-  return dialog.job ?? dialog.definition;
-}
-
-/** Edit a job definition in the Submit dialog, filled in as it is; saved as a new version. */
-async function editDefinitionDialog(
-  app: JupyterFrontEnd,
-  api: NbjobsAPI,
-  definition: IDefinition,
-  trans: Translate
-): Promise<IDefinition | null> {
-  let notebook: unknown = null;
-  let flavors;
-  try {
-    [notebook, flavors] = await Promise.all([
-      app.serviceManager.contents
-        .get(definition.path, { content: true, type: 'notebook' })
-        .then(m => m.content)
-        .catch(() => null), // moved or deleted: its parameters are edited as saved
-      api.flavors()
-    ]);
-  } catch (error) {
-    await showErrorMessage(
-      trans('Edit'),
-      error instanceof NbjobsError ? error.message : String(error)
-    );
-    return null;
-  }
-  const form = new SubmitForm(
-    definition.path,
-    flavors,
-    parametersSource(notebook),
-    trans,
-    {
-      flavor: definition.flavor,
-      parameters: definition.parameters,
-      name: definition.name,
-      schedule: definition.schedule
-        ? {
-            cron: definition.schedule.cron,
-            timezone: definition.schedule.timezone,
-            start_at: definition.schedule.start_at,
-            end_at: definition.schedule.end_at,
-            catch_up: definition.schedule.catch_up
-          }
-        : null
-    },
-    { notebookKernel: kernelName(notebook), schedules: true }
-  );
-  const change = (request: ISubmitRequest, schedule: IScheduleSpec | null) =>
-    api.updateDefinition(definition.id, {
-      flavor: request.flavor,
-      parameters: { ...definition.parameters, ...(request.parameters ?? {}) },
-      name: request.name ?? definition.name,
-      ...(request.kernel ? { kernel: request.kernel } : {}),
-      schedule
-    });
-  let saved: IDefinition | null = null;
-  const dialog = new SubmitDialog(
-    form,
-    async request => {
-      saved = await change(request, null); // no schedule: it runs when asked
-      return null;
-    },
-    trans,
-    trans('Edit "%1"', definition.name),
-    async (request, schedule) => (saved = await change(request, schedule))
-  );
-  await dialog.launch();
-  return saved;
-}
-
-/** Re-run a job through the Submit dialog, pre-filled with what it ran with. */
-async function rerunDialog(
-  app: JupyterFrontEnd,
-  api: NbjobsAPI,
-  job: IJob,
-  trans: Translate
-): Promise<IJob | null> {
-  if (job.kind === 'script' || job.kind === 'command') {
-    // No notebook to read and no parameters cell to offer: the same script or command
-    // again, on the same flavor and with the same parameters (nbjobs rerun does likewise).
-    const what = job.kind === 'command' ? trans('the command "%1"', job.command ?? '') : job.path;
-    if (
-      !(await confirm(
-        trans('Re-run %1?', what),
-        trans('It runs again on %1 with the same parameters; its log goes next to it.', job.flavor),
-        trans('Re-run'),
-        trans('Cancel')
-      ))
-    ) {
-      return null;
+  app.commands.addCommand(CommandIDs.submit, {
+    label: trans('Submit Job'),
+    caption: trans('Run this notebook as a job on a GPU flavor'),
+    icon: submitIcon,
+    isEnabled: args =>
+      args.from === 'filebrowser' ? fileBrowser !== null : notebooks.currentWidget !== null,
+    execute: args => submitCommand(ext, places, args.from === 'filebrowser')
+  });
+  app.commands.addCommand(CommandIDs.openDashboard, {
+    label: trans('Open nbjobs Dashboard'),
+    caption: trans('GPUs, queues and usage, in a new browser tab'),
+    isVisible: () => dashboard !== null,
+    execute: () => {
+      if (dashboard) {
+        window.open(dashboard, '_blank', 'noopener');
+      }
     }
-    return report(api.rerun(job.id), trans);
-  }
-  let notebook: unknown;
-  let flavors;
-  try {
-    [notebook, flavors] = await Promise.all([
-      app.serviceManager.contents
-        .get(job.path, { content: true, type: 'notebook' })
-        .then(m => m.content),
-      api.flavors()
-    ]);
-  } catch (error) {
-    await showErrorMessage(
-      trans('Re-run'),
-      error instanceof NbjobsError
-        ? error.message
-        : trans(
-            '%1 cannot be read any more (moved or deleted?); a re-run runs its current version.',
-            job.path
-          )
-    );
-    return null;
-  }
-  const source = parametersSource(notebook);
-  const form = new SubmitForm(
-    job.path,
-    flavors,
-    source,
-    trans,
-    {
-      flavor: job.flavor,
-      parameters: job.parameters,
-      name: job.name,
-      kernel: job.kernel,
-      outputs: outputLocation(job),
-      html: Boolean(job.html_path)
-    },
-    { notebookKernel: kernelName(notebook), outputs: await outputDefaults(api) }
-  );
-  const dialog = new SubmitDialog(
-    form,
-    request =>
-      api.rerun(job.id, {
-        flavor: request.flavor,
-        // without a parameters cell the dialog shows none: the job's stay as they were
-        ...(source === null ? {} : { parameters: request.parameters ?? {} }),
-        name: request.name ?? job.name,
-        ...(request.kernel ? { kernel: request.kernel } : {}),
-        ...(request.outputs ? { outputs: request.outputs, html: request.html } : {})
-      }),
-    trans,
-    trans('Re-run')
-  );
-  await dialog.launch();
-  return dialog.job;
+  });
+  app.commands.addCommand(CommandIDs.openJobsPage, {
+    label: trans('Notebook Jobs'),
+    caption: trans('Every job in a full-width table: sort, select, cancel, delete'),
+    icon: submitIcon,
+    execute: jobsPageOpener(ext, actions)
+  });
 }
 
-/** Where results go by default; null from a service too old to say (no choice offered). */
-async function outputDefaults(api: NbjobsAPI): Promise<IOutputDefaults | null> {
-  try {
-    return (await api.me()).outputs ?? null;
-  } catch {
-    return null;
+/** Submit Job: the open notebook (or the one selected in the file browser), then a word
+ * that says what was sent, with the way to see it. */
+async function submitCommand(
+  ext: IExtension,
+  places: ICommandPlaces,
+  fromFileBrowser: boolean
+): Promise<void> {
+  const { app, api, trans } = ext;
+  const path = notebookToSubmit(fromFileBrowser, places.notebooks, places.fileBrowser);
+  if (path === null) {
+    await showErrorMessage(
+      trans('Submit Job'),
+      trans('Open a notebook (or select one in the file browser) to submit it as a job.')
+    );
+    return;
   }
+  const sent = await submitNotebook(app, api, places.notebooks, path, trans);
+  if (sent && 'schedule' in sent) {
+    Notification.success(
+      sent.schedule
+        ? trans('Saved "%1": %2.', sent.name, sent.schedule.description)
+        : trans('Saved "%1".', sent.name),
+      {
+        autoClose: 6000,
+        actions: [
+          {
+            label: trans('Show Schedules'),
+            callback: () => {
+              app.shell.activateById(places.panel.id);
+              places.panel.showSchedules();
+            }
+          }
+        ]
+      }
+    );
+  } else if (sent) {
+    Notification.success(trans('Job "%1" submitted to flavor %2.', sent.name, sent.flavor), {
+      autoClose: 5000,
+      actions: [{ label: trans('Show Jobs'), callback: places.showJobs }]
+    });
+    await ext.model.refresh();
+  }
+}
+
+/** The Notebook Jobs page: the jobs in a full-width table, with a model of its own;
+ * opened once, shown again after. */
+function jobsPageOpener(ext: IExtension, actions: IJobActions): () => Promise<void> {
+  const { app, api, trans } = ext;
+  let page: JobsPage | null = null;
+  return async () => {
+    if (page && !page.isDisposed) {
+      app.shell.activateById(page.id);
+      return;
+    }
+    const [flavors, place] = await flavorsAndPlace(api);
+    const pageModel = new JobsModel(api);
+    pageModel.listen(ext.events);
+    const many = (
+      jobs: IJob[],
+      question: [string, string, string, string],
+      call: (job: IJob) => Promise<unknown>
+    ) => actOnMany(ext, [pageModel, ext.model], jobs, question, call);
+    page = new JobsPage(
+      pageModel,
+      {
+        details: detailActions(ext, actions, flavors, place),
+        cancelMany: jobs =>
+          many(
+            jobs,
+            [
+              trans('Cancel %1 job(s)?', jobs.length),
+              trans(
+                'Waiting ones lose nothing; running ones stop now and keep the cells that ran.'
+              ),
+              trans('Cancel them'),
+              trans('Keep them')
+            ],
+            job => api.cancel(job.id)
+          ),
+        removeMany: jobs =>
+          many(
+            jobs,
+            [
+              trans('Delete %1 job(s) from the list?', jobs.length),
+              trans('Their records and logs go; their output notebooks stay in your folder.'),
+              trans('Delete them'),
+              trans('Keep them')
+            ],
+            job =>
+              api.remove(job.id).then(() => {
+                pageModel.forget(job.id);
+                ext.model.forget(job.id);
+              })
+          )
+      },
+      trans,
+      ext.me
+    );
+    page.title.icon = submitIcon;
+    app.shell.add(page, 'main');
+    app.shell.activateById(page.id);
+  };
+}
+
+/** One action on several jobs after one question: each on its own (one refused, as it
+ * ended meanwhile, stops none of the others), the first refusal said. */
+async function actOnMany(
+  ext: IExtension,
+  models: JobsModel[],
+  jobs: IJob[],
+  question: [string, string, string, string],
+  call: (job: IJob) => Promise<unknown>
+): Promise<void> {
+  if (!(await confirm(...question))) {
+    return;
+  }
+  const failed = (
+    await Promise.all(
+      jobs.map(job =>
+        call(job).then(
+          () => null,
+          (error: unknown) => error
+        )
+      )
+    )
+  ).filter(error => error !== null);
+  if (failed.length) {
+    const why = failed[0];
+    Notification.error(
+      ext.trans(
+        '%1 of %2 could not be done: %3',
+        failed.length,
+        jobs.length,
+        why instanceof NbjobsError ? why.message : String(why)
+      ),
+      { autoClose: 8000 }
+    );
+  }
+  await Promise.all(models.map(m => m.refresh()));
+}
+
+/** Notifications of what happened to the user's jobs: approved, ended. */
+function announce(ext: IExtension, actions: IJobActions, showJobs: () => void): void {
+  const { app, api, trans } = ext;
+  ext.model.approved.connect((_, jobs) => {
+    for (const job of jobs) {
+      // The service's words say who approved it ("approved by tess"), until the job ends.
+      const who = job.message?.startsWith('approved by') ? job.message : trans('approved');
+      Notification.info(trans('Job "%1": %2.', job.name, who), {
+        autoClose: 8000,
+        actions: [{ label: trans('Show Jobs'), callback: showJobs }]
+      });
+    }
+  });
+  ext.model.ended.connect((_, jobs) => {
+    for (const job of jobs) {
+      notifyEnded(
+        job,
+        trans,
+        () => void openOutput(app, api, job),
+        () => void actions.viewLog(job)
+      );
+    }
+  });
 }
 
 /** Save a file of the user's folder to their computer, as the file browser's Download does. */
@@ -764,31 +586,6 @@ function notifyEnded(job: IJob, trans: Translate, openIt: () => void, showLog: (
         actions: job.started_at ? [open] : []
       });
       break;
-  }
-}
-
-/** Ask before an action that cannot be undone; true when the user goes ahead. */
-async function confirm(title: string, body: string, yes: string, no: string): Promise<boolean> {
-  const result = await showDialog({
-    title,
-    body,
-    buttons: [Dialog.cancelButton({ label: no }), Dialog.warnButton({ label: yes })]
-  });
-  return result.button.accept;
-}
-
-/** Await an API call; show its failure as a notification and resolve to null. */
-async function report<T>(call: Promise<T>, trans: Translate): Promise<T | null> {
-  try {
-    return await call;
-  } catch (error) {
-    Notification.error(
-      error instanceof NbjobsError
-        ? error.message
-        : trans('Something went wrong: %1', String(error)),
-      { autoClose: 8000 }
-    );
-    return null;
   }
 }
 

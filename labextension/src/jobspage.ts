@@ -248,23 +248,7 @@ export class JobsPage extends Widget {
       if (key === null) {
         th.append(this._selectAll(jobs));
       } else {
-        const button = document.createElement('button');
-        button.type = 'button';
-        button.className = 'nbjobs-JobsPage-sort';
-        button.dataset.sort = key;
-        button.textContent = label;
-        if (this._sort.key === key) {
-          th.setAttribute('aria-sort', this._sort.descending ? 'descending' : 'ascending');
-          button.textContent = `${label} ${this._sort.descending ? '▾' : '▴'}`;
-        }
-        button.addEventListener('click', () => {
-          this._sort =
-            this._sort.key === key
-              ? { key, descending: !this._sort.descending }
-              : { key, descending: key === 'submitted' || key === 'took' || key === 'gpuHours' };
-          this._render();
-        });
-        th.append(button);
+        th.append(this._sortButton(th, key, label));
       }
       headRow.append(th);
     }
@@ -305,6 +289,27 @@ export class JobsPage extends Widget {
         this._detail.setJob(now);
       }
     }
+  }
+
+  /** A column's heading: sorts by it, the other way when it sorts already. */
+  private _sortButton(th: HTMLTableCellElement, key: SortKey, label: string): HTMLButtonElement {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = 'nbjobs-JobsPage-sort';
+    button.dataset.sort = key;
+    button.textContent = label;
+    if (this._sort.key === key) {
+      th.setAttribute('aria-sort', this._sort.descending ? 'descending' : 'ascending');
+      button.textContent = `${label} ${this._sort.descending ? '▾' : '▴'}`;
+    }
+    button.addEventListener('click', () => {
+      this._sort =
+        this._sort.key === key
+          ? { key, descending: !this._sort.descending }
+          : { key, descending: key === 'submitted' || key === 'took' || key === 'gpuHours' };
+      this._render();
+    });
+    return button;
   }
 
   private _selectAll(jobs: IJob[]): HTMLInputElement {

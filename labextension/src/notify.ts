@@ -33,14 +33,6 @@ export class NotifyForm extends Widget {
   ) {
     super();
     this.addClass('nbjobs-NotifyForm');
-    const field = (label: string, input: HTMLElement) => {
-      const row = document.createElement('label');
-      row.className = 'nbjobs-NotifyForm-field';
-      const text = document.createElement('span');
-      text.textContent = label;
-      row.append(text, input);
-      return row;
-    };
     this._email = document.createElement('input');
     this._email.type = 'email';
     this._email.name = 'email';
@@ -51,41 +43,9 @@ export class NotifyForm extends Widget {
     this._webhook.name = 'webhook';
     this._webhook.placeholder = 'https://';
     this._webhook.value = settings?.webhook ?? '';
-    this._format = document.createElement('select');
-    this._format.name = 'webhook_format';
-    for (const [value, label] of [
-      ['json', 'JSON'],
-      ['slack', 'Slack'],
-      ['teams', 'Microsoft Teams']
-    ]) {
-      this._format.append(new Option(label, value, false, settings?.webhook_format === value));
-    }
+    this._format = formatChoice(settings);
 
-    const events = document.createElement('fieldset');
-    events.className = 'nbjobs-NotifyForm-events';
-    const legend = document.createElement('legend');
-    legend.textContent = trans('Tell me when a job of mine');
-    events.append(legend);
-    const chosen = settings?.on ?? DEFAULT_EVENTS;
-    for (const [event, label] of eventChoices(trans)) {
-      const box = document.createElement('input');
-      box.type = 'checkbox';
-      box.name = event;
-      box.checked = chosen.includes(event);
-      this._events.set(event, box);
-      const row = document.createElement('label');
-      row.className = 'nbjobs-NotifyForm-event';
-      row.append(box, ` ${label}`);
-      if (event === 'queued_long') {
-        this._minutes = document.createElement('input');
-        this._minutes.type = 'number';
-        this._minutes.name = 'queue_minutes';
-        this._minutes.min = '1';
-        this._minutes.value = String(settings?.queue_minutes ?? 30);
-        row.append(' ', this._minutes, ` ${trans('minutes')}`);
-      }
-      events.append(row);
-    }
+    const events = this._eventChoices(settings, trans);
 
     this._error = document.createElement('div');
     this._error.className = 'nbjobs-NotifyForm-error';
@@ -97,43 +57,9 @@ export class NotifyForm extends Widget {
       this._error.hidden = true;
     });
 
-    // an address not confirmed yet: where to enter the code mailed to it
-    this._unconfirmed = document.createElement('div');
-    this._unconfirmed.className = 'nbjobs-NotifyForm-confirm';
-    this._code = document.createElement('input');
-    this._code.name = 'code';
-    this._code.placeholder = 'ABCDE-FGHJK';
-    this._code.autocomplete = 'one-time-code';
-    if (settings?.email && settings.email_confirmed === false) {
-      const says = document.createElement('p');
-      says.textContent = trans(
-        'Not confirmed yet: nbjobs mailed a code to %1. Nothing else is sent there until you enter it.',
-        settings.email
-      );
-      this._unconfirmed.append(says, field(trans('Code from the mail'), this._code));
-    } else {
-      this._unconfirmed.hidden = true;
-    }
+    this._unconfirmed = this._confirmation(settings, trans);
 
-    const recent = document.createElement('div');
-    recent.className = 'nbjobs-NotifyForm-latest';
-    const heading = document.createElement('h3');
-    heading.textContent = trans('Latest messages');
-    recent.append(heading);
-    if (!latest.length) {
-      const none = document.createElement('p');
-      none.textContent = trans('None yet.');
-      recent.append(none);
-    } else {
-      const list = document.createElement('ul');
-      for (const message of latest) {
-        const item = document.createElement('li');
-        item.dataset.state = message.state;
-        item.textContent = messageLine(message, trans);
-        list.append(item);
-      }
-      recent.append(list);
-    }
+    const recent = latestMessages(latest, trans);
 
     const hint = document.createElement('p');
     hint.className = 'nbjobs-NotifyForm-hint';
@@ -171,6 +97,57 @@ export class NotifyForm extends Widget {
     );
   }
 
+  /** Which events tell the user, and after how long in the queue. */
+  private _eventChoices(settings: FormStart | null, trans: Translate): HTMLFieldSetElement {
+    const events = document.createElement('fieldset');
+    events.className = 'nbjobs-NotifyForm-events';
+    const legend = document.createElement('legend');
+    legend.textContent = trans('Tell me when a job of mine');
+    events.append(legend);
+    const chosen = settings?.on ?? DEFAULT_EVENTS;
+    for (const [event, label] of eventChoices(trans)) {
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.name = event;
+      box.checked = chosen.includes(event);
+      this._events.set(event, box);
+      const row = document.createElement('label');
+      row.className = 'nbjobs-NotifyForm-event';
+      row.append(box, ` ${label}`);
+      if (event === 'queued_long') {
+        this._minutes = document.createElement('input');
+        this._minutes.type = 'number';
+        this._minutes.name = 'queue_minutes';
+        this._minutes.min = '1';
+        this._minutes.value = String(settings?.queue_minutes ?? 30);
+        row.append(' ', this._minutes, ` ${trans('minutes')}`);
+      }
+      events.append(row);
+    }
+    return events;
+  }
+
+  /** Where to enter the code mailed to an address not confirmed yet (hidden when none). */
+  private _confirmation(settings: FormStart | null, trans: Translate): HTMLDivElement {
+    // an address not confirmed yet: where to enter the code mailed to it
+    const unconfirmed = document.createElement('div');
+    unconfirmed.className = 'nbjobs-NotifyForm-confirm';
+    this._code.name = 'code';
+    this._code.placeholder = 'ABCDE-FGHJK';
+    this._code.autocomplete = 'one-time-code';
+    if (settings?.email && settings.email_confirmed === false) {
+      const says = document.createElement('p');
+      says.textContent = trans(
+        'Not confirmed yet: nbjobs mailed a code to %1. Nothing else is sent there until you enter it.',
+        settings.email
+      );
+      unconfirmed.append(says, field(trans('Code from the mail'), this._code));
+    } else {
+      unconfirmed.hidden = true;
+    }
+    return unconfirmed;
+  }
+
   /** The service has no channel to offer: the form only shows the latest messages. */
   sendsNothing = false;
 
@@ -194,12 +171,60 @@ export class NotifyForm extends Widget {
 
   private _email: HTMLInputElement;
   private _unconfirmed: HTMLDivElement;
-  private _code: HTMLInputElement;
+  private _code = document.createElement('input');
   private _webhook: HTMLInputElement;
   private _format: HTMLSelectElement;
   private _minutes: HTMLInputElement | null = null;
   private _events = new Map<NotifyEvent, HTMLInputElement>();
   private _error: HTMLDivElement;
+}
+
+/** The webhook's format: JSON, Slack or Microsoft Teams. */
+function formatChoice(settings: FormStart | null): HTMLSelectElement {
+  const format = document.createElement('select');
+  format.name = 'webhook_format';
+  for (const [value, label] of [
+    ['json', 'JSON'],
+    ['slack', 'Slack'],
+    ['teams', 'Microsoft Teams']
+  ]) {
+    format.append(new Option(label, value, false, settings?.webhook_format === value));
+  }
+  return format;
+}
+
+/** A labelled field of the form. */
+function field(label: string, input: HTMLElement): HTMLLabelElement {
+  const row = document.createElement('label');
+  row.className = 'nbjobs-NotifyForm-field';
+  const text = document.createElement('span');
+  text.textContent = label;
+  row.append(text, input);
+  return row;
+}
+
+/** The latest messages and what became of them. */
+function latestMessages(latest: INotification[], trans: Translate): HTMLDivElement {
+  const recent = document.createElement('div');
+  recent.className = 'nbjobs-NotifyForm-latest';
+  const heading = document.createElement('h3');
+  heading.textContent = trans('Latest messages');
+  recent.append(heading);
+  if (!latest.length) {
+    const none = document.createElement('p');
+    none.textContent = trans('None yet.');
+    recent.append(none);
+  } else {
+    const list = document.createElement('ul');
+    for (const message of latest) {
+      const item = document.createElement('li');
+      item.dataset.state = message.state;
+      item.textContent = messageLine(message, trans);
+      list.append(item);
+    }
+    recent.append(list);
+  }
+  return recent;
 }
 
 /**
@@ -212,31 +237,12 @@ export async function notificationsDialog(
   trans: Translate,
   definition: { id: string; name: string } | null = null
 ): Promise<INotifySettingsInfo | null> {
-  let settings: FormStart | null;
-  let channels: readonly string[] = [];
-  let latest: INotification[];
-  let own = false; // the definition has a setting of its own
-  try {
-    const [all, messages, me] = await Promise.all([
-      api.notifySettings(),
-      api.notifications(5),
-      api.me().catch(() => null) // an older service: both channels offered, as before
-    ]);
-    channels = me?.notify_channels ?? ALL_CHANNELS;
-    const users = all.find(s => !s.job_id && !s.definition_id) ?? null;
-    const scoped = definition ? all.find(s => s.definition_id === definition.id) : undefined;
-    own = Boolean(scoped);
-    // a definition without its own starts from the user's, to change what differs
-    settings = scoped ?? users;
-    latest = messages;
-  } catch (error) {
-    await showDialog({
-      title: trans('Notifications'),
-      body: error instanceof NbjobsError ? error.message : String(error),
-      buttons: [Dialog.okButton({ label: trans('Close') })]
-    });
+  const loaded = await loadSettings(api, trans, definition);
+  if (loaded === null) {
     return null;
   }
+  const { channels, latest, own } = loaded;
+  let settings = loaded.settings;
   let error: string | null = null;
   const title = definition
     ? trans('Notifications for "%1"', definition.name)
@@ -295,5 +301,40 @@ export async function notificationsDialog(
       settings = { ...result.value };
       error = failure instanceof NbjobsError ? failure.message : String(failure);
     }
+  }
+}
+
+/** What the dialog starts from: the setting (the definition's own, else the user's), the
+ * channels the service sends on, the latest messages; null when the service said no
+ * (said to the user). */
+async function loadSettings(
+  api: NbjobsAPI,
+  trans: Translate,
+  definition: { id: string; name: string } | null
+): Promise<{
+  settings: FormStart | null;
+  channels: readonly string[];
+  latest: INotification[];
+  /** the definition has a setting of its own */
+  own: boolean;
+} | null> {
+  try {
+    const [all, messages, me] = await Promise.all([
+      api.notifySettings(),
+      api.notifications(5),
+      api.me().catch(() => null) // an older service: both channels offered, as before
+    ]);
+    const channels = me?.notify_channels ?? ALL_CHANNELS;
+    const users = all.find(s => !s.job_id && !s.definition_id) ?? null;
+    const scoped = definition ? all.find(s => s.definition_id === definition.id) : undefined;
+    // a definition without its own starts from the user's, to change what differs
+    return { settings: scoped ?? users, channels, latest: messages, own: Boolean(scoped) };
+  } catch (error) {
+    await showDialog({
+      title: trans('Notifications'),
+      body: error instanceof NbjobsError ? error.message : String(error),
+      buttons: [Dialog.okButton({ label: trans('Close') })]
+    });
+    return null;
   }
 }

@@ -122,38 +122,7 @@ export class JobsPanel extends Widget {
     );
     refresh.classList.add('nbjobs-JobsPanel-refresh');
     header.append(title);
-    // the panel's own buttons keep together: a narrow panel puts them on a line of their own
-    const tools = document.createElement('div');
-    tools.className = 'nbjobs-JobsPanel-tools';
-    if (dashboard) {
-      // GPUs, queues and usage charts: the job service's own page, in a new tab
-      const link = document.createElement('a');
-      link.className = 'nbjobs-JobsPanel-dashboard';
-      link.href = dashboard;
-      link.target = '_blank';
-      link.rel = 'noopener';
-      link.textContent = trans('Dashboard');
-      link.title = trans('GPUs, queues and usage, in a new browser tab');
-      tools.append(link);
-    }
-    if (actions.notifications) {
-      const bell = iconButton(
-        bellIcon,
-        trans('Notifications: be told by email or webhook when jobs end'),
-        () => actions.notifications!()
-      );
-      bell.classList.add('nbjobs-JobsPanel-notifications');
-      tools.append(bell);
-    }
-    if (actions.openFullView) {
-      const full = document.createElement('button');
-      full.type = 'button';
-      full.className = 'nbjobs-JobsPanel-fullView';
-      full.textContent = trans('Full view');
-      full.title = trans('Open the Notebook Jobs page: every job in a full-width table');
-      full.addEventListener('click', () => void actions.openFullView!());
-      tools.append(full);
-    }
+    const tools = panelTools(actions, trans, dashboard);
     tools.append(refresh);
     header.append(tools);
 
@@ -161,58 +130,10 @@ export class JobsPanel extends Widget {
     this._notice.className = 'nbjobs-JobsPanel-notice';
     this._notice.setAttribute('role', 'status');
 
-    // Find a job among many: words against name, notebook, id, flavor, owner; a state;
-    // whose (admins and teachers). The service searches, so older jobs are found too.
-    const filters = document.createElement('div');
-    filters.className = 'nbjobs-JobsPanel-filters';
-    this._search = document.createElement('input');
-    this._search.type = 'search';
-    this._search.className = 'jp-mod-styled nbjobs-JobsPanel-search';
-    this._search.placeholder = trans('Search jobs');
-    this._search.maxLength = MAX_SEARCH_CHARS;
-    this._search.setAttribute('aria-label', trans('Search jobs by name, notebook, id or flavor'));
-    this._show = document.createElement('select');
-    this._show.className = 'jp-mod-styled nbjobs-JobsPanel-show';
-    this._show.setAttribute('aria-label', trans('Show jobs'));
-    for (const [value, text] of [
-      ['all', trans('All')],
-      ['active', trans('Waiting or running')],
-      ['ended', trans('Ended')],
-      ['failed', trans('Failed')]
-    ]) {
-      const option = document.createElement('option');
-      option.value = value;
-      option.textContent = text;
-      this._show.append(option);
-    }
     // Whose jobs: offered once the service says the user is an admin or a teacher.
     this._whose = new WhoseSelect(trans, 'nbjobs-JobsPanel-whose');
-    // Typing asks once it pauses; a choice in a select asks at once.
-    this._searchLater = new Debouncer(() => this._askService(), SEARCH_DELAY);
-    this._search.addEventListener('input', () => void this._searchLater.invoke());
-    this._show.addEventListener('change', () => this._askService());
-    this._whose.node.addEventListener('change', () => this._askService());
-    filters.append(this._search, this._show, this._whose.node);
-
-    // The scrolled area: the list (groups of rows, see ROWS_PER_GROUP), then the
-    // button for the next page, by the service's cursor.
-    this._list = document.createElement('div');
-    this._list.className = 'nbjobs-JobList';
-    this._items = document.createElement('ul');
-    this._items.className = 'nbjobs-JobList-items';
-    this._items.setAttribute('aria-label', trans('Your jobs, newest first'));
-    this._more = document.createElement('div');
-    this._more.className = 'nbjobs-JobList-more';
-    this._older = document.createElement('button');
-    this._older.type = 'button';
-    this._older.className = 'jp-Button jp-mod-styled jp-mod-reject nbjobs-JobList-older';
-    this._older.textContent = trans('Show older jobs');
-    this._older.addEventListener('click', () => void this.model.loadOlder());
-    this._olderNote = document.createElement('div');
-    this._olderNote.className = 'nbjobs-JobList-olderNote';
-    this._olderNote.setAttribute('role', 'status');
-    this._more.append(this._older, this._olderNote);
-    this._list.append(this._items, this._more);
+    const filters = this._filters(trans);
+    this._fillList(trans);
 
     this._definitions = new DefinitionsView(model.api, trans, {
       openJob: id => this.actions.showJobById?.(id) ?? Promise.resolve(),
@@ -231,6 +152,54 @@ export class JobsPanel extends Widget {
         void this._definitions.refresh();
       }
     }, this);
+  }
+
+  /** Find a job among many: words against name, notebook, id, flavor, owner; a state;
+   * whose (admins and teachers). The service searches, so older jobs are found too. */
+  private _filters(trans: Translate): HTMLDivElement {
+    const filters = document.createElement('div');
+    filters.className = 'nbjobs-JobsPanel-filters';
+    this._search.type = 'search';
+    this._search.className = 'jp-mod-styled nbjobs-JobsPanel-search';
+    this._search.placeholder = trans('Search jobs');
+    this._search.maxLength = MAX_SEARCH_CHARS;
+    this._search.setAttribute('aria-label', trans('Search jobs by name, notebook, id or flavor'));
+    this._show.className = 'jp-mod-styled nbjobs-JobsPanel-show';
+    this._show.setAttribute('aria-label', trans('Show jobs'));
+    for (const [value, text] of [
+      ['all', trans('All')],
+      ['active', trans('Waiting or running')],
+      ['ended', trans('Ended')],
+      ['failed', trans('Failed')]
+    ]) {
+      const option = document.createElement('option');
+      option.value = value;
+      option.textContent = text;
+      this._show.append(option);
+    }
+    // Typing asks once it pauses; a choice in a select asks at once.
+    this._search.addEventListener('input', () => void this._searchLater.invoke());
+    this._show.addEventListener('change', () => this._askService());
+    this._whose.node.addEventListener('change', () => this._askService());
+    filters.append(this._search, this._show, this._whose.node);
+    return filters;
+  }
+
+  /** The scrolled area: the list (groups of rows, see ROWS_PER_GROUP), then the button
+   * for the next page, by the service's cursor. */
+  private _fillList(trans: Translate): void {
+    this._list.className = 'nbjobs-JobList';
+    this._items.className = 'nbjobs-JobList-items';
+    this._items.setAttribute('aria-label', trans('Your jobs, newest first'));
+    this._more.className = 'nbjobs-JobList-more';
+    this._older.type = 'button';
+    this._older.className = 'jp-Button jp-mod-styled jp-mod-reject nbjobs-JobList-older';
+    this._older.textContent = trans('Show older jobs');
+    this._older.addEventListener('click', () => void this.model.loadOlder());
+    this._olderNote.className = 'nbjobs-JobList-olderNote';
+    this._olderNote.setAttribute('role', 'status');
+    this._more.append(this._older, this._olderNote);
+    this._list.append(this._items, this._more);
   }
 
   /** Show the job definitions (Schedules) instead of the jobs. */
@@ -446,27 +415,27 @@ export class JobsPanel extends Widget {
   private _restPending = false;
   /** this drawing makes every row (the one after the first screen's) */
   private _drawingAll = false;
-  private _search: HTMLInputElement;
+  private _search = document.createElement('input');
   private _tabs: HTMLButtonElement[];
   private _view: 'jobs' | 'schedules' = 'jobs';
   /** a view was shown already (the first is the panel being built) */
   private _viewShown = false;
   private _definitions: DefinitionsView;
   private _jobsView: HTMLElement[];
-  private _searchLater: Debouncer;
-  private _show: HTMLSelectElement;
+  private _searchLater = new Debouncer(() => this._askService(), SEARCH_DELAY);
+  private _show = document.createElement('select');
   private _whose: WhoseSelect;
   /** whose jobs the service lists when not told (known once it said who the user is) */
   private _askedWho = false;
   private _visible = false;
   /** the scrolled area */
-  private _list: HTMLDivElement;
+  private _list = document.createElement('div');
   /** the list of jobs: groups of rows */
-  private _items: HTMLUListElement;
+  private _items = document.createElement('ul');
   private _groups: HTMLUListElement[] = [];
-  private _more: HTMLDivElement;
-  private _older: HTMLButtonElement;
-  private _olderNote: HTMLDivElement;
+  private _more = document.createElement('div');
+  private _older = document.createElement('button');
+  private _olderNote = document.createElement('div');
   private _notice: HTMLDivElement;
   private _clock = 0;
 }
@@ -521,40 +490,21 @@ class JobRow {
     this._warning = div('nbjobs-Job-warning');
     this._warning.setAttribute('role', 'status');
 
-    const buttons = div('nbjobs-Job-actions');
-    const run = (fn: (job: IJob) => Promise<void>) => () => fn(this._job!);
-    this._cancel = iconButton(
-      stopIcon,
-      trans('Cancel'),
-      run(j => actions.cancel(j)),
-      trans('Cancel')
+    const made = rowButtons(
+      actions,
+      trans,
+      () => this._job!,
+      () => this._toggleUsage()
     );
-    this._rerun = iconButton(
-      redoIcon,
-      trans('Re-run'),
-      run(j => actions.rerun(j)),
-      trans('Re-run')
-    );
-    this._open = iconButton(
-      launchIcon,
-      trans('Open output'),
-      run(j => actions.openOutput(j)),
-      trans('Output')
-    );
-    this._log = iconButton(
-      listIcon,
-      trans('View log'),
-      run(j => actions.viewLog(j)),
-      trans('Log')
-    );
-    this._remove = iconButton(
-      deleteIcon,
-      trans('Remove from list'),
-      run(j => actions.remove(j))
-    );
-    // Icon only, like Remove: the row's buttons fit the panel's usual width on one line.
-    this._usage = iconButton(usageIcon, trans('GPU and CPU use'), async () => this._toggleUsage());
-    buttons.append(this._cancel, this._rerun, this._open, this._log, this._usage, this._remove);
+    const buttons = made.node;
+    ({
+      cancel: this._cancel,
+      rerun: this._rerun,
+      open: this._open,
+      log: this._log,
+      remove: this._remove,
+      usage: this._usage
+    } = made);
 
     this._telemetry = new TelemetryView(api, trans);
     // The buttons sit above everything that grows or shrinks as the job moves on
@@ -757,4 +707,91 @@ function iconButton(
     });
   });
   return button;
+}
+
+/** A job row's buttons: cancel, re-run, open the output, the log, its use, remove. */
+function rowButtons(
+  actions: IJobActions,
+  trans: Translate,
+  job: () => IJob,
+  toggleUsage: () => void
+): Record<'cancel' | 'rerun' | 'open' | 'log' | 'remove' | 'usage', HTMLButtonElement> & {
+  node: HTMLDivElement;
+} {
+  const run = (fn: (job: IJob) => Promise<void>) => () => fn(job());
+  const cancel = iconButton(
+    stopIcon,
+    trans('Cancel'),
+    run(j => actions.cancel(j)),
+    trans('Cancel')
+  );
+  const rerun = iconButton(
+    redoIcon,
+    trans('Re-run'),
+    run(j => actions.rerun(j)),
+    trans('Re-run')
+  );
+  const open = iconButton(
+    launchIcon,
+    trans('Open output'),
+    run(j => actions.openOutput(j)),
+    trans('Output')
+  );
+  const log = iconButton(
+    listIcon,
+    trans('View log'),
+    run(j => actions.viewLog(j)),
+    trans('Log')
+  );
+  const remove = iconButton(
+    deleteIcon,
+    trans('Remove from list'),
+    run(j => actions.remove(j))
+  );
+  // Icon only, like Remove: the row's buttons fit the panel's usual width on one line.
+  const usage = iconButton(usageIcon, trans('GPU and CPU use'), async () => toggleUsage());
+  const node = div('nbjobs-Job-actions');
+  node.append(cancel, rerun, open, log, usage, remove);
+  return { node, cancel, rerun, open, log, remove, usage };
+}
+
+/** The panel's own buttons: the dashboard (under a hub), notifications, the full view. */
+function panelTools(
+  actions: IJobActions,
+  trans: Translate,
+  dashboard: string | null
+): HTMLDivElement {
+  // the panel's own buttons keep together: a narrow panel puts them on a line of their own
+  const tools = document.createElement('div');
+  tools.className = 'nbjobs-JobsPanel-tools';
+  if (dashboard) {
+    // GPUs, queues and usage charts: the job service's own page, in a new tab
+    const link = document.createElement('a');
+    link.className = 'nbjobs-JobsPanel-dashboard';
+    link.href = dashboard;
+    link.target = '_blank';
+    link.rel = 'noopener';
+    link.textContent = trans('Dashboard');
+    link.title = trans('GPUs, queues and usage, in a new browser tab');
+    tools.append(link);
+  }
+  if (actions.notifications) {
+    const bell = iconButton(
+      bellIcon,
+      trans('Notifications: be told by email or webhook when jobs end'),
+      () => actions.notifications!()
+    );
+    bell.classList.add('nbjobs-JobsPanel-notifications');
+    tools.append(bell);
+  }
+  if (actions.openFullView) {
+    const full = document.createElement('button');
+    full.type = 'button';
+    full.className = 'nbjobs-JobsPanel-fullView';
+    full.textContent = trans('Full view');
+    full.title = trans('Open the Notebook Jobs page: every job in a full-width table');
+    full.addEventListener('click', () => void actions.openFullView!());
+    tools.append(full);
+  }
+  return tools;
 }

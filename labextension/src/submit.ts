@@ -403,15 +403,7 @@ export class SubmitForm extends Widget {
     this._scheduled = later;
     const row = document.createElement('div');
     row.className = 'nbjobs-SubmitForm-schedule';
-    this._every = document.createElement('select');
-    this._every.className = 'jp-mod-styled';
-    this._every.name = 'nbjobs-every';
-    for (const [value, label] of everyChoices(trans)) {
-      const option = document.createElement('option');
-      option.value = value;
-      option.textContent = label;
-      this._every.append(option);
-    }
+    this._every = everySelect(trans);
     this._time = document.createElement('input');
     this._time.type = 'text';
     this._time.className = 'jp-mod-styled';
@@ -438,34 +430,10 @@ export class SubmitForm extends Widget {
     const zoneLabel = document.createElement('span');
     zoneLabel.textContent = trans('time zone');
     // its first and last day, on the schedule's clock (both optional)
-    const day = (name: string, label: string, at: string | null | undefined) => {
-      const input = document.createElement('input');
-      input.type = 'date';
-      input.className = 'jp-mod-styled';
-      input.name = name;
-      input.setAttribute('aria-label', label);
-      if (at) {
-        input.value = dayIn(at, editing?.timezone || browserTimezone());
-      }
-      return input;
-    };
-    this._first = day('nbjobs-first-day', trans('First day'), editing?.start_at);
-    this._last = day('nbjobs-last-day', trans('Last day'), editing?.end_at);
-    const days = document.createElement('div');
-    days.className = 'nbjobs-SubmitForm-days';
-    const words = (text: string, className = '') => {
-      const span = document.createElement('span');
-      span.className = className;
-      span.textContent = text;
-      return span;
-    };
-    days.append(
-      words(trans('from')),
-      this._first,
-      words(trans('until')),
-      this._last,
-      words(trans('(either may stay empty)'), 'nbjobs-SubmitForm-optional')
-    );
+    const zone = editing?.timezone || browserTimezone();
+    this._first = dayInput('nbjobs-first-day', trans('First day'), editing?.start_at, zone);
+    this._last = dayInput('nbjobs-last-day', trans('Last day'), editing?.end_at, zone);
+    const days = dayRange(this._first, this._last, trans);
     row.append(this._every, this._time, this._cron, zoneLabel, this._zone, days);
     const show = () => {
       row.hidden = !later.checked;
@@ -702,4 +670,60 @@ export class SubmitDialog extends Dialog<IJob | null> {
   private _job: IJob | null = null;
   private _definition: IDefinition | null = null;
   private _sending = false;
+}
+
+/** How often a schedule runs: every day, on weekdays, ..., or a cron expression. */
+function everySelect(trans: Translate): HTMLSelectElement {
+  const every = document.createElement('select');
+  every.className = 'jp-mod-styled';
+  every.name = 'nbjobs-every';
+  for (const [value, label] of everyChoices(trans)) {
+    const option = document.createElement('option');
+    option.value = value;
+    option.textContent = label;
+    every.append(option);
+  }
+  return every;
+}
+
+/** A schedule's first or last day, shown on its clock (``zone``). */
+function dayInput(
+  name: string,
+  label: string,
+  at: string | null | undefined,
+  zone: string
+): HTMLInputElement {
+  const input = document.createElement('input');
+  input.type = 'date';
+  input.className = 'jp-mod-styled';
+  input.name = name;
+  input.setAttribute('aria-label', label);
+  if (at) {
+    input.value = dayIn(at, zone);
+  }
+  return input;
+}
+
+/** "from FIRST until LAST (either may stay empty)" */
+function dayRange(
+  first: HTMLInputElement,
+  last: HTMLInputElement,
+  trans: Translate
+): HTMLDivElement {
+  const days = document.createElement('div');
+  days.className = 'nbjobs-SubmitForm-days';
+  const words = (text: string, className = '') => {
+    const span = document.createElement('span');
+    span.className = className;
+    span.textContent = text;
+    return span;
+  };
+  days.append(
+    words(trans('from')),
+    first,
+    words(trans('until')),
+    last,
+    words(trans('(either may stay empty)'), 'nbjobs-SubmitForm-optional')
+  );
+  return days;
 }

@@ -209,74 +209,9 @@ export function summaryFacts(
   /** the GPU-hours the job counts for (the job's own figure, as usage counts it) */
   charged: number | null = null
 ): IFact[] {
-  const facts: IFact[] = [];
-  const meanPeak = (mean: number | null, top: number | null) =>
-    mean === null && top === null
-      ? NO_VALUE
-      : trans('%1 on average, peak %2', formatPercent(mean), formatPercent(top));
-  const exact = (...values: (number | null)[]) =>
-    values.map(v => (isNumber(v) ? String(Math.round(v * 10) / 10) : NO_VALUE));
-
-  if (gpu) {
-    const [mean, top] = exact(
-      summary.gpu_utilization_mean_percent,
-      summary.gpu_utilization_peak_percent
-    );
-    facts.push({
-      key: 'gpu',
-      label: trans('GPU busy'),
-      value: meanPeak(summary.gpu_utilization_mean_percent, summary.gpu_utilization_peak_percent),
-      title: trans('GPU utilisation: %1 % on average, peak %2 %', mean, top)
-    });
-    const memory = summary.gpu_memory_peak_bytes;
-    const size = summary.gpu_memory_total_bytes;
-    facts.push({
-      key: 'gpuMemory',
-      label: trans('GPU memory'),
-      value:
-        memory === null
-          ? NO_VALUE
-          : size
-            ? trans('peak %1 of %2', formatBytesOrNone(memory), formatBytesOrNone(size))
-            : trans('peak %1', formatBytesOrNone(memory)),
-      title: trans(
-        'The most memory one of its GPUs held: %1 bytes (of %2)',
-        memory ?? NO_VALUE,
-        size ?? NO_VALUE
-      )
-    });
-    const busy = summary.gpu_busy_seconds;
-    // what it counts for, as usage and budgets count it (the job's own figure); the
-    // readings' sampled time only where the service did not say
-    const held = charged !== null ? charged * 3600 : summary.gpu_allocated_seconds;
-    facts.push({
-      key: 'gpuHours',
-      label: trans('GPU-hours'),
-      value:
-        held === null
-          ? NO_VALUE
-          : busy === null
-            ? trans('%1 (no busy readings)', formatGpuHours(held))
-            : trans('%1 busy of %2', formatGpuHours(busy), formatGpuHours(held)),
-      title: trans(
-        'GPU time held %1 (what usage counts), measured busy %2',
-        formatDuration(held ?? 0, trans),
-        formatDuration(busy ?? 0, trans)
-      )
-    });
-    const perGpu = summary.gpus ?? [];
-    if (perGpu.length > 1) {
-      for (const one of perGpu.slice(0, 8)) {
-        facts.push({
-          key: `gpu-${one.index}`,
-          label: trans('GPU %1', one.index),
-          value: meanPeak(one.utilization_mean_percent, one.utilization_peak_percent),
-          title: one.name ? trans('GPU %1 (%2)', one.index, one.name) : trans('GPU %1', one.index)
-        });
-      }
-    }
-  }
-  const [cpuMean, cpuTop] = exact(summary.cpu_mean_percent, summary.cpu_peak_percent);
+  const facts: IFact[] = gpu ? gpuFacts(summary, trans, charged) : [];
+  const meanPeak = (mean: number | null, top: number | null) => meanAndPeak(mean, top, trans);
+  const [cpuMean, cpuTop] = exactValues(summary.cpu_mean_percent, summary.cpu_peak_percent);
   facts.push({
     key: 'cpu',
     label: trans('CPU'),
@@ -501,4 +436,80 @@ function numberOr(value: number | null | undefined): number | null {
 
 function isNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** "12 % on average, peak 80 %" */
+function meanAndPeak(mean: number | null, top: number | null, trans: Translate): string {
+  return mean === null && top === null
+    ? NO_VALUE
+    : trans('%1 on average, peak %2', formatPercent(mean), formatPercent(top));
+}
+
+/** Each value to a tenth, for a tooltip. */
+function exactValues(...values: (number | null)[]): string[] {
+  return values.map(v => (isNumber(v) ? String(Math.round(v * 10) / 10) : NO_VALUE));
+}
+
+/** The GPU figures of a summary: busy, memory, GPU-hours, and each GPU of several. */
+function gpuFacts(summary: ITelemetrySummary, trans: Translate, charged: number | null): IFact[] {
+  const facts: IFact[] = [];
+  const meanPeak = (mean: number | null, top: number | null) => meanAndPeak(mean, top, trans);
+  const [mean, top] = exactValues(
+    summary.gpu_utilization_mean_percent,
+    summary.gpu_utilization_peak_percent
+  );
+  facts.push({
+    key: 'gpu',
+    label: trans('GPU busy'),
+    value: meanPeak(summary.gpu_utilization_mean_percent, summary.gpu_utilization_peak_percent),
+    title: trans('GPU utilisation: %1 % on average, peak %2 %', mean, top)
+  });
+  const memory = summary.gpu_memory_peak_bytes;
+  const size = summary.gpu_memory_total_bytes;
+  facts.push({
+    key: 'gpuMemory',
+    label: trans('GPU memory'),
+    value:
+      memory === null
+        ? NO_VALUE
+        : size
+          ? trans('peak %1 of %2', formatBytesOrNone(memory), formatBytesOrNone(size))
+          : trans('peak %1', formatBytesOrNone(memory)),
+    title: trans(
+      'The most memory one of its GPUs held: %1 bytes (of %2)',
+      memory ?? NO_VALUE,
+      size ?? NO_VALUE
+    )
+  });
+  const busy = summary.gpu_busy_seconds;
+  // what it counts for, as usage and budgets count it (the job's own figure); the
+  // readings' sampled time only where the service did not say
+  const held = charged !== null ? charged * 3600 : summary.gpu_allocated_seconds;
+  facts.push({
+    key: 'gpuHours',
+    label: trans('GPU-hours'),
+    value:
+      held === null
+        ? NO_VALUE
+        : busy === null
+          ? trans('%1 (no busy readings)', formatGpuHours(held))
+          : trans('%1 busy of %2', formatGpuHours(busy), formatGpuHours(held)),
+    title: trans(
+      'GPU time held %1 (what usage counts), measured busy %2',
+      formatDuration(held ?? 0, trans),
+      formatDuration(busy ?? 0, trans)
+    )
+  });
+  const perGpu = summary.gpus ?? [];
+  if (perGpu.length > 1) {
+    for (const one of perGpu.slice(0, 8)) {
+      facts.push({
+        key: `gpu-${one.index}`,
+        label: trans('GPU %1', one.index),
+        value: meanPeak(one.utilization_mean_percent, one.utilization_peak_percent),
+        title: one.name ? trans('GPU %1 (%2)', one.index, one.name) : trans('GPU %1', one.index)
+      });
+    }
+  }
+  return facts;
 }
