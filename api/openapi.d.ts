@@ -2543,6 +2543,7 @@ export interface components {
             schedule: components["schemas"]["ScheduleInfo"] | null;
             paused: boolean;
             /**
+             * Format: date-time
              * @description when its schedule runs it next (None: no schedule, paused or ended)
              * @default null
              */
@@ -2737,6 +2738,7 @@ export interface components {
             flavor: string;
             state: string;
             message: string | null;
+            /** Format: date-time */
             finished_at: string | null;
         };
         /** @description A flavor the caller may use, with live availability. */
@@ -2952,9 +2954,15 @@ export interface components {
             nodes: number;
             /** Format: date-time */
             submitted_at: string;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             started_at: string | null;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             finished_at: string | null;
             /** @default null */
             exit_code: number | null;
@@ -3151,11 +3159,17 @@ export interface components {
              */
             state: "pending" | "sending" | "sent" | "failed" | "held" | "summarised";
             attempts: components["schemas"]["Attempt"][];
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             next_attempt_at: string | null;
             /** Format: date-time */
             created_at: string;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             sent_at: string | null;
         };
         NotificationList: {
@@ -3284,6 +3298,7 @@ export interface components {
             reason: string | null;
             /** @description the admin who last moved it, and when (None: never moved) */
             moved_by: string | null;
+            /** Format: date-time */
             moved_at: string | null;
         };
         /** @description ``POST api/jobs/{id}/reject``: why (its owner reads it). */
@@ -3347,9 +3362,15 @@ export interface components {
         ScheduleInfo: {
             cron: string;
             timezone: string;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             start_at: string | null;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             end_at: string | null;
             /** @enum {string} */
             catch_up: "once" | "skip";
@@ -3366,11 +3387,15 @@ export interface components {
              */
             timezone?: string | null;
             /**
+             * Format: date-time
              * @description no run before this moment, none after that one
              * @default null
              */
             start_at?: string | null;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             end_at?: string | null;
             /**
              * @description ticks missed while the service was away: ``once`` (one run when it is back) or ``skip`` (none; the history says so)
@@ -3468,9 +3493,15 @@ export interface components {
         TelemetrySummary: {
             /** @default 0 */
             samples: number;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             since: string | null;
-            /** @default null */
+            /**
+             * Format: date-time
+             * @default null
+             */
             until: string | null;
             /**
              * @description GPU-seconds busy and GPU-seconds sampled, over all its GPUs
@@ -3521,11 +3552,15 @@ export interface components {
             users: components["schemas"]["UsageRow"][];
             groups: components["schemas"]["UsageRow"][];
             /**
+             * Format: date
              * @description the breakdown's range: whole UTC days, from ``range_since`` up to ``range_until``
              * @default null
              */
             range_since: string | null;
-            /** @default null */
+            /**
+             * Format: date
+             * @default null
+             */
             range_until: string | null;
             /**
              * @description what the breakdown is by: user, group, class, flavor or node
