@@ -69,7 +69,7 @@ STOP_WAIT = 5.0
 
 
 class JobService:
-    """Queue, quotas and records over one backend."""
+    """Every part of the job service over one backend and database, made and wired once."""
 
     # Over 80 lines: the composition root, a statement per part in the order they need
     # each other; split up, the order would be in several places.

@@ -504,11 +504,16 @@ class JobMetrics(BaseModel):
     hint: str | None = None
 
 
+#: a response model's ``json_schema_extra`` key: the API sends it without its unset fields
+#: (the API's description, job_service/api_spec.py, then lists only the others as required)
+SENT_WITHOUT_DEFAULTS = "x-sent-without-defaults"
+
+
 class ErrorBody(BaseModel):
     """Every error the API returns: a sentence that says what to do."""
 
     # sent without ``problems`` but where a roster was refused
-    model_config = ConfigDict(json_schema_extra={"x-sent-without-defaults": True})
+    model_config = ConfigDict(json_schema_extra={SENT_WITHOUT_DEFAULTS: True})
 
     message: str
     #: a refused roster's bad entries (each an index into the request's students)

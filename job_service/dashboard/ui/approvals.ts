@@ -18,10 +18,6 @@ export async function approvalsView(page: Page, said: Said = ''): Promise<void> 
   if (!status) {
     return;
   }
-  const failed = (error: unknown): void => {
-    status.textContent = (error as Error).message;
-    status.className = 'nbjobs-Error';
-  };
   const rows = jobs.map(job => [
     h('span', {}, job.name, h('br'), h('code', {}, job.id)),
     job.user,
@@ -29,7 +25,7 @@ export async function approvalsView(page: Page, said: Said = ''): Promise<void> 
     job.path,
     Object.keys(job.parameters).length ? h('code', {}, JSON.stringify(job.parameters)) : 'none',
     when(job.submitted_at),
-    decide(page, job, failed)
+    decide(page, job, status)
   ]);
   page.main.replaceChildren(
     h('h2', {}, `Approvals: ${jobs.length} waiting`),
@@ -46,7 +42,7 @@ export async function approvalsView(page: Page, said: Said = ''): Promise<void> 
 }
 
 /** A waiting job's Approve, and its Reject with the reason its owner reads. */
-function decide(page: Page, job: IJob, failed: (error: unknown) => void): HTMLElement {
+function decide(page: Page, job: IJob, status: HTMLElement): HTMLElement {
   const id = `nbjobs-why-${job.id}`;
   const why = h('input', {
     type: 'text',
@@ -62,13 +58,13 @@ function decide(page: Page, job: IJob, failed: (error: unknown) => void): HTMLEl
         await page.api.post(`jobs/${job.id}/approve`);
         await approvalsView(page, `Approved ${job.user}'s job ${job.id}: it is queued.`);
       } catch (error) {
-        failed(error);
+        page.failIn(status, error);
       }
     })();
   });
   reject.addEventListener('click', () => {
     if (!why.value.trim()) {
-      failed(new Error(`Say why ${job.user}'s job is rejected: they read it.`));
+      page.failIn(status, new Error(`Say why ${job.user}'s job is rejected: they read it.`));
       why.focus();
       return;
     }
@@ -77,7 +73,7 @@ function decide(page: Page, job: IJob, failed: (error: unknown) => void): HTMLEl
         await page.api.post(`jobs/${job.id}/reject`, { reason: why.value.trim() });
         await approvalsView(page, `Rejected ${job.user}'s job ${job.id}; they are told why.`);
       } catch (error) {
-        failed(error);
+        page.failIn(status, error);
       }
     })();
   });

@@ -19,10 +19,6 @@ export async function nodesView(page: Page, nodes?: INodeView[], said = ''): Pro
     return;
   }
   const status = h('p', { class: 'nbjobs-Status', role: 'status' }, said);
-  const failed = (error: unknown): void => {
-    status.textContent = (error as Error).message;
-    status.className = 'nbjobs-Error';
-  };
   const rows = nodes.map(node => [
     node.node,
     h(
@@ -56,7 +52,7 @@ export async function nodesView(page: Page, nodes?: INodeView[], said = ''): Pro
       : node.drained
         ? 'drained outside the dashboard (nbjobs.yaml, a label or a cordon)'
         : 'open',
-    node.drain ? undrain(page, node, failed) : node.drained ? '' : drainForm(page, node, failed)
+    node.drain ? undrain(page, node, status) : node.drained ? '' : drainForm(page, node, status)
   ]);
   page.main.replaceChildren(
     h('h2', {}, 'Nodes'),
@@ -73,7 +69,7 @@ export async function nodesView(page: Page, nodes?: INodeView[], said = ''): Pro
 }
 
 /** A node's drain form: why, and whether its running jobs are cancelled. */
-function drainForm(page: Page, node: INodeView, failed: (error: unknown) => void): HTMLElement {
+function drainForm(page: Page, node: INodeView, status: HTMLElement): HTMLElement {
   const id = `nbjobs-reason-${node.node}`;
   const reason = h('input', {
     type: 'text',
@@ -116,7 +112,7 @@ function drainForm(page: Page, node: INodeView, failed: (error: unknown) => void
           `Drained ${node.node}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`
         );
       } catch (error) {
-        failed(error);
+        page.failIn(status, error);
       }
     })();
   });
@@ -124,7 +120,7 @@ function drainForm(page: Page, node: INodeView, failed: (error: unknown) => void
 }
 
 /** The button that opens a drained node again. */
-function undrain(page: Page, node: INodeView, failed: (error: unknown) => void): HTMLElement {
+function undrain(page: Page, node: INodeView, status: HTMLElement): HTMLElement {
   const b = h('button', { type: 'button', 'data-action': 'undrain' }, 'Undrain');
   b.addEventListener('click', () => {
     void (async () => {
@@ -134,7 +130,7 @@ function undrain(page: Page, node: INodeView, failed: (error: unknown) => void):
         );
         await nodesView(page, after, `Undrained ${node.node}: jobs may start there again.`);
       } catch (error) {
-        failed(error);
+        page.failIn(status, error);
       }
     })();
   });

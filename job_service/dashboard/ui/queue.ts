@@ -80,8 +80,7 @@ async function act(page: Page, job: IQueuedJob, what: string, status: HTMLElemen
       );
     }
   } catch (error) {
-    status.textContent = (error as Error).message;
-    status.className = 'nbjobs-Error';
+    page.failIn(status, error);
   }
 }
 
