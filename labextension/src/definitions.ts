@@ -20,6 +20,12 @@ export interface IDefinitionActions {
   edit(definition: IDefinition): Promise<IDefinition | null>;
 }
 
+/** A drawn definition: its row, and how to draw it again as the service now says. */
+interface IDefinitionRow {
+  node: HTMLLIElement;
+  update(definition: IDefinition): void;
+}
+
 export class DefinitionsView {
   readonly node: HTMLDivElement;
 
@@ -77,25 +83,46 @@ export class DefinitionsView {
             'No schedules yet. In the Submit Job dialog choose "On a schedule", or run `nbjobs schedule create NOTEBOOK --flavor F --every day --at 02:00` in a terminal.'
           )
     );
-    const open = new Set(
-      Array.from(this._list.querySelectorAll<HTMLElement>('.nbjobs-Definition[data-open="1"]')).map(
-        n => n.dataset.definitionId
-      )
-    );
-    this._list.replaceChildren(...definitions.map(d => this._row(d, open.has(d.id))));
+    // a row that stays keeps its elements, updated in place: a click that lands while
+    // a pushed change redraws the list (its press on one button, its release on the
+    // button drawn in its place) is not lost
+    const rows = definitions.map(d => {
+      const kept = this._rows.get(d.id);
+      if (kept) {
+        kept.update(d);
+        return kept.node;
+      }
+      const made = this._row(d);
+      this._rows.set(d.id, made);
+      return made.node;
+    });
+    const ids = new Set(definitions.map(d => d.id));
+    for (const id of [...this._rows.keys()].filter(id => !ids.has(id))) {
+      this._rows.delete(id);
+    }
+    const now = Array.from(this._list.children);
+    if (now.length !== rows.length || rows.some((row, i) => now[i] !== row)) {
+      this._list.replaceChildren(...rows);
+    }
   }
+
+  /** The rows drawn, by definition id. */
+  private _rows = new Map<string, IDefinitionRow>();
 
   private _say(message: string | null): void {
     this._status.textContent = message ?? '';
     this._status.hidden = !message;
   }
 
-  private _row(definition: IDefinition, historyOpen: boolean): HTMLLIElement {
+  /** A definition's row: its lines, its buttons (which act on the definition as last
+   * drawn) and its history, redrawn in place by ``update``. */
+  private _row(first: IDefinition): IDefinitionRow {
     const trans = this.trans;
+    let definition = first;
     const row = document.createElement('li');
     row.className = 'nbjobs-Definition';
     row.dataset.definitionId = definition.id;
-    const [name, when, facts] = definitionLines(definition, trans);
+    let lines = definitionLines(definition, trans);
     const buttons = document.createElement('div');
     buttons.className = 'nbjobs-Definition-actions';
     const button = (label: string, act: () => Promise<void>, confirm?: string) =>
@@ -104,24 +131,17 @@ export class DefinitionsView {
     history.className = 'nbjobs-Definition-history';
     history.hidden = true;
     const showHistory = async () => {
-      // open from the click on: a drawing of the list that comes while the runs are
-      // read keeps it open (it was lost when marked only once they came)
-      row.dataset.open = '1';
       const runs = await this.api.definitionRuns(definition.id);
       history.replaceChildren(this._history(runs));
       history.hidden = false;
     };
+    const pause = button('', async () => {
+      await this.api.definitionAction(definition.id, definition.paused ? 'resume' : 'pause');
+      await this.refresh();
+    });
     buttons.append(
       button(trans('Run now'), () => this._runNow(definition)),
-      definition.paused
-        ? button(trans('Resume'), async () => {
-            await this.api.definitionAction(definition.id, 'resume');
-            await this.refresh();
-          })
-        : button(trans('Pause'), async () => {
-            await this.api.definitionAction(definition.id, 'pause');
-            await this.refresh();
-          }),
+      pause,
       button(trans('Edit'), async () => {
         if (await this.actions.edit(definition)) {
           await this.refresh();
@@ -131,12 +151,11 @@ export class DefinitionsView {
         await notificationsDialog(this.api, trans, { id: definition.id, name: definition.name });
       }),
       button(trans('History'), async () => {
-        if (!history.hidden) {
+        if (history.hidden) {
+          await showHistory();
+        } else {
           history.hidden = true;
-          delete row.dataset.open;
-          return;
         }
-        await showHistory();
       }),
       button(
         trans('Delete'),
@@ -150,12 +169,27 @@ export class DefinitionsView {
         )
       )
     );
-    row.append(name, when, facts, buttons, history);
-    if (historyOpen) {
-      row.dataset.open = '1'; // open at once: a drawing that follows keeps it open
-      void showHistory();
-    }
-    return row;
+    const label = () => {
+      pause.textContent = definition.paused ? trans('Resume') : trans('Pause');
+    };
+    label();
+    row.append(...lines, buttons, history);
+    return {
+      node: row,
+      update: (changed: IDefinition) => {
+        if (JSON.stringify(changed) === JSON.stringify(definition)) {
+          return;
+        }
+        definition = changed;
+        const fresh = definitionLines(definition, trans);
+        lines.forEach((line, i) => line.replaceWith(fresh[i]));
+        lines = fresh;
+        label();
+        if (!history.hidden) {
+          void showHistory(); // its runs changed with it
+        }
+      }
+    };
   }
 
   /** A definition's button; with ``confirm``, asked first; a refusal said above the list. */

@@ -16,6 +16,7 @@ import {
   queueHistory,
   stateLabel
 } from './format';
+import { patchChildren } from './patch';
 import type { Translate } from './translate';
 import type { IFlavor, IJob } from './types';
 
@@ -99,7 +100,7 @@ export class JobDetail extends Widget {
       [
         trans('Log'),
         can.log.enabled
-          ? this.link(trans('View log'), () => void this.actions.viewLog(job), true)
+          ? this.link(trans('View log'), () => void this.actions.viewLog(this._job), true)
           : can.log.why
       ],
       [
@@ -121,12 +122,13 @@ export class JobDetail extends Widget {
     }
     const title = document.createElement('h2');
     title.textContent = job.name;
-    this.node.replaceChildren(title, this.buttons(job, can), table);
+    // what looks the same stays: a press on Cancel while the job moves on is a click
+    patchChildren(this.node, [title, this.buttons(job, can), table]);
   }
 
   /** The output's file, and (the viewer's own job) where it is on the share. */
   private output(job: IJob, can: ReturnType<typeof jobActions>['output']): Node {
-    const file = this.file(job.output_path, () => void this.actions.openOutput(job), can);
+    const file = this.file(job.output_path, () => void this.actions.openOutput(this._job), can);
     const place = this.actions.place;
     if (!place || (this.me !== null && job.user !== this.me)) {
       return file;
@@ -171,15 +173,27 @@ export class JobDetail extends Widget {
       bar.append(button);
     };
     const actions = this.actions;
-    add('rerun', trans('Re-run'), can.rerun, actions.rerun && (() => actions.rerun!(job)));
-    add('cancel', trans('Cancel'), can.cancel, actions.cancel && (() => actions.cancel!(job)));
-    add('output', trans('Open output'), can.output, () => actions.openOutput(job));
+    add('rerun', trans('Re-run'), can.rerun, actions.rerun && (() => actions.rerun!(this._job)));
+    add(
+      'cancel',
+      trans('Cancel'),
+      can.cancel,
+      actions.cancel && (() => actions.cancel!(this._job))
+    );
+    add('output', trans('Open output'), can.output, () => actions.openOutput(this._job));
     const saving = can.output.enabled
       ? { enabled: true, why: trans('Save the output notebook to your computer') }
       : can.output;
-    add('download', trans('Download output'), saving, () => actions.download(job.output_path));
-    add('log', trans('View log'), can.log, () => actions.viewLog(job));
-    add('remove', trans('Delete'), can.remove, actions.remove && (() => actions.remove!(job)));
+    add('download', trans('Download output'), saving, () =>
+      actions.download(this._job.output_path)
+    );
+    add('log', trans('View log'), can.log, () => actions.viewLog(this._job));
+    add(
+      'remove',
+      trans('Delete'),
+      can.remove,
+      actions.remove && (() => actions.remove!(this._job))
+    );
     return bar;
   }
 

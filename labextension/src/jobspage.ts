@@ -11,7 +11,7 @@ import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { type IDetailActions, JobDetail } from './detail';
-import { elapsedSeconds, formatDuration, stateLabel } from './format';
+import { elapsedSeconds, formatDuration, progressLabel, stateLabel } from './format';
 import {
   DEFAULT_SORT,
   type ISort,
@@ -22,6 +22,7 @@ import {
   sortJobs
 } from './joblist';
 import type { JobsModel } from './model';
+import { patchChildren } from './patch';
 import { formatGpuHours } from './telemetry';
 import type { Translate } from './translate';
 import type { IJob } from './types';
@@ -256,7 +257,9 @@ export class JobsPage extends Widget {
     for (const job of jobs) {
       body.append(this._row(job, owners, now));
     }
-    this._table.replaceChildren(head, body);
+    // what looks the same stays: a press on a job's name while the list moves is a click
+    this._listed = jobs;
+    patchChildren(this._table, [head, body]);
 
     const { error, loaded, searching, hasOlder, loadingOlder } = this.model;
     this._notice.textContent = error
@@ -316,10 +319,13 @@ export class JobsPage extends Widget {
     const all = document.createElement('input');
     all.type = 'checkbox';
     all.setAttribute('aria-label', this.trans('Select every job listed'));
-    all.checked = jobs.length > 0 && jobs.every(job => this._selected.has(job.id));
+    // as attributes too: a redraw keeps a box whose attributes are the same (patchChildren)
+    all.defaultChecked = all.checked =
+      jobs.length > 0 && jobs.every(job => this._selected.has(job.id));
     all.indeterminate = !all.checked && jobs.some(job => this._selected.has(job.id));
+    all.dataset.some = String(all.indeterminate);
     all.addEventListener('change', () => {
-      for (const job of jobs) {
+      for (const job of this._listed) {
         if (all.checked) {
           this._selected.add(job.id);
         } else {
@@ -341,7 +347,7 @@ export class JobsPage extends Widget {
     }
     const pick = document.createElement('input');
     pick.type = 'checkbox';
-    pick.checked = this._selected.has(job.id);
+    pick.defaultChecked = pick.checked = this._selected.has(job.id);
     pick.setAttribute('aria-label', trans('Select job "%1"', job.name));
     pick.addEventListener('change', () => {
       if (pick.checked) {
@@ -356,12 +362,14 @@ export class JobsPage extends Widget {
     name.className = 'nbjobs-JobsPage-name';
     name.textContent = job.name;
     name.title = trans('Show the details of "%1"', job.name);
-    name.addEventListener('click', () => this.showDetails(job));
+    name.addEventListener('click', () => this.showDetails(this.model.find(job.id) ?? job));
     const submitted = new Date(job.submitted_at);
     const cells: (Node | string)[] = [
       pick,
       name,
-      stateLabel(job, trans),
+      job.state === 'running' && progressLabel(job, trans)
+        ? `${stateLabel(job, trans)} · ${progressLabel(job, trans)}`
+        : stateLabel(job, trans),
       job.flavor,
       ...(owners ? [job.user] : []),
       submitted.toLocaleString(),
@@ -388,6 +396,8 @@ export class JobsPage extends Widget {
   private readonly _pane = document.createElement('section');
   private readonly _selected = new Set<string>();
   private _detail: JobDetail | null = null;
+  /** the jobs the table lists now, in its order */
+  private _listed: IJob[] = [];
   private _sort: ISort = DEFAULT_SORT;
   private _typing = 0;
 }

@@ -975,5 +975,32 @@ def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(la
     bar.locator("button[data-action='log']").click()
     expect(lab.locator(".nbjobs-LogView:visible")).to_be_visible()
     close_current_tab(lab)
+
+    # a press on a running job's Cancel while it moves on (each cell done draws its
+    # details again), released after two cells: a click all the same, asked and done
+    ticking = submit_by_api(lab, "ticks.ipynb", "cpu", "page-ticking", pause=1.5)
+    wait_for(lab, ticking["id"], "running")
+    expect(row(ticking)).to_contain_text("Running")
+    row(ticking).locator(".nbjobs-JobsPage-name").click()
+    expect(details.locator("h2")).to_have_text("page-ticking")
+    expect(bar.locator("button[data-action='cancel']")).to_be_enabled()
+    bar.locator("button[data-action='cancel']").hover()
+    lab.mouse.down()
+    _, now = api(lab, "GET", API + f"jobs/{ticking['id']}")
+    assert isinstance(now, dict)
+    # its row in the table shows two more cells done: the same change drew the details
+    lab.wait_for_function(
+        """([id, done]) => {
+            const row = document.querySelector(`#nbjobs-jobs-page tr[data-job-id='${id}']`);
+            const cells = row && row.textContent.match(/(\\d+) of \\d+ cells/);
+            return cells !== null && parseInt(cells[1]) >= done;
+        }""",
+        arg=[ticking["id"], now["progress"]["cells_done"] + 2],
+        timeout=JOB_TIMEOUT,
+    )
+    lab.mouse.up()
+    asked = lab.locator(".jp-Dialog", has_text='Cancel job "page-ticking"?')
+    asked.locator("button", has_text="Cancel job").click()
+    assert wait_for(lab, ticking["id"], "cancelled")["state"] == "cancelled"
     lab.locator(".lm-TabBar-tab[data-id='nbjobs-jobs-page'] .lm-TabBar-tabCloseIcon").click()
     expect(page).to_have_count(0)

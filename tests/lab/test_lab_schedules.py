@@ -173,6 +173,21 @@ def test_a_notebook_saved_on_a_schedule_runs_now_and_keeps_its_history(lab: Page
     row.locator("button", has_text="Resume").click()
     row = jobs.locator(".nbjobs-Definition", has_text="weekday hello")
     expect(row.locator(".nbjobs-Definition-paused")).to_have_count(0)
+
+    # a click that lands while a change made elsewhere redraws the list is not lost: the
+    # press on Notify…, the definition renamed from a terminal (the pushed change redraws
+    # the row), the release after it: the dialog opens (it did not, one CI run in ten)
+    row.locator("button", has_text="Notify…").hover()
+    lab.mouse.down()
+    status, _ = api(lab, "PATCH", API + f"definitions/{definition_id}", {"name": "weekday hello 2"})
+    assert status == 200
+    expect(row.locator(".nbjobs-Definition-name")).to_have_text("weekday hello 2")
+    lab.mouse.up()
+    renamed = lab.locator(".jp-Dialog", has_text='Notifications for "weekday hello 2"')
+    expect(renamed.locator(".nbjobs-NotifyForm-hint")).to_be_visible()
+    renamed.locator("button", has_text="Cancel").click()
+    expect(renamed).to_be_hidden()
+
     row.locator("button", has_text="Delete").click()
     confirm = lab.locator(".jp-Dialog", has_text="its past runs, their jobs and outputs stay")
     confirm.locator("button", has_text="Delete").click()
