@@ -25,9 +25,10 @@ Cases:
            process alone) and the output's size; the kernel's peak is printed beside
   huge-display  one cell displaying 200 MB of HTML in one display: the same
 
-Goals (issue 34): the runner at most 1.10 x the floor on trivial, many and real, and
-below ``jupyter execute``; on huge and huge-display, the runner's peak under 400 MiB and the output
-under 20 MB.
+Goals (issues 34 and 44): the runner at most 1.10 x the floor on trivial and real, 1.05 x
+on many (the kernel-side output cap's flushes after every cell cost 9 % there until
+they were left out when nothing is kept back), and below ``jupyter execute``; on huge
+and huge-display, the runner's peak under 400 MiB and the output under 20 MB.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the runner's most, as a multiple of the floor, by case (1.10 where not named)
+GOALS = {"many": 1.05}
 #: what the lean venv holds besides this checkout
 LEAN_PACKAGES = ["nbclient", "nbformat", "nbconvert", "ipykernel", "papermill"]
 
@@ -324,7 +327,8 @@ def report(
             )
         elif "runner" in by_tool:
             runner = statistics.median(s[0] for s in by_tool["runner"]) / floor
-            line = f"  runner {runner:.2f} x the floor (goal <= 1.10)"
+            goal = GOALS.get(case, 1.10)
+            line = f"  runner {runner:.2f} x the floor (goal <= {goal:.2f})"
             if "jupyter-execute" in by_tool:
                 execute = statistics.median(s[0] for s in by_tool["jupyter-execute"]) / floor
                 line += f"; jupyter execute {execute:.2f} x (goal: the runner below it)"
