@@ -61,6 +61,11 @@ REPORT_FRESH = 60.0
 #: job's log grows); over it, they are measured again before a refusal. What goes away
 #: meanwhile only makes the figure high.
 ROOM_FRESH = 5.0
+#: while a job of theirs runs, its log grows (within the room its runner keeps to
+#: itself): the figure stands a second, not :data:`ROOM_FRESH` (measured again at every
+#: submit, a burst of 200 submits walked a growing folder 200 times); a job that ended
+#: since it was measured makes it stale at once (its last writes are done)
+RUNNING_FRESH = 1.0
 
 
 class Retention(InRounds):
@@ -132,18 +137,17 @@ class Retention(InRounds):
 
     async def check_room(self, user: str, folder: Path) -> None:
         """Refuse a submit while ``user``'s job files are over ``storage.max_job_files``.
-        A figure measured a moment ago stands unless one of their jobs ran since."""
+        A figure measured a moment ago stands unless one of their jobs ended since, or one
+        runs and the figure is :data:`RUNNING_FRESH` old."""
         limit = self.ctx.config.storage.max_job_files
         if limit is None:
             return
         known = self._held.get(str(folder))
-        if (
-            known is not None
-            and time.monotonic() - known[0] < ROOM_FRESH
-            and known[1] < limit
-            and not await self.ctx.in_db(self._ran_since, user, known[2])
-        ):
-            return  # measured a moment ago (with what submits wrote since) and under
+        age = time.monotonic() - known[0] if known is not None else ROOM_FRESH
+        if known is not None and age < ROOM_FRESH and known[1] < limit:
+            ended, running = await self.ctx.in_db(self._ran_since, user, known[2])
+            if not ended and not (running and age >= RUNNING_FRESH):
+                return  # measured a moment ago (with what submits wrote since) and under
         # a job that ended a moment before (by a clock a little behind) counts as after
         measured_at, since = time.monotonic(), utcnow() - timedelta(seconds=ROOM_FRESH)
         held = await asyncio.to_thread(job_files_size, folder)
@@ -156,19 +160,21 @@ class Retention(InRounds):
                 "again, or ask your admin to raise storage.max_job_files"
             )
 
-    def _ran_since(self, user: str, since: datetime) -> bool:
-        """Whether a job of ``user`` runs now or ended after ``since``: their job files
-        may have grown (its log, what it wrote) since they were measured."""
+    def _ran_since(self, user: str, since: datetime) -> tuple[bool, bool]:
+        """Whether a job of ``user`` ended after ``since``, and whether one runs now:
+        their job files may have grown (its log, what it wrote) since they were measured."""
         with self.ctx.sessions() as db:
-            found = db.scalar(
+            ended = db.scalar(
                 select(JobRecord.id)
-                .where(
-                    JobRecord.user == user,
-                    JobRecord.state.in_(ACTIVE_VALUES) | (JobRecord.finished_at >= since),
-                )
+                .where(JobRecord.user == user, JobRecord.finished_at >= since)
                 .limit(1)
             )
-        return found is not None
+            running = db.scalar(
+                select(JobRecord.id)
+                .where(JobRecord.user == user, JobRecord.state.in_(ACTIVE_VALUES))
+                .limit(1)
+            )
+        return ended is not None, running is not None
 
     def note_written(self, folder: Path, size: int) -> None:
         """A submit wrote ``size`` bytes of job files under ``folder``: the running total

@@ -497,7 +497,7 @@ class KubernetesBackend(Backend):
         #: Kueue let it run (it was placed, or its pod ran)
         ran = False
         while True:
-            tick = self.mirror.tick
+            tick = self.mirror.job_tick(name)
             job = self.mirror.jobs.get(name)
             if job is None and self._jobset_waits(name):
                 await tick.wait()  # the JobSet controller has yet to make its Job

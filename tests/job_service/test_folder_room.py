@@ -4,9 +4,11 @@ at 149 % were accepted for 5 s). Real service, real runner processes and kernels
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import nbformat
+from nbjobs.job_service import retention
 
 from nbjobs.storage import job_files_size
 
@@ -72,3 +74,32 @@ async def test_a_submit_right_after_a_job_filled_the_folder_sees_the_current_fig
         "your job files (.nbjobs in your folder: inputs, logs) take 3.0 MiB, the most each "
         "user may keep here is 2.0 MiB"
     )
+
+
+async def test_submits_while_a_job_runs_walk_the_folder_once_a_second_not_each_time(
+    tmp_path, monkeypatch
+):
+    walks: list[float] = []
+
+    def counted(folder: Path) -> int:
+        walks.append(time.monotonic())
+        return job_files_size(folder)
+
+    monkeypatch.setattr(retention, "job_files_size", counted)
+    svc = await start_service(tmp_path, capped(tmp_path, "50MiB"))
+    try:
+        svc.write("ada", "wait.ipynb", "import time\ntime.sleep(120)")
+        svc.write("ada", "one.ipynb", "1")
+        running = await svc.submit("ada", "wait.ipynb")
+        await svc.wait("ada", running["id"], lambda j: j["state"] == "running")
+        walks.clear()
+        began = time.monotonic()
+        for _ in range(20):
+            await svc.submit("ada", "one.ipynb")  # queued behind it (one CPU slot)
+        took = time.monotonic() - began
+    finally:
+        await stop_all(svc)
+
+    # a figure a second old stands while a job runs: one walk a second at most, where
+    # every submit walked the folder before
+    assert 1 <= len(walks) <= took / retention.RUNNING_FRESH + 2, (len(walks), took)
