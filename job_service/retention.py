@@ -64,7 +64,7 @@ ROOM_FRESH = 5.0
 #: while a job of theirs runs, its log grows (within the room its runner keeps to
 #: itself): the figure stands a second, not :data:`ROOM_FRESH` (measured again at every
 #: submit, a burst of 200 submits walked a growing folder 200 times); a job that ended
-#: since it was measured makes it stale at once (its last writes are done)
+#: since it was measured makes it stale at once (its last writes are done), once
 RUNNING_FRESH = 1.0
 
 
@@ -84,10 +84,10 @@ class Retention(InRounds):
             self.sweep, lambda: ROUND, what="removing old job inputs", log=lambda: ctx.log
         )
         self._report: tuple[float, list[UserStorage]] | None = None
-        #: each user folder's job files as last measured: (when, bytes, when by the
-        #: database's clock), plus what
+        #: each user folder's job files as last measured: (when, bytes, when a job of
+        #: theirs had last ended), plus what
         #: submits wrote since. A burst of 200 submits walked a user's .nbjobs 200 times.
-        self._held: dict[str, tuple[float, int, datetime]] = {}
+        self._held: dict[str, tuple[float, int, datetime | None]] = {}
 
     # -- removing ------------------------------------------------------------------------
 
@@ -137,21 +137,20 @@ class Retention(InRounds):
 
     async def check_room(self, user: str, folder: Path) -> None:
         """Refuse a submit while ``user``'s job files are over ``storage.max_job_files``.
-        A figure measured a moment ago stands unless one of their jobs ended since, or one
-        runs and the figure is :data:`RUNNING_FRESH` old."""
+        A figure measured a moment ago (:data:`ROOM_FRESH`; :data:`RUNNING_FRESH` while a
+        job of theirs runs) stands unless one of their jobs ended since."""
         limit = self.ctx.config.storage.max_job_files
         if limit is None:
             return
         known = self._held.get(str(folder))
-        age = time.monotonic() - known[0] if known is not None else ROOM_FRESH
-        if known is not None and age < ROOM_FRESH and known[1] < limit:
-            ended, running = await self.ctx.in_db(self._ran_since, user, known[2])
-            if not ended and not (running and age >= RUNNING_FRESH):
+        latest_end, running = await self.ctx.in_db(self._activity, user)
+        if known is not None and known[1] < limit and known[2] == latest_end:
+            age = time.monotonic() - known[0]
+            if age < (RUNNING_FRESH if running else ROOM_FRESH):
                 return  # measured a moment ago (with what submits wrote since) and under
-        # a job that ended a moment before (by a clock a little behind) counts as after
-        measured_at, since = time.monotonic(), utcnow() - timedelta(seconds=ROOM_FRESH)
+        measured_at = time.monotonic()
         held = await asyncio.to_thread(job_files_size, folder)
-        self._held[str(folder)] = (measured_at, held, since)
+        self._held[str(folder)] = (measured_at, held, latest_end)
         if held >= limit:
             raise InsufficientStorage(
                 f"your job files (.nbjobs in your folder: inputs, logs) take {format_size(held)}, "
@@ -160,21 +159,19 @@ class Retention(InRounds):
                 "again, or ask your admin to raise storage.max_job_files"
             )
 
-    def _ran_since(self, user: str, since: datetime) -> tuple[bool, bool]:
-        """Whether a job of ``user`` ended after ``since``, and whether one runs now:
-        their job files may have grown (its log, what it wrote) since they were measured."""
+    def _activity(self, user: str) -> tuple[datetime | None, bool]:
+        """When a job of ``user`` last ended, and whether one runs now: their job files
+        may have grown (its log, what it wrote) since they were measured."""
         with self.ctx.sessions() as db:
-            ended = db.scalar(
-                select(JobRecord.id)
-                .where(JobRecord.user == user, JobRecord.finished_at >= since)
-                .limit(1)
+            latest_end = db.scalar(
+                select(func.max(JobRecord.finished_at)).where(JobRecord.user == user)
             )
             running = db.scalar(
                 select(JobRecord.id)
                 .where(JobRecord.user == user, JobRecord.state.in_(ACTIVE_VALUES))
                 .limit(1)
             )
-        return ended is not None, running is not None
+        return latest_end, running is not None
 
     def note_written(self, folder: Path, size: int) -> None:
         """A submit wrote ``size`` bytes of job files under ``folder``: the running total

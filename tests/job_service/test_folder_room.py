@@ -13,6 +13,7 @@ from nbjobs.job_service import retention
 from nbjobs.storage import job_files_size
 
 from .conftest import start_service, stop_all
+from .test_notebook_checks import FLAVORS
 
 MiB = 1024**2
 
@@ -86,7 +87,8 @@ async def test_submits_while_a_job_runs_walk_the_folder_once_a_second_not_each_t
         return job_files_size(folder)
 
     monkeypatch.setattr(retention, "job_files_size", counted)
-    svc = await start_service(tmp_path, capped(tmp_path, "50MiB"))
+    # "held": its jobs wait in the queue (none ends while the submits come)
+    svc = await start_service(tmp_path, {"flavors": FLAVORS, **capped(tmp_path, "50MiB")})
     try:
         svc.write("ada", "wait.ipynb", "import time\ntime.sleep(120)")
         svc.write("ada", "one.ipynb", "1")
@@ -95,11 +97,23 @@ async def test_submits_while_a_job_runs_walk_the_folder_once_a_second_not_each_t
         walks.clear()
         began = time.monotonic()
         for _ in range(20):
-            await svc.submit("ada", "one.ipynb")  # queued behind it (one CPU slot)
+            await svc.submit("ada", "one.ipynb", flavor="held")
         took = time.monotonic() - began
+        while_running = len(walks)
+        # the job ends: its last writes are done, the next submit measures again, once
+        async with svc.client("ada") as c:
+            assert (await c.post(f"jobs/{running['id']}/cancel")).is_success
+        await svc.wait("ada", running["id"])
+        walks.clear()
+        began = time.monotonic()
+        for _ in range(10):
+            await svc.submit("ada", "one.ipynb", flavor="held")
+        after_end = time.monotonic() - began
     finally:
         await stop_all(svc)
 
     # a figure a second old stands while a job runs: one walk a second at most, where
     # every submit walked the folder before
-    assert 1 <= len(walks) <= took / retention.RUNNING_FRESH + 2, (len(walks), took)
+    assert 1 <= while_running <= took / retention.RUNNING_FRESH + 2, (while_running, took)
+    # none runs: the figure stands ROOM_FRESH, measured anew first for the job that ended
+    assert 1 <= len(walks) <= after_end / retention.ROOM_FRESH + 2, (len(walks), after_end)
