@@ -7,6 +7,13 @@ import type { EventStream } from '../../../labextension/src/events';
 import { Api, IInvitation, IMe } from './api';
 import { AS_IT_IS, h, Said, typing } from './dom';
 
+/** An action failed: the reason in the view's status line (for a view drawn without its
+ * Page, as the Users view is; the others call ``page.failIn``). */
+export function failIn(status: HTMLElement, error: unknown): void {
+  status.textContent = (error as Error).message;
+  status.className = 'nbjobs-Error';
+}
+
 export class Page {
   api: Api;
   me: IMe | null = null;
@@ -36,8 +43,7 @@ export class Page {
 
   /** An action in a view failed: the reason in its status line. */
   failIn(status: HTMLElement, error: unknown): void {
-    status.textContent = (error as Error).message;
-    status.className = 'nbjobs-Error';
+    failIn(status, error);
   }
 
   /**

@@ -5,7 +5,7 @@
 import { Api, IDeletedUser, IUsersView } from './api';
 import { h, table } from './dom';
 import { when } from './format';
-import { Page } from './page';
+import { failIn, Page } from './page';
 
 /** What nbjobs does when a user goes, in a sentence. */
 export function policyText(view: Pick<IUsersView, 'on_delete' | 'check_every' | 'in_hub'>): string {
@@ -75,8 +75,7 @@ export async function usersView(
         const done = await api.delete<IDeletedUser>(`dashboard/users/${encodeURIComponent(name)}`);
         redraw(`Deleted ${done.name}: ${outcomeText(done)}.`);
       } catch (error) {
-        status.textContent = (error as Error).message;
-        status.className = 'nbjobs-Error';
+        failIn(status, error);
       }
     })();
   });
