@@ -57,14 +57,13 @@ PER_ROUND = 500
 #: how long an admin's report of every user's space is reused
 REPORT_FRESH = 60.0
 #: seconds a user's measured job files (plus what submits wrote since) stand for them at
-#: submit while under the cap, as long as none of their jobs ran meanwhile (a running
-#: job's log grows); over it, they are measured again before a refusal. What goes away
-#: meanwhile only makes the figure high.
+#: submit while under the cap and none of their jobs ended since; over the cap, they are
+#: measured again before a refusal. What goes away meanwhile only makes the figure high.
 ROOM_FRESH = 5.0
-#: while a job of theirs runs, its log grows (within the room its runner keeps to
-#: itself): the figure stands a second, not :data:`ROOM_FRESH` (measured again at every
-#: submit, a burst of 200 submits walked a growing folder 200 times); a job that ended
-#: since it was measured makes it stale at once (its last writes are done), once
+#: the same while a job of theirs runs: its log grows (within the room its runner keeps
+#: to itself), so the figure stands a second (measured again at every submit instead, a
+#: burst of 200 submits walked a growing folder 200 times). A job that ended since the
+#: figure was measured makes it stale at once (its last writes are done).
 RUNNING_FRESH = 1.0
 
 

@@ -27,10 +27,10 @@ LOWEST = 15000
 #: how many ports a process claims at once (the busiest worker of a run starts about
 #: 300 servers; past its block's end it goes round again, skipping what still binds)
 BLOCK = 500
-_handed_out: set[int] = set()
 _block: range | None = None
 #: the claim on the block: bound as long as this process lives
 _claim: socket.socket | None = None
+#: where in the block the next port is looked for: each is handed out in turn
 _next = 0
 
 
@@ -75,18 +75,13 @@ def free_port() -> int:
     """A TCP port of 127.0.0.1 free now, from this process's own block."""
     global _next
     block = claimed_block()
-    for _ in range(2 * len(block)):
+    for _ in range(len(block)):
         port = block[_next % len(block)]
         _next += 1
-        if port in _handed_out:
-            if len(_handed_out) < len(block):
-                continue
-            _handed_out.clear()  # round again: what binds now is free again
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _handed_out.add(port)
         return port
     raise RuntimeError(f"no port of {block} binds: servers of earlier tests still hold them")

@@ -367,9 +367,7 @@ export class JobsPage extends Widget {
     const cells: (Node | string)[] = [
       pick,
       name,
-      job.state === 'running' && progressLabel(job, trans)
-        ? `${stateLabel(job, trans)} · ${progressLabel(job, trans)}`
-        : stateLabel(job, trans),
+      stateWithProgress(job, trans),
       job.flavor,
       ...(owners ? [job.user] : []),
       submitted.toLocaleString(),
@@ -400,4 +398,10 @@ export class JobsPage extends Widget {
   private _listed: IJob[] = [];
   private _sort: ISort = DEFAULT_SORT;
   private _typing = 0;
+}
+
+/** The job's state, and for a running one the cells it has done ("Running · 3 of 8 cells"). */
+function stateWithProgress(job: IJob, trans: Translate): string {
+  const progress = job.state === 'running' ? progressLabel(job, trans) : null;
+  return progress ? `${stateLabel(job, trans)} · ${progress}` : stateLabel(job, trans);
 }
