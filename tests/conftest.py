@@ -155,4 +155,4 @@ def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) 
     folder = os.environ.get("NBJOBS_SUITE_CPU_DIR")
     if folder and not _HANDS_OUT:
         with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as f:
-            f.write(location[0])
+            f.write(nodeid if os.environ.get("NBJOBS_SUITE_CPU_BY_TEST") else location[0])
