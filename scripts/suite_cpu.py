@@ -10,7 +10,8 @@ cores, so this is what to read before making it shorter (docs/development.md).
 
 With ``--by-file`` it also puts each process's CPU to the test file its test worker was
 running when it was read (the worker and everything started under it; a process first
-seen after its parent had gone counts under "(no worker)") and prints the files that
+seen after its parent had gone counts under "(no worker)"; ``--by-test``: the test it
+was running) and prints the files that
 cost most, each with the three kinds of process that cost it most; then each worker's
 wall time (from its first file to its last one's end, and how much of it the machine-wide
 files took, which one worker runs one after the other) and the files that took longest.
@@ -177,9 +178,13 @@ def sample(
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--by-file", action="store_true", help="also the CPU by test file")
+    parser.add_argument(
+        "--by-test", action="store_true", help="as --by-file, by test rather than by file"
+    )
     parser.add_argument("command", nargs="*", help="after --: what to run (the suite)")
     args = parser.parse_args(argv)
     command = args.command or DEFAULT
+    args.by_file = args.by_file or args.by_test
     used: Counter[str] = Counter()
     seen: Counter[str] = Counter()
     by_file: Counter[tuple[str, str]] = Counter()
@@ -187,6 +192,8 @@ def main(argv: list[str]) -> int:
     timeline = Timeline()
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as folder:
         env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if args.by_file else None
+        if args.by_test:
+            env = dict(env or {}, NBJOBS_SUITE_CPU_BY_TEST="1")
         sampler = threading.Thread(
             target=sample,
             args=(stop, used, seen, by_file, folder if args.by_file else None, timeline),

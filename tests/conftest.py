@@ -151,7 +151,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
     """For ``scripts/suite_cpu.py --by-file``: this worker's current test file, in a file
     named by its pid, so that the CPU of every process under it is put to that file (not
-    in the process handing out the tests, which hears of every test's start too)."""
+    in the process handing out the tests, which hears of every test's start too); with
+    ``--by-test`` there, the test it is on."""
     folder = os.environ.get("NBJOBS_SUITE_CPU_DIR")
     if folder and not _HANDS_OUT:
         with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as f:
