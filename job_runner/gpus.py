@@ -32,6 +32,8 @@ def visible_gpus(env: dict[str, str] | None = None) -> dict[str, Any]:
     """
     env = dict(os.environ if env is None else env)
     visible = env.get("CUDA_VISIBLE_DEVICES")
+    if none_given(visible):  # nothing to ask the driver about
+        return {"cuda_visible_devices": visible, "devices": "none", "source": "none"}
     devices, source = _query_nvml()
     if devices is None:
         devices, source = _query_nvidia_smi()
@@ -62,6 +64,13 @@ def visible_gpus_within(
         "source": "none",
         "error": f"the GPU driver did not answer within {seconds:g} s",
     }
+
+
+def none_given(visible: str | None) -> bool:
+    """Whether ``CUDA_VISIBLE_DEVICES`` gives the job no GPU (set, and empty: a CPU
+    job's): it then never loads NVML nor runs nvidia-smi, which on a node full of GPUs
+    take a tenth of a second and more of every CPU job's start."""
+    return visible is not None and not visible.strip()
 
 
 def computing_devices(devices: list[dict[str, Any]], visible: str | None) -> list[dict[str, Any]]:

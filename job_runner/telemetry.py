@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .gpus import computing_devices, nvml_listing
+from .gpus import computing_devices, none_given, nvml_listing
 from .status import utc_now
 
 #: the runner's default seconds between samples (nbjobs.yaml ``telemetry.interval``)
@@ -338,9 +338,18 @@ class GpuReader:
         """Release what reading needed."""
 
 
+class NoGpuGiven(GpuReader):
+    """A job given no GPU (``CUDA_VISIBLE_DEVICES`` empty): nothing asked of the driver."""
+
+    def describe(self) -> str:
+        return "no GPU given to this job; CPU and memory of the job's processes"
+
+
 def open_gpu_reader(environ: Mapping[str, str]) -> GpuReader:
     """NVML's reader when NVML starts, else nvidia-smi's when it answers, else none."""
     visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if none_given(visible):
+        return NoGpuGiven()
     reader: GpuReader | None = NvmlReader.open(visible)
     if reader is None:
         reader = SmiReader.open(visible, environ.get("PATH"))

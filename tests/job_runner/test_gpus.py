@@ -6,6 +6,7 @@ same on a laptop and on a GPU node.
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import nbformat
@@ -80,12 +81,35 @@ def test_only_the_gpus_the_job_was_given(make_notebook, tmp_path, fake_node, vis
     assert gpus["devices"][0]["memory_total_mib"] == 40960
 
 
-def test_no_gpu_given_means_none(make_notebook, tmp_path, fake_node):
-    env = fake_node(CUDA_VISIBLE_DEVICES="")
+def test_no_gpu_given_means_none_and_no_gpu_tool_is_asked(make_notebook, tmp_path):
+    # a CPU job on a GPU node: neither NVML nor nvidia-smi is started for it (each would
+    # take a tenth of a second and more of the job's start), and it records no GPU
+    asked = tmp_path / "asked"
+    env = gpu_env(
+        tmp_path,
+        nvml_devices=NVML_DEVICES,
+        smi_script=f"#!/bin/sh\ntouch {asked}\n" + FAKE_SMI.split("\n", 2)[2],
+        CUDA_VISIBLE_DEVICES="",
+    )
+    started = tmp_path / "nvml-started"
+    settings = tmp_path / "fake-pynvml" / "fake_nvml.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "init_mark": str(started)}))
+    source = make_notebook("1")
+    output = tmp_path / "out.ipynb"
+    done = subprocess.run(
+        runner_command(source, output, "--telemetry-interval", "1"),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    gpus = nbformat.read(output, as_version=4).metadata["nbjobs"]["gpus"]
 
-    gpus = gpus_recorded(make_notebook, tmp_path, env)
-
-    assert gpus == {"cuda_visible_devices": "", "devices": "none", "source": "nvidia-smi"}
+    assert gpus == {"cuda_visible_devices": "", "devices": "none", "source": "none"}
+    assert not asked.exists()
+    assert not started.exists()
+    assert "no GPU given to this job" in done.stderr
 
 
 def test_a_node_without_nvidia_tools(make_notebook, tmp_path):

@@ -6,7 +6,8 @@ readings that follow a script.
 
     {"devices": null | [device, ...], "driver_samples": true}
 
-``devices`` null is a node whose driver does not load (``nvmlInit`` fails). A device
+``devices`` null is a node whose driver does not load (``nvmlInit`` fails); with
+``"init_mark": path``, ``nvmlInit`` makes that file (a test sees NVML was started). A device
 is ``{"name", "uuid", "memory_mib"}`` plus, all optional:
 
 - ``"mig": [slice | null, ...]``: the GPU is in MIG mode with these slices (devices of
@@ -76,6 +77,8 @@ class NVMLError_GpuIsLost(NVMLError):
 
 def nvmlInit():
     global _initialised
+    if _CONFIG.get("init_mark"):
+        Path(_CONFIG["init_mark"]).touch()
     if _DEVICES is None:
         raise NVMLError(9, "Driver Not Loaded")
     _initialised = True
