@@ -52,8 +52,9 @@ log gets cell output up to --max-log-output. metadata.nbjobs.output says what
 was left out. Memory stays bounded however much a notebook prints.
 
 telemetry: every --telemetry-interval seconds (default 10; 0 = off) the GPUs
-the job was given (NVML, else nvidia-smi; as CUDA_VISIBLE_DEVICES selects them)
-and the CPU and memory of its processes are sampled into the status file
+the job was given (NVML, else nvidia-smi; as CUDA_VISIBLE_DEVICES selects them;
+neither is asked when it is empty) and the CPU and memory of its processes are
+sampled into the status file
 ("telemetry", "telemetry_summary"); the summary also goes into the output's
 metadata.nbjobs.telemetry (a script's or command's: the status file only). Sampling
 never fails the job.
