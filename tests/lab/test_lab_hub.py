@@ -14,9 +14,10 @@ import signal
 import time
 from pathlib import Path
 
+import nbformat
 from playwright.sync_api import Locator, Page, expect
 
-from .conftest import ARTIFACTS, Hub, api, api_json, shot
+from .conftest import ARTIFACTS, Hub, api, api_json, notebook, shot
 
 JOB_TIMEOUT = 120_000  # a job on two busy cores: kernel start, cells, output
 API = "/user/ada/nbjobs/api/"
@@ -239,25 +240,45 @@ def test_the_dialog_shows_flavors_with_availability_and_parameters_from_the_cell
 
 def test_submit_queue_run_succeed_and_open_the_output(lab: Page, hub: Hub):
     settle(lab)
-    slow = open_notebook(lab, "slow.ipynb")
-    submit(lab, slow, "slow first", flavor="cpu", seconds="2")
-    hello = open_notebook(lab, "hello.ipynb")
-    submit(lab, hello, "hello quick", flavor="cpu", steps="5")
-
-    first, second = job_row(lab, "slow first"), job_row(lab, "hello quick")
-    # One CPU slot: the second job waits for the first, and says where it stands.
-    expect(second.locator(".nbjobs-Job-state")).to_have_text("Queued, #1 in line", timeout=10_000)
-    expect(first.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
-    expect(first.locator(".nbjobs-Job-progressText")).to_have_text(
-        re.compile(r"^[1-4] of [56] cells$"), timeout=JOB_TIMEOUT
+    # The first job holds the one CPU slot until the test has seen the second one wait
+    # (a job of a few seconds once ended before a loaded machine showed the second
+    # submitted, which then never queued): its third cell waits for a file.
+    gate = hub.home("ada") / f"held-open-{time.monotonic_ns()}"
+    nbformat.write(
+        notebook(
+            "import os, time",
+            "while not os.path.exists(gate):\n    time.sleep(0.2)",
+            "print('let through')",
+            parameters=f"gate = {str(gate)!r}",
+        ),
+        hub.home("ada") / "held.ipynb",
     )
-    expect(first.locator(".nbjobs-Job-progress")).to_be_visible()
-    # Each row says on what it runs and for how long (ticking in the browser).
-    expect(first.locator(".nbjobs-Job-flavor")).to_have_text("cpu")
-    expect(first.locator(".nbjobs-Job-elapsed")).to_have_text(re.compile(r"^\d+s$|^\d+m \d\ds$"))
-    expect(second.locator(".nbjobs-Job-flavor")).to_have_text("cpu")
-    expect(second.locator(".nbjobs-Job-elapsed")).to_have_text(re.compile(r"^waiting \d+s$"))
-    shot(lab, "03-running-and-queued")
+    try:
+        held = open_notebook(lab, "held.ipynb")
+        submit(lab, held, "slow first", flavor="cpu")
+        hello = open_notebook(lab, "hello.ipynb")
+        submit(lab, hello, "hello quick", flavor="cpu", steps="5")
+
+        first, second = job_row(lab, "slow first"), job_row(lab, "hello quick")
+        # One CPU slot: the second job waits for the first, and says where it stands.
+        expect(second.locator(".nbjobs-Job-state")).to_have_text(
+            "Queued, #1 in line", timeout=JOB_TIMEOUT
+        )
+        expect(first.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
+        expect(first.locator(".nbjobs-Job-progressText")).to_have_text(
+            re.compile(r"^[1-3] of [45] cells$"), timeout=JOB_TIMEOUT
+        )
+        expect(first.locator(".nbjobs-Job-progress")).to_be_visible()
+        # Each row says on what it runs and for how long (ticking in the browser).
+        expect(first.locator(".nbjobs-Job-flavor")).to_have_text("cpu")
+        expect(first.locator(".nbjobs-Job-elapsed")).to_have_text(
+            re.compile(r"^\d+s$|^\d+m \d\ds$")
+        )
+        expect(second.locator(".nbjobs-Job-flavor")).to_have_text("cpu")
+        expect(second.locator(".nbjobs-Job-elapsed")).to_have_text(re.compile(r"^waiting \d+s$"))
+        shot(lab, "03-running-and-queued")
+    finally:
+        gate.touch()  # never left holding the slot the next tests need
 
     expect(second.locator(".nbjobs-Job-state")).to_have_text("Succeeded", timeout=JOB_TIMEOUT)
     expect(first.locator(".nbjobs-Job-state")).to_have_text("Succeeded")
