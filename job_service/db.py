@@ -501,7 +501,7 @@ def upgrade_schema(engine: Engine) -> None:
     is (an older version ignores what it does not know) and said so in the log.
     """
     if _at_head(engine):
-        return  # the usual start: no Alembic to import (0.3 s), nothing to change
+        return  # the usual start: no Alembic to import (a sixth of a second), nothing to do
     from alembic import command
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
