@@ -535,8 +535,6 @@ def upgrade_schema(engine: Engine) -> None:
         )
         return
     head = script.get_current_head()
-    if revision == head and recorded == SCHEMA_VERSION:
-        return  # the usual start: nothing read of the tables themselves
     before = _tables_and_columns(engine)  # what the upgrade then says it added
     with engine.begin() as conn:
         config.attributes["connection"] = conn

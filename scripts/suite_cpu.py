@@ -191,9 +191,11 @@ def main(argv: list[str]) -> int:
     stop = threading.Event()
     timeline = Timeline()
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as folder:
-        env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder) if args.by_file else None
-        if args.by_test:
-            env = dict(env or {}, NBJOBS_SUITE_CPU_BY_TEST="1")
+        env = None
+        if args.by_file:
+            env = dict(os.environ, NBJOBS_SUITE_CPU_DIR=folder)
+        if env is not None and args.by_test:
+            env["NBJOBS_SUITE_CPU_BY_TEST"] = "1"
         sampler = threading.Thread(
             target=sample,
             args=(stop, used, seen, by_file, folder if args.by_file else None, timeline),

@@ -255,11 +255,11 @@ def test_submit_queue_run_succeed_and_open_the_output(lab: Page, hub: Hub):
     )
     try:
         held = open_notebook(lab, "held.ipynb")
-        submit(lab, held, "slow first", flavor="cpu")
+        submit(lab, held, "held first", flavor="cpu")
         hello = open_notebook(lab, "hello.ipynb")
         submit(lab, hello, "hello quick", flavor="cpu", steps="5")
 
-        first, second = job_row(lab, "slow first"), job_row(lab, "hello quick")
+        first, second = job_row(lab, "held first"), job_row(lab, "hello quick")
         # One CPU slot: the second job waits for the first, and says where it stands.
         expect(second.locator(".nbjobs-Job-state")).to_have_text(
             "Queued, #1 in line", timeout=JOB_TIMEOUT
