@@ -275,10 +275,13 @@ def test_a_schedule_of_the_earlier_person_never_runs_as_the_new_one(tmp_path):
         hub.delete_user("ada")
         hub.make_user("ada")  # the new ada, who has not called nbjobs yet
 
+        # retiring pauses the definitions first and writes its record last: the record
+        # is what says it is over
         deadline = time.monotonic() + 120
-        while not hub.api(hub.root, "GET", f"definitions/{definition}").json()["paused"]:
-            assert time.monotonic() < deadline, "the schedule was not stopped at its tick"
+        while not (deleted := hub.deleted()):
+            assert time.monotonic() < deadline, "the schedule's tick retired nobody"
             time.sleep(1)
-        [retired] = hub.deleted()
+        assert hub.api(hub.root, "GET", f"definitions/{definition}").json()["paused"] is True
+        [retired] = deleted
         assert retired["why"].startswith("made again in the hub")
         assert [j for j in hub.jobs_of_everyone() if j["user"] == "ada"] == []
