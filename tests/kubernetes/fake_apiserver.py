@@ -61,10 +61,10 @@ from typing import Any
 
 from aiohttp import web
 
+from . import fake_protobuf
 from .fake_controllers import PlayedControllers
 from .fake_engines import PlayedEngines
 from .fake_objects import (
-    _DNS_LABEL,
     _TRUE,
     RESOURCES,
     VERSIONS,
@@ -74,8 +74,10 @@ from .fake_objects import (
     _matches,
     _Watcher,
     now,
+    problems,
     status_body,
 )
+from .fake_platform import discovery, patched, read_patch, split_path
 
 
 class FakeApiServer(PlayedControllers, PlayedEngines):
@@ -266,7 +268,17 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
         self.created[meta["uid"]] = len(self.created)
         body.setdefault("apiVersion", f"{group}/{VERSIONS.get(group, 'v1')}" if group else "v1")
         body.setdefault("kind", kind)
-        body.setdefault("status", {})
+        if resource not in (
+            "secrets",
+            "configmaps",
+            "serviceaccounts",
+            "roles",
+            "rolebindings",
+            "clusterroles",
+            "clusterrolebindings",
+        ):
+            body.setdefault("status", {})
+        _secret_data(resource, body)
         if resource == "jobs":
             uid = meta["uid"]
             template_labels = (
@@ -310,17 +322,14 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
+        document = discovery(parts) if request.method == "GET" else None
+        if document is not None:
+            return web.json_response(document)
         # /api/v1/... or /apis/batch/v1/...
-        if parts[:2] == ["api", "v1"]:
-            group, rest = "", parts[2:]
-        elif parts[:3] == ["apis", "batch", "v1"]:
-            group, rest = "batch", parts[3:]
-        elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
-            group, rest = "networking.k8s.io", parts[3:]
-        elif len(parts) >= 3 and parts[0] == "apis" and VERSIONS.get(parts[1]) == parts[2]:
-            group, rest = parts[1], parts[3:]
-        else:
+        where = split_path(parts)
+        if where is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        group, rest = where
         namespace = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
@@ -368,8 +377,8 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
             return self._list(resource, namespace, query)
         if method == "GET" and name is not None:
             return web.json_response(self._must(resource, namespace, name))
-        if method == "POST" and name is None and namespace is not None:
-            body = await request.json()
+        if method == "POST" and name is None:
+            body = await _read_body(request)
             self.creates_in_flight += 1
             self.most_creates_in_flight = max(self.most_creates_in_flight, self.creates_in_flight)
             try:
@@ -380,13 +389,15 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
                 return self._create(resource, namespace, body)
             finally:
                 self.creates_in_flight -= 1
-        if method == "PUT" and name is not None and namespace is not None:
-            return self._replace(resource, namespace, name, await request.json())
+        if method == "PUT" and name is not None:
+            return self._replace(resource, namespace, name, await _read_body(request))
+        if method == "PATCH" and name is not None:
+            kind = request.content_type
+            return self._patch(
+                resource, namespace, name, read_patch(await request.text(), kind), kind
+            )
         if method == "DELETE" and name is not None:
-            body = {}
-            if request.can_read_body:
-                text = await request.text()
-                body = json.loads(text) if text.strip() else {}
+            body = await _read_body(request) if request.can_read_body else {}
             # the real server: a DeleteOptions body if one came, else the query parameters
             policy = body.get("propagationPolicy") if body else query.get("propagationPolicy")
             return self._delete(resource, namespace, name, policy)
@@ -424,13 +435,13 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
     def _create(self, resource: str, namespace: str, body: Obj) -> web.Response:
         group, kind, _ = RESOURCES[resource]
         meta = body.setdefault("metadata", {})
-        if body.get("metadata", {}).get("namespace", namespace) != namespace:
+        if (meta.get("namespace") or namespace) != namespace:
             raise ApiError(400, "BadRequest", "the namespace of the provided object does not match")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         qualified = f"{resource}.{group}" if group else resource
         name = meta.get("name") or ""
-        causes = self._validate(resource, body)
+        causes = problems(resource, body)
         if causes:
             message = f'{kind}.{group or "core"} "{name}" is invalid: ' + "; ".join(
                 f"{c['field']}: {c['message']}" for c in causes
@@ -448,7 +459,10 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
                 f'{qualified} "{name}" already exists',
                 {"name": name, "group": group, "kind": resource},
             )
-        meta["namespace"] = namespace
+        if namespace is None:
+            meta.pop("namespace", None)
+        else:
+            meta["namespace"] = namespace
         self._stamp(resource, body)
         self.put(resource, body, "ADDED")
         if failure is not None:
@@ -472,89 +486,39 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
                 "modified; please apply your changes to the latest version and try again",
                 {"name": name, "group": group, "kind": resource},
             )
-        causes = self._validate(resource, body)
+        causes = problems(resource, body)
         if causes:
             raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid', {"causes": causes})
         for key in ("uid", "creationTimestamp", "namespace"):
-            meta[key] = current["metadata"][key]
+            if key in current["metadata"]:
+                meta[key] = current["metadata"][key]
+        _secret_data(resource, body)
         meta["generation"] = current["metadata"].get("generation", 1) + 1
         body.setdefault("apiVersion", current["apiVersion"])
         body.setdefault("kind", kind)
         return web.json_response(self.put(resource, body))
 
-    def _validate(self, resource: str, body: Obj) -> list[Obj]:
-        causes = []
-        if resource == "jobsets":  # the JobSet CRD's schema, and Kubernetes' for its Jobs
-            from .jobset_schema import jobset_problems
-
-            causes += [
-                {"reason": "FieldValueInvalid", "field": "spec", "message": problem}
-                for problem in jobset_problems(body)
-            ]
-        if resource == "services":
-            import kubernetes_validate
-
-            try:
-                kubernetes_validate.validate(
-                    {"apiVersion": "v1", "kind": "Service", **body}, "1.37.0", strict=True
-                )
-            except kubernetes_validate.ValidationError as exc:
-                causes.append({"reason": "FieldValueInvalid", "field": "spec", "message": str(exc)})
-        if resource == "networkpolicies":  # what the real server checks: its schema
-            import kubernetes_validate
-
-            try:
-                kubernetes_validate.validate(
-                    {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", **body},
-                    "1.37.0",
-                    strict=True,
-                )
-            except kubernetes_validate.ValidationError as exc:
-                causes.append({"reason": "FieldValueInvalid", "field": "spec", "message": str(exc)})
-        name = body["metadata"].get("name") or ""
-        if not name:
-            causes.append(
-                {
-                    "reason": "FieldValueRequired",
-                    "field": "metadata.name",
-                    "message": "Required value: name or generateName is required",
-                }
-            )
-        elif not _DNS_LABEL.match(name) or len(name) > 63:
-            causes.append(
-                {
-                    "reason": "FieldValueInvalid",
-                    "field": "metadata.name",
-                    "message": f'Invalid value: "{name}": a lowercase RFC 1123 label '
-                    "must consist of lower case alphanumeric characters or '-'",
-                }
-            )
-        if resource == "jobs":
-            pod = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
-            if pod.get("restartPolicy") not in ("Never", "OnFailure"):
-                causes.append(
-                    {
-                        "reason": "FieldValueNotSupported",
-                        "field": "spec.template.spec.restartPolicy",
-                        "message": f'Unsupported value: "{pod.get("restartPolicy")}": '
-                        'supported values: "OnFailure", "Never"',
-                    }
-                )
-            for i, container in enumerate(pod.get("containers") or []):
-                resources = container.get("resources") or {}
-                requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
-                for key in set(requests) | set(limits):
-                    extended = "/" in key and not key.startswith("kubernetes.io/")
-                    if extended and requests.get(key, limits.get(key)) != limits.get(key):
-                        causes.append(
-                            {
-                                "reason": "FieldValueInvalid",
-                                "field": f"spec.template.spec.containers[{i}]"
-                                f".resources.requests[{key}]",
-                                "message": f"Invalid value: must be equal to {key} limit",
-                            }
-                        )
-        return causes
+    def _patch(
+        self, resource: str, namespace: str | None, name: str, patch: Any, content_type: str
+    ) -> web.Response:
+        """PATCH: the stored object changed as the patch says (server-side apply creates
+        what is not there yet), validated as a create is."""
+        current = self.get(resource, namespace, name)
+        if current is None and content_type.startswith("application/apply-patch+yaml"):
+            return self._create(resource, namespace, patched({}, patch, content_type))
+        current = self._must(resource, namespace, name)
+        body = patched(current, patch, content_type)
+        meta = body["metadata"]
+        if meta.get("name") != name:
+            raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
+        causes = problems(resource, body)
+        if causes:
+            _, kind, _ = RESOURCES[resource]
+            raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid', {"causes": causes})
+        _secret_data(resource, body)
+        if body.get("spec") != current.get("spec"):
+            meta["generation"] = current["metadata"].get("generation", 1) + 1
+        return web.json_response(self.put(resource, body))
 
     def _delete(
         self, resource: str, namespace: str | None, name: str, policy: str | None
@@ -564,6 +528,9 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
             raise ApiError(
                 422, "Invalid", f'Unsupported value: "{policy}"', {"name": name, "kind": resource}
             )
+        if resource == "namespaces":  # the namespace controller empties it, then it goes
+            for kind, where, other in [k for k in self.objects if k[1] == name]:
+                self.remove(kind, where, other)
         if resource != "jobs":
             if resource == "pods":
                 self._terminate_pod(obj)
@@ -760,3 +727,28 @@ class FakeApiServer(PlayedControllers, PlayedEngines):
         finally:
             self.open_log_streams -= 1
         return response
+
+
+def _secret_data(resource: str, body: Obj) -> None:
+    """A Secret's ``stringData`` is written into its ``data`` (base64), as the real server
+    stores it; ``stringData`` itself is never stored."""
+    if resource != "secrets" or "stringData" not in body:
+        return
+    import base64
+
+    data = body.setdefault("data", {})
+    for key, value in (body.pop("stringData") or {}).items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+
+
+async def _read_body(request: web.Request) -> Obj:
+    """The object a POST or PUT sends: JSON, or protobuf (what client-go's typed clients
+    send for built-in kinds); a body this fake cannot read is refused as the real server
+    refuses one it cannot decode."""
+    if request.content_type == fake_protobuf.PROTOBUF:
+        try:
+            return fake_protobuf.read(await request.read())
+        except ValueError as exc:
+            raise ApiError(415, "UnsupportedMediaType", str(exc)) from None
+    text = await request.text()
+    return json.loads(text) if text.strip() else {}

@@ -28,7 +28,35 @@ RESOURCES = {
     "services": ("", "Service", True),
     # JobSet's (its controller: reconcile_jobsets, played by the test)
     "jobsets": ("jobset.x-k8s.io", "JobSet", True),
+    # what the Helm chart installs (tests/kubernetes/fake_platform.py: discovery, PATCH)
+    "namespaces": ("", "Namespace", False),
+    "secrets": ("", "Secret", True),
+    "configmaps": ("", "ConfigMap", True),
+    "serviceaccounts": ("", "ServiceAccount", True),
+    "resourcequotas": ("", "ResourceQuota", True),
+    "deployments": ("apps", "Deployment", True),
+    "roles": ("rbac.authorization.k8s.io", "Role", True),
+    "rolebindings": ("rbac.authorization.k8s.io", "RoleBinding", True),
+    "clusterroles": ("rbac.authorization.k8s.io", "ClusterRole", False),
+    "clusterrolebindings": ("rbac.authorization.k8s.io", "ClusterRoleBinding", False),
+    "poddisruptionbudgets": ("policy", "PodDisruptionBudget", True),
+    # the Prometheus operator's (a custom resource: not in Kubernetes' own schemas)
+    "servicemonitors": ("monitoring.coreos.com", "ServiceMonitor", True),
 }
+#: the kinds whose names may be DNS subdomains (dots, up to 253 characters), as the real
+#: server allows; the others' must be DNS labels
+SUBDOMAIN_NAMED = {
+    "secrets", "configmaps", "serviceaccounts", "resourcequotas", "deployments", "roles",
+    "rolebindings", "clusterroles", "clusterrolebindings", "poddisruptionbudgets",
+    "servicemonitors",
+}  # fmt: skip
+#: the kinds Kubernetes' own schemas (kubernetes-validate) hold every object of to them
+#: as the real server's validation does
+SCHEMA_CHECKED = {
+    "services", "networkpolicies", "namespaces", "secrets", "configmaps", "serviceaccounts",
+    "resourcequotas", "deployments", "roles", "rolebindings", "clusterroles",
+    "clusterrolebindings", "poddisruptionbudgets",
+}  # fmt: skip
 #: the version each API group is served at (v1 unless here)
 VERSIONS = {"kueue.x-k8s.io": "v1beta1", "jobset.x-k8s.io": "v1alpha2"}
 #: where an Indexed Job's pod has its index
@@ -171,3 +199,81 @@ class _Watcher:
     labels: str
     fields: str
     queue: asyncio.Queue[Obj | None] = field(default_factory=asyncio.Queue)
+
+
+def problems(resource: str, body: Obj) -> list[Obj]:
+    """What the real server would refuse in ``body``, a ``resource`` to store: its
+    causes, as a 422's details list them."""
+    causes = []
+    if resource == "jobsets":  # the JobSet CRD's schema, and Kubernetes' for its Jobs
+        from .jobset_schema import jobset_problems
+
+        causes += [
+            {"reason": "FieldValueInvalid", "field": "spec", "message": problem}
+            for problem in jobset_problems(body)
+        ]
+    if resource in SCHEMA_CHECKED:  # what the real server checks: its schema
+        import kubernetes_validate
+
+        group, kind, _ = RESOURCES[resource]
+        version = f"{group}/{VERSIONS.get(group, 'v1')}" if group else "v1"
+        try:
+            kubernetes_validate.validate(
+                {**body, "apiVersion": version, "kind": kind}, "1.33.0", strict=True
+            )
+        except kubernetes_validate.ValidationError as exc:
+            causes.append({"reason": "FieldValueInvalid", "field": "spec", "message": str(exc)})
+    name = body["metadata"].get("name") or ""
+    if not name:
+        causes.append(
+            {
+                "reason": "FieldValueRequired",
+                "field": "metadata.name",
+                "message": "Required value: name or generateName is required",
+            }
+        )
+    elif resource in SUBDOMAIN_NAMED:
+        if len(name) > 253 or not all(_DNS_LABEL.match(part) for part in name.split(".")):
+            causes.append(
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "metadata.name",
+                    "message": f'Invalid value: "{name}": a lowercase RFC 1123 subdomain '
+                    "must consist of lower case alphanumeric characters, '-' or '.'",
+                }
+            )
+    elif not _DNS_LABEL.match(name) or len(name) > 63:
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "field": "metadata.name",
+                "message": f'Invalid value: "{name}": a lowercase RFC 1123 label '
+                "must consist of lower case alphanumeric characters or '-'",
+            }
+        )
+    if resource == "jobs":
+        pod = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+            causes.append(
+                {
+                    "reason": "FieldValueNotSupported",
+                    "field": "spec.template.spec.restartPolicy",
+                    "message": f'Unsupported value: "{pod.get("restartPolicy")}": '
+                    'supported values: "OnFailure", "Never"',
+                }
+            )
+        for i, container in enumerate(pod.get("containers") or []):
+            resources = container.get("resources") or {}
+            requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+            for key in set(requests) | set(limits):
+                extended = "/" in key and not key.startswith("kubernetes.io/")
+                if extended and requests.get(key, limits.get(key)) != limits.get(key):
+                    causes.append(
+                        {
+                            "reason": "FieldValueInvalid",
+                            "field": f"spec.template.spec.containers[{i}]"
+                            f".resources.requests[{key}]",
+                            "message": f"Invalid value: must be equal to {key} limit",
+                        }
+                    )
+    return causes
