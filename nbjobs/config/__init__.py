@@ -201,6 +201,11 @@ def _refuse_at(location: tuple[str | int, ...], message: str) -> None:
     )
 
 
+#: an environment variable whose database URL takes the place of nbjobs.yaml's
+#: ``database.url`` (never passed on to a job: see ``is_service_secret``)
+DATABASE_URL_ENV = "NBJOBS_DATABASE_URL"
+
+
 def command_config_path(given: str | None) -> str:
     """The nbjobs.yaml an admin's command reads: the one it was given, else
     ``$NBJOBS_CONFIG``, else ``nbjobs.yaml`` in the current folder."""
@@ -221,6 +226,11 @@ def load_config(path: str | Path | None) -> NbjobsConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", path=str(path)) from None
     config = parse_config(text, source=str(path))
+    url = os.environ.get(DATABASE_URL_ENV)
+    if url:
+        # the URL with its password, from a Secret (the Helm chart's database.existingSecret)
+        # rather than the file, which is a ConfigMap on a cluster
+        config = config.model_copy(update={"database": DatabaseConfig(url=url)})
     return _anchor_paths(config, path.parent.absolute())
 
 

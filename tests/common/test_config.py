@@ -146,6 +146,17 @@ def test_relative_paths_are_relative_to_the_file(tmp_path):
     assert config.database.url == f"sqlite:///{tmp_path / 'conf' / 'jobs.sqlite'}"
 
 
+def test_a_database_url_in_the_environment_replaces_the_files(tmp_path, monkeypatch):
+    """On a cluster the file is a ConfigMap: the URL with its password comes from a Secret
+    through NBJOBS_DATABASE_URL (the Helm chart's database.existingSecret)."""
+    path = tmp_path / "nbjobs.yaml"
+    path.write_text("database: {url: 'sqlite:///jobs.sqlite'}\n")
+    assert load_config(path).database.url == f"sqlite:///{tmp_path}/jobs.sqlite"
+
+    monkeypatch.setenv("NBJOBS_DATABASE_URL", "postgresql+psycopg2://nbjobs:s3cret@db/nbjobs")
+    assert load_config(path).database.url == "postgresql+psycopg2://nbjobs:s3cret@db/nbjobs"
+
+
 def test_durations():
     config = parse_config(
         "flavors:\n  - {name: a, time_limit: 1h30m}\n  - {name: b, time_limit: 90}\n"
