@@ -18,8 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .config import NbjobsConfig
 
-#: the chart in a source checkout (the wheel does not carry it)
-CHART = Path(__file__).resolve().parent.parent / "charts" / "nbjobs"
+#: the chart: inside the package in a wheel (nbjobs/charts), beside it in a checkout
+CHART = next(
+    (
+        where / "charts" / "nbjobs"
+        for where in (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent)
+        if (where / "charts" / "nbjobs" / "Chart.yaml").exists()
+    ),
+    Path(__file__).resolve().parent / "charts" / "nbjobs",
+)
 
 
 class _Values(BaseModel):
@@ -51,7 +58,6 @@ class JobService(_Values):
 class Hub(_Values):
     apiUrl: str
     baseUrl: str = Field(pattern=r"^/(.*/)?$")
-    serviceName: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     existingTokenSecret: str
 
 

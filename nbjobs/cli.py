@@ -122,6 +122,12 @@ COMMANDS: dict[str, Command] = {
         "copy the job records into a new database, e.g. SQLite to PostgreSQL (admins)",
         "copy_parser",
     ),
+    "z2jh-values": Command(
+        "nbjobs.z2jh",
+        "main",
+        "print the zero-to-jupyterhub values for a release of nbjobs' Helm chart (admins)",
+        "z2jh_parser",
+    ),
     "network-policies": Command(
         "nbjobs.network",
         "main",

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from traitlets.config import Config
 
 from nbjobs.chart import CHART, values_schema
 from nbjobs.config import parse_config
@@ -218,3 +220,71 @@ async def test_install_upgrade_and_uninstall_keep_the_token_and_leave_nothing(cl
     assert fake.get("roles", "gpu-jobs", "nbjobs-service") is None
     releases = [k for k in fake.objects if k[0] == "secrets" and "sh.helm.release" in k[2]]
     assert releases == []
+
+
+async def test_the_printed_z2jh_values_fit_the_release_without_an_edit(
+    cluster, tmp_path, monkeypatch
+):
+    """nbjobs z2jh-values, given the files the release was installed with, names the
+    release's own Secret, ConfigMap, Service and pods; the hub config it prints, run as
+    z2jh runs it, makes the job service an external service with the release's token."""
+    fake, helm = cluster
+    status, _, said = await helm("install", values=EVERYTHING)
+    assert status == 0, said
+    given = tmp_path / "my-values.yaml"
+    given.write_text(yaml.safe_dump(EVERYTHING))
+
+    command = ["z2jh-values", "--release", "nbjobs", "-f", str(given)]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "nbjobs.cli", *command, stdout=asyncio.subprocess.PIPE
+    )
+    printed, _ = await proc.communicate()
+    assert proc.returncode == 0
+    z2jh = yaml.safe_load(printed)
+
+    env = z2jh["hub"]["extraEnv"]
+    secret_of = {
+        name: fake.get("secrets", "nbjobs", value["valueFrom"]["secretKeyRef"]["name"])
+        for name, value in env.items()
+        if isinstance(value, dict)
+    }
+    assert set(secret_of) == {"NBJOBS_SERVICE_API_TOKEN", "NBJOBS_METRICS_TOKEN"}
+    assert None not in secret_of.values()
+    [volume] = z2jh["hub"]["extraVolumes"]
+    config_map = fake.get("configmaps", "nbjobs", volume["configMap"]["name"])
+    service = fake.get("services", "nbjobs", "nbjobs-job-service")
+    port = service["spec"]["ports"][0]["port"]
+    assert env["NBJOBS_SERVICE_URL_EXTERNAL"] == f"http://nbjobs-job-service.nbjobs.svc:{port}"
+    deployment = fake.get("deployments", "nbjobs", "nbjobs-job-service")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    [egress] = z2jh["proxy"]["chp"]["networkPolicy"]["egress"]
+    assert egress["to"][0]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert egress["ports"] == [{"port": port}]
+
+    # the hub's side, as z2jh starts it: the env from the Secrets, nbjobs.yaml mounted
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "nbjobs.yaml").write_text(config_map["data"]["nbjobs.yaml"])
+    tokens = {
+        name: base64.b64decode(secret["data"]["token"]).decode()
+        for name, secret in secret_of.items()
+    }
+    for name, value in {**env, **tokens}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("NBJOBS_CONFIG", str(tmp_path / "etc" / "nbjobs.yaml"))
+    c = Config()
+    exec(z2jh["hub"]["extraConfig"]["nbjobs"], {"c": c})
+
+    services = {s["name"]: s for s in c.JupyterHub.services}
+    assert services["nbjobs"]["url"] == env["NBJOBS_SERVICE_URL_EXTERNAL"]
+    # the hub knows the service by the token the service's pod is given
+    service_env = {
+        e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    ref = service_env["JUPYTERHUB_API_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert ref["name"] == env["NBJOBS_SERVICE_API_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]
+    assert services["nbjobs"]["api_token"] == tokens["NBJOBS_SERVICE_API_TOKEN"]
+    assert service_env["JUPYTERHUB_SERVICE_PREFIX"]["value"] == "/services/nbjobs/"
+    # Prometheus' token reads metrics and nothing else
+    assert services["nbjobs-metrics"]["api_token"] == tokens["NBJOBS_METRICS_TOKEN"]
+    [metrics_role] = [r for r in c.JupyterHub.load_roles if r["name"] == "nbjobs-metrics"]
+    assert metrics_role["scopes"] == ["custom:nbjobs:metrics"]

@@ -53,3 +53,8 @@ app.kubernetes.io/component: job-service
 {{- if .queue }}true{{ end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The hub's name for the job service (hub_config/setup.py SERVICE_NAME): /services/nbjobs/. */}}
+{{- define "nbjobs.serviceName" -}}
+nbjobs
+{{- end -}}
