@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -288,3 +289,20 @@ async def test_the_printed_z2jh_values_fit_the_release_without_an_edit(
     assert services["nbjobs-metrics"]["api_token"] == tokens["NBJOBS_METRICS_TOKEN"]
     [metrics_role] = [r for r in c.JupyterHub.load_roles if r["name"] == "nbjobs-metrics"]
     assert metrics_role["scopes"] == ["custom:nbjobs:metrics"]
+
+
+@pytest.mark.parametrize("image", ["hub", "notebook", "job"])
+def test_each_images_dockerfile_passes_hadolint(image):
+    """No image can be built here (no registry of base images): each Dockerfile passes
+    hadolint at its strictest, and names the nbjobs release it installs."""
+    dockerfile = ROOT / "images" / image / "Dockerfile"
+    hadolint = ROOT / ".venv" / "helm" / "bin" / "hadolint"
+    assert hadolint.exists(), "run scripts/install.sh --dev (it installs hadolint)"
+    linted = subprocess.run(
+        [str(hadolint), "--failure-threshold", "info", "--no-color", str(dockerfile)],
+        capture_output=True,
+        text=True,
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert f"ARG NBJOBS_VERSION={chart['appVersion']}" in dockerfile.read_text()
