@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,10 +30,11 @@ from sqlalchemy import (
     event,
     func,
     inspect,
+    select,
     text,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -56,7 +58,9 @@ from nbjobs.models import ACTIVE_STATES
 #:    which adds it where the service of schema 7 had not at its start);
 #: 8: ``nbjobs_users``, which person of each hub name the service knows, and
 #:    ``nbjobs_deleted_users``, the users retired (job_service/deleted_users.py; revision 0007).
-SCHEMA_VERSION = 8
+#: 9: ``nbjobs_instance``, the database's instance id, on every Kubernetes object the
+#:    service makes (revision 0009).
+SCHEMA_VERSION = 9
 #: the newest Alembic revision, named after the schema version it makes
 #: (tests/job_service/test_schema_version.py holds the revisions to it)
 HEAD_REVISION = f"{SCHEMA_VERSION:04d}"
@@ -314,6 +318,38 @@ class LeaseRecord(Base):
     #: ``host pid=N id=…`` of the holder, for people reading a refusal
     holder: Mapped[str] = mapped_column(String(255))
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class InstanceRecord(Base):
+    """This database's nbjobs among others: made once, with the database. On a cluster
+    every object the service makes carries it, and the service stops only objects that
+    carry its own (a second service on the same namespace, with a database of its own,
+    leaves this one's jobs alone)."""
+
+    __tablename__ = "nbjobs_instance"
+
+    #: always "this": one row, which a second insert cannot add
+    key: Mapped[str] = mapped_column(String(16), primary_key=True)
+    id: Mapped[str] = mapped_column(String(32))
+    made_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+def instance_id(sessions: sessionmaker[Session]) -> str:
+    """The database's instance id, made at its first reading (two services starting at
+    once on a new database agree: the second's insert fails and it reads the first's)."""
+    with sessions() as db:
+        found = db.scalars(select(InstanceRecord.id)).first()
+        if found is not None:
+            return found
+        made = uuid.uuid4().hex[:12]
+        db.add(InstanceRecord(key="this", id=made, made_at=utcnow()))
+        try:
+            db.commit()
+            return made
+        except IntegrityError:  # another service made it meanwhile: theirs is the one
+            db.rollback()
+    with sessions() as db:
+        return db.scalars(select(InstanceRecord.id)).one()
 
 
 class RetiredUsage(Base):

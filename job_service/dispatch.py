@@ -45,7 +45,7 @@ from sqlalchemy import Text, cast, select, update
 from nbjobs.models import JobState
 
 from .backends import Launched, LaunchSpec
-from .db import ACTIVE_VALUES, JobRecord, rowcount, utcnow
+from .db import ACTIVE_VALUES, JobRecord, instance_id, rowcount, utcnow
 from .errors import Caller
 from .follow import Follower
 from .live import STATUS_FILE
@@ -463,6 +463,8 @@ class Dispatcher:
         did not record."""
         ctx, backend = self.ctx, self.ctx.backend
         wanted = await ctx.in_db(_ids_in, ctx, [JobState.QUEUED.value, *ACTIVE_VALUES])
+        # what the backend makes carries the database's id: it stops only its own
+        backend.instance = await ctx.in_db(instance_id, ctx.sessions)
         # The backend catches up with what runs (and stops what no job wants) first.
         await backend.reconcile(set(wanted))
         active = await ctx.in_db(_active_jobs, ctx)

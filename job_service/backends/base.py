@@ -295,6 +295,10 @@ class Backend(LoggingConfigurable):
         self.nbjobs = config_file
         #: nodes drained by admins (see set_drained)
         self.drained: frozenset[str] = frozenset()
+        #: this nbjobs's id among others that share a cluster (its database's,
+        #: job_service/db.py instance_id), set by the service before its first reconcile;
+        #: None: it stops whatever it does not run, as before instance ids
+        self.instance: str | None = None
 
     def can_ever_fit(self, flavor: Flavor) -> str | None:
         """None if this backend could run the flavor at all; else why not, for a person."""

@@ -71,7 +71,7 @@ from .kubernetes_capacity import (
     parse_quantity,
 )
 from .kubernetes_keep import keep_network_policy, keep_pod_log
-from .kubernetes_mirror import ClusterMirror, Reads, job_of_pod, pod_ended
+from .kubernetes_mirror import ClusterMirror, Reads, job_of_pod
 from .kubernetes_objects import (
     JOB_ID_LABEL,
     JOBSET_GROUP,
@@ -79,7 +79,6 @@ from .kubernetes_objects import (
     OWNER_ANNOTATION,
     flavor_engine,
     flavor_resources,
-    job_name_of,
     jobset_child,
     jobset_parent,
     make_job,
@@ -87,6 +86,7 @@ from .kubernetes_objects import (
     make_rank_service,
     node_affinity,
 )
+from .kubernetes_reconcile import reconcile
 from .kubernetes_verdicts import Verdict, job_verdict
 from .kueue_queues import (
     KUEUE_GROUP,
@@ -285,53 +285,10 @@ class KubernetesBackend(Backend):
     # -- life --------------------------------------------------------------------
 
     async def reconcile(self, wanted: Collection[str]) -> None:
-        """List the cluster, then stop Jobs (and bare pods) of jobs the database holds
-        finished or does not know: nothing runs that nbjobs thinks has ended."""
+        """List the cluster, then stop what no job of this nbjobs wants
+        (:func:`.kubernetes_reconcile.reconcile`)."""
         await self._ensure_started()
-        for name, job in list(self.mirror.jobs.items()):
-            labels = (job.get("metadata") or {}).get("labels") or {}
-            job_id = labels.get(JOB_ID_LABEL)
-            if job_id is None or job_id in wanted or self._finished(job):
-                continue
-            self.log.warning(
-                "Job %s/%s runs but its nbjobs job %s has ended or is unknown; deleting it",
-                self.namespace,
-                name,
-                job_id,
-            )
-            self._cancelling.add(name)
-            await self.api.delete_job(name)
-        for name, jobset in list(self.mirror.jobsets.items()):
-            labels = (jobset.get("metadata") or {}).get("labels") or {}
-            job_id = labels.get(JOB_ID_LABEL)
-            if job_id is None or job_id in wanted or jobset_child(name) in self._cancelling:
-                continue
-            self.log.warning(
-                "JobSet %s/%s is there but its nbjobs job %s has ended or is unknown; deleting it",
-                self.namespace,
-                name,
-                job_id,
-            )
-            self._cancelling.add(jobset_child(name))
-            await self.api.delete_job(jobset_child(name))
-        for pod_name, pod in list(self.mirror.pods.items()):
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            job_id = labels.get(JOB_ID_LABEL)
-            if (
-                job_id is None
-                or job_id in wanted
-                or job_name_of(labels) in self.mirror.jobs
-                or pod_ended(pod)
-            ):
-                continue
-            self.log.warning(
-                "pod %s/%s has no Job and no active job; deleting it",
-                *(
-                    self.namespace,
-                    pod_name,
-                ),
-            )
-            await self.api.delete_pod(pod_name)
+        await reconcile(self, wanted)
 
     def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
         name = self._name(ref)
@@ -359,6 +316,7 @@ class KubernetesBackend(Backend):
             mode,
             self.nbjobs.telemetry,
             drained=self.drained,
+            instance=self.instance,
         )
         self._write_parameters(spec)
         if spec.flavor.nodes > 1 and self.settings.multi_node == "jobset":

@@ -45,6 +45,9 @@ FLAVOR_LABEL = "nbjobs.io/flavor"
 #: on the Job of a job the cluster disrupted and nbjobs put back in the queue: 1, 2, …
 ATTEMPT_LABEL = "nbjobs.io/attempt"
 OWNER_LABEL = "nbjobs.io/owner"
+#: which nbjobs made an object (its database's instance id, job_service/db.py): a service
+#: stops only objects that carry its own
+INSTANCE_LABEL = "nbjobs.io/instance"
 #: the user name as written (labels cannot hold every name)
 OWNER_ANNOTATION = "nbjobs.io/owner"
 #: a node labelled ``nbjobs.io/drain=true`` gets no new jobs (running ones finish)
@@ -144,14 +147,17 @@ def runner_command(
     )
 
 
-def job_labels(spec: LaunchSpec) -> dict[str, str]:
-    """Labels naming the job, its flavor and its owner (on the Job and its pod)."""
+def job_labels(spec: LaunchSpec, instance: str | None = None) -> dict[str, str]:
+    """Labels naming the job, its flavor, its owner and the nbjobs that made it (on the
+    Job and its pod)."""
     labels = {
         **MANAGED_BY,
         JOB_ID_LABEL: spec.job_id,
         FLAVOR_LABEL: spec.flavor.name,
         OWNER_LABEL: owner_label(spec.user),
     }
+    if instance:
+        labels[INSTANCE_LABEL] = instance
     if spec.attempt:
         labels[ATTEMPT_LABEL] = str(spec.attempt)
     return labels
@@ -236,13 +242,15 @@ def make_job(
     log_mode: int = 0o600,
     telemetry: TelemetryConfig | None = None,
     drained: Iterable[str] = (),
+    instance: str | None = None,
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job that runs one nbjobs job (``limits``, ``log_mode`` and
     ``telemetry``: see :func:`runner_command`; ``drained``: nodes admins drained besides
-    nbjobs.yaml's ``drained_nodes``, which it may not land on)."""
+    nbjobs.yaml's ``drained_nodes``, which it may not land on; ``instance``: the id of the
+    nbjobs making it, on its labels)."""
     flavor = spec.flavor
     image = _job_image(flavor, storage, settings)
-    labels = job_labels(spec)
+    labels = job_labels(spec, instance)
     engine = flavor_engine(flavor, spec.queue, settings.kueue)
     resources = flavor_resources(flavor)
     env = _job_env(spec)

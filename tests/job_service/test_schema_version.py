@@ -25,6 +25,7 @@ OUTLINES = {
     6: "3865ad5ce50ef49a",
     7: "4d61313e85752f32",
     8: "7d3c4f075f43eebd",
+    9: "aaa57877e85de0fb",
 }
 
 
@@ -117,6 +118,7 @@ def test_a_database_a_newer_nbjobs_shaped_is_used_and_said_so(tmp_path, caplog, 
 #: what each schema version lacked of the next, to make an older database from today's:
 #: tables that came later, columns (table, column) and the indexes on those columns
 CAME_LATER = {
+    9: (["nbjobs_instance"], [], []),
     8: (["nbjobs_users", "nbjobs_deleted_users"], [], []),
     7: ([], [("nbjobs_jobs", "nodes")], []),
     6: (
@@ -141,7 +143,7 @@ CAME_LATER = {
 
 #: the newest revision each release of a schema version had run (schema 7's service
 #: added its column itself at its start, its newest revision was 6's); none before 5
-REVISION_OF = {5: "0005", 6: "0006", 7: "0006"}
+REVISION_OF = {5: "0005", 6: "0006", 7: "0006", 8: "0008"}
 
 
 def as_of(url: str, version: int) -> None:
@@ -169,7 +171,7 @@ def as_of(url: str, version: int) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8])
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_each_earlier_schema_upgrades_to_the_newest_revision(tmp_path, request, database, version):
     if database == "sqlite":

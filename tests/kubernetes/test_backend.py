@@ -481,3 +481,47 @@ async def test_a_create_the_server_refuses_is_not_tried_again_and_says_why(make_
         await backend.start(spec(config()))
     assert [v for v, _, r in fake.requests if r == "jobs" and v == "create"] == ["create"]
     assert fake.list("jobs", NAMESPACE) == []
+
+
+async def test_a_second_nbjobs_on_the_namespace_leaves_the_first_ones_jobs_alone(
+    make_backend, fake, caplog
+):
+    """Two services, each with a database of its own, on one jobs' namespace (a staging
+    copy, a second hub): each stops only what it made itself."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "8"})
+    cfg = config()
+    first = make_backend(cfg)
+    first.instance = "first0000001"
+    for job_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
+        await first.start(spec(cfg, job_id=job_id))
+    made = fake.get("jobs", NAMESPACE, "nbjobs-aaaaaaaaaaaa")
+    assert made["metadata"]["labels"]["nbjobs.io/instance"] == "first0000001"
+    pod_labels = made["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels["nbjobs.io/instance"] == "first0000001"
+    # one from before instance ids, unlabelled, that the second's database runs
+    await first.start(spec(cfg, job_id="eeeeeeeeeeee"))
+    old = fake.get("jobs", NAMESPACE, "nbjobs-eeeeeeeeeeee")
+    del old["metadata"]["labels"]["nbjobs.io/instance"]
+    fake.put("jobs", old)
+    await first.shutdown()
+
+    second = make_backend(cfg)
+    second.instance = "second000002"
+    await second.reconcile(set())
+    await second.start(spec(cfg, job_id="cccccccccccc"))
+    await eventually(lambda: "nbjobs-cccccccccccc" in second.mirror.jobs)
+    # at its next start the second's database holds c ended, and runs e
+    third = make_backend(cfg)
+    third.instance = "second000002"
+    caplog.clear()
+    await third.reconcile({"eeeeeeeeeeee"})
+
+    await eventually(lambda: fake.get("jobs", NAMESPACE, "nbjobs-cccccccccccc") is None)
+    assert fake.get("jobs", NAMESPACE, "nbjobs-aaaaaaaaaaaa") is not None
+    assert fake.get("jobs", NAMESPACE, "nbjobs-bbbbbbbbbbbb") is not None
+    assert fake.get("jobs", NAMESPACE, "nbjobs-eeeeeeeeeeee") is not None
+    deleted = [q for v, r, q in fake.queries if v == "delete" and r == "jobs"]
+    assert len(deleted) == 1
+    [said] = [r.getMessage() for r in caplog.records if "another nbjobs" in r.getMessage()]
+    assert said.startswith(f"2 Job(s) in namespace {NAMESPACE} were made by another nbjobs")
+    assert "nbjobs-aaaaaaaaaaaa, nbjobs-bbbbbbbbbbbb" in said
