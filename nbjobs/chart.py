@@ -53,6 +53,7 @@ class JobService(_Values):
     runAsUser: int = Field(ge=1)
     runAsGroup: int = Field(ge=0)
     extraEnv: list[dict[str, Any]]
+    extraArgs: list[str]
 
 
 class Hub(_Values):

@@ -247,19 +247,26 @@ def test_the_monitoring_guide_lists_every_metric():
     assert missing == []
 
 
-def test_the_chart_values_in_the_guide_are_the_example_file():
-    """The z2jh values the Kubernetes guide shows are hub_config's example, key for key."""
+def test_the_z2jh_values_in_the_guide_are_what_the_command_prints():
+    """The z2jh values the Kubernetes guide shows are what `nbjobs z2jh-values` makes for
+    the guide's release (nbjobs in nbjobs, the hub image of Step 2), key for key."""
+    from nbjobs.chart import CHART, ChartValues, release_values
+    from nbjobs.z2jh import z2jh_values
+
     guide = (ROOT / "docs" / "admin" / "kubernetes.md").read_text()
-    step = guide[guide.index("## Step 7") :]
+    step = guide[guide.index("## Step 4") :]
     block = step[step.index("```yaml\n") + len("```yaml\n") :]
     shown = yaml.safe_load(block[: block.index("```")])
-    example = ROOT / "hub_config" / "examples" / "kubernetes" / "values.yaml"
-    assert shown == yaml.safe_load(example.read_text())
+    values = release_values([])
+    values["image"] = {**values["image"], "repository": "registry.example.org/nbjobs-hub"}
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    printed = z2jh_values(ChartValues.model_validate(values), "nbjobs", "nbjobs", version)
+    assert shown == printed
 
 
 def test_the_manifests_in_the_guides_are_the_example_files():
-    """Every object of the example rbac.yaml and job-service.yaml is in the guides as it
-    is in the file (an admin copying from the page applies what the tests validate)."""
+    """Every object of the example rbac.yaml is in the guides as it is in the file (an
+    admin copying from the page applies what the tests validate)."""
     pages = (ROOT / "docs" / "admin" / name for name in ("kubernetes.md", "rbac.md"))
     shown = [
         doc
@@ -268,7 +275,7 @@ def test_the_manifests_in_the_guides_are_the_example_files():
         for doc in yaml.safe_load_all(block)
         if isinstance(doc, dict) and "kind" in doc
     ]
-    for name in ("rbac.yaml", "job-service.yaml"):
+    for name in ("rbac.yaml",):
         text = (ROOT / "hub_config" / "examples" / "kubernetes" / name).read_text()
         for doc in filter(None, yaml.safe_load_all(text)):
             assert doc in shown, f"{name}: {doc['kind']} {doc['metadata']['name']}"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from traitlets.config import Config
 
-from nbjobs.chart import CHART, values_schema
+from nbjobs.chart import CHART, merged, values_schema
 from nbjobs.config import parse_config
 
 from .conftest import allowed_by_rbac
@@ -44,6 +44,7 @@ EVERYTHING = {
         ],
     },
     "metrics": {"serviceMonitor": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
+    "jobService": {"extraArgs": ["--KubernetesBackend.api_connections=40"]},
 }
 
 
@@ -132,6 +133,25 @@ async def test_the_roles_grant_what_the_configuration_uses_and_no_more(cluster, 
     assert [k for k in fake.objects if k[0] in ("clusterroles", "clusterrolebindings")] == []
 
 
+async def test_the_guides_example_configuration_installs(cluster):
+    """The Kubernetes guide's nbjobs.yaml (hub_config/examples/kubernetes.yaml) as the
+    chart's config: installed, every object held to Kubernetes' schemas."""
+    fake, helm = cluster
+    example = yaml.safe_load((ROOT / "hub_config" / "examples" / "kubernetes.yaml").read_text())
+    status, _, said = await helm("install", values={"config": example})
+    assert status == 0, said
+    stored = fake.get("configmaps", "nbjobs", "nbjobs-config")
+    # Helm's merge of the chart's few defaults with it, key by key
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    assert yaml.safe_load(stored["data"]["nbjobs.yaml"]) == merged(defaults, example)
+    deployment = fake.get("deployments", "nbjobs", "nbjobs-job-service")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert (
+        volumes["shared"]["persistentVolumeClaim"]
+        == example["storage"]["volume"]["persistentVolumeClaim"]
+    )
+
+
 def test_the_values_schema_is_the_models(tmp_path):
     """values.schema.json is made from nbjobs.chart (config: nbjobs.yaml's own models);
     after a change to either, scripts/update_schema.py makes it again."""
@@ -199,6 +219,8 @@ async def test_install_upgrade_and_uninstall_keep_the_token_and_leave_nothing(cl
     assert pod["metadata"]["labels"]["hub.jupyter.org/network-access-hub"] == "true"
     assert pod["spec"]["serviceAccountName"] == "nbjobs-service"
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    [container] = pod["spec"]["containers"]
+    assert container["command"][-1] == "--KubernetesBackend.api_connections=40"
     token = fake.get("secrets", "nbjobs", "nbjobs-service-token")["data"]["token"]
     assert len(base64.b64decode(token)) == 64
     dashboard = fake.get("configmaps", "nbjobs", "nbjobs-grafana-dashboard")

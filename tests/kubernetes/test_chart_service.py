@@ -62,6 +62,7 @@ class FakeInThread:
         self.call(self.fake.stop)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
 
 
 @pytest.fixture
