@@ -36,6 +36,7 @@ on the pod or on its PodGroup rather than in the pod's condition.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import time
@@ -87,7 +88,7 @@ from .kubernetes_objects import (
     node_affinity,
 )
 from .kubernetes_reconcile import reconcile
-from .kubernetes_verdicts import Verdict, job_verdict
+from .kubernetes_verdicts import Verdict, job_verdict, refused_for_too_long
 from .kueue_queues import (
     KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,
@@ -148,10 +149,12 @@ class KubernetesBackend(Backend):
     ).tag(config=True)
 
     events_interval = Float(
-        15.0,
-        help="""Seconds between reads of the events of pods that another scheduler (KAI
-        Scheduler, Volcano) holds and has not placed: its latest warning is shown as why the
-        job waits. 0 reads none.""",
+        5.0,
+        help="""Seconds between reads of the events of Jobs the cluster makes no pod for
+        (a ResourceQuota, Pod Security admission, a LimitRange, a webhook refuses it) and of
+        pods that another scheduler (KAI Scheduler, Volcano) holds and has not placed: their
+        latest warning is shown as why the job waits. Reads only while such a job exists.
+        0 reads none.""",
     ).tag(config=True)
 
     def __init__(self, config_file: Any, **kwargs: Any) -> None:
@@ -496,7 +499,10 @@ class KubernetesBackend(Backend):
                     started_at=verdict.started_at,
                     finished_at=verdict.finished_at,
                 )
-            await tick.wait()
+            # the cluster refusing its pod: looked at again when the admin's rule may end it
+            again = self.settings.fail_refused_after if verdict.waiting else None
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(tick.wait(), again)
 
     async def _taken_back(self, name: str, job: Obj) -> Outcome:
         """A Job Kueue suspended again after letting it run: it preempted it (another
@@ -648,13 +654,11 @@ class KubernetesBackend(Backend):
             flavor = self.nbjobs.flavor(flavor_name or "")
             if flavor is not None and self.mirror.nodes is not None:
                 capacity = functools.partial(self._capacity, flavor)
-        verdict = job_verdict(
-            job,
-            self.mirror.pods_of(name, deleted=True),
-            flavor,
-            capacity,
-            self.mirror.engine_said.get(name),
-        )
+        said = self.mirror.engine_said.get(name)
+        verdict = job_verdict(job, self.mirror.pods_of(name, deleted=True), flavor, capacity, said)
+        limit = self.settings.fail_refused_after
+        if job is not None and said and verdict.waiting and limit is not None:
+            verdict = refused_for_too_long(job, said, limit) or verdict
         if verdict.node:
             # kept once bound, for the job's record: every node its ranks ran on, also
             # those whose pods are gone by its end

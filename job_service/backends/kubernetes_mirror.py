@@ -389,8 +389,9 @@ class ClusterMirror:
             for pod in list(self.pods.values())
             if (job := job_of_pod(pod)) is not None and engine_holds(pod)
         }
+        refused = await self._refused_jobs()
         if not held:
-            return {}
+            return refused
         oldest = sorted(
             held.items(), key=lambda kv: kv[1]["metadata"].get("creationTimestamp") or ""
         )[:EVENT_READS_PER_ROUND]
@@ -412,6 +413,39 @@ class ClusterMirror:
             ]
             if (text := newest_warning(mine)) is not None:
                 said[job] = text
+        return {**refused, **said}
+
+    async def _refused_jobs(self) -> dict[str, str]:
+        """The Job controller's newest ``FailedCreate`` warning about each Job it has made
+        no pod for (the cluster refuses it: a ResourceQuota, Pod Security admission, a
+        LimitRange, a webhook), by Job name, in the cluster's own words."""
+        with_pods = {job for pod in list(self.pods.values()) if (job := job_of_pod(pod))}
+        podless = [
+            (name, job)
+            for name, job in list(self.jobs.items())
+            if name not in with_pods
+            and not (job.get("spec") or {}).get("suspend")
+            and (job.get("metadata") or {}).get("uid")  # created, not only being created
+            and not any(
+                c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
+                for c in (job.get("status") or {}).get("conditions") or []
+            )
+        ]
+        podless.sort(key=lambda kv: kv[1]["metadata"].get("creationTimestamp") or "")
+        podless = podless[:EVENT_READS_PER_ROUND]
+        if not podless:
+            return {}
+        lists = await asyncio.gather(
+            *(
+                self.api.events(f"involvedObject.kind=Job,involvedObject.name={name}")
+                for name, _ in podless
+            )
+        )
+        said = {}
+        for (name, _), events in zip(podless, lists, strict=True):
+            failed = [e for e in events if e.get("reason") == "FailedCreate"]
+            if (text := newest_warning(failed)) is not None:
+                said[name] = text
         return said
 
     async def _read_kueue_queues(self, gpus: Collection[str]) -> None:

@@ -268,7 +268,8 @@ def job_verdict(
 ) -> Verdict:
     """Map a Job (None: it is gone) and its pods to what a person should be told,
     with the cluster's own times of its start and end; ``engine_said`` is the latest
-    warning event of the engine that holds its pod, if any. ``capacity`` may be a
+    warning event of the engine that holds its pod, or of the Job controller that cannot
+    make one (``FailedCreate``), if any. ``capacity`` may be a
     function, asked only for a job whose pod no node takes now (its words say how many
     GPUs are free): working it out for every followed job at every change of the
     cluster was most of the service's time in a burst of 200 starts."""
@@ -277,6 +278,21 @@ def job_verdict(
     if job is not None:
         verdict.started_at, verdict.finished_at = cluster_times(job, pods)
     return verdict
+
+
+def refused_for_too_long(job: Mapping[str, Any], said: str, limit: float) -> Verdict | None:
+    """A Job the cluster has refused to make a pod for since its creation, ``limit``
+    seconds ago or longer (``backend.kubernetes.fail_refused_after``): the job fails in
+    the cluster's words, and its Job goes (``stuck``). None while it may still wait."""
+    made = _timestamp((job.get("metadata") or {}).get("creationTimestamp"))
+    if made is None or (datetime.now(timezone.utc) - made).total_seconds() < limit:
+        return None
+    return Verdict(
+        done=True,
+        state="failed",
+        stuck=True,
+        message=f"the cluster refused to make its pod for {limit:.0f} s: {said}",
+    )
 
 
 def cluster_times(
@@ -352,7 +368,7 @@ def _job_verdict(
         )
     failed = _condition(job, "Failed")
     if failed is not None:
-        return _failed_verdict(job, failed, ranks, pod, node)
+        return _failed_verdict(job, failed, ranks, pod, node, engine_said if pod is None else None)
     if _condition(job, "Complete") is not None:
         code = 0
         if pod is not None:
@@ -364,6 +380,10 @@ def _job_verdict(
         where = f" (queue {queue})" if queue else ""
         return Verdict(waiting=f"waiting for Kueue to admit it{where}")
     if pod is None:
+        # no pod yet; where the cluster refuses to make one (a ResourceQuota, Pod Security
+        # admission, a LimitRange, a webhook), its own words from the Job's events
+        if engine_said:
+            return Verdict(waiting=f"the cluster refuses to make its pod: {engine_said}")
         return Verdict()
     return _started_verdict(pod, node, flavor, capacity, engine_said)
 
@@ -374,6 +394,7 @@ def _failed_verdict(
     ranks: Mapping[int, Mapping[str, Any]],
     pod: Mapping[str, Any] | None,
     node: str | None,
+    refused: str | None = None,
 ) -> Verdict:
     """A Job that failed: its time limit, a rank other than 0, or its pod's failure."""
     if (
@@ -400,6 +421,14 @@ def _failed_verdict(
     if failed.get("reason") == "DeadlineExceeded":
         deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
         limit = f" ({deadline} s)" if deadline else ""
+        if pod is None and not (job.get("status") or {}).get("ready"):
+            # its time ran while no pod of it existed: not a notebook that ran too long
+            why = f": {refused}" if refused else ""
+            return Verdict(
+                done=True,
+                state="failed",
+                message=f"the cluster never made its pod within its time limit{limit}{why}",
+            )
         return Verdict(
             done=True,
             state="timed_out",

@@ -290,6 +290,11 @@ class KubernetesBackendConfig(_Model):
     python: str = "python"
     #: seconds a stopped job gets to save its partial output before it is killed
     termination_grace_seconds: int = Field(default=30, ge=0)
+    #: how long a job waits while the cluster refuses to make its pod (a ResourceQuota,
+    #: Pod Security admission, a LimitRange, a webhook: the job shows the cluster's
+    #: words) before it fails with them; None: it waits, up to its time limit, and then
+    #: fails saying the cluster never made its pod (never "timed out")
+    fail_refused_after: Duration = None
     #: nodes no new job may start on (maintenance); running jobs finish. Labelling a node
     #: ``nbjobs.io/drain=true`` does the same without a restart of the service
     drained_nodes: list[str] = []

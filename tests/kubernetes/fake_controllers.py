@@ -48,6 +48,58 @@ class PlayedControllers:
         node["metadata"]["labels"].update(labels)
         return self.put("nodes", node)
 
+    def make_pod(self, job_name: str, namespace: str, node: str | None = None) -> Obj | None:
+        """The Job controller tries to make the Job's pod, and the API server admits it or
+        not: the namespace's ResourceQuotas (hard ``requests.R`` and ``R`` against what its
+        live pods request) and Pod Security admission (the namespace's ``enforce`` label:
+        ``restricted`` refuses inline ``nfs`` and ``hostPath`` volumes). A refusal is what
+        the real controller records, a ``FailedCreate`` warning on the Job in the API
+        server's words, and no pod (None); else the pod, as :meth:`start_pod` makes it."""
+        job = self.objects[("jobs", namespace, job_name)]
+        pod_name = f"{job_name}-{uuid.uuid4().hex[:5]}"
+        why = self._refusal(job, namespace, pod_name)
+        if why is not None:
+            self.add_event(namespace, "Job", job_name, "FailedCreate", f"Error creating: {why}")
+            return None
+        return self.start_pod(job_name, namespace, node)
+
+    def _refusal(self, job: Obj, namespace: str, pod_name: str) -> str | None:
+        pod_spec = job["spec"]["template"]["spec"]
+        wanted = _requests({"spec": pod_spec})
+        for quota in self.list("resourcequotas", namespace):
+            hard = (quota.get("spec") or {}).get("hard") or {}
+            used: dict[str, float] = {}
+            for pod in self.list("pods", namespace):
+                if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    continue
+                for key, value in _requests(pod).items():
+                    used[key] = used.get(key, 0.0) + value
+            for key, limit in sorted(hard.items()):
+                resource = key.removeprefix("requests.")
+                if resource not in wanted or (resource == "pods" and key != "pods"):
+                    continue
+                if used.get(resource, 0.0) + wanted[resource] > _quantity(limit):
+                    name = quota["metadata"]["name"]
+                    return (
+                        f'pods "{pod_name}" is forbidden: exceeded quota: {name}, '
+                        f"requested: {key}={wanted[resource]:g}, "
+                        f"used: {key}={used.get(resource, 0.0):g}, limited: {key}={limit}"
+                    )
+        ns = self.get("namespaces", None, namespace) or {}
+        level = ((ns.get("metadata") or {}).get("labels") or {}).get(
+            "pod-security.kubernetes.io/enforce"
+        )
+        if level == "restricted":
+            for volume in pod_spec.get("volumes") or []:
+                kind = next((k for k in ("nfs", "hostPath") if k in volume), None)
+                if kind is not None:
+                    return (
+                        f'pods "{pod_name}" is forbidden: violates PodSecurity '
+                        f'"restricted:latest": restricted volume types (volume '
+                        f'"{volume["name"]}" uses restricted volume type "{kind}")'
+                    )
+        return None
+
     def start_pod(
         self, job_name: str, namespace: str, node: str | None = None, index: int | None = None
     ) -> Obj:
