@@ -90,14 +90,12 @@ class PlayedControllers:
             "pod-security.kubernetes.io/enforce"
         )
         if level == "restricted":
-            for volume in pod_spec.get("volumes") or []:
-                kind = next((k for k in ("nfs", "hostPath") if k in volume), None)
-                if kind is not None:
-                    return (
-                        f'pods "{pod_name}" is forbidden: violates PodSecurity '
-                        f'"restricted:latest": restricted volume types (volume '
-                        f'"{volume["name"]}" uses restricted volume type "{kind}")'
-                    )
+            broken = _restricted_violations(pod_spec)
+            if broken:
+                return (
+                    f'pods "{pod_name}" is forbidden: violates PodSecurity '
+                    f'"restricted:latest": {"; ".join(broken)}'
+                )
         return None
 
     def start_pod(
@@ -542,3 +540,52 @@ class PlayedControllers:
     def append_log(self, pod_name: str, namespace: str, text: str) -> None:
         self.logs[(namespace, pod_name)] = self.logs.get((namespace, pod_name), "") + text
         self._poke()
+
+
+#: the volume types Pod Security's restricted level allows
+_RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+    "projected", "secret",
+}  # fmt: skip
+
+
+def _restricted_violations(pod: Obj) -> list[str]:
+    """What Pod Security admission's ``restricted`` level finds wrong with a pod, in its
+    words (the checks nbjobs' pods meet or break: volumes, privilege escalation,
+    capabilities, running as non-root, seccomp)."""
+    found = []
+    for volume in pod.get("volumes") or []:
+        kind = next((k for k in volume if k != "name"), "")
+        if kind not in _RESTRICTED_VOLUMES:
+            found.append(
+                f'restricted volume types (volume "{volume["name"]}" uses restricted volume '
+                f'type "{kind}")'
+            )
+    pod_context = pod.get("securityContext") or {}
+    for container in pod.get("containers") or []:
+        context = container.get("securityContext") or {}
+        name = container["name"]
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(
+                f'allowPrivilegeEscalation != false (container "{name}" must set '
+                "securityContext.allowPrivilegeEscalation=false)"
+            )
+        if "ALL" not in ((context.get("capabilities") or {}).get("drop") or []):
+            found.append(
+                f'unrestricted capabilities (container "{name}" must set '
+                'securityContext.capabilities.drop=["ALL"])'
+            )
+        if not context.get("runAsNonRoot", pod_context.get("runAsNonRoot")):
+            found.append(
+                f'runAsNonRoot != true (pod or container "{name}" must set '
+                "securityContext.runAsNonRoot=true)"
+            )
+        seccomp = (context.get("seccompProfile") or pod_context.get("seccompProfile") or {}).get(
+            "type"
+        )
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(
+                f'seccompProfile (pod or container "{name}" must set '
+                'securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")'
+            )
+    return found

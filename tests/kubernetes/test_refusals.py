@@ -13,6 +13,10 @@ from nbjobs.job_service.backends.kubernetes_verdicts import job_verdict
 from .conftest import NAMESPACE, eventually
 from .test_service import settings, start, status_file
 
+#: the jobs' namespace as the chart makes it (jobsNamespace.podSecurity)
+RESTRICTED = {
+    "metadata": {"name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}
+}
 NO_GPUS = {"metadata": {"name": "gpu-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}
 
 
@@ -107,3 +111,32 @@ def test_a_deadline_that_ran_while_no_pod_existed_is_no_time_out():
     )
     ran = {"metadata": {"name": "p", "creationTimestamp": started}, "status": {"phase": "Failed"}}
     assert job_verdict(job, [ran], None, None, None).state == "timed_out"
+
+
+async def test_a_job_pod_on_a_claim_passes_the_restricted_level(
+    fake, kubeconfig, tmp_path, running_services
+):
+    """The chart's jobs' namespace enforces Pod Security's restricted level: nbjobs' job
+    pods pass it when the storage is a PersistentVolumeClaim."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
+    fake.put(
+        "namespaces",
+        {
+            "metadata": {
+                "name": NAMESPACE,
+                "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+            }
+        },
+        "ADDED",
+    )
+    data = settings(tmp_path)
+    data["storage"]["volume"] = {"persistentVolumeClaim": {"claimName": "nbjobs-home"}}
+    svc = await start(tmp_path, kubeconfig, data)
+    running_services.append(svc)
+    svc.write("ada", "train.ipynb", "print('hi')")
+
+    job = await svc.submit("ada", "train.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    assert fake.make_pod(name, NAMESPACE, "gpu-0") is not None
+    assert [e for e in fake.list("events", NAMESPACE) if e["reason"] == "FailedCreate"] == []
