@@ -20,6 +20,15 @@ RESTRICTED = {
 NO_GPUS = {"metadata": {"name": "gpu-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "0"}}}
 
 
+async def a_job_made(svc, fake) -> tuple[dict, str]:
+    """ada's notebook submitted, and its Job made: the job, and its Job's name."""
+    svc.write("ada", "train.ipynb", "print('hi')")
+    job = await svc.submit("ada", "train.ipynb", "a100")
+    name = f"nbjobs-{job['id']}"
+    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    return job, name
+
+
 async def test_a_quota_that_allows_no_gpu_is_said_in_its_words_and_lifting_it_lets_the_job_run(
     fake, kubeconfig, tmp_path, running_services
 ):
@@ -31,11 +40,8 @@ async def test_a_quota_that_allows_no_gpu_is_said_in_its_words_and_lifting_it_le
     )
     svc = await start(tmp_path, kubeconfig, settings(tmp_path))
     running_services.append(svc)
-    svc.write("ada", "train.ipynb", "print('hi')")
 
-    job = await svc.submit("ada", "train.ipynb", "a100")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    job, name = await a_job_made(svc, fake)
     assert fake.make_pod(name, NAMESPACE, "gpu-0") is None  # the API server refuses it
     waiting = await svc.wait(
         "ada", job["id"], lambda j: "refuses" in (j.get("waiting_reason") or ""), timeout=20
@@ -75,11 +81,8 @@ async def test_the_admins_rule_fails_a_refused_job_in_the_clusters_words(
     )
     svc = await start(tmp_path, kubeconfig, settings(tmp_path, fail_refused_after="1s"))
     running_services.append(svc)
-    svc.write("ada", "train.ipynb", "print('hi')")
 
-    job = await svc.submit("ada", "train.ipynb", "a100")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    job, name = await a_job_made(svc, fake)
     # the example storage is an inline nfs volume: Pod Security's restricted level refuses it
     assert fake.make_pod(name, NAMESPACE, "gpu-0") is None
 
@@ -133,10 +136,7 @@ async def test_a_job_pod_on_a_claim_passes_the_restricted_level(
     data["storage"]["volume"] = {"persistentVolumeClaim": {"claimName": "nbjobs-home"}}
     svc = await start(tmp_path, kubeconfig, data)
     running_services.append(svc)
-    svc.write("ada", "train.ipynb", "print('hi')")
 
-    job = await svc.submit("ada", "train.ipynb", "a100")
-    name = f"nbjobs-{job['id']}"
-    await eventually(lambda: fake.get("jobs", NAMESPACE, name))
+    _, name = await a_job_made(svc, fake)
     assert fake.make_pod(name, NAMESPACE, "gpu-0") is not None
     assert [e for e in fake.list("events", NAMESPACE) if e["reason"] == "FailedCreate"] == []
