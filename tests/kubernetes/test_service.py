@@ -540,3 +540,34 @@ async def test_users_are_told_where_on_the_share_their_results_go(
         outputs = (await client.get("me")).json()["outputs"]
     assert outputs["where"] == "nfs.example.org:/export/home/ada"
     assert outputs["free_bytes"] > 0
+
+
+async def test_a_second_service_on_the_namespace_leaves_the_first_ones_job_running(
+    fake, kubeconfig, tmp_path, running_services, capfd
+):
+    """A staging copy (a database of its own) started on the same jobs' namespace: it
+    says another nbjobs's Jobs are there, and leaves them be."""
+    fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "2"})
+    first = await start(tmp_path, kubeconfig, settings(tmp_path))
+    running_services.append(first)
+    first.write("ada", "train.ipynb", "print('hi')")
+    job, pod = await running_on_a_pod(first, fake, "train.ipynb")
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    data = settings(staging)
+    data["database"] = {"url": f"sqlite:///{staging / 'jobs.sqlite'}"}
+    capfd.readouterr()
+    second = await start(staging, kubeconfig, data)
+    running_services.append(second)
+    logged = capfd.readouterr().err  # the service's log (its own handler, on stderr)
+
+    assert [q for v, r, q in fake.queries if v == "delete" and r == "jobs"] == []
+    assert fake.get("jobs", NAMESPACE, f"nbjobs-{job['id']}") is not None
+    said = [line for line in logged.splitlines() if "another nbjobs" in line]
+    assert len(said) == 1
+    assert f"] 1 Job(s) in namespace {NAMESPACE} were made by another nbjobs" in said[0]
+    # the first's job goes on to its end
+    write_status(status_file(first, "ada", job["id"]), RunStatus("succeeded", 1, 1, exit_code=0))
+    fake.finish_pod(pod, NAMESPACE, exit_code=0)
+    assert (await first.wait("ada", job["id"], timeout=20))["state"] == "succeeded"
