@@ -6,8 +6,9 @@ What they add to a plain z2jh install: the hub image with nbjobs, nbjobs.yaml fr
 release's ConfigMap, the job service as an external service whose token comes from the
 release's Secret (never written in values), the CPU-only spawner and roles
 (``nbjobs.hub_config.configure``), notebook pods without Kubernetes credentials, the
-proxy's way to the job service's pods, and with the release's ServiceMonitor the token
-Prometheus reads metrics with.
+proxy's way to the job service's pods, with the release's ServiceMonitor the token
+Prometheus reads metrics with, and with nbjobs.yaml's ``network.servers`` rules the
+notebook pods' NetworkPolicy (z2jh's own, its allow-rules off, nbjobs' in their place).
 """
 
 from __future__ import annotations
@@ -22,9 +23,19 @@ import yaml
 from pydantic import ValidationError
 
 from .chart import CHART, ChartValues, release_values
+from .network import servers_policy
 
 #: the hub's name for the job service (hub_config/setup.py SERVICE_NAME); the chart's too
 SERVICE_NAME = "nbjobs"
+#: z2jh's switches of predefined egress on its notebook pods' NetworkPolicy
+Z2JH_EGRESS_ALLOW_RULES = (
+    "cloudMetadataServer",
+    "dnsPortsCloudMetadataServer",
+    "dnsPortsKubeSystemNamespace",
+    "dnsPortsPrivateIPs",
+    "nonPrivateIPs",
+    "privateIPs",
+)
 
 
 def z2jh_values(values: ChartValues, release: str, namespace: str, app_version: str) -> dict:
@@ -72,15 +83,26 @@ def z2jh_values(values: ChartValues, release: str, namespace: str, app_version: 
     }
     if values.hub.baseUrl != "/":
         hub["baseUrl"] = values.hub.baseUrl
+    singleuser: dict[str, Any] = {
+        # no Kubernetes credentials in notebook pods; the spawner mounts the user's
+        # folder of the shared volume itself, and asks for no GPU
+        "serviceAccountName": None,
+        "extraPodConfig": {"automountServiceAccountToken": False},
+        "storage": {"type": "none"},
+    }
+    servers = servers_policy(values.config, namespace)
+    if servers is not None:
+        # nbjobs.yaml's network.servers as z2jh's own policy of the notebook pods: its
+        # allow-rules off (a policy only ever allows: any that let the internet in would
+        # count), nbjobs' rules in their place
+        singleuser["networkPolicy"] = {
+            "enabled": True,
+            "egressAllowRules": dict.fromkeys(Z2JH_EGRESS_ALLOW_RULES, False),
+            "egress": servers["spec"]["egress"],
+        }
     return {
         "hub": hub,
-        "singleuser": {
-            # no Kubernetes credentials in notebook pods; the spawner mounts the user's
-            # folder of the shared volume itself, and asks for no GPU
-            "serviceAccountName": None,
-            "extraPodConfig": {"automountServiceAccountToken": False},
-            "storage": {"type": "none"},
-        },
+        "singleuser": singleuser,
         "proxy": {
             "chp": {
                 "networkPolicy": {

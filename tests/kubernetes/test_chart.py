@@ -328,3 +328,28 @@ def test_each_images_dockerfile_passes_hadolint(image):
     assert linted.returncode == 0, linted.stdout + linted.stderr
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert f"ARG NBJOBS_VERSION={chart['appVersion']}" in dockerfile.read_text()
+
+
+def test_the_servers_network_rules_become_z2jhs_policy_of_the_notebook_pods():
+    """A policy only ever allows: z2jh's own policy of the notebook pods lets the
+    internet in unless its allow-rules are off, so z2jh-values turns them off and gives
+    it nbjobs.yaml's network.servers rules (what nbjobs network-policies prints)."""
+    from nbjobs.chart import ChartValues, release_values
+    from nbjobs.network import servers_policy
+    from nbjobs.z2jh import z2jh_values
+
+    plain = ChartValues.model_validate(release_values([]))
+    assert "networkPolicy" not in z2jh_values(plain, "nbjobs", "nbjobs", "0.1.0")["singleuser"]
+
+    rules = {"servers": {"egress": [{"cidr": "10.20.0.0/16", "ports": [443]}]}}
+    values = release_values([])
+    values["config"]["network"] = rules
+    fenced = ChartValues.model_validate(values)
+    policy = z2jh_values(fenced, "nbjobs", "nbjobs", "0.1.0")["singleuser"]["networkPolicy"]
+    assert policy["enabled"] is True
+    assert set(policy["egressAllowRules"].values()) == {False}
+    assert policy["egress"] == servers_policy(fenced.config, "nbjobs")["spec"]["egress"]
+    assert {
+        "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}],
+        "ports": [{"protocol": "TCP", "port": 443}],
+    } in policy["egress"]
