@@ -111,7 +111,7 @@ def test_the_hub_gives_no_role_to_a_group_and_classes_get_groups_of_their_own(
 
 
 def test_the_service_may_run_outside_the_hub_with_its_own_token(monkeypatch):
-    monkeypatch.setenv("NBJOBS_SERVICE_URL_EXTERNAL", "http://nbjobs-job-service:8787")
+    monkeypatch.setenv("NBJOBS_SERVICE_URL_EXTERNAL", "http://nbjobs-job-service.nbjobs.svc:8787")
     monkeypatch.setenv("NBJOBS_SERVICE_API_TOKEN", "s3cret")
     c = Config()
 
@@ -127,7 +127,7 @@ def test_the_service_may_run_outside_the_hub_with_its_own_token(monkeypatch):
             "custom:nbjobs:admin",
             "custom:nbjobs:teach",
         ],
-        "url": "http://nbjobs-job-service:8787",
+        "url": "http://nbjobs-job-service.nbjobs.svc:8787",
         "api_token": "s3cret",
     }
 
@@ -170,7 +170,7 @@ def test_the_zero_to_jupyterhub_values_hand_the_hub_to_nbjobs(monkeypatch):
 
     assert c.JupyterHub.spawner_class == "nbjobs.spawner.kubernetes.NbjobsKubeSpawner"
     assert c.NbjobsKubeSpawner.nbjobs_service_url == "http://proxy-public{base_url}services/nbjobs/"
-    assert c.JupyterHub.services[0]["url"] == "http://nbjobs-job-service:8787"
+    assert c.JupyterHub.services[0]["url"] == "http://nbjobs-job-service.nbjobs.svc:8787"
     singleuser = values["singleuser"]
     assert singleuser["extraPodConfig"]["automountServiceAccountToken"] is False
     assert "extraResource" not in singleuser

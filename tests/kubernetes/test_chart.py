@@ -353,3 +353,62 @@ def test_the_servers_network_rules_become_z2jhs_policy_of_the_notebook_pods():
         "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}],
         "ports": [{"protocol": "TCP", "port": 443}],
     } in policy["egress"]
+
+
+async def test_the_example_manifests_are_what_the_chart_makes(cluster):
+    """hub_config/examples/kubernetes/job-service.yaml (the guide's "without Helm") is
+    the chart's job service for the guide's configuration, field for field where it
+    matters: the container, its environment, ports, probes, security and volumes."""
+    fake, helm = cluster
+    example = yaml.safe_load((ROOT / "hub_config" / "examples" / "kubernetes.yaml").read_text())
+    status, _, said = await helm("install", values={"config": example})
+    assert status == 0, said
+    by_hand = {
+        d["kind"]: d
+        for d in yaml.safe_load_all(
+            (ROOT / "hub_config" / "examples" / "kubernetes" / "job-service.yaml").read_text()
+        )
+        if d
+    }
+    made = fake.get("deployments", "nbjobs", "nbjobs-job-service")["spec"]["template"]
+    hand = by_hand["Deployment"]["spec"]["template"]
+    [container], [hand_container] = made["spec"]["containers"], hand["spec"]["containers"]
+    for key in ("command", "env", "ports", "readinessProbe", "livenessProbe", "resources",
+                "securityContext", "volumeMounts"):  # fmt: skip
+        assert hand_container.get(key) == container.get(key), (key, container.get(key))
+    for key in ("serviceAccountName", "securityContext", "volumes"):
+        assert hand["spec"].get(key) == made["spec"].get(key), (key, made["spec"].get(key))
+    network = "hub.jupyter.org/network-access-hub"
+    assert hand["metadata"]["labels"][network] == made["metadata"]["labels"][network]
+    service = fake.get("services", "nbjobs", "nbjobs-job-service")
+    assert by_hand["Service"]["spec"]["ports"] == service["spec"]["ports"]
+
+
+def test_the_example_z2jh_values_hold_what_z2jh_values_prints():
+    """hub_config/examples/kubernetes/values.yaml (z2jh's values, without Helm's nbjobs
+    chart or with it) holds every value `nbjobs z2jh-values` prints for the release
+    "nbjobs" of the guide's configuration (and more of the admin's own: the notebook
+    image, its size, the user scheduler)."""
+    from nbjobs.chart import ChartValues, release_values
+    from nbjobs.z2jh import z2jh_values
+
+    values = release_values([])
+    values["config"] = yaml.safe_load(
+        (ROOT / "hub_config" / "examples" / "kubernetes.yaml").read_text()
+    )
+    values["image"] = {**values["image"], "repository": "registry.example.org/nbjobs-hub"}
+    printed = z2jh_values(ChartValues.model_validate(values), "nbjobs", "nbjobs", "0.1.0")
+    example = yaml.safe_load(
+        (ROOT / "hub_config" / "examples" / "kubernetes" / "values.yaml").read_text()
+    )
+
+    def held(part: Any, whole: Any, where: str) -> None:
+        if isinstance(part, dict):
+            assert isinstance(whole, dict), where
+            for key, value in part.items():
+                assert key in whole, f"{where}.{key}"
+                held(value, whole[key], f"{where}.{key}")
+        else:
+            assert part == whole, where
+
+    held(printed, example, "values")
