@@ -4,6 +4,7 @@ waits or fails by the admin's rule, and never ends "timed out" for a time no pod
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta, timezone
 
 from nbjobs.job_runner import RunStatus
@@ -69,16 +70,7 @@ async def test_the_admins_rule_fails_a_refused_job_in_the_clusters_words(
     fake, kubeconfig, tmp_path, running_services
 ):
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
-    fake.put(
-        "namespaces",
-        {
-            "metadata": {
-                "name": NAMESPACE,
-                "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
-            }
-        },
-        "ADDED",
-    )
+    fake.put("namespaces", copy.deepcopy(RESTRICTED), "ADDED")
     svc = await start(tmp_path, kubeconfig, settings(tmp_path, fail_refused_after="1s"))
     running_services.append(svc)
 
@@ -122,16 +114,7 @@ async def test_a_job_pod_on_a_claim_passes_the_restricted_level(
     """The chart's jobs' namespace enforces Pod Security's restricted level: nbjobs' job
     pods pass it when the storage is a PersistentVolumeClaim."""
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "1"})
-    fake.put(
-        "namespaces",
-        {
-            "metadata": {
-                "name": NAMESPACE,
-                "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
-            }
-        },
-        "ADDED",
-    )
+    fake.put("namespaces", copy.deepcopy(RESTRICTED), "ADDED")
     data = settings(tmp_path)
     data["storage"]["volume"] = {"persistentVolumeClaim": {"claimName": "nbjobs-home"}}
     svc = await start(tmp_path, kubeconfig, data)
