@@ -40,6 +40,16 @@ Z2JH_EGRESS_ALLOW_RULES = (
 
 def z2jh_values(values: ChartValues, release: str, namespace: str, app_version: str) -> dict:
     """z2jh's values for a release ``release`` in ``namespace`` installed with ``values``."""
+    return {
+        "hub": _hub(values, release, namespace, app_version),
+        "singleuser": _singleuser(values, namespace),
+        "proxy": _proxy(values, release),
+    }
+
+
+def _hub(values: ChartValues, release: str, namespace: str, app_version: str) -> dict:
+    """The hub's part: the image, nbjobs.yaml mounted, the job service as an external
+    service with the release's token, and nbjobs' configuration of the hub."""
     name = release[:40].rstrip("-")  # the chart's nbjobs.fullname
     token_secret = values.hub.existingTokenSecret or f"{name}-service-token"
     service = f"http://{name}-job-service.{namespace}.svc:{values.jobService.port}"
@@ -59,19 +69,7 @@ def z2jh_values(values: ChartValues, release: str, namespace: str, app_version: 
         env["NBJOBS_METRICS_TOKEN"] = {
             "valueFrom": {"secretKeyRef": {"name": f"{name}-metrics-token", "key": "token"}}
         }
-        extra_config += (
-            "# Prometheus (the release's ServiceMonitor) reads metrics with this token only\n"
-            "import os\n"
-            'c.JupyterHub.custom_scopes["custom:nbjobs:metrics"] = '
-            '{"description": "Read nbjobs\' metrics."}\n'
-            "c.JupyterHub.services.append(\n"
-            '    {"name": "nbjobs-metrics", "api_token": os.environ["NBJOBS_METRICS_TOKEN"]}\n'
-            ")\n"
-            "c.JupyterHub.load_roles.append(\n"
-            '    {"name": "nbjobs-metrics", "services": ["nbjobs-metrics"],\n'
-            '     "scopes": ["custom:nbjobs:metrics"]}\n'
-            ")\n"
-        )
+        extra_config += METRICS_SERVICE
     hub: dict[str, Any] = {
         "image": {"name": values.image.repository, "tag": values.image.tag or app_version},
         "extraEnv": env,
@@ -83,9 +81,30 @@ def z2jh_values(values: ChartValues, release: str, namespace: str, app_version: 
     }
     if values.hub.baseUrl != "/":
         hub["baseUrl"] = values.hub.baseUrl
+    return hub
+
+
+#: the hub's extra config for the release's ServiceMonitor: Prometheus' token, which
+#: reads metrics and nothing else
+METRICS_SERVICE = (
+    "# Prometheus (the release's ServiceMonitor) reads metrics with this token only\n"
+    "import os\n"
+    'c.JupyterHub.custom_scopes["custom:nbjobs:metrics"] = '
+    '{"description": "Read nbjobs\' metrics."}\n'
+    "c.JupyterHub.services.append(\n"
+    '    {"name": "nbjobs-metrics", "api_token": os.environ["NBJOBS_METRICS_TOKEN"]}\n'
+    ")\n"
+    "c.JupyterHub.load_roles.append(\n"
+    '    {"name": "nbjobs-metrics", "services": ["nbjobs-metrics"],\n'
+    '     "scopes": ["custom:nbjobs:metrics"]}\n'
+    ")\n"
+)
+
+
+def _singleuser(values: ChartValues, namespace: str) -> dict:
+    """The notebook pods' part: no Kubernetes credentials, no storage of z2jh's (the
+    spawner mounts the user's folder itself), and nbjobs.yaml's network.servers rules."""
     singleuser: dict[str, Any] = {
-        # no Kubernetes credentials in notebook pods; the spawner mounts the user's
-        # folder of the shared volume itself, and asks for no GPU
         "serviceAccountName": None,
         "extraPodConfig": {"automountServiceAccountToken": False},
         "storage": {"type": "none"},
@@ -100,32 +119,24 @@ def z2jh_values(values: ChartValues, release: str, namespace: str, app_version: 
             "egressAllowRules": dict.fromkeys(Z2JH_EGRESS_ALLOW_RULES, False),
             "egress": servers["spec"]["egress"],
         }
-    return {
-        "hub": hub,
-        "singleuser": singleuser,
-        "proxy": {
-            "chp": {
-                "networkPolicy": {
-                    "egress": [
-                        {
-                            "to": [
-                                {
-                                    "podSelector": {
-                                        "matchLabels": {
-                                            "app.kubernetes.io/name": "nbjobs",
-                                            "app.kubernetes.io/instance": release,
-                                            "app.kubernetes.io/component": "job-service",
-                                        }
-                                    }
-                                }
-                            ],
-                            "ports": [{"port": values.jobService.port}],
-                        }
-                    ]
-                }
-            }
-        },
+    return singleuser
+
+
+def _proxy(values: ChartValues, release: str) -> dict:
+    """The proxy's part: its way to the job service's pods (some network plugins apply
+    no address rule to pod addresses, so the pods are named by their labels)."""
+    pods = {
+        "app.kubernetes.io/name": "nbjobs",
+        "app.kubernetes.io/instance": release,
+        "app.kubernetes.io/component": "job-service",
     }
+    egress = [
+        {
+            "to": [{"podSelector": {"matchLabels": pods}}],
+            "ports": [{"port": values.jobService.port}],
+        }
+    ]
+    return {"chp": {"networkPolicy": {"egress": egress}}}
 
 
 class _Dumper(yaml.SafeDumper):
