@@ -500,7 +500,7 @@ class KubernetesBackend(Backend):
                     finished_at=verdict.finished_at,
                 )
             # the cluster refusing its pod: looked at again when the admin's rule may end it
-            again = self.settings.fail_refused_after if verdict.waiting else None
+            again = self.settings.fail_refused_after if verdict.refused else None
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(tick.wait(), again)
 
@@ -657,7 +657,8 @@ class KubernetesBackend(Backend):
         said = self.mirror.engine_said.get(name)
         verdict = job_verdict(job, self.mirror.pods_of(name, deleted=True), flavor, capacity, said)
         limit = self.settings.fail_refused_after
-        if job is not None and said and verdict.waiting and limit is not None:
+        if job is not None and said and verdict.refused and limit is not None:
+            # only a Job without a pod: one an engine holds (KAI, Volcano) waits as it says
             verdict = refused_for_too_long(job, said, limit) or verdict
         if verdict.node:
             # kept once bound, for the job's record: every node its ranks ran on, also

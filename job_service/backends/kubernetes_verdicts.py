@@ -63,6 +63,9 @@ class Verdict:
     #: the cluster stopped it for reasons of its own (eviction, preemption, a lost node):
     #: not the notebook's fault, so the flavor may put it back in the queue
     disrupted: bool = False
+    #: it waits because the cluster refuses to make its pod (``waiting`` says the cluster's
+    #: words): what ``backend.kubernetes.fail_refused_after`` may end
+    refused: bool = False
     #: when it started and ended, as the cluster says (the container's start, the Job's
     #: completion), not when the service noticed; None when the cluster does not say
     started_at: datetime | None = None
@@ -281,9 +284,10 @@ def job_verdict(
 
 
 def refused_for_too_long(job: Mapping[str, Any], said: str, limit: float) -> Verdict | None:
-    """A Job the cluster has refused to make a pod for since its creation, ``limit``
-    seconds ago or longer (``backend.kubernetes.fail_refused_after``): the job fails in
-    the cluster's words, and its Job goes (``stuck``). None while it may still wait."""
+    """A Job the cluster has refused to make a pod for (its verdict ``refused``) since its
+    creation, ``limit`` seconds ago or longer (``backend.kubernetes.fail_refused_after``):
+    the job fails in the cluster's words ``said``, and its Job goes (``stuck``). None
+    while it may still wait."""
     made = _timestamp((job.get("metadata") or {}).get("creationTimestamp"))
     if made is None or (datetime.now(timezone.utc) - made).total_seconds() < limit:
         return None
@@ -383,7 +387,9 @@ def _job_verdict(
         # no pod yet; where the cluster refuses to make one (a ResourceQuota, Pod Security
         # admission, a LimitRange, a webhook), its own words from the Job's events
         if engine_said:
-            return Verdict(waiting=f"the cluster refuses to make its pod: {engine_said}")
+            return Verdict(
+                waiting=f"the cluster refuses to make its pod: {engine_said}", refused=True
+            )
         return Verdict()
     return _started_verdict(pod, node, flavor, capacity, engine_said)
 

@@ -123,3 +123,28 @@ async def test_a_job_pod_on_a_claim_passes_the_restricted_level(
     _, name = await a_job_made(svc, fake)
     assert fake.make_pod(name, NAMESPACE, "gpu-0") is not None
     assert [e for e in fake.list("events", NAMESPACE) if e["reason"] == "FailedCreate"] == []
+
+
+def test_only_a_job_without_a_pod_is_refused_and_an_engines_words_are_not_a_refusal():
+    """fail_refused_after ends a job whose pod the cluster will not make; a pod that KAI
+    Scheduler or Volcano holds unplaced, with the engine's warning, waits as it says."""
+    started = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    job = {"metadata": {"name": "nbjobs-0123456789ab", "creationTimestamp": started}, "spec": {}}
+    said = "Resources were not found for pod group: not enough GPUs in queue q"
+    refused = job_verdict(job, [], None, None, said)
+    assert refused.refused
+    assert refused.waiting == f"the cluster refuses to make its pod: {said}"
+    held = {
+        "metadata": {"name": "nbjobs-0123456789ab-x1y2z", "creationTimestamp": started},
+        "spec": {"schedulerName": "kai-scheduler"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": said}
+            ],
+        },
+    }  # fmt: skip
+    waiting = job_verdict(job, [held], None, None, said)
+    assert waiting.waiting
+    assert not waiting.refused
