@@ -72,7 +72,7 @@ from .kubernetes_capacity import (
     parse_quantity,
 )
 from .kubernetes_keep import keep_network_policy, keep_pod_log
-from .kubernetes_mirror import ClusterMirror, Reads, job_of_pod
+from .kubernetes_mirror import ClusterMirror, Reads, job_finished, job_of_pod
 from .kubernetes_objects import (
     JOB_ID_LABEL,
     JOBSET_GROUP,
@@ -669,13 +669,6 @@ class KubernetesBackend(Backend):
             self._placed[name] = verdict.node
         return verdict
 
-    @staticmethod
-    def _finished(job: Obj) -> bool:
-        return any(
-            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-            for c in (job.get("status") or {}).get("conditions") or []
-        )
-
     def _flavor_pod_spec(self, flavor: Flavor) -> Obj:
         spec: Obj = {
             "affinity": node_affinity(flavor.affinity, self._drained_nodes()),
@@ -698,7 +691,7 @@ class KubernetesBackend(Backend):
         made = Counter(job_of_pod(p) for p in pods)
         for name, job in list(self.mirror.jobs.items()):
             spec = job.get("spec") or {}
-            if self._finished(job) or spec.get("suspend"):
+            if job_finished(job) or spec.get("suspend"):
                 continue
             template = (spec.get("template") or {}).get("spec") or {}
             missing = (spec.get("parallelism") or 1) - made.get(name, 0)

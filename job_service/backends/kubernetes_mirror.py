@@ -59,6 +59,14 @@ def pod_ended(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def job_finished(job: Obj) -> bool:
+    """Whether a Job has its final condition (Complete or Failed)."""
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
 @dataclass
 class Index:
     """What :meth:`ClusterMirror.index` works out once per tick: the pods of each Job,
@@ -426,10 +434,7 @@ class ClusterMirror:
             if name not in with_pods
             and not (job.get("spec") or {}).get("suspend")
             and (job.get("metadata") or {}).get("uid")  # created, not only being created
-            and not any(
-                c.get("status") == "True" and c.get("type") in ("Complete", "Failed")
-                for c in (job.get("status") or {}).get("conditions") or []
-            )
+            and not job_finished(job)
         ]
         podless.sort(key=lambda kv: kv[1]["metadata"].get("creationTimestamp") or "")
         podless = podless[:EVENT_READS_PER_ROUND]

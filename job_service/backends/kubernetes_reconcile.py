@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from .kubernetes_mirror import pod_ended
+from .kubernetes_mirror import job_finished, pod_ended
 from .kubernetes_objects import (
     INSTANCE_LABEL,
     JOB_ID_LABEL,
@@ -20,14 +20,24 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 
-def made_elsewhere(obj: Obj, instance: str | None, wanted: Collection[str]) -> bool:
-    """Whether ``obj`` is another nbjobs's: it carries another instance's id, or none
-    (made before instance ids) for a job this database does not run."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+def made_elsewhere(labels: dict[str, str], instance: str | None, wanted: Collection[str]) -> bool:
+    """Whether an object with ``labels`` is another nbjobs's: it carries another
+    instance's id, or none (made before instance ids) for a job this database does not
+    run."""
     if instance is None:
         return False
     made_by = labels.get(INSTANCE_LABEL)
     return made_by != instance and not (made_by is None and labels.get(JOB_ID_LABEL) in wanted)
+
+
+def _unwanted(obj: Obj, instance: str | None, wanted: Collection[str]) -> str | None:
+    """The nbjobs job id of an object this nbjobs made for a job it no longer runs (ended,
+    or unknown to its database); None for anything else."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    job_id = labels.get(JOB_ID_LABEL)
+    if job_id is None or job_id in wanted or made_elsewhere(labels, instance, wanted):
+        return None
+    return job_id
 
 
 async def reconcile(backend: KubernetesBackend, wanted: Collection[str]) -> None:
@@ -35,9 +45,10 @@ async def reconcile(backend: KubernetesBackend, wanted: Collection[str]) -> None
     finished or does not know: nothing runs that nbjobs thinks has ended. Only this
     nbjobs's own (:data:`INSTANCE_LABEL`): another's jobs in the namespace (a second
     service with a database of its own) are left alone, and said once."""
+    mirror, instance = backend.mirror, backend.instance
     others = sorted(
-        name for name, obj in [*backend.mirror.jobs.items(), *backend.mirror.jobsets.items()]
-        if made_elsewhere(obj, backend.instance, wanted)
+        name for name, obj in [*mirror.jobs.items(), *mirror.jobsets.items()]
+        if made_elsewhere((obj.get("metadata") or {}).get("labels") or {}, instance, wanted)
     )  # fmt: skip
     if others:
         backend.log.warning(
@@ -50,15 +61,9 @@ async def reconcile(backend: KubernetesBackend, wanted: Collection[str]) -> None
             ", ".join(others[:5]),
             ", ..." if len(others) > 5 else "",
         )
-    for name, job in list(backend.mirror.jobs.items()):
-        labels = (job.get("metadata") or {}).get("labels") or {}
-        job_id = labels.get(JOB_ID_LABEL)
-        if (
-            job_id is None
-            or job_id in wanted
-            or backend._finished(job)
-            or made_elsewhere(job, backend.instance, wanted)
-        ):
+    for name, job in list(mirror.jobs.items()):
+        job_id = _unwanted(job, instance, wanted)
+        if job_id is None or job_finished(job):
             continue
         backend.log.warning(
             "Job %s/%s runs but its nbjobs job %s has ended or is unknown; deleting it",
@@ -68,15 +73,9 @@ async def reconcile(backend: KubernetesBackend, wanted: Collection[str]) -> None
         )
         backend._cancelling.add(name)
         await backend.api.delete_job(name)
-    for name, jobset in list(backend.mirror.jobsets.items()):
-        labels = (jobset.get("metadata") or {}).get("labels") or {}
-        job_id = labels.get(JOB_ID_LABEL)
-        if (
-            job_id is None
-            or job_id in wanted
-            or jobset_child(name) in backend._cancelling
-            or made_elsewhere(jobset, backend.instance, wanted)
-        ):
+    for name, jobset in list(mirror.jobsets.items()):
+        job_id = _unwanted(jobset, instance, wanted)
+        if job_id is None or jobset_child(name) in backend._cancelling:
             continue
         backend.log.warning(
             "JobSet %s/%s is there but its nbjobs job %s has ended or is unknown; deleting it",
@@ -86,22 +85,15 @@ async def reconcile(backend: KubernetesBackend, wanted: Collection[str]) -> None
         )
         backend._cancelling.add(jobset_child(name))
         await backend.api.delete_job(jobset_child(name))
-    for pod_name, pod in list(backend.mirror.pods.items()):
+    for pod_name, pod in list(mirror.pods.items()):
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        job_id = labels.get(JOB_ID_LABEL)
         if (
-            job_id is None
-            or job_id in wanted
-            or job_name_of(labels) in backend.mirror.jobs
+            _unwanted(pod, instance, wanted) is None
+            or job_name_of(labels) in mirror.jobs
             or pod_ended(pod)
-            or made_elsewhere(pod, backend.instance, wanted)
         ):
             continue
         backend.log.warning(
-            "pod %s/%s has no Job and no active job; deleting it",
-            *(
-                backend.namespace,
-                pod_name,
-            ),
+            "pod %s/%s has no Job and no active job; deleting it", backend.namespace, pod_name
         )
         await backend.api.delete_pod(pod_name)
