@@ -333,10 +333,7 @@ class NotebookJob:
             f"{len(self.user_number)} code cells"
         )
         if self.simulated_gpus:
-            self._log(
-                f"GPUs {os.environ.get('CUDA_VISIBLE_DEVICES', '')} are simulated (a machine "
-                "without a GPU, trying nbjobs out): nothing here computes on a GPU"
-            )
+            self._log(simulated_gpus_line(os.environ.get("CUDA_VISIBLE_DEVICES", "")))
         for warning in self.warnings:
             self._log(f"warning: {warning}")
         self._start_telemetry()
@@ -765,6 +762,16 @@ class NotebookJob:
             # The log may be on a full disk too; the status file carries what matters.
             with contextlib.suppress(OSError):
                 print(f"[nbjobs] {line}", file=self._stderr, flush=True)
+
+
+def simulated_gpus_line(visible: str) -> str:
+    """The log's word on simulated GPUs: "GPU 0 is simulated", "GPUs 0,1 are simulated"."""
+    ids = [part.strip() for part in visible.split(",") if part.strip()]
+    which = f"GPU {ids[0]} is" if len(ids) == 1 else f"GPUs {','.join(ids)} are"
+    return (
+        f"{which} simulated (a machine without a GPU, trying nbjobs out): "
+        "nothing here computes on a GPU"
+    )
 
 
 # -- checks used by prepare ---------------------------------------------------

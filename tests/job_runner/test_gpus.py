@@ -223,3 +223,23 @@ def test_a_node_in_mig_mode_lists_its_slices(make_notebook, tmp_path):
         ("0:0", "MIG-1a1a1a1a"),
         ("0:2", "MIG-3c3c3c3c"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("visible", "said"),
+    [("0", "[nbjobs] GPU 0 is simulated"), ("0,1", "[nbjobs] GPUs 0,1 are simulated")],
+)
+def test_the_log_counts_simulated_gpus_in_words_that_agree(make_notebook, tmp_path, visible, said):
+    # the demo on a machine without a GPU: one GPU reads "GPU 0 is", never "GPUs 0 are"
+    env = gpu_env(tmp_path, NBJOBS_SIMULATED_GPUS="1", CUDA_VISIBLE_DEVICES=visible)
+    done = subprocess.run(
+        runner_command(make_notebook("1"), tmp_path / "out.ipynb"),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+    assert said in done.stderr
+    assert "GPUs 0 are" not in done.stderr
