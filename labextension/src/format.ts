@@ -113,13 +113,30 @@ export function progressFraction(job: IJob): number | null {
   return Math.min(1, Math.max(0, cells_done / cells_total));
 }
 
-/** `3 of 5 cells`, or null when nothing is known yet. */
+/**
+ * The cell running now, as the job's log names it when the cell starts: `code cell 3
+ * of 5` while two are done (the runner counts the author's code cells from 1); `all 5
+ * code cells ran` once the last is done; null before the first cell starts (the kernel
+ * is starting) or before the runner counted them.
+ */
 export function progressLabel(job: IJob, trans: Translate = plain): string | null {
+  const { cells_done, cells_total, current_cell } = job.progress;
+  if (!cells_total || (current_cell === null && cells_done === 0)) {
+    return null;
+  }
+  if (cells_done >= cells_total) {
+    return trans('all %1 code cells ran', cells_total);
+  }
+  return trans('code cell %1 of %2', cells_done + 1, cells_total);
+}
+
+/** `2 of 5 code cells done` (what the progress bar shows), or null before they are counted. */
+export function progressDone(job: IJob, trans: Translate = plain): string | null {
   const { cells_done, cells_total } = job.progress;
   if (!cells_total) {
     return null;
   }
-  return trans('%1 of %2 cells', Math.min(cells_done, cells_total), cells_total);
+  return trans('%1 of %2 code cells done', Math.min(cells_done, cells_total), cells_total);
 }
 
 /** How many nodes a job of the flavor spans (1 from a service that does not say). */

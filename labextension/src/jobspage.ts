@@ -400,7 +400,7 @@ export class JobsPage extends Widget {
   private _typing = 0;
 }
 
-/** The job's state, and for a running one the cells it has done ("Running · 3 of 8 cells"). */
+/** The job's state, and for a running one the cell it runs ("Running · code cell 3 of 8"). */
 function stateWithProgress(job: IJob, trans: Translate): string {
   const progress = job.state === 'running' ? progressLabel(job, trans) : null;
   return progress ? `${stateLabel(job, trans)} · ${progress}` : stateLabel(job, trans);

@@ -19,6 +19,7 @@ import {
   kernelChoice,
   outputLocation,
   queueHistory,
+  progressDone,
   progressFraction,
   progressLabel,
   stateLabel
@@ -174,24 +175,34 @@ describe('stateLabel', () => {
 });
 
 describe('progress', () => {
-  it('is cells done over all cells', () => {
+  it('names the running cell as the log does, and counts the cells done for the bar', () => {
+    // two cells done, the third running: the log's line for it is "code cell 3 of 5"
     const running = job({
       state: 'running',
       progress: { cells_done: 2, cells_total: 5, current_cell: 3 }
     });
     expect(progressFraction(running)).toBe(0.4);
-    expect(progressLabel(running)).toBe('2 of 5 cells');
+    expect(progressLabel(running)).toBe('code cell 3 of 5');
+    expect(progressDone(running)).toBe('2 of 5 code cells done');
   });
 
-  it('is unknown before the runner counted the cells', () => {
+  it('is unknown before the runner counted the cells, and while the kernel starts', () => {
     expect(progressFraction(job({ state: 'starting' }))).toBeNull();
     expect(progressLabel(job({ state: 'starting' }))).toBeNull();
+    expect(progressDone(job({ state: 'starting' }))).toBeNull();
+    const kernel = job({
+      state: 'running',
+      progress: { cells_done: 0, cells_total: 5, current_cell: null }
+    });
+    expect(progressLabel(kernel)).toBeNull();
+    expect(progressDone(kernel)).toBe('0 of 5 code cells done');
   });
 
   it('never goes past the end', () => {
     const odd = job({ progress: { cells_done: 7, cells_total: 5, current_cell: null } });
     expect(progressFraction(odd)).toBe(1);
-    expect(progressLabel(odd)).toBe('5 of 5 cells');
+    expect(progressLabel(odd)).toBe('all 5 code cells ran');
+    expect(progressDone(odd)).toBe('5 of 5 code cells done');
   });
 });
 

@@ -266,7 +266,7 @@ def test_submit_queue_run_succeed_and_open_the_output(lab: Page, hub: Hub):
         )
         expect(first.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
         expect(first.locator(".nbjobs-Job-progressText")).to_have_text(
-            re.compile(r"^[1-3] of [45] cells$"), timeout=JOB_TIMEOUT
+            re.compile(r"^code cell [1-5] of [45]$"), timeout=JOB_TIMEOUT
         )
         expect(first.locator(".nbjobs-Job-progress")).to_be_visible()
         # Each row says on what it runs and for how long (ticking in the browser).
@@ -821,10 +821,10 @@ def test_the_panel_with_jobs_in_every_state(lab: Page):
     refresh_panel(lab)
     running = job_row(lab, "train resnet")
     expect(running.locator(".nbjobs-Job-progressText")).to_have_text(
-        re.compile(r"^[1-5] of [56] cells$"), timeout=JOB_TIMEOUT
+        re.compile(r"^code cell [1-6] of [56]$"), timeout=JOB_TIMEOUT
     )
     expect(job_row(lab, "eval baseline").locator(".nbjobs-Job-progressText")).to_have_text(
-        re.compile(r"^[1-5] of [56] cells$"), timeout=JOB_TIMEOUT
+        re.compile(r"^code cell [1-6] of [56]$"), timeout=JOB_TIMEOUT
     )
     expect(job_row(lab, "sweep lr=0.3").locator(".nbjobs-Job-state")).to_have_text(
         "Queued, #1 in line"
@@ -1010,11 +1010,12 @@ def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(la
     _, now = api(lab, "GET", API + f"jobs/{ticking['id']}")
     assert isinstance(now, dict)
     # its row in the table shows two more cells done: the same change drew the details
+    # (the row names the running cell, "code cell 4 of 9": three are done)
     lab.wait_for_function(
         """([id, done]) => {
             const row = document.querySelector(`#nbjobs-jobs-page tr[data-job-id='${id}']`);
-            const cells = row && row.textContent.match(/(\\d+) of \\d+ cells/);
-            return cells !== null && parseInt(cells[1]) >= done;
+            const cells = row && row.textContent.match(/code cell (\\d+) of \\d+/);
+            return cells !== null && parseInt(cells[1]) - 1 >= done;
         }""",
         arg=[ticking["id"], now["progress"]["cells_done"] + 2],
         timeout=JOB_TIMEOUT,
