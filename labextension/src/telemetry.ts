@@ -66,10 +66,14 @@ export interface ITelemetryView {
   hint: string | null;
 }
 
+/** What the view knows of the job: its GPUs, and (where known) its state and times. */
+export type TelemetryJob = Pick<IJob, 'gpus'> &
+  Partial<Pick<IJob, 'gpu_hours' | 'state' | 'started_at' | 'finished_at'>>;
+
 /** What to show for a job's telemetry. */
 export function describeTelemetry(
   metrics: IJobMetrics,
-  job: Pick<IJob, 'gpus'> & Partial<Pick<IJob, 'gpu_hours'>>,
+  job: TelemetryJob,
   trans: Translate = plain
 ): ITelemetryView {
   const hint = metrics.hint || null;
@@ -78,14 +82,17 @@ export function describeTelemetry(
   if (metrics.interval_seconds === null && !metrics.samples.length && !metrics.summary?.samples) {
     return { kind: 'off', line: trans('Telemetry is off for this job'), ...empty };
   }
+  // The readings may be from before the job ended (asked while it ran): an ended job is
+  // never described as waiting for its first reading.
+  const ended = isFinal(metrics.state) || (job.state !== undefined && isFinal(job.state));
   const summary = metrics.summary;
-  if (isFinal(metrics.state) && summary && summary.samples > 0) {
+  if (ended && summary && summary.samples > 0) {
     const facts = summaryFacts(summary, gpu, trans, job.gpu_hours ?? null);
     return { kind: 'summary', line: null, sparks: [], facts, hint };
   }
   if (!metrics.samples.length) {
-    const line = isFinal(metrics.state)
-      ? trans('No readings were taken while this job ran')
+    const line = ended
+      ? endedWithoutReadings(job, metrics.interval_seconds, trans)
       : gpu
         ? trans('No GPU readings yet')
         : trans('No readings yet');
@@ -93,6 +100,34 @@ export function describeTelemetry(
   }
   const lines = sparks(metrics.samples, gpu, trans);
   return { kind: 'live', line: null, sparks: lines, facts: [], hint };
+}
+
+/**
+ * Why an ended job has no readings: it never started, or it ended before the first
+ * reading was due (they are taken every `interval` seconds from its start).
+ */
+export function endedWithoutReadings(
+  job: TelemetryJob,
+  interval: number | null,
+  trans: Translate = plain
+): string {
+  if (job.started_at === null) {
+    return job.state === 'cancelled'
+      ? trans('No readings: this job was cancelled before it started')
+      : trans('No readings: this job ended before it started');
+  }
+  const ran =
+    job.started_at && job.finished_at
+      ? (Date.parse(job.finished_at) - Date.parse(job.started_at)) / 1000
+      : NaN;
+  if (interval && Number.isFinite(ran) && ran < interval + 1) {
+    return trans(
+      'No readings: this job ended after %1, before its first reading (one every %2)',
+      formatDuration(Math.max(0, ran), trans),
+      formatDuration(interval, trans)
+    );
+  }
+  return trans('No readings were taken while this job ran');
 }
 
 /**

@@ -109,6 +109,7 @@ export class TelemetryView {
     // While it runs, only what is new; the summary and hint come whole every time.
     const since = known && known.samples.length ? known.samples[known.samples.length - 1].at : null;
     this._asking = true;
+    const asked = ++this._asked;
     let answer: IJobMetrics;
     try {
       answer = await this.api.metrics(job.id, since);
@@ -136,7 +137,12 @@ export class TelemetryView {
       throw error; // the Poll backs off; the panel says when the service is down
     }
     this._asking = false;
-    const samples = known ? mergeSamples(known.samples, answer.samples) : answer.samples;
+    if (asked < this._answered) {
+      return; // a later question was answered first (asked again as the job ended)
+    }
+    this._answered = asked;
+    const latest = this._metrics;
+    const samples = latest ? mergeSamples(latest.samples, answer.samples) : answer.samples;
     this._metrics = { ...answer, samples };
     this._render();
     this._plan();
@@ -195,6 +201,9 @@ export class TelemetryView {
   private _shown = false;
   private _gone = false;
   private _asking = false;
+  /** the number of the latest question asked, and of the latest answer shown */
+  private _asked = 0;
+  private _answered = 0;
   /** the service refused to say (and why is shown): no more asking */
   private _refused = false;
   private _poller: Poll | null = null;

@@ -320,6 +320,36 @@ describe('describeTelemetry', () => {
     expect(ended.line).toBe('No readings were taken while this job ran');
   });
 
+  it('says why an ended job has no readings, never that they are still to come', () => {
+    // readings asked while it ran (the answer says running), the job has ended since
+    const asked = metrics({ state: 'running' });
+    const quick = {
+      ...GPU_JOB,
+      state: 'succeeded' as const,
+      started_at: '2026-11-30T10:00:00Z',
+      finished_at: '2026-11-30T10:00:04Z'
+    };
+    const view = describeTelemetry(asked, quick);
+    expect(view.kind).toBe('none');
+    expect(view.line).toBe(
+      'No readings: this job ended after 4s, before its first reading (one every 10s)'
+    );
+    const never = { ...GPU_JOB, state: 'cancelled' as const, started_at: null };
+    expect(describeTelemetry(asked, never).line).toBe(
+      'No readings: this job was cancelled before it started'
+    );
+    const long = { ...quick, finished_at: '2026-11-30T10:05:00Z' };
+    expect(describeTelemetry(asked, long).line).toBe('No readings were taken while this job ran');
+  });
+
+  it("shows an ended job's summary from readings asked while it ran", () => {
+    const asked = metrics({ state: 'running', summary: summary({ samples: 3 }) });
+    const view = describeTelemetry(asked, { ...GPU_JOB, state: 'failed' });
+    expect(view.kind).toBe('summary');
+    expect(view.line).toBeNull();
+    expect(view.facts.map(f => f.key)).toContain('gpu');
+  });
+
   it('draws four sparklines with the latest values for a running GPU job', () => {
     const samples = [
       sample(0, { gpu_utilization_percent: 10 }),
