@@ -149,9 +149,7 @@ function jobActions(ext: IExtension): IJobActions {
   const actions: IJobActions = {
     cancel: job => cancelJob(ext, job),
     notifications: async () => {
-      if (await notificationsDialog(api, trans)) {
-        Notification.success(trans('Notification settings saved.'), { autoClose: 4000 });
-      }
+      await notificationsDialog(api, trans); // says itself what was saved
     },
     rerun: async job => {
       // The Submit dialog, filled in as the job ran: change the flavor, a parameter or

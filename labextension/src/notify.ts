@@ -6,12 +6,18 @@
  * address gets a code by mail; the dialog asks for it, and mail goes there only once it
  * is entered.
  */
-import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { type NbjobsAPI, NbjobsError } from './api';
 import type { Translate } from './translate';
-import { DEFAULT_EVENTS, eventChoices, messageLine, settingsBody } from './notifysettings';
+import {
+  DEFAULT_EVENTS,
+  eventChoices,
+  messageLine,
+  savedMessage,
+  settingsBody
+} from './notifysettings';
 import type { INotification, INotifySettings, INotifySettingsInfo, NotifyEvent } from './types';
 
 /** Every channel there is (an older service, which does not say its own, offers both). */
@@ -230,7 +236,8 @@ function latestMessages(latest: INotification[], trans: Translate): HTMLDivEleme
 /**
  * Show the user's notification setting; save it when asked. A refusal (an address or
  * host the admins do not allow, no mail set up) shows the service's sentence in the
- * dialog, with what was typed kept. Resolves to the saved setting, or null.
+ * dialog, with what was typed kept. A save says so (and that the address is confirmed,
+ * when a code was entered). Resolves to the saved setting, or null.
  */
 export async function notificationsDialog(
   api: NbjobsAPI,
@@ -244,6 +251,8 @@ export async function notificationsDialog(
   const { channels, latest, own } = loaded;
   let settings = loaded.settings;
   let error: string | null = null;
+  /** a code was entered and the service took it: the address is confirmed */
+  let confirmed = false;
   const title = definition
     ? trans('Notifications for "%1"', definition.name)
     : trans('Notifications');
@@ -286,6 +295,7 @@ export async function notificationsDialog(
     try {
       if (form.code) {
         await api.confirmAddress(form.code);
+        confirmed = true;
       }
       const body = definition ? { ...result.value, definition_id: definition.id } : result.value;
       const saved = await api.saveNotifySettings(body);
@@ -295,6 +305,7 @@ export async function notificationsDialog(
         error = null;
         continue;
       }
+      Notification.success(savedMessage(saved, confirmed, trans), { autoClose: 6000 });
       return saved;
     } catch (failure) {
       // again, with what was typed and the reason

@@ -3,7 +3,7 @@
  * can be tested without a browser).
  */
 import type { Translate } from './translate';
-import type { INotification, INotifySettings, NotifyEvent } from './types';
+import type { INotification, INotifySettings, INotifySettingsInfo, NotifyEvent } from './types';
 
 /** The events a user may choose, in the order the dialog lists them. */
 export function eventChoices(trans: Translate): [NotifyEvent, string][] {
@@ -54,4 +54,22 @@ export function messageLine(message: INotification, trans: Translate): string {
             ? trans('sent in a summary')
             : trans('waiting to be sent (attempt %1)', message.attempts.length + 1);
   return `${message.subject}: ${message.channel} to ${message.target}, ${outcome} (${when})`;
+}
+
+/**
+ * What a save says: that the address is confirmed when the code from the mail was just
+ * entered (as `nbjobs notify --confirm` says it), else that the settings were saved.
+ */
+export function savedMessage(
+  saved: Pick<INotifySettingsInfo, 'email' | 'email_confirmed'>,
+  confirmedNow: boolean,
+  trans: Translate
+): string {
+  if (confirmedNow && saved.email && saved.email_confirmed !== false) {
+    return trans(
+      '%1 is confirmed: mail about your jobs goes there. Notification settings saved.',
+      saved.email
+    );
+  }
+  return trans('Notification settings saved.');
 }

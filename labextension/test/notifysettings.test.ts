@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 
-import { DEFAULT_EVENTS, eventChoices, messageLine, settingsBody } from '../src/notifysettings';
+import {
+  DEFAULT_EVENTS,
+  eventChoices,
+  messageLine,
+  savedMessage,
+  settingsBody
+} from '../src/notifysettings';
 import { plain } from '../src/translate';
 import type { INotification } from '../src/types';
 
@@ -70,5 +76,22 @@ describe('messageLine', () => {
     expect(messageLine(held, plain)).toContain('held: more came than you are sent at once');
     const summarised = { ...held, state: 'summarised' as const };
     expect(messageLine(summarised, plain)).toContain('sent in a summary');
+  });
+});
+
+describe('savedMessage', () => {
+  it('says the address is confirmed once the mailed code was entered', () => {
+    const saved = { email: 'ada@uni.example', email_confirmed: true };
+    expect(savedMessage(saved, true, plain)).toBe(
+      'ada@uni.example is confirmed: mail about your jobs goes there. Notification settings saved.'
+    );
+  });
+
+  it('says only that the settings were saved when no code was entered', () => {
+    const saved = { email: 'ada@uni.example', email_confirmed: true };
+    expect(savedMessage(saved, false, plain)).toBe('Notification settings saved.');
+    expect(savedMessage({ email: null, email_confirmed: null }, true, plain)).toBe(
+      'Notification settings saved.'
+    );
   });
 });
