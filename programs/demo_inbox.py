@@ -122,11 +122,17 @@ class Inbox:
         self.path = path
         self._lock = threading.Lock()
         self._by_user: dict[str, deque[dict[str, Any]]] = defaultdict(lambda: deque(maxlen=keep))
+        #: messages each user has been sent since the inbox started (kept ones included)
+        self._versions: dict[str, int] = defaultdict(int)
+        #: a user's page waiting for their next message: set when it comes
+        self._arrived: dict[str, asyncio.Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         if path.exists():
             for line in path.read_text(errors="replace").splitlines():
                 try:
                     message = json.loads(line)
                     self._by_user[str(message["user"])].append(message)
+                    self._versions[str(message["user"])] += 1
                 except (ValueError, KeyError, TypeError):
                     continue
         self._rewrite()  # drop what no longer fits
@@ -141,13 +147,41 @@ class Inbox:
         }
         with self._lock:
             self._by_user[user].append(message)
+            self._versions[user] += 1
             with self._open("a") as f:
                 f.write(json.dumps(message) + "\n")
+            loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake, user)
 
     def of(self, user: str) -> list[dict[str, Any]]:
         """``user``'s messages, newest first."""
         with self._lock:
             return list(reversed(self._by_user.get(user, ())))
+
+    def version(self, user: str) -> int:
+        """How many messages ``user`` has been sent: it changes with each new one."""
+        with self._lock:
+            return self._versions.get(user, 0)
+
+    async def wait_for_new(self, user: str, seen: int, timeout: float) -> int:
+        """Wait until ``user`` has a message their page has not shown (their version is
+        not ``seen``), or ``timeout`` seconds; return their version."""
+        self._loop = asyncio.get_running_loop()
+        loop_ends = self._loop.time() + timeout
+        while (version := self.version(user)) == seen:
+            left = loop_ends - self._loop.time()
+            if left <= 0:
+                break
+            arrived = self._arrived.setdefault(user, asyncio.Event())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(arrived.wait(), left)
+        return version
+
+    def _wake(self, user: str) -> None:
+        arrived = self._arrived.pop(user, None)
+        if arrived is not None:
+            arrived.set()
 
     def _rewrite(self) -> None:
         with self._lock, self._open("w") as f:
@@ -218,8 +252,9 @@ def smtp_protocol(inbox: Inbox, password: str, loop: asyncio.AbstractEventLoop) 
 
 
 PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
+<html lang="en"><head><meta charset="utf-8">
 <title>Demo inbox of {user}</title>
+<script src="inbox.js" defer></script>
 <style>
 body {{ font: 14px/1.5 system-ui, sans-serif; margin: 2em auto; max-width: 60em;
   color: #222; padding: 0 1em; }}
@@ -231,6 +266,7 @@ article {{ border-bottom: 1px solid #ddd; padding: 0.6em 0; }}
 time {{ color: #666; font-size: 12px; margin-left: 0.5em; }}
 pre {{ white-space: pre-wrap; margin: 0.3em 0 0; font: 13px/1.4 ui-monospace, monospace; }}
 .empty {{ color: #666; }}
+.follow {{ color: #666; font-size: 12px; }}
 </style></head><body>
 <h1>Demo inbox of {user}</h1>
 <p>This demo has no mail server: the mail and webhooks its job service sends land here.
@@ -241,18 +277,75 @@ You see only your own.</p>
 <li>email: <code>{address}</code> (a code to confirm it arrives here first)</li>
 <li>webhook: <code>{webhook}</code></li>
 </ul></div>
-<h2>Messages ({count})</h2>
+<h2>Messages (<span id="count">{count}</span>)</h2>
+<p class="follow" id="follow">New messages appear here as they arrive.</p>
+<div id="messages" data-version="{version}">
 {messages}
+</div>
 </body></html>
 """
 
 
-#: the page runs no script and loads nothing: its own style only
-CSP = "default-src 'none'; style-src 'unsafe-inline'"
+#: the page loads its own style and script only (the script asks for new messages)
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'"
+
+#: how long the page's question for new messages waits for one, in seconds
+WAIT_SECONDS = 25.0
+
+#: the page's script: it asks for the next message (the answer waits until one comes or
+#: WAIT_SECONDS pass) and shows the list again, without reloading the page
+SCRIPT = r"""
+"use strict";
+(() => {
+  const list = document.getElementById("messages");
+  const count = document.getElementById("count");
+  const follow = document.getElementById("follow");
+  let version = Number(list.dataset.version);
+  const article = m => {
+    const item = document.createElement("article");
+    item.dataset.kind = m.kind;
+    const kind = document.createElement("span");
+    kind.className = "kind";
+    kind.textContent = m.kind;
+    const subject = document.createElement("b");
+    subject.textContent = m.subject;
+    const at = document.createElement("time");
+    at.dateTime = m.at;
+    at.textContent = m.at;
+    const text = document.createElement("pre");
+    text.textContent = m.text;
+    item.append(kind, subject, at, text);
+    return item;
+  };
+  const ask = async () => {
+    for (;;) {
+      try {
+        const answer = await fetch(`api/messages?seen=${version}`, { cache: "no-store" });
+        if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+        const body = await answer.json();
+        follow.textContent = "New messages appear here as they arrive.";
+        if (body.version !== version) {
+          version = body.version;
+          list.dataset.version = String(version);
+          list.replaceChildren(...body.messages.map(article));
+          count.textContent = String(body.messages.length);
+        }
+      } catch (error) {
+        follow.textContent = "The inbox does not answer (" + error + "): trying again.";
+        await new Promise(again => setTimeout(again, 3000));
+      }
+    }
+  };
+  ask();
+})();
+"""
 
 
-def page(user: str, address: str, webhook: str, messages: Sequence[dict[str, Any]]) -> str:
-    """The inbox page of ``user`` (every value escaped)."""
+def page(
+    user: str, address: str, webhook: str, messages: Sequence[dict[str, Any]], version: int = 0
+) -> str:
+    """The inbox page of ``user`` (every value escaped); ``version``: their messages' (see
+    :meth:`Inbox.version`), from which the page's script follows new ones."""
     items = [
         '<article data-kind="{kind}"><span class="kind">{kind}</span><b>{subject}</b>'
         '<time datetime="{at}">{at}</time><pre>{text}</pre></article>'.format(
@@ -265,6 +358,7 @@ def page(user: str, address: str, webhook: str, messages: Sequence[dict[str, Any
         address=html.escape(address),
         webhook=html.escape(webhook),
         count=len(messages),
+        version=version,
         messages="\n".join(items)
         or '<p class="empty">Nothing yet: ask for messages in the Notifications dialog, '
         "then submit a job.</p>",
@@ -287,19 +381,33 @@ def make_app(inbox: Inbox, secret: bytes, prefix: str, public_url: str) -> Any:
         def get(self) -> None:
             user = self.current_user["name"]
             self.set_header("Cache-Control", "no-store")
-            self.set_header(
-                "Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"
-            )
-            self.finish(page(user, address_of(user), webhook_url(user), inbox.of(user)))
+            self.set_header("Content-Security-Policy", CSP)
+            version = inbox.version(user)
+            messages = inbox.of(user)
+            self.finish(page(user, address_of(user), webhook_url(user), messages, version))
+
+    class Script(web.RequestHandler):
+        def get(self) -> None:
+            self.set_header("Content-Type", "text/javascript; charset=utf-8")
+            self.finish(SCRIPT)
 
     class Messages(HubOAuthenticated, web.RequestHandler):
+        """The user's messages; with ``?seen=N`` (the version their page shows), once
+        there is a new one, or after :data:`WAIT_SECONDS` with the same."""
+
         hub_auth_class = HubOAuth
 
         @web.authenticated
-        def get(self) -> None:
+        async def get(self) -> None:
             user = self.current_user["name"]
             self.set_header("Cache-Control", "no-store")
-            self.finish({"address": address_of(user), "messages": inbox.of(user)})
+            seen = self.get_argument("seen", None)
+            version = inbox.version(user)
+            if seen is not None and seen.isdigit():
+                version = await inbox.wait_for_new(user, int(seen), WAIT_SECONDS)
+            self.finish(
+                {"address": address_of(user), "version": version, "messages": inbox.of(user)}
+            )
 
     class Hook(web.RequestHandler):
         def check_xsrf_cookie(self) -> None:  # a webhook carries its key, not a cookie
@@ -321,6 +429,7 @@ def make_app(inbox: Inbox, secret: bytes, prefix: str, public_url: str) -> Any:
     return web.Application(
         [
             (prefix, Page),
+            (prefix + "inbox.js", Script),
             (prefix + "api/messages", Messages),
             (prefix + r"hook/([^/]+)/([0-9a-f]+)", Hook),
             (prefix + "oauth_callback", HubOAuthCallbackHandler),

@@ -118,9 +118,38 @@ def test_the_page_shows_a_users_messages_escaped():
         {"kind": "mail", "subject": "<script>alert(1)</script>", "at": "now", "text": "a & b"}
     ]
     text = demo_inbox.page("ada", "ada@demo.test", "http://127.0.0.1:1/hook/ada/k", messages)
-    assert "<script>" not in text
+    assert "<script>alert" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "a &amp; b" in text
     assert "ada@demo.test" in text
     assert "http://127.0.0.1:1/hook/ada/k" in text
-    assert "Messages (1)" in text
+    assert 'Messages (<span id="count">1</span>)' in text
+
+
+def test_the_page_follows_new_messages_without_reloading():
+    # no reload every few seconds (a reader's place on the page went with it): its own
+    # script asks for the next message, and the policy lets only that script run
+    text = demo_inbox.page("ada", "ada@demo.test", "http://127.0.0.1:1/hook/ada/k", [], 3)
+    assert 'http-equiv="refresh"' not in text
+    assert '<script src="inbox.js" defer></script>' in text
+    assert 'data-version="3"' in text
+    assert "script-src 'self'" in demo_inbox.CSP
+    assert "api/messages?seen=" in demo_inbox.SCRIPT
+
+
+async def test_a_page_waiting_for_mail_is_answered_when_it_comes(running):
+    inbox = running["inbox"]
+    seen = inbox.version("ada")
+    # nothing new: the question waits its time and says so (the same version)
+    assert await inbox.wait_for_new("ada", seen, timeout=0.2) == seen
+    waiting = asyncio.create_task(inbox.wait_for_new("ada", seen, timeout=60))
+    await asyncio.sleep(0)  # the page is waiting now
+    assert not waiting.done()
+    await asyncio.to_thread(
+        send, running["smtp"], "ada@demo.test", "job done", ("nbjobs", running["password"])
+    )
+    # answered as the mail lands, long before its 60 s
+    assert await asyncio.wait_for(waiting, 10) == seen + 1
+    assert [m["subject"] for m in inbox.of("ada")] == ["job done"]
+    # bob's page is not woken by ada's mail
+    assert await inbox.wait_for_new("bob", 0, timeout=0.1) == 0
