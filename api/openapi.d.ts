@@ -3545,12 +3545,19 @@ export interface components {
         UpdateRequest: {
             priority: number;
         };
+        /** @description ``GET api/usage``: the rows against budgets (each in its period up to now) and a breakdown over a range of whole UTC days. */
         Usage: {
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description the start of the default quota's period (``period``), up to now
+             */
             since: string;
             period: string;
+            /** @description the users the caller may see with a job in their period or one running or queued */
             users: components["schemas"]["UsageRow"][];
             groups: components["schemas"]["UsageRow"][];
+            /** @description the caller's own row, there even when they used nothing */
+            own: components["schemas"]["UsageRow"];
             /**
              * Format: date
              * @description the breakdown's range: whole UTC days, from ``range_since`` up to ``range_until``
@@ -3607,17 +3614,28 @@ export interface components {
              */
             days: components["schemas"]["UsageDay"][];
         };
+        /** @description A user's or group's jobs and GPU-hours in a period that ends now (a rolling window: ``week`` is the last 7 days), by the one rule every figure counts by: a job counts when its run overlaps the period, with the GPU-hours of its run inside it. */
         UsageRow: {
             name: string;
+            /** @description the period: a user's budget's, else (groups, users without a budget) the default quota's */
+            period: string;
+            /** @description jobs whose run overlaps the period (one that never started counts in none) */
             jobs: number;
+            /** @description jobs running now, and queued now */
             running: number;
             queued: number;
+            /** @description GPU-hours held in the period (what a budget counts, deleted jobs' too) */
             gpu_hours: number;
             /**
-             * @description a user's GPU-hour budget for the same period (with what their teacher granted); None for groups, for users without a budget, or whose budget counts another period
+             * @description a user's GPU-hour budget for the period, with what a teacher granted; None for groups and users without a budget
              * @default null
              */
             gpu_hours_limit: number | null;
+            /**
+             * @description of the budget, the hours a teacher granted on top of the class's (extensions)
+             * @default 0
+             */
+            gpu_hours_granted: number;
         };
         /** @description What one user's job files take (``.nbjobs`` in their folder). */
         UserStorage: {

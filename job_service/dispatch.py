@@ -409,7 +409,12 @@ class Dispatcher:
                     JobRecord.claim == token,
                     JobRecord.state == JobState.STARTING.value,
                 )
-                .values(backend_ref=launched.ref, gpus=launched.gpus, started_at=utcnow()),
+                .values(
+                    backend_ref=launched.ref,
+                    gpus=launched.gpus,
+                    started_at=utcnow(),
+                    node=launched.node,
+                ),
             )
             if not done:
                 db.rollback()

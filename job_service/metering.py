@@ -9,6 +9,13 @@ utilisation; for a share of a GPU, that share of it) spread evenly over the job'
 A job counts in the days its run overlaps, in UTC, each with the part of its run that
 fell in that day; a job that ran from 23:00 to 01:00 gives an hour to each day.
 
+**The one rule** for every figure of a period, here and nowhere else: a job counts in a
+period when its run (from its start to its end, or to now while it runs) overlaps the
+period, with the GPU-hours of the part of its run inside it. A job that never started
+(queued, cancelled before it started) counts in no period. The usage report's range
+(whole UTC days), its rows per user against budgets and the budgets themselves (the
+rolling window of :data:`~nbjobs.config.PERIODS`, :func:`gpu_hours_in`) all count so.
+
 A job counts once per key it has: in each of its groups (``by="group"``), in each class
 its owner is a student of (``by="class"``). Jobs whose GPUs were never sampled (telemetry
 off, a job that ended before the first sample) count as allocated and not busy.
@@ -160,7 +167,7 @@ def metered(rows: Iterable[Sequence[Any]]) -> list[MeteredJob]:
             log.warning("a job of %s with a damaged start time left out of the usage", user)
             continue
         if groups not in groups_of:  # the same few group lists, decoded once each
-            groups_of[groups] = _groups(groups)
+            groups_of[groups] = stored_groups(groups)
         try:
             jobs.append(
                 MeteredJob(
@@ -251,6 +258,13 @@ def meter(
     return most_first(lines.values())
 
 
+def gpu_hours_in(db: Session, user: str, since: datetime, now: datetime) -> float:
+    """The GPU-hours ``user``'s jobs (deleted ones' too: deleting gives no hours back)
+    held from ``since`` up to ``now``: what a budget counts, by :func:`meter`'s rule."""
+    lines = meter(jobs_in_range(db, since, now, [user]), since=since, until=now, now=now, by="user")
+    return lines[0].total.allocated / 3600 if lines else 0.0
+
+
 def most_first(lines: Iterable[Line]) -> list[Line]:
     """Lines in a report's order: the most GPU time allocated first, then by name."""
     return sorted(lines, key=lambda line: (-line.total.allocated, line.name))
@@ -332,7 +346,7 @@ def _seconds(when: datetime) -> float:
     return when.timestamp()
 
 
-def _groups(stored: str | None) -> tuple[str, ...]:
+def stored_groups(stored: str | None) -> tuple[str, ...]:
     """A job's groups as stored (JSON text); none if they cannot be read."""
     try:
         value: Any = json.loads(stored) if stored else []

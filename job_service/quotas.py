@@ -7,7 +7,7 @@ start yet because of it. Submit, the dispatcher and the usage report all ask her
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -19,8 +19,9 @@ from nbjobs.units import figure, limit_figure
 
 from .budgets import Budgets
 from .context import Context
-from .db import JobRecord, KeptUsage, utcnow
+from .db import JobRecord, utcnow
 from .errors import Caller, Forbidden, OverQuota
+from .metering import gpu_hours_in
 
 
 class Quotas:
@@ -46,17 +47,13 @@ class Quotas:
         if caller.name in quotas.users:
             return quotas.users[caller.name]
         mine = [quotas.groups[g] for g in sorted(caller.groups) if g in quotas.groups]
-        classes = self.ctx.classes.of_student(caller.name)
-        budgets = [c for c in classes if c.gpu_hours is not None]
-        if budgets:
+        best = self._best_class(caller)
+        if best is not None:
             # A class's GPU-hours (and what its teacher granted this student on top)
             # replace the usual budget; its other limits stay.
-            def hours(c: ClassInfo) -> float:
-                return (c.gpu_hours or 0.0) + self.budgets.extra(c, caller.name)
-
-            best = max(budgets, key=hours)
+            cls, hours = best
             mine = [
-                q.model_copy(update={"gpu_hours": hours(best), "period": best.period})
+                q.model_copy(update={"gpu_hours": hours, "period": cls.period})
                 for q in (mine or [quotas.default])
             ]
         if not mine:
@@ -79,26 +76,28 @@ class Quotas:
 
     def gpu_hours(self, db: Session, user: str, period: str) -> float:
         """GPU-hours ``user``'s jobs held in the ``period`` up to now (deleted jobs' too:
-        deleting never gives hours back)."""
+        deleting never gives hours back), by the one rule of :mod:`.metering`."""
         now = utcnow()
-        since = now - PERIODS[period]
-        records = db.scalars(
-            select(JobRecord).where(
-                JobRecord.user == user,
-                JobRecord.gpu_count > 0,
-                JobRecord.started_at.is_not(None),
-                (JobRecord.finished_at.is_(None)) | (JobRecord.finished_at >= since),
-            )
-        ).all()
-        used = sum(
-            gpu_hours_held(r.started_at, r.finished_at, r.charged_gpus, since, now) for r in records
-        )
-        kept = db.execute(
-            select(KeptUsage.started_at, KeptUsage.finished_at, KeptUsage.gpus).where(
-                KeptUsage.user == user, KeptUsage.finished_at >= since
-            )
-        ).all()
-        return used + sum(gpu_hours_held(*row, since, now) for row in kept)
+        return gpu_hours_in(db, user, now - PERIODS[period], now)
+
+    def granted(self, caller: Caller) -> float:
+        """Of the caller's GPU-hour budget, the hours a teacher granted on top of their
+        class's (0: none, or their budget is not a class's)."""
+        best = self._best_class(caller)
+        return 0.0 if best is None else best[1] - (best[0].gpu_hours or 0.0)
+
+    def _best_class(self, caller: Caller) -> tuple[ClassInfo, float] | None:
+        """The class whose GPU-hours (with what its teacher granted this student) make
+        the caller's budget, and those hours; None when no class's budget is theirs."""
+        if caller.name in self.ctx.config.quotas.users:
+            return None
+        classes = self.ctx.classes.of_student(caller.name)
+        budgets = [
+            (c, (c.gpu_hours or 0.0) + self.budgets.extra(c, caller.name))
+            for c in classes
+            if c.gpu_hours is not None
+        ]
+        return max(budgets, key=lambda b: b[1]) if budgets else None
 
     def check_submit(self, db: Session, caller: Caller, flavor: Flavor) -> None:
         """Refuse a submit the caller's quota does not allow: a flavor bigger than their
@@ -169,18 +168,6 @@ class Quotas:
                     "leaves that window, or cancel it"
                 )
         return None
-
-
-def gpu_hours_held(
-    started: datetime | None, finished: datetime | None, gpus: float, since: datetime, now: datetime
-) -> float:
-    """The GPU-hours a job of ``gpus`` GPUs held between ``since`` and ``now``: from its
-    start (or ``since``) to its end (or ``now``, while it runs); none before it started.
-    The one way nbjobs counts a job's GPU-hours against a budget."""
-    if started is None:
-        return 0.0
-    held = ((finished or now) - max(started, since)).total_seconds()
-    return max(0.0, held) * gpus / 3600
 
 
 def too_big_for_quota(flavor: Flavor, quota: Quota) -> str:

@@ -178,7 +178,7 @@ class JobService:
             credits=self.credits,
         )
         #: the usage a caller may see
-        self.reports = UsageReports(self.ctx, listing=self.listing, quotas=self.quotas)
+        self.reports = UsageReports(self.ctx, quotas=self.quotas)
         #: approving and rejecting requests
         self.decisions = Decisions(
             self.ctx, self.view, self.positions.changed, self.dispatcher.wake, self.listing.get

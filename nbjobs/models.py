@@ -346,14 +346,26 @@ class FlavorInfo(BaseModel):
 
 
 class UsageRow(BaseModel):
+    """A user's or group's jobs and GPU-hours in a period that ends now (a rolling
+    window: ``week`` is the last 7 days), by the one rule every figure counts by: a job
+    counts when its run overlaps the period, with the GPU-hours of its run inside it."""
+
     name: str
+    #: the period: a user's budget's, else (groups, users without a budget) the default
+    #: quota's
+    period: str
+    #: jobs whose run overlaps the period (one that never started counts in none)
     jobs: int
+    #: jobs running now, and queued now
     running: int
     queued: int
+    #: GPU-hours held in the period (what a budget counts, deleted jobs' too)
     gpu_hours: float
-    #: a user's GPU-hour budget for the same period (with what their teacher granted);
-    #: None for groups, for users without a budget, or whose budget counts another period
+    #: a user's GPU-hour budget for the period, with what a teacher granted; None for
+    #: groups and users without a budget
     gpu_hours_limit: float | None = None
+    #: of the budget, the hours a teacher granted on top of the class's (extensions)
+    gpu_hours_granted: float = 0.0
 
 
 class UsageDay(BaseModel):
@@ -383,10 +395,17 @@ class UsageLine(BaseModel):
 
 
 class Usage(BaseModel):
+    """``GET api/usage``: the rows against budgets (each in its period up to now) and a
+    breakdown over a range of whole UTC days."""
+
+    #: the start of the default quota's period (``period``), up to now
     since: datetime
     period: str
+    #: the users the caller may see with a job in their period or one running or queued
     users: list[UsageRow]
     groups: list[UsageRow]
+    #: the caller's own row, there even when they used nothing
+    own: UsageRow
     #: the breakdown's range: whole UTC days, from ``range_since`` up to ``range_until``
     range_since: date | None = None
     range_until: date | None = None

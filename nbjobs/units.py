@@ -6,6 +6,12 @@ from __future__ import annotations
 
 import math
 
+#: how long each budget period is, in words: a window that slides with the clock (the
+#: last 7 days for ``week``), not a calendar week that starts again on Monday
+PERIOD_SPANS = {"day": "24 hours", "week": "7 days", "month": "30 days"}
+#: a budget's period wherever nbjobs shows it (messages, the dashboard, ``nbjobs usage``)
+PERIOD_WORDS = {name: f"the last {span}" for name, span in PERIOD_SPANS.items()}
+
 
 def format_size(size: int) -> str:
     """A size to a tenth of its largest binary unit: ``512 B``, ``3.4 KiB``, ``2.9 MiB``,

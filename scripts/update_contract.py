@@ -20,6 +20,7 @@ from nbjobs.job_service.events import EVENTS
 from nbjobs.job_service.joblist import MAX_SEARCH_CHARS, SCOPES
 
 from nbjobs.models import FINAL_STATES
+from nbjobs.units import PERIOD_SPANS, PERIOD_WORDS
 
 TARGET = Path(__file__).resolve().parent.parent / "labextension" / "src" / "contract.ts"
 
@@ -31,6 +32,11 @@ def render() -> str:
         return "[" + ", ".join(f"'{value}'" for value in values) + "]"
 
     final = sorted(state.value for state in FINAL_STATES)
+
+    def words(values: dict[str, str]) -> str:
+        # as prettier writes an object too long for one line
+        return "{\n" + ",\n".join(f"  {key}: '{value}'" for key, value in values.items()) + "\n}"
+
     return "\n".join(
         [
             "/**",
@@ -50,6 +56,12 @@ def render() -> str:
             "",
             "/** The events a stream (`GET api/events`) sends, by name. */",
             f"export const EVENTS = {strings(EVENTS)} as const;",
+            "",
+            "/** A budget's period wherever it is shown (a window that slides with the clock). */",
+            f"export const PERIOD_WORDS: Record<string, string> = {words(PERIOD_WORDS)};",
+            "",
+            "/** How long each period is, in words (a grant counts for that long). */",
+            f"export const PERIOD_SPANS: Record<string, string> = {words(PERIOD_SPANS)};",
             "",
         ]
     )

@@ -194,10 +194,14 @@ def write_parameters_file(
 
 @dataclass
 class Launched:
-    """What a backend started: its handle, and the GPUs it gave the job."""
+    """What a backend started: its handle, the GPUs it gave the job and, when the
+    backend knows it at the start, the node it runs on (recorded with the job: the
+    usage by node, the overview and the nodes view read it)."""
 
     ref: str
     gpus: list[str] = field(default_factory=list)
+    #: None: not known yet (a cluster places the pod later; the job's end records it)
+    node: str | None = None
 
 
 @dataclass

@@ -58,6 +58,7 @@ from .base import (
     LaunchSpec,
     NodeGpus,
     Outcome,
+    Seen,
 )
 from .local_cpu import weigh_parent
 from .local_gpus import discover_gpus, nvml_minor_numbers
@@ -432,7 +433,7 @@ class LocalBackend(Backend):
         first.others = ranks[1:]
         self.running[spec.job_id] = first
         ref = job_ref(spec.job_id, [(r.pid, r.created) for r in ranks])
-        return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus])
+        return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus], node=self.node)
 
     def _start_ranks(
         self, spec: LaunchSpec, picked: list[list[str]], account: Account | None, port: int | None
@@ -722,6 +723,10 @@ class LocalBackend(Backend):
         ranks[0].others = ranks[1:]
         self.running[job_id] = ranks[0]
         return True
+
+    def seen(self, ref: str) -> Seen | None:
+        # every job runs here: its end records this machine (an adopted job's too)
+        return Seen(node=self.node)
 
     def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
         return unrecorded_runner(job_id, status_file, self._job_group(job_id), self.gpus, self.log)

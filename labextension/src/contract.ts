@@ -15,3 +15,17 @@ export const MAX_SEARCH_CHARS = 200;
 
 /** The events a stream (`GET api/events`) sends, by name. */
 export const EVENTS = ['hello', 'resync', 'job', 'job_removed', 'definitions'] as const;
+
+/** A budget's period wherever it is shown (a window that slides with the clock). */
+export const PERIOD_WORDS: Record<string, string> = {
+  day: 'the last 24 hours',
+  week: 'the last 7 days',
+  month: 'the last 30 days'
+};
+
+/** How long each period is, in words (a grant counts for that long). */
+export const PERIOD_SPANS: Record<string, string> = {
+  day: '24 hours',
+  week: '7 days',
+  month: '30 days'
+};

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from nbjobs.units import format_size
+from nbjobs.units import PERIOD_WORDS, figure, format_size, limit_figure
 
 from .cli import Client, _local_time, _Parser, _parser, _run, aligned
 
@@ -72,8 +72,9 @@ def storage_text(body: dict[str, Any]) -> str:
 def usage_parser() -> _Parser:
     parser = _parser(
         "usage",
-        "GPU-hours allocated and busy over a range of days, by user, group, class, flavor or "
-        "node (yours; a teacher's classes; an admin's everyone).",
+        "Your GPU-hours against your budget (in its period, such as the last 7 days), then "
+        "GPU-hours allocated and busy over a range of whole UTC days, by user, group, class, "
+        "flavor or node (yours; a teacher's classes; an admin's everyone).",
     )
     parser.add_argument(
         "--by",
@@ -81,7 +82,9 @@ def usage_parser() -> _Parser:
         default="user",
         help="one line per user, group, class, flavor or node (default: user)",
     )
-    parser.add_argument("--since", help="first day, YYYY-MM-DD (default: the quota period)")
+    parser.add_argument(
+        "--since", help="first day, YYYY-MM-DD (default: the budget period's days up to today)"
+    )
     parser.add_argument("--until", help="last day, included (default: today)")
     parser.add_argument("--csv", action="store_true", help="one row per key and day, as CSV")
     return parser
@@ -107,11 +110,13 @@ USAGE_COLUMNS = ("JOBS", "GPU-H ALLOCATED", "GPU-H BUSY", "BUSY %", "COST")
 
 
 def usage_text(body: dict[str, Any]) -> str:
-    """``GET api/usage``'s breakdown as a table, its range above and the total below."""
+    """``GET api/usage`` for a person: the caller's use against their budget, then the
+    breakdown as a table, its range above and the total below."""
     lines = body.get("breakdown") or []
-    head = f"{body['range_since']} to {body['range_until']} (UTC days), by {body['by']}"
+    own = budget_line(body["own"]) if body.get("own") else None
+    head = f"{range_words(body['range_since'], body['range_until'])}, by {body['by']}"
     if not lines:
-        return head + "\nno GPU time in this range"
+        return "\n".join([*([own, ""] if own else []), head, "no GPU time in this range"])
     rows: list[tuple[str, ...]] = [(body["by"].upper(), *USAGE_COLUMNS)]
     for line in [*lines, body["total"]] if body.get("total") else lines:
         rows.append(
@@ -132,7 +137,31 @@ def usage_text(body: dict[str, Any]) -> str:
         ).rstrip()
         for row in rows
     ]
-    return "\n".join([head, *text])
+    return "\n".join([*([own, ""] if own else []), head, *text])
+
+
+def range_words(since: str, until: str) -> str:
+    """A report's range as every view says it: whole UTC days, both included."""
+    return f"{since} to {until} (whole UTC days)"
+
+
+def budget_line(row: dict[str, Any]) -> str:
+    """The caller's use in their budget's period, against it: ``you: 1.2 of 2 GPU-hours
+    in the last 7 days, 3 jobs`` (the same words as a refused submit's)."""
+    words = PERIOD_WORDS.get(row["period"], f"the last {row['period']}")
+    used, limit = row["gpu_hours"], row.get("gpu_hours_limit")
+    granted = row.get("gpu_hours_granted") or 0
+    if limit is None:
+        text = f"you: {figure(used)} GPU-hours in {words} (no budget)"
+    else:
+        text = f"you: {figure(used, against=limit)} of {limit_figure(limit)} GPU-hours in {words}"
+        if granted:
+            text += f" ({limit_figure(limit - granted)} + {limit_figure(granted)} granted)"
+    jobs = row["jobs"]
+    text += f", {jobs} job{'' if jobs == 1 else 's'}"
+    counts = ((row["running"], "running"), (row["queued"], "queued"))
+    now = [f"{n} {what}" for n, what in counts if n]
+    return text + (f" ({', '.join(now)} now)" if now else "")
 
 
 def usage_csv(body: dict[str, Any]) -> str:

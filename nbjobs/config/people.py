@@ -10,9 +10,10 @@ from pydantic import (
     field_validator,
 )
 
+from nbjobs.units import PERIOD_SPANS, PERIOD_WORDS  # noqa: F401  (the words, with the figures)
+
 from .values import Duration, _check_queue, _Model
 
-PERIOD_WORDS = {"day": "the last 24 hours", "week": "the last 7 days", "month": "the last 30 days"}
 #: how long each budget period is (a rolling window ending now)
 PERIODS = {"day": timedelta(days=1), "week": timedelta(weeks=1), "month": timedelta(days=30)}
 

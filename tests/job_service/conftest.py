@@ -205,8 +205,10 @@ def record_gpu_time(
     started_ago: timedelta,
     finished_ago: timedelta,
     groups: list[str] | None = None,
+    node: str | None = None,
 ) -> str:
-    """Record a finished GPU job in the service's database, as if it had run then."""
+    """Record a finished GPU job in the service's database, as if it had run then (on
+    ``node``, when given)."""
     from nbjobs.job_service.db import JobRecord
 
     now = datetime.now(timezone.utc)
@@ -237,6 +239,7 @@ def record_gpu_time(
                 started_at=now - started_ago,
                 finished_at=now - finished_ago,
                 exit_code=0,
+                node=node,
             )
         )
         db.commit()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -415,9 +416,12 @@ def test_usage_prints_a_table_by_flavor_and_a_csv_by_day(service):
     table = cli(service, "usage", "--by", "flavor", "--since", today)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0] == f"{today} to {today} (UTC days), by flavor"
+    # the caller's own use in their budget's period first (no budget here), then the range
+    said = r"you: 0 GPU-hours in the last 7 days \(no budget\), \d+ jobs?"
+    assert re.fullmatch(said, lines[0]), lines[0]
+    assert lines[2] == f"{today} to {today} (whole UTC days), by flavor"
     header = ["FLAVOR", "JOBS", "GPU-H", "ALLOCATED", "GPU-H", "BUSY", "BUSY", "%", "COST"]
-    assert lines[1].split() == header
+    assert lines[3].split() == header
     cpu = next(line.split() for line in lines if line.startswith("cpu "))
     assert cpu[2:] == ["0.00", "0.00", "-", "-"]  # a CPU job holds no GPU
     assert int(cpu[1]) >= 1

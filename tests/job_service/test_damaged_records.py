@@ -98,14 +98,13 @@ async def test_usage_leaves_a_damaged_record_out(svc, damaged, caplog):
     assert usage.status_code == 200, usage.text
     assert own.status_code == 200, own.text
     ada = next(u for u in usage.json()["users"] if u["name"] == "ada")
-    # counted: the healthy job and those whose damage does not touch what usage reads
-    counted = {"error", "gpus", "name", "cells_done"}
-    assert ada["jobs"] == 1 + sum(column in counted for column in broken.values())
-    assert ada == next(u for u in own.json()["users"] if u["name"] == "ada")
-    for job_id, column in broken.items():
-        if column not in counted:
-            assert f"job {job_id}" in caplog.text, column
-    assert "left out of the usage" in caplog.text
+    # counted: every job whose run can be read (a damaged start time cannot)
+    assert ada["jobs"] == 1 + sum(column != "started_at" for column in broken.values())
+    assert ada == next(u for u in own.json()["users"] if u["name"] == "ada") == own.json()["own"]
+    # the row and the breakdown count by the same rule
+    [line] = [line for line in usage.json()["breakdown"] if line["name"] == "ada"]
+    assert line["jobs"] == ada["jobs"]
+    assert "a job of ada with a damaged start time left out of the usage" in caplog.text
 
 
 @pytest.mark.parametrize(

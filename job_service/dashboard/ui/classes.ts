@@ -2,9 +2,9 @@
  * jobs, and the invitations a roster change made. */
 
 import { FINAL_STATES } from '../../../labextension/src/types';
-import { IResultLink, IClass, IFlavor, IInvitation, IJob, IUsage, IUsageLine } from './api';
+import { IResultLink, IClass, IFlavor, IInvitation, IJob, IUsage, IUsageRow } from './api';
 import { h, table, meter } from './dom';
-import { gpus, hours, isoDay, when } from './format';
+import { gpus, hours, periodSpan, periodWords, when } from './format';
 import { Page } from './page';
 import { rosterForm, createClassForm } from './roster';
 
@@ -69,12 +69,12 @@ export async function classSection(
   cls: IClass,
   status: HTMLElement
 ): Promise<HTMLElement> {
-  const days = cls.period === 'day' ? 1 : cls.period === 'week' ? 7 : 30;
-  const since = isoDay(new Date(Date.now() - (days - 1) * 86_400_000));
-  let used = new Map<string, IUsageLine>();
+  let used = new Map<string, IUsageRow>();
   try {
-    const usage = await page.api.get<IUsage>('usage', { by: 'user', since });
-    used = new Map(usage.breakdown.map(line => [line.name, line]));
+    // each student's row against their budget, in its period up to now: what a submit
+    // is held to, and what the Usage page shows
+    const usage = await page.api.get<IUsage>('usage', { by: 'user' });
+    used = new Map(usage.users.map(row => [row.name, row]));
   } catch {
     // the table still lists the students, without their hours
   }
@@ -109,12 +109,12 @@ export async function classSection(
       'p',
       { class: 'nbjobs-Hint' },
       `Teachers: ${cls.teachers.join(', ') || 'none'} · flavors: ${cls.flavors.join(', ') || 'as usual'} · ` +
-        `${cls.gpu_hours === null ? 'no GPU-hour budget' : `${gpus(cls.gpu_hours)} GPU-hours per student per ${cls.period}`}` +
+        `${cls.gpu_hours === null ? 'no GPU-hour budget' : `${gpus(cls.gpu_hours)} GPU-hours per student in ${periodWords(cls.period)}`}` +
         `${cls.queue ? ` · queue ${cls.queue}` : ''} · ${fromHub ? 'made in the dashboard or the CLI' : 'from nbjobs.yaml (read-only here)'}`
     ),
     cls.students.length
       ? table(
-          ['Student', 'Jobs', `GPU-hours, last ${days} day(s)`, 'Granted', ''],
+          ['Student', `Jobs in ${periodWords(cls.period)}`, 'GPU-hours used', 'Granted', ''],
           rows,
           `Students of ${cls.name}`
         )
@@ -129,7 +129,7 @@ function studentRow(
   page: Page,
   cls: IClass,
   student: string,
-  line: IUsageLine | undefined,
+  line: IUsageRow | undefined,
   status: HTMLElement
 ): (string | HTMLElement)[] {
   const fromHub = cls.source === 'hub';
@@ -152,7 +152,7 @@ function studentRow(
         );
         await classesView(
           page,
-          `${student} may use ${amount.value} more GPU-hours in ${cls.name} this ${cls.period}.`
+          `${student} may use ${amount.value} more GPU-hours in ${cls.name} for the next ${periodSpan(cls.period)}.`
         );
       } catch (error) {
         page.failIn(status, error);
@@ -176,8 +176,13 @@ function studentRow(
     student,
     studentJobs(page, student, line?.jobs ?? 0, status),
     budget === null
-      ? `${hours(line?.gpu_hours_allocated ?? 0)} (no class budget)`
-      : meter(line?.gpu_hours_allocated ?? 0, budget, `${student}'s GPU-hours`, hours),
+      ? `${hours(line?.gpu_hours ?? 0)} (no class budget)`
+      : meter(
+          line?.gpu_hours ?? 0,
+          line?.gpu_hours_limit ?? budget,
+          `${student}'s GPU-hours`,
+          hours
+        ),
     extra ? `+${gpus(extra)} h` : '–',
     h(
       'span',

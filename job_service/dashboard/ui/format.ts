@@ -1,5 +1,7 @@
 /** Numbers and times as the dashboard shows them. */
 
+import { PERIOD_SPANS, PERIOD_WORDS } from '../../../labextension/src/contract';
+
 /** GPU counts: whole numbers as they are, fractions to two places (`2`, `0.75`). */
 export function gpus(value: number): string {
   return Number.isInteger(value) ? String(value) : value.toFixed(2).replace(/0$/, '');
@@ -67,6 +69,21 @@ export function when(iso: string | null): string {
     hour: '2-digit',
     minute: '2-digit'
   });
+}
+
+/** A budget's period as every view says it: `the last 7 days` (a rolling window). */
+export function periodWords(period: string): string {
+  return PERIOD_WORDS[period] ?? `the last ${period}`;
+}
+
+/** How long a period is: `7 days` (what a granted extension counts for). */
+export function periodSpan(period: string): string {
+  return PERIOD_SPANS[period] ?? period;
+}
+
+/** A usage report's range as every view says it (`nbjobs usage` too): whole UTC days. */
+export function rangeWords(since: string | null, until: string | null): string {
+  return `from ${since ?? '?'} to ${until ?? '?'} (whole UTC days)`;
 }
 
 /** A date as the API takes it (`YYYY-MM-DD`, UTC). */

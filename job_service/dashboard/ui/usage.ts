@@ -3,7 +3,22 @@
  * report merged into one, and the report downloaded as one row per key and day.
  */
 import type { IUsage, IUsageLine } from './api';
-import { csvField } from './format';
+import { csvField, periodWords } from './format';
+
+/** The title of the use against budgets, for whoever reads it: an admin's top users,
+ * a teacher's students (and themselves), anyone else their own. */
+export function budgetTitle(
+  me: { admin: boolean; teacher: boolean } | null,
+  period: string
+): string {
+  const words = periodWords(period);
+  if (me?.admin) {
+    return `Top users in ${words}, against their budgets`;
+  }
+  return me?.teacher
+    ? `You and your students in ${words}, against their budgets`
+    : `Your GPU-hours in ${words}`;
+}
 
 /** Each UTC day from `since` to `until`, both included, as YYYY-MM-DD. */
 export function dayLabels(since: string | null, until: string | null): string[] {

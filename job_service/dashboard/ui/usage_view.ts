@@ -3,11 +3,11 @@
 
 import { Chart } from 'chart.js';
 
-import { IUsage, IUsageLine } from './api';
+import { IUsage, IUsageLine, IUsageRow } from './api';
 import { COLOURS, SERIES_SHOWN, h, table, meter } from './dom';
-import { hours, isoDay } from './format';
+import { hours, isoDay, periodWords, rangeWords } from './format';
 import { Page } from './page';
-import { dayLabels, download, merge } from './usage';
+import { budgetTitle, dayLabels, download, merge } from './usage';
 
 export function usageForm(page: Page): HTMLFormElement {
   const today = new Date();
@@ -74,8 +74,10 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
   const days = dayLabels(usage.range_since, usage.range_until);
   const total = usage.total;
   if (!total || usage.breakdown.length === 0) {
+    const budgets = budgetsSection(page, usage);
     into.replaceChildren(
-      h('p', {}, `No GPU use from ${usage.range_since} to ${usage.range_until}.`)
+      ...(budgets ? [budgets] : []),
+      h('p', {}, `No GPU use ${rangeWords(usage.range_since, usage.range_until)}.`)
     );
     return;
   }
@@ -94,7 +96,7 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
     'aria-label': `GPU-hours allocated and busy per day: ${hours(total.gpu_hours_allocated)} allocated, ${hours(total.gpu_hours_busy)} busy`
   }) as HTMLCanvasElement;
   const summary = summaryTable(usage, lines, total);
-  const budgets = budgetsSection(usage);
+  const budgets = budgetsSection(page, usage);
   into.replaceChildren(
     ...(budgets ? [budgets] : []),
     h(
@@ -109,7 +111,12 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
       h('h3', {}, 'Allocated and busy per day'),
       h('div', { class: 'nbjobs-Chart' }, versus)
     ),
-    h('section', {}, h('h3', {}, `From ${usage.range_since} to ${usage.range_until}`), summary)
+    h(
+      'section',
+      {},
+      h('h3', {}, `GPU-hours ${rangeWords(usage.range_since, usage.range_until)}`),
+      summary
+    )
   );
   page.charts.push(
     new Chart(stacked, {
@@ -140,15 +147,8 @@ export function drawUsage(page: Page, into: HTMLElement, usage: IUsage): void {
 /** Each key's jobs, GPU-hours allocated and busy, and cost over the days chosen. */
 function summaryTable(usage: IUsage, lines: IUsageLine[], total: IUsageLine): HTMLElement {
   return table(
-    // the days chosen above, not the budget's period: its own count of jobs
-    [
-      usage.by ?? 'key',
-      'Jobs in these days',
-      'GPU-hours allocated',
-      'GPU-hours busy',
-      'Busy %',
-      'Cost'
-    ],
+    // the days chosen above, counted by the same rule as the budgets' period
+    [usage.by ?? 'key', 'Jobs', 'GPU-hours allocated', 'GPU-hours busy', 'Busy %', 'Cost'],
     [...lines, { ...total, name: 'all' }].map(line => [
       line.name,
       String(line.jobs),
@@ -161,29 +161,45 @@ function summaryTable(usage: IUsage, lines: IUsageLine[], total: IUsageLine): HT
   );
 }
 
-/** The users who used most this period, against their budgets (none: null). */
-function budgetsSection(usage: IUsage): HTMLElement | null {
-  const top = usage.users.slice(0, 10);
-  return top.length
-    ? h(
-        'section',
-        {},
-        h('h3', {}, `Top users this ${usage.period}, against their budgets`),
-        table(
-          ['User', `Jobs this ${usage.period}`, 'Running', 'Queued', 'GPU-hours used'],
-          top.map(u => [
-            u.name,
-            String(u.jobs),
-            String(u.running),
-            String(u.queued),
-            u.gpu_hours_limit === null
-              ? `${hours(u.gpu_hours)} (no budget)`
-              : meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`, hours)
-          ]),
-          `Top users this ${usage.period}`
+/** Use against budgets, each in its period up to now: an admin's top users, a teacher's
+ * students and themselves, anyone else their own (none: null). */
+function budgetsSection(page: Page, usage: IUsage): HTMLElement | null {
+  const own = !page.me?.admin && !page.me?.teacher;
+  const rows = own ? [usage.own] : usage.users.slice(0, 10);
+  if (!rows.length) {
+    return null;
+  }
+  const title = budgetTitle(page.me, usage.period);
+  return h(
+    'section',
+    {},
+    h('h3', {}, title),
+    table(
+      [...(own ? [] : ['User']), 'Jobs', 'Running now', 'Queued now', 'GPU-hours used'],
+      rows.map(u => [...(own ? [] : [u.name]), ...budgetCells(u, usage.period)]),
+      title
+    )
+  );
+}
+
+/** A row's jobs, what runs and waits now, and its GPU-hours against its budget (in its
+ * own period, said when it is not the table's). */
+function budgetCells(u: IUsageRow, period: string): (string | HTMLElement)[] {
+  const other = u.period === period ? '' : ` in ${periodWords(u.period)}`;
+  const granted = u.gpu_hours_granted ? ` (${hours(u.gpu_hours_granted)} granted)` : '';
+  return [
+    String(u.jobs),
+    String(u.running),
+    String(u.queued),
+    u.gpu_hours_limit === null
+      ? `${hours(u.gpu_hours)}${other} (no budget)`
+      : h(
+          'span',
+          {},
+          meter(u.gpu_hours, u.gpu_hours_limit, `${u.name}'s GPU-hours`, hours),
+          `${other}${granted}`
         )
-      )
-    : null;
+  ];
 }
 
 /** A line's GPU-hours (allocated or busy) on each of ``days``. */
