@@ -10,6 +10,7 @@ itself on loopback (see :mod:`.local`); the forwarding is the same.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Awaitable
 from importlib.metadata import PackageNotFoundError, version
@@ -26,6 +27,7 @@ from nbjobs.job_runner.status import FINAL_STATES
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
+from tornado.log import app_log
 
 from nbjobs.redaction import NoTokenInLogs
 
@@ -35,6 +37,27 @@ PASSED_HEADERS = ("Content-Type", "Location", "Cache-Control", "X-Log-Offset")
 MAX_LOG_BYTES = 2**53
 #: the most of an error's body kept to answer it (the job service's are a sentence)
 MAX_ERROR_BYTES = 64 * 1024
+
+
+class BrowserWentAway(Exception):
+    """Raised from a streamed copy's chunk callback when the browser closed the stream
+    (a tab closed): it ends the copy from the job service. tornado logs whatever such a
+    callback raises as an uncaught exception, with a traceback; :class:`QuietWhenGone`
+    keeps this one out of the log, where the handler has said it in one debug line."""
+
+
+class QuietWhenGone(logging.Filter):
+    """Drops tornado's "Uncaught exception" record of a :class:`BrowserWentAway`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (kind is not None and issubclass(kind, BrowserWentAway))
+
+
+def quiet_when_gone(logger: logging.Logger) -> None:
+    """Add :class:`QuietWhenGone` to ``logger`` (tornado's application log), once."""
+    if not any(isinstance(f, QuietWhenGone) for f in logger.filters):
+        logger.addFilter(QuietWhenGone())
 
 
 def nbjobs_version() -> str:
@@ -138,6 +161,8 @@ class ForwardHandler(_ServiceHandler):
         self._upstream_status: int | None = None
         self._held = bytearray()  # an error's body, answered whole below
         self._streamed = False
+        if streaming:
+            quiet_when_gone(app_log)
         request = HTTPRequest(
             url,
             method=self.request.method or "GET",
@@ -202,7 +227,17 @@ class ForwardHandler(_ServiceHandler):
         self.write(chunk)
         # The job service's next chunk is read once this one is on its way to the
         # browser: a slow reader slows the copy, rather than filling this server's memory.
-        return self.flush()
+        return self._passed_on()
+
+    async def _passed_on(self) -> None:
+        try:
+            await self.flush()
+        except StreamClosedError:
+            # A tab closed while it followed the stream: nothing is wrong, the copy ends.
+            self.log.debug(
+                "nbjobs: the browser went away from %s: its stream ends", self.request.path
+            )
+            raise BrowserWentAway(self.request.path) from None
 
     @web.authenticated
     async def get(self, path: str) -> None:
