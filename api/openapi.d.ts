@@ -789,7 +789,7 @@ export interface paths {
         };
         /**
          * GPU-hours allocated and busy per day by user, group, class, flavor or node (users - their own)
-         * @description Jobs and GPU-hours per user and group this quota period (users, groups), and over the whole UTC days since to until (by default the period up to today) the GPU-hours allocated (GPUs held times how long) and busy (the jobs' telemetry), per day, broken down by one key; a job counts once per key it has (each of its groups, each class its owner is in). Admins see every job, teachers their students' and their own, everyone else their own.
+         * @description Jobs and GPU-hours per user (each in their budget's period up to now, a rolling window such as the last 7 days, against that budget and what a teacher granted) and group (users, groups), the caller's own row (own), and over the whole UTC days since to until (by default the quota period's days up to today) the GPU-hours allocated (GPUs held times how long) and busy (the jobs' telemetry), per day, broken down by one key; a job counts once per key it has (each of its groups, each class its owner is in, the node it ran on). Every figure counts a job by one rule: its run overlaps the period, with the GPU-hours of the part inside it. Admins see every job, teachers their students' and their own, everyone else their own.
          */
         get: {
             parameters: {

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from nbjobs.client.cli import Client, ClientError, UsageError, _client
+from nbjobs.units import PERIOD_WORDS
 
 HEADER_NAMES = {"username", "user", "login", "name", "student"}
 
@@ -110,13 +111,20 @@ def _students(args: argparse.Namespace) -> tuple[list[str], list[int], str]:
     return [name for _, name in entries], [line for line, _ in entries], source
 
 
+def _budget(cls: dict[str, Any]) -> str:
+    """A class's GPU-hours as every view says them: ``5 per student in the last 7 days``."""
+    if cls.get("gpu_hours") is None:
+        return "the students' usual quota"
+    words = PERIOD_WORDS.get(cls["period"], f"the last {cls['period']}")
+    return f"{cls['gpu_hours']:g} per student in {words}"
+
+
 def _show(cls: dict[str, Any]) -> str:
-    hours = "usual quota" if cls.get("gpu_hours") is None else f"{cls['gpu_hours']:g}"
     rows = [
         ("class", cls["name"]),
         ("teachers", ", ".join(cls["teachers"]) or "-"),
         ("flavors", ", ".join(cls["flavors"]) or "(the students' usual flavors)"),
-        ("GPU-hours", f"{hours} per student per {cls['period']}"),
+        ("GPU-hours", _budget(cls)),
         ("queue", cls.get("queue") or "(its flavors' queues)"),
         ("students", f"{len(cls['students'])}: " + ", ".join(cls["students"])),
     ]
@@ -262,13 +270,12 @@ def main(argv: Sequence[str]) -> int:
                     print("no classes; `nbjobs class create NAME --roster FILE` makes one")
                 else:
                     for cls in classes:
-                        hours = cls["gpu_hours"]
                         count = len(cls["students"])
                         print(
                             f"{cls['name']:<16}{count:>4} "
                             f"{'student ' if count == 1 else 'students'}  "
                             f"flavors: {', '.join(cls['flavors']) or '-':<20}  "
-                            f"GPU-hours: {'-' if hours is None else f'{hours:g}'}/{cls['period']}"
+                            f"GPU-hours: {_budget(cls)}"
                         )
         elif args.command == "delete":
             client.call("DELETE", f"classes/{args.name}")

@@ -1,6 +1,6 @@
 """A student's GPU-hour budget, extended: a class's teacher (or an admin) grants one
-student more GPU-hours than the class gives each ("ada may use 5 more this week"). An
-extension counts for one of the class's periods from when it was granted (periods are
+student more GPU-hours than the class gives each ("ada may use 5 more for the next 7
+days"). An extension counts for one of the class's periods from when it was granted (periods are
 rolling windows, as budgets are); it is kept in the database and read into memory, so
 working out a quota asks no database.
 """
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
 
-from nbjobs.config import PERIODS
+from nbjobs.config import PERIOD_SPANS, PERIODS
 from nbjobs.models import ClassInfo
 
 from .db import BudgetExtension, utcnow
@@ -96,11 +96,11 @@ class Budgets:
             )
             db.commit()
         self.ctx.log.info(
-            "class %s: %s gets %g more GPU-hours this %s, from %s",
+            "class %s: %s gets %g more GPU-hours for the next %s, from %s",
             name,
             student,
             hours,
-            info.period,
+            PERIOD_SPANS[info.period],
             caller.name,
         )
         self.load()

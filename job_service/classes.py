@@ -33,7 +33,7 @@ from urllib.parse import quote
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from nbjobs.class_groups import class_group, class_of_group, group_meanings, is_class_group
-from nbjobs.config import NbjobsConfig
+from nbjobs.config import PERIOD_WORDS, NbjobsConfig
 from nbjobs.models import ClassInfo, CreateClass, InvitationInfo, RosterProblem
 
 from .errors import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
@@ -466,7 +466,8 @@ class ClassRegistry:
         cap = teachers.max_gpu_hours
         if cap is not None and request.gpu_hours is not None and request.gpu_hours > cap:
             raise Invalid(
-                f"a class may have at most {cap:g} GPU-hours per student per {request.period}; "
+                f"a class may have at most {cap:g} GPU-hours per student in "
+                f"{PERIOD_WORDS[request.period]}; "
                 f"pass --gpu-hours {cap:g} or less"
             )
         return request.gpu_hours if request.gpu_hours is not None else cap
