@@ -279,7 +279,7 @@ You see only your own.</p>
 </ul></div>
 <h2>Messages (<span id="count">{count}</span>)</h2>
 <p class="follow" id="follow">New messages appear here as they arrive.</p>
-<div id="messages" data-version="{version}">
+<div id="messages" data-version="{version}" data-xsrf="{xsrf}">
 {messages}
 </div>
 </body></html>
@@ -320,7 +320,11 @@ SCRIPT = r"""
   const ask = async () => {
     for (;;) {
       try {
-        const answer = await fetch(`api/messages?seen=${version}`, { cache: "no-store" });
+        // the hub's sign-in takes a script's request only with the page's XSRF token
+        const answer = await fetch(`api/messages?seen=${version}`, {
+          cache: "no-store",
+          headers: { "X-XSRFToken": list.dataset.xsrf },
+        });
         if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
         const body = await answer.json();
         follow.textContent = "New messages appear here as they arrive.";
@@ -342,10 +346,16 @@ SCRIPT = r"""
 
 
 def page(
-    user: str, address: str, webhook: str, messages: Sequence[dict[str, Any]], version: int = 0
+    user: str,
+    address: str,
+    webhook: str,
+    messages: Sequence[dict[str, Any]],
+    version: int = 0,
+    xsrf: str = "",
 ) -> str:
     """The inbox page of ``user`` (every value escaped); ``version``: their messages' (see
-    :meth:`Inbox.version`), from which the page's script follows new ones."""
+    :meth:`Inbox.version`), from which the page's script follows new ones, asking with
+    the ``xsrf`` token."""
     items = [
         '<article data-kind="{kind}"><span class="kind">{kind}</span><b>{subject}</b>'
         '<time datetime="{at}">{at}</time><pre>{text}</pre></article>'.format(
@@ -359,6 +369,7 @@ def page(
         webhook=html.escape(webhook),
         count=len(messages),
         version=version,
+        xsrf=html.escape(xsrf),
         messages="\n".join(items)
         or '<p class="empty">Nothing yet: ask for messages in the Notifications dialog, '
         "then submit a job.</p>",
@@ -384,7 +395,9 @@ def make_app(inbox: Inbox, secret: bytes, prefix: str, public_url: str) -> Any:
             self.set_header("Content-Security-Policy", CSP)
             version = inbox.version(user)
             messages = inbox.of(user)
-            self.finish(page(user, address_of(user), webhook_url(user), messages, version))
+            token = self.xsrf_token  # the hub's, for the page's script to ask with
+            xsrf = token.decode() if isinstance(token, bytes) else str(token)
+            self.finish(page(user, address_of(user), webhook_url(user), messages, version, xsrf))
 
     class Script(web.RequestHandler):
         def get(self) -> None:

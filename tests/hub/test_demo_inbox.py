@@ -129,10 +129,10 @@ def test_the_page_shows_a_users_messages_escaped():
 def test_the_page_follows_new_messages_without_reloading():
     # no reload every few seconds (a reader's place on the page went with it): its own
     # script asks for the next message, and the policy lets only that script run
-    text = demo_inbox.page("ada", "ada@demo.test", "http://127.0.0.1:1/hook/ada/k", [], 3)
+    text = demo_inbox.page("ada", "ada@demo.test", "http://127.0.0.1:1/hook/ada/k", [], 3, "x|y")
     assert 'http-equiv="refresh"' not in text
     assert '<script src="inbox.js" defer></script>' in text
-    assert 'data-version="3"' in text
+    assert 'data-version="3" data-xsrf="x|y"' in text
     assert "script-src 'self'" in demo_inbox.CSP
     assert "api/messages?seen=" in demo_inbox.SCRIPT
 
