@@ -524,8 +524,9 @@ async function download(app: JupyterFrontEnd, path: string, trans: Translate): P
 }
 
 /**
- * Open a job's executed notebook; a failed one at its failing cell. It is marked
- * trusted first (its owner ran that code), so its HTML and JavaScript outputs show.
+ * Open a job's executed notebook, without starting a kernel; a failed one at its failing
+ * cell. It is marked trusted first (its owner ran that code), so its HTML and JavaScript
+ * outputs show.
  */
 async function openOutput(app: JupyterFrontEnd, api: NbjobsAPI, job: IJob): Promise<void> {
   try {
@@ -536,7 +537,12 @@ async function openOutput(app: JupyterFrontEnd, api: NbjobsAPI, job: IJob): Prom
     // Opened untrusted, as any notebook: its rich outputs wait for Trust Notebook.
     console.warn(`nbjobs: could not mark ${job.output_path} trusted:`, error);
   }
-  const widget = await app.commands.execute('docmanager:open', { path: job.output_path });
+  // A result is read, not run: it opens with no kernel (the toolbar's kernel picker
+  // starts one when the user wants to run a cell again).
+  const widget = await app.commands.execute('docmanager:open', {
+    path: job.output_path,
+    kernelPreference: { shouldStart: false }
+  });
   const index = job.error?.cell_index;
   if (!(widget instanceof NotebookPanel) || index === null || index === undefined) {
     return;

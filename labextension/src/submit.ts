@@ -39,7 +39,8 @@ import type {
 
 const LAST_FLAVOR = 'nbjobs:last-flavor';
 
-/** The flavor of the user's last submission in this browser; null: none, or no storage. */
+/** The flavor of the user's last submission in this browser that needed no approval;
+ * null: none, or no storage. */
 export function lastFlavor(): string | null {
   try {
     return localStorage.getItem(LAST_FLAVOR);
@@ -48,7 +49,8 @@ export function lastFlavor(): string | null {
   }
 }
 
-/** Remember the flavor just submitted to, for the next Submit dialog. */
+/** Remember the flavor just submitted to (one that needed no approval), for the next
+ * Submit dialog. */
 export function rememberFlavor(name: string): void {
   try {
     localStorage.setItem(LAST_FLAVOR, name);
@@ -651,7 +653,11 @@ export class SubmitDialog extends Dialog<IJob | null> {
           })
         : this.send(request).then(job => {
             this._job = job;
-            rememberFlavor(request.flavor); // the next Submit dialog starts from it
+            // The next Submit dialog starts from it, unless its jobs wait for a person's
+            // yes: one such job is asked for on purpose, the next starts where it was.
+            if (job?.state !== 'pending_approval') {
+              rememberFlavor(request.flavor);
+            }
           });
     sent
       .then(() => {

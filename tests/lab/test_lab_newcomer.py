@@ -63,12 +63,12 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     subprocess.run(remove, capture_output=True, check=False)
 
 
-def submit_hello(page: Page, name: str, steps: str) -> None:
-    """Submit hello.ipynb from its toolbar to the simulated GPU flavor."""
+def submit_hello(page: Page, name: str, steps: str, flavor: str = "gpu") -> None:
+    """Submit hello.ipynb from its toolbar to a simulated GPU flavor."""
     panel = open_notebook(page, "hello.ipynb")
     panel.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit'] button").click()
     dialog = page.locator(".nbjobs-SubmitDialog")
-    gpu = dialog.locator(".nbjobs-Flavor[data-flavor='gpu']")
+    gpu = dialog.locator(f".nbjobs-Flavor[data-flavor='{flavor}']")
     expect(gpu).to_contain_text("simulated")
     gpu.locator("input").check()
     steps_field = dialog.locator(".nbjobs-Parameter input[name='steps']")
@@ -158,6 +158,12 @@ def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Pa
     expect(lab.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).to_contain_text(
         again["output_path"].rsplit("/", 1)[-1]
     )
+    # a result is read, not run: it opens with no kernel, and no session is made for it
+    expect(opened.locator(".jp-KernelName")).to_have_text("No Kernel", timeout=30_000)
+    status, sessions = api(lab, "GET", "/user/ada/api/sessions")
+    assert status == 200, sessions
+    assert isinstance(sessions, list)
+    assert [s["path"] for s in sessions if s["path"].endswith(again["output_path"])] == []
     status, model = api(lab, "GET", f"/user/ada/api/contents/{again['output_path']}")
     assert status == 200, model
     assert isinstance(model, dict)
@@ -185,24 +191,36 @@ def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, playwright: 
     inbox = lab.context.new_page()
     inbox.goto(f"{hub.url}/services/demo-inbox/")
     expect(inbox.locator("h1")).to_have_text("Demo inbox of ada")
+    # the page stays as it is (never reloaded) while new mail appears in it
+    inbox.evaluate("window.nbjobsKept = true")
     mail = inbox.locator("article[data-kind='mail']")
     expect(mail.first).to_contain_text("confirm your address", timeout=60_000)
     found = re.search(r"Code: (\S+)", mail.first.inner_text())
     assert found is not None
     form.locator("input[name='code']").fill(found.group(1))
     lab.locator(".jp-Dialog button", has_text="Save").click()
-    expect(lab.locator(".Toastify__toast", has_text="Notification settings saved")).to_be_visible()
+    expect(
+        lab.locator(".Toastify__toast", has_text="ada@demo.test is confirmed: mail about your jobs")
+    ).to_be_visible()
 
-    # a job on the approval flavor waits for tess
-    status, job = api(
-        lab,
-        "POST",
-        API + "jobs",
-        {"path": "hello.ipynb", "flavor": "gpu-long", "parameters": {"steps": 2}, "name": "long"},
-    )
-    assert status == 201, job
+    # a job on the approval flavor, asked for in the Submit dialog, waits for tess; the
+    # next dialog starts from the flavor used before it, which needs no approval
+    lab.evaluate("localStorage.setItem('nbjobs:last-flavor', 'gpu')")  # as after a job
+    submit_hello(lab, "long", "2", flavor="gpu-long")
+    row = job_row(lab, "long")
+    expect(row.locator(".nbjobs-Job-state")).to_contain_text("Awaiting approval")
+    status, job = api(lab, "GET", API + f"jobs/{row.get_attribute('data-job-id')}")
+    assert status == 200, job
     assert isinstance(job, dict)
     assert job["state"] == "pending_approval"
+    panel = open_notebook(lab, "hello.ipynb")
+    panel.locator(".jp-Toolbar-item[data-jp-item-name='nbjobs-submit'] button").click()
+    dialog = lab.locator(".nbjobs-SubmitDialog")
+    expect(dialog.locator(".nbjobs-Flavor[data-flavor='gpu'] input")).to_be_checked()
+    expect(dialog.locator(".nbjobs-Flavor[data-flavor='gpu-long'] input")).not_to_be_checked()
+    shot(lab, "43-demo-submit-remembers-flavor-without-approval")
+    dialog.locator("button", has_text="Cancel").click()
+    expect(dialog).to_be_hidden()
 
     for tess in log_in(playwright, hub, "tess"):
         # her class: the hub's, so hers to change, with its budget
@@ -223,5 +241,6 @@ def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, playwright: 
     assert wait_for(lab, job["id"], "succeeded", "failed")["state"] == "succeeded"
     told = inbox.locator("article[data-kind='mail']").filter(has_text=job["id"])
     expect(told.first).to_contain_text('"long" succeeded', timeout=90_000)
+    assert inbox.evaluate("window.nbjobsKept") is True  # followed, not reloaded
     inbox.screenshot(path=str(ARTIFACTS / "42-demo-inbox.png"), full_page=True)
     inbox.close()
