@@ -1280,7 +1280,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Admins: drain a node (no new job starts there; with cancel_running, the jobs there are cancelled saying why)
+         * Admins: drain a node (no new job starts there; with cancel_running, the jobs there are cancelled saying why, not re-queued)
          * @description nbjobs' own state: on Kubernetes new Jobs get a node affinity that keeps them off the node (nothing is written to nodes); on one machine no GPU job starts while it is drained. Users of an affected flavor see it in Flavor.maintenance and in why their jobs wait.
          */
         post: {
@@ -1322,6 +1322,88 @@ export interface paths {
                 header?: never;
                 path: {
                     node: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The nodes after the undrain */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["NodeView"][];
+                    };
+                };
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                404: components["responses"]["NotFound"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/nodes/{node}/gpus/{gpu}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                node: string;
+                gpu: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Admins: drain one GPU of a node (no new job gets it; the node's other GPUs go on)
+         * @description Where the backend picks a job's GPUs itself (one machine), a node's NodeView lists its GPUs in gpu_slots, and each may be drained alone; elsewhere (a cluster, whose scheduler picks the GPUs on a node) this answers 409: drain the node. With cancel_running, the jobs holding that GPU are cancelled saying why (not re-queued).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    node: string;
+                    gpu: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["DrainRequest"];
+                };
+            };
+            responses: {
+                /** @description The nodes after the drain */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["NodeView"][];
+                    };
+                };
+                400: components["responses"]["BadRequest"];
+                401: components["responses"]["Unauthorized"];
+                403: components["responses"]["Forbidden"];
+                404: components["responses"]["NotFound"];
+                409: components["responses"]["Conflict"];
+                413: components["responses"]["TooLarge"];
+            };
+        };
+        /** Admins: undrain one GPU of a node */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    node: string;
+                    gpu: string;
                 };
                 cookie?: never;
             };
@@ -2712,7 +2794,7 @@ export interface components {
             at: string;
             reason: string;
         };
-        /** @description ``POST api/dashboard/nodes/{node}/drain``. */
+        /** @description ``POST api/dashboard/nodes/{node}/drain`` (the whole node) and ``POST api/dashboard/nodes/{node}/gpus/{gpu}/drain`` (one GPU, where the node's ``gpu_slots`` lists it): no new job starts there; running jobs finish, or are cancelled (not re-queued) with ``cancel_running``. */
         DrainRequest: {
             /** @default  */
             reason?: string;
@@ -2854,6 +2936,17 @@ export interface components {
              * @default null
              */
             error: string | null;
+        };
+        /** @description One GPU of a node whose GPUs are drained one at a time (one machine). */
+        GpuSlot: {
+            /** @description its id as jobs name it (``CUDA_VISIBLE_DEVICES``) */
+            id: string;
+            /** @description no new job gets it (the node's drain or its own) */
+            drained: boolean;
+            /** @description an admin's drain of this GPU alone */
+            drain: components["schemas"]["DrainInfo"] | null;
+            /** @description ids of the started jobs holding it */
+            jobs: string[];
         };
         /** @description One GPU over the whole run. */
         GpuSummary: {
@@ -3139,6 +3232,16 @@ export interface components {
             drain: components["schemas"]["DrainInfo"] | null;
             /** @description started jobs placed there, oldest first */
             jobs: components["schemas"]["NodeJob"][];
+            /**
+             * @description its GPUs one by one, where an admin may drain each alone (one machine); empty where a drain takes the whole node (a cluster)
+             * @default []
+             */
+            gpu_slots: components["schemas"]["GpuSlot"][];
+            /**
+             * @description the jobs a drain with ``cancel_running`` would cancel: those holding a GPU there on one machine (CPU jobs go on), every started one on a cluster's node
+             * @default 0
+             */
+            cancellable: number;
         };
         /** @description One message on one channel, with every attempt to send it. */
         Notification: {
@@ -3345,9 +3448,19 @@ export interface components {
              */
             class_name?: string | null;
         };
-        /** @description What creating the class (or adding the students) would refuse: every bad entry, by its place in the list; none: all would be accepted. */
+        /** @description What creating the class (or adding the students) would refuse: every bad entry, by its place in the list; none: all would be accepted. Of the entries it would take, which change nothing and which make an account. */
         RosterChecked: {
             problems: components["schemas"]["RosterProblem"][];
+            /**
+             * @description entries already students of the class they would join (adding them changes nothing)
+             * @default []
+             */
+            already: number[];
+            /**
+             * @description entries with no hub account yet: the change creates it, with an invitation
+             * @default []
+             */
+            new_accounts: number[];
         };
         /** @description One bad roster entry: its position in the request's list, the name, why. */
         RosterProblem: {
@@ -3827,6 +3940,7 @@ export type FlavorInfo = components['schemas']['FlavorInfo'];
 export type FlavorRow = components['schemas']['FlavorRow'];
 export type GpuCount = components['schemas']['GpuCount'];
 export type GpuReading = components['schemas']['GpuReading'];
+export type GpuSlot = components['schemas']['GpuSlot'];
 export type GpuSummary = components['schemas']['GpuSummary'];
 export type Health = components['schemas']['Health'];
 export type InvitationInfo = components['schemas']['InvitationInfo'];

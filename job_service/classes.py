@@ -34,7 +34,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from nbjobs.class_groups import class_group, class_of_group, group_meanings, is_class_group
 from nbjobs.config import PERIOD_WORDS, NbjobsConfig
-from nbjobs.models import ClassInfo, CreateClass, InvitationInfo, RosterProblem
+from nbjobs.models import ClassInfo, CreateClass, InvitationInfo, RosterChecked, RosterProblem
 
 from .errors import Caller, Conflict, Forbidden, Invalid, NotFound, ServiceError
 from .legacy_classes import move_to_namespace, name_collisions, stale_yaml_class_groups
@@ -340,20 +340,29 @@ class ClassRegistry:
 
     async def preview_roster(
         self, caller: Caller, students: list[str], class_name: str | None
-    ) -> list[RosterProblem]:
-        """What :meth:`create` (or :meth:`add_students` to ``class_name``) would refuse of
-        ``students``, every entry that would be; nothing changes. The roster form asks
-        this as the teacher types, so its preview says "ok" only of who would be taken."""
+    ) -> RosterChecked:
+        """What :meth:`create` (or :meth:`add_students` to ``class_name``) would do with
+        ``students``: every entry it would refuse, and of the others those already in the
+        class and those it would make an account for; nothing changes. The roster form
+        asks this as the teacher types, so its preview says what each name would do."""
         self._check_may_teach(caller)
-        self._need_hub()
+        hub = self._need_hub()
         await self.refresh()
-        if class_name is not None:
-            self._owned(caller, class_name)
+        current = self._owned(caller, class_name).students if class_name is not None else []
+        problems: list[RosterProblem] = []
         try:
             await self.check_roster(students, class_name or "")
         except RosterRefused as refused:
-            return refused.problems
-        return []
+            problems = refused.problems
+        refused_at = {p.index for p in problems}
+        taken = [(i, normalize_username(s)) for i, s in enumerate(students) if i not in refused_at]
+        joining = [(i, name) for i, name in taken if name not in current]
+        exists = await asyncio.gather(*(hub.user_exists(name) for _, name in joining))
+        return RosterChecked(
+            problems=problems,
+            already=[i for i, name in taken if name in current],
+            new_accounts=[i for (i, _), there in zip(joining, exists, strict=True) if not there],
+        )
 
     async def check_roster(self, students: list[str], class_name: str) -> list[str]:
         """The roster's names, normalized, or :class:`RosterRefused` naming every bad entry.

@@ -1,8 +1,13 @@
 """Node maintenance: admins drain a node (no new job starts there; running ones finish, or
-are cancelled with a message when the admin asks) and undrain it. The drains are nbjobs'
-own state, kept in the database and handed to the backend, which keeps new jobs off the
-node: on Kubernetes through the node affinity of the Jobs it creates (the service needs no
-write access to nodes); on one machine by starting no GPU job while it is drained.
+are cancelled with a message when the admin asks; nothing is re-queued) and undrain it.
+The drains are nbjobs' own state, kept in the database and handed to the backend, which
+keeps new jobs off the node: on Kubernetes through the node affinity of the Jobs it
+creates (the service needs no write access to nodes); on one machine by starting no GPU
+job while it is drained.
+
+Where the backend picks a job's GPUs itself (one machine: :meth:`Backend.gpu_ids`), an
+admin may drain one GPU instead of the whole node: no new job gets that GPU, the others
+go on. Such a drain is kept under the key ``node/gpu`` (no node's name holds a ``/``).
 """
 
 from __future__ import annotations
@@ -25,8 +30,13 @@ MAX_REASON = 500
 STARTED = (JobState.STARTING.value, JobState.RUNNING.value)
 
 
+def drain_key(node: str, gpu: str | None = None) -> str:
+    """Where a drain is kept: the node's name, or ``node/gpu`` for one of its GPUs."""
+    return node if gpu is None else f"{node}/{gpu}"
+
+
 def drained_nodes(ctx: Context) -> set[str]:
-    """The nodes drained in the database (a database thread's work)."""
+    """The drains in the database, by :func:`drain_key` (a database thread's work)."""
     with ctx.sessions() as db:
         return set(db.scalars(select(DrainRecord.node)).all())
 
@@ -34,7 +44,9 @@ def drained_nodes(ctx: Context) -> set[str]:
 async def apply(ctx: Context) -> None:
     """Hand the drains to the backend (at start, after each change): read on a database
     thread, handed over on the event loop, where the backend's state lives."""
-    ctx.backend.set_drained(await ctx.in_db(drained_nodes, ctx))
+    keys = await ctx.in_db(drained_nodes, ctx)
+    gpus = {(node, gpu) for node, _, gpu in (k.partition("/") for k in keys if "/" in k)}
+    ctx.backend.set_drained({k for k in keys if "/" not in k}, gpus)
 
 
 def known_nodes(ctx: Context) -> list[str]:
@@ -42,25 +54,31 @@ def known_nodes(ctx: Context) -> list[str]:
     return sorted({n.node for n in ctx.backend.inventory()})
 
 
-def jobs_on(ctx: Context, node: str, *, gpus_only: bool) -> list[str]:
-    """Ids of the started jobs placed on ``node``; where the backend has one node and
-    records none (one machine), every started job that holds a GPU there."""
+def jobs_on(ctx: Context, node: str, *, gpus_only: bool, gpu: str | None = None) -> list[str]:
+    """Ids of the started jobs placed on ``node`` (with ``gpu``: those holding that GPU
+    of it); where the backend has one node and records none (one machine), every started
+    job that holds a GPU there."""
     single = known_nodes(ctx) == [node]
     with ctx.sessions() as db:
         rows = db.execute(
-            select(JobRecord.id, JobRecord.node, JobRecord.gpu_count).where(
+            select(JobRecord.id, JobRecord.node, JobRecord.gpu_count, JobRecord.gpus).where(
                 JobRecord.state.in_(STARTED)
             )
         ).all()
     return [
         job
-        for job, placed, gpus in rows
-        if (placed_on(placed, node) or (single and not placed)) and (gpus or not gpus_only)
+        for job, placed, count, held in rows
+        if (placed_on(placed, node) or (single and not placed))
+        and (count or not gpus_only)
+        and (gpu is None or gpu in (held or []))
     ]
 
 
-def drain(ctx: Context, caller: Caller, node: str, reason: str) -> DrainRecord:
-    """Record the drain (admins); :func:`apply` hands it to the backend."""
+def drain(
+    ctx: Context, caller: Caller, node: str, reason: str, gpu: str | None = None
+) -> DrainRecord:
+    """Record the drain of ``node``, or of its GPU ``gpu`` (admins); :func:`apply` hands
+    it to the backend."""
     _admin_only(caller)
     reason = reason.strip()
     if len(reason) > MAX_REASON:
@@ -70,30 +88,46 @@ def drain(ctx: Context, caller: Caller, node: str, reason: str) -> DrainRecord:
         raise NotFound(
             f"no node {node!r} with GPUs here; the nodes are: {', '.join(nodes) or 'none'}"
         )
+    if gpu is not None:
+        _check_gpu(ctx, node, gpu)
+    key = drain_key(node, gpu)
     with ctx.sessions() as db:
-        record = db.get(DrainRecord, node)
+        record = db.get(DrainRecord, key)
         if record is None:
-            record = DrainRecord(node=node)
+            record = DrainRecord(node=key)
             db.add(record)
         record.drained_by, record.drained_at, record.reason = caller.name, utcnow(), reason
         db.commit()
         db.refresh(record)
         db.expunge(record)
-    ctx.log.info("node %s drained by %s (%s)", node, caller.name, reason or "no reason given")
+    what = f"GPU {gpu} of node {node}" if gpu is not None else f"node {node}"
+    ctx.log.info("%s drained by %s (%s)", what, caller.name, reason or "no reason given")
     return record
 
 
-def undrain(ctx: Context, caller: Caller, node: str) -> None:
-    """Take the drain off (admins); queued jobs may start there again (once :func:`apply`
-    hands the change to the backend)."""
+def undrain(ctx: Context, caller: Caller, node: str, gpu: str | None = None) -> None:
+    """Take the drain of ``node`` (or of its GPU ``gpu``) off (admins); queued jobs may
+    start there again (once :func:`apply` hands the change to the backend)."""
     _admin_only(caller)
+    what = f"GPU {gpu} of node {node!r}" if gpu is not None else f"node {node!r}"
     with ctx.sessions() as db:
-        record = db.get(DrainRecord, node)
+        record = db.get(DrainRecord, drain_key(node, gpu))
         if record is None:
-            raise NotFound(f"node {node!r} is not drained")
+            raise NotFound(f"{what} is not drained")
         db.delete(record)
         db.commit()
-    ctx.log.info("node %s undrained by %s", node, caller.name)
+    ctx.log.info("%s undrained by %s", what, caller.name)
+
+
+def _check_gpu(ctx: Context, node: str, gpu: str) -> None:
+    ids = ctx.backend.gpu_ids(node)
+    if ids is None:
+        raise Conflict(
+            f"node {node!r} is drained as a whole here (the cluster's scheduler picks the "
+            "GPUs on a node, not nbjobs); drain the node instead"
+        )
+    if gpu not in ids:
+        raise NotFound(f"no GPU {gpu!r} on node {node!r}; its GPUs are: {', '.join(ids)}")
 
 
 def _admin_only(caller: Caller) -> None:

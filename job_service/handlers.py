@@ -23,7 +23,6 @@ from nbjobs.models import (
     RerunChanges,
     RosterChange,
     RosterCheck,
-    RosterChecked,
     SubmitRequest,
     UpdateRequest,
 )
@@ -370,8 +369,7 @@ class RosterCheckHandler(APIHandler):
     async def post(self) -> None:
         request = self.body(RosterCheck)
         check = self.service.classes.preview_roster
-        problems = await self._call(check(self.caller, request.students, request.class_name))
-        self.send(RosterChecked(problems=problems))
+        self.send(await self._call(check(self.caller, request.students, request.class_name)))
 
 
 class ClassHandler(APIHandler):

@@ -698,6 +698,11 @@ class RosterCheck(_Body):
 
 class RosterChecked(BaseModel):
     """What creating the class (or adding the students) would refuse: every bad entry,
-    by its place in the list; none: all would be accepted."""
+    by its place in the list; none: all would be accepted. Of the entries it would take,
+    which change nothing and which make an account."""
 
     problems: list[RosterProblem]
+    #: entries already students of the class they would join (adding them changes nothing)
+    already: list[int] = []
+    #: entries with no hub account yet: the change creates it, with an invitation
+    new_accounts: list[int] = []

@@ -299,6 +299,8 @@ class Backend(LoggingConfigurable):
         self.nbjobs = config_file
         #: nodes drained by admins (see set_drained)
         self.drained: frozenset[str] = frozenset()
+        #: single GPUs drained by admins, ``(node, gpu id)`` (see set_drained)
+        self.drained_gpus: frozenset[tuple[str, str]] = frozenset()
         #: this nbjobs's id among others that share a cluster (its database's,
         #: job_service/db.py instance_id), set by the service before its first reconcile;
         #: None: it stops whatever it does not run, as before instance ids
@@ -336,10 +338,19 @@ class Backend(LoggingConfigurable):
         cannot tell. Default: None."""
         return None
 
-    def set_drained(self, nodes: Collection[str]) -> None:
-        """The nodes admins drained (the service keeps this up to date): no new job may
+    def set_drained(self, nodes: Collection[str], gpus: Collection[tuple[str, str]] = ()) -> None:
+        """The nodes admins drained, and the single GPUs (``(node, gpu id)``, where
+        :meth:`gpu_ids` offers them): the service keeps this up to date; no new job may
         start on them; running ones go on."""
         self.drained = frozenset(nodes)
+        self.drained_gpus = frozenset(gpus)
+
+    def gpu_ids(self, node: str) -> list[str] | None:
+        """The GPUs of ``node`` an admin may drain one at a time, when this backend picks
+        a job's GPUs itself (one machine: a drain of the whole machine would take every
+        GPU at once); None when it drains whole nodes only (a cluster's scheduler picks
+        the GPUs on a node). Default: None."""
+        return None
 
     def maintenance(self, flavor: Flavor) -> str | None:
         """A sentence for the flavor's users when drained nodes take some of its capacity

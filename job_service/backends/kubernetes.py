@@ -596,8 +596,8 @@ class KubernetesBackend(Backend):
         (a node labelled nbjobs.io/drain=true is kept off by the affinity's label rule)."""
         return set(self.settings.drained_nodes) | set(self.drained)
 
-    def set_drained(self, nodes: Collection[str]) -> None:
-        super().set_drained(nodes)
+    def set_drained(self, nodes: Collection[str], gpus: Collection[tuple[str, str]] = ()) -> None:
+        super().set_drained(nodes, gpus)  # gpus: none; a cluster drains whole nodes
         self.mirror.changed()  # capacity is worked out again without them
 
     def maintenance(self, flavor: Flavor) -> str | None:

@@ -229,19 +229,40 @@ class LocalBackend(Backend):
                 holders.setdefault(gpu, []).append(job)
         return holders
 
+    def _open_holders(self) -> dict[str, list[_Running]]:
+        """:meth:`_holders` of the GPUs a new job may get (not drained)."""
+        off = self._drained_gpus()
+        return {g: hs for g, hs in self._holders().items() if g not in off}
+
     @property
     def node(self) -> str:
         """This machine, as the admins' overview names it (and drains it)."""
         return socket.gethostname()
 
+    def _drained_gpus(self) -> set[str]:
+        """The GPUs no new job gets: all of them when the machine is drained, else those
+        admins drained one by one."""
+        if self.node in self.drained:
+            return set(self.gpus)
+        return {g for node, g in self.drained_gpus if node == self.node and g in self.gpus}
+
     def _gpus_drained(self) -> bool:
-        return self.node in self.drained
+        return bool(self.gpus) and len(self._drained_gpus()) == len(self.gpus)
+
+    def gpu_ids(self, node: str) -> list[str] | None:
+        return list(self.gpus) if node == self.node else None
 
     def maintenance(self, flavor: Flavor) -> str | None:
-        if flavor.gpus and self.gpus and self._gpus_drained():
+        if not (flavor.gpus and self.gpus):
+            return None
+        if self._gpus_drained():
             return (
                 "this machine's GPUs are in maintenance: GPU jobs wait until an admin undrains it"
             )
+        off = sorted(self._drained_gpus(), key=self.gpus.index)
+        if off:
+            which = f"GPU{'s' if len(off) > 1 else ''} {', '.join(off)}"
+            return f"{len(off)} of {len(self.gpus)} GPUs in maintenance ({which})"
         return None
 
     def _pick_ranks(self, flavor: Flavor) -> list[list[str]] | None:
@@ -257,11 +278,9 @@ class LocalBackend(Backend):
     def _pick(self, flavor: Flavor) -> list[str] | None:
         """The GPUs a new job of ``flavor`` gets, on all its nodes (none for a CPU job),
         or None when they (or its CPU slots) are not free now."""
-        holders = self._holders()
         if flavor.gpus == 0:
             return [] if self.free_for(flavor) else None
-        if self._gpus_drained():
-            return None
+        holders = self._open_holders()
         if flavor.shares_a_gpu:
             # Fill a GPU that already has sharers before opening a new one.
             open_ = [
@@ -275,12 +294,10 @@ class LocalBackend(Backend):
         return free[: flavor.gpu_count] if len(free) >= flavor.gpu_count else None
 
     def free_for(self, flavor: Flavor) -> int:
-        holders = self._holders()
         if flavor.gpus == 0:
             free = self.cpu_slots - sum(1 for j in self._all_ranks() if not j.gpus)
             return max(0, free) // flavor.nodes
-        if self._gpus_drained():
-            return 0
+        holders = self._open_holders()
         if flavor.shares_a_gpu:
             return sum(
                 self.slots_per_gpu - len(hs) for hs in holders.values() if all(h.shared for h in hs)
@@ -290,9 +307,7 @@ class LocalBackend(Backend):
     def free_gpus(self, flavor: Flavor) -> tuple[int, int] | None:
         if flavor.gpus == 0:
             return None
-        holders = self._holders()
-        if self._gpus_drained():
-            return 0, len(self.gpus) * (self.slots_per_gpu if flavor.fraction is not None else 1)
+        holders = self._open_holders()
         if flavor.fraction is not None:
             # a flavor that says its share counts slots, as a cluster's slices are counted
             free = self.free_for(flavor)
@@ -301,11 +316,11 @@ class LocalBackend(Backend):
             # a GPU that only sharers hold, with a slot left, still takes a shared job
             free = sum(
                 1
-                for g in self.gpus
-                if all(h.shared for h in holders[g]) and len(holders[g]) < self.slots_per_gpu
+                for hs in holders.values()
+                if all(h.shared for h in hs) and len(hs) < self.slots_per_gpu
             )
         else:
-            free = sum(1 for g in self.gpus if not holders[g])
+            free = sum(1 for hs in holders.values() if not hs)
         return free, len(self.gpus)
 
     def inventory(self) -> list[NodeGpus]:

@@ -219,7 +219,10 @@ class NodesHandler(APIHandler):
 
 
 class DrainHandler(APIHandler):
-    async def post(self, node: str) -> None:
+    """``POST`` / ``DELETE api/dashboard/nodes/{node}/drain``, and with ``gpu`` the same
+    of one GPU of the node (``…/nodes/{node}/gpus/{gpu}/drain``)."""
+
+    async def post(self, node: str, gpu: str | None = None) -> None:
         request = self.body(DrainRequest)
         try:
             service = self.service
@@ -230,15 +233,16 @@ class DrainHandler(APIHandler):
                 request.reason,
                 request.cancel_running,
                 service.cancel,
+                gpu,
             )
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
         self.send(views)
 
-    async def delete(self, node: str) -> None:
+    async def delete(self, node: str, gpu: str | None = None) -> None:
         try:
             wake = self.service.dispatcher.wake
-            views = await undrain_node(self.service.ctx, self.caller, node, wake)
+            views = await undrain_node(self.service.ctx, self.caller, node, wake, gpu)
         except ServiceError as exc:
             raise web.HTTPError(exc.status, "%s", exc.message) from None
         self.send(views)
@@ -246,6 +250,8 @@ class DrainHandler(APIHandler):
 
 #: a node's name in a URL: a Kubernetes node name (DNS subdomain) or a host name
 NODE = "[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
+#: a GPU's id in a URL: a device number or an NVML UUID (``GPU-…``, ``MIG-…``)
+GPU = "[A-Za-z0-9][A-Za-z0-9._:-]{0,127}"
 
 
 def dashboard_routes(prefix: str, *, hub: bool) -> list[tuple[str, Any, Any]]:
@@ -277,6 +283,7 @@ def api_routes(api: str) -> list[tuple[str, type[web.RequestHandler]]]:
         (board + "/approvals", ApprovalsHandler),
         (board + "/nodes", NodesHandler),
         (board + rf"/nodes/(?P<node>{NODE})/drain", DrainHandler),
+        (board + rf"/nodes/(?P<node>{NODE})/gpus/(?P<gpu>{GPU})/drain", DrainHandler),
         (board + "/users", UsersHandler),
         (board + r"/users/(?P<name>[^/]+)", UserHandler),
     ]

@@ -155,6 +155,19 @@ class NodeJob(BaseModel):
     flavor: str
 
 
+class GpuSlot(BaseModel):
+    """One GPU of a node whose GPUs are drained one at a time (one machine)."""
+
+    #: its id as jobs name it (``CUDA_VISIBLE_DEVICES``)
+    id: str
+    #: no new job gets it (the node's drain or its own)
+    drained: bool
+    #: an admin's drain of this GPU alone
+    drain: DrainInfo | None
+    #: ids of the started jobs holding it
+    jobs: list[str]
+
+
 class NodeView(BaseModel):
     """A node as the admins' nodes view shows it."""
 
@@ -166,10 +179,19 @@ class NodeView(BaseModel):
     drain: DrainInfo | None
     #: started jobs placed there, oldest first
     jobs: list[NodeJob]
+    #: its GPUs one by one, where an admin may drain each alone (one machine); empty where
+    #: a drain takes the whole node (a cluster)
+    gpu_slots: list[GpuSlot] = []
+    #: the jobs a drain with ``cancel_running`` would cancel: those holding a GPU there
+    #: on one machine (CPU jobs go on), every started one on a cluster's node
+    cancellable: int = 0
 
 
 class DrainRequest(BaseModel):
-    """``POST api/dashboard/nodes/{node}/drain``."""
+    """``POST api/dashboard/nodes/{node}/drain`` (the whole node) and
+    ``POST api/dashboard/nodes/{node}/gpus/{gpu}/drain`` (one GPU, where the node's
+    ``gpu_slots`` lists it): no new job starts there; running jobs finish, or are
+    cancelled (not re-queued) with ``cancel_running``."""
 
     model_config = ConfigDict(extra="forbid")
 

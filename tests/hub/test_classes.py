@@ -171,13 +171,19 @@ def test_a_roster_is_checked_before_it_is_sent_and_nothing_changes(hub):
     assert "not a valid user name" in problems[1]
     assert "listed twice" in problems[2]
     assert "already a student of class 'checked'" in problems[3]
+    # of those it would take, hal and ivy have no account yet: they would be made, invited
+    assert (r.json()["new_accounts"], r.json()["already"]) == ([0, 4], [])
     assert not hub.user_exists("hal")  # a preview makes nobody
     assert not hub.user_exists("ivy")
-    # into her own class gil is no problem; another teacher's class is not hers to check
+    # into her own class gil is no problem, only no change; another teacher's class is not
+    # hers to check
     mine = hub.api(
-        "tess", "POST", "roster-check", json={"students": ["gil"], "class_name": "checked"}
+        "tess",
+        "POST",
+        "roster-check",
+        json={"students": ["Gil", "jo"], "class_name": "checked"},
     )
-    assert mine.json() == {"problems": []}
+    assert mine.json() == {"problems": [], "already": [0], "new_accounts": [1]}
     theirs = hub.api(
         "tom", "POST", "roster-check", json={"students": ["x"], "class_name": "checked"}
     )

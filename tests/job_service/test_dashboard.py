@@ -265,3 +265,74 @@ async def test_drains_are_for_admins_and_name_real_nodes(svc):
     assert not_drained.json()["message"] == "node 'gpu-99' is not drained"
     assert too_long.status_code == 400
     assert nodes.status_code == 403
+
+
+async def drain_gpu(svc, gpu: str, user: str = "root", **body) -> httpx.Response:
+    async with svc.client(user) as c:
+        return await c.post(f"dashboard/nodes/{socket.gethostname()}/gpus/{gpu}/drain", json=body)
+
+
+async def undrain_gpu(svc, gpu: str) -> httpx.Response:
+    async with svc.client("root") as c:
+        return await c.delete(f"dashboard/nodes/{socket.gethostname()}/gpus/{gpu}/drain")
+
+
+async def test_one_gpu_of_the_machine_is_drained_alone_and_the_other_goes_on(svc):
+    node = socket.gethostname()
+    cell, open_gate = svc.gate("ada", "one-gpu")
+    svc.write("ada", "held.ipynb", cell)
+    svc.write("ada", "quick.ipynb", "1")
+    first = await svc.submit("ada", "held.ipynb", "gpu")
+    first = await svc.wait("ada", first["id"], running)
+    [held] = first["gpus"]
+    other = "1" if held == "0" else "0"
+    try:
+        # the GPU no job holds: nothing stops, the machine stays open, its users are told
+        r = await drain_gpu(svc, other, reason="fan noise")
+        assert r.status_code == 200, r.text
+        [view] = r.json()
+        assert (view["drained"], view["drain"]) == (False, None)
+        slots = {s["id"]: s for s in view["gpu_slots"]}
+        assert (slots[other]["drained"], slots[other]["drain"]["reason"]) == (True, "fan noise")
+        assert (slots[held]["drained"], slots[held]["jobs"]) == (False, [first["id"]])
+        async with svc.client("ada") as c:
+            flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+        assert flavors["gpu"]["maintenance"] == f"1 of 2 GPUs in maintenance (GPU {other})"
+        assert flavors["cpu"]["maintenance"] is None
+        # the open GPU is held: a second GPU job waits rather than taking the drained one
+        second = await svc.submit("ada", "quick.ipynb", "gpu")
+        waiting = await svc.wait("ada", second["id"], lambda j: j["waiting_reason"] is not None)
+        assert waiting["state"] == "queued"
+
+        # the held one, cancelling what runs there: only its job stops, saying why
+        r = await drain_gpu(svc, held, reason="swap", cancel_running=True)
+        assert r.status_code == 200, r.text
+        stopped = await svc.wait("ada", first["id"])
+        assert stopped["state"] == "cancelled"
+        assert stopped["message"].startswith(
+            f"cancelled by root: GPU {held} of node {node} was drained for maintenance (swap)"
+        )
+        assert (await svc.job("ada", second["id"]))["state"] == "queued"
+
+        # a GPU opened again takes the waiting job
+        assert (await undrain_gpu(svc, other)).status_code == 200
+        ran = await svc.wait("ada", second["id"])
+        assert (ran["state"], ran["gpus"]) == ("succeeded", [other])
+    finally:
+        open_gate()
+        await undrain_gpu(svc, other)
+        await undrain_gpu(svc, held)
+
+
+async def test_a_gpu_drain_names_a_gpu_of_the_machine(svc):
+    unknown = await drain_gpu(svc, "7")
+    assert unknown.status_code == 404
+    assert unknown.json()["message"] == (
+        f"no GPU '7' on node '{socket.gethostname()}'; its GPUs are: 0, 1"
+    )
+    assert (await drain_gpu(svc, "0", user="ada")).status_code == 403
+    not_drained = await undrain_gpu(svc, "1")
+    assert not_drained.status_code == 404
+    assert not_drained.json()["message"] == (
+        f"GPU 1 of node '{socket.gethostname()}' is not drained"
+    )

@@ -252,6 +252,7 @@ async def test_every_method_a_path_does_not_offer_is_a_405_naming_those_it_does(
         "job_id": job["id"],
         "name": "ml101",
         "node": "gpu-0",
+        "gpu": "0",
         "student": "ada",
         "definition_id": made.json()["id"],
         "account": "user:ada",
