@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
+import socket
 import time
 from collections.abc import Iterator
 
@@ -104,6 +105,11 @@ def test_a_student_opens_the_dashboard_from_the_jobs_panel_and_sees_her_usage(la
     expect(table).to_contain_text("t4")
     expect(table.locator("tbody tr").last).to_contain_text("all")
     expect(page.locator("canvas#nbjobs-usage-busy")).to_be_visible()
+    # her own use against her budget, called hers, over the period the budgets count
+    own = page.locator("table[aria-label='Your GPU-hours in the last 7 days']")
+    expect(own.locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_text("Top users")).to_have_count(0)
+    expect(page.locator("h3", has_text="(whole UTC days)")).to_have_count(1)
     # what she may not see, the service refuses (not only the page hides it)
     status = page.evaluate(
         """async () => {
@@ -164,6 +170,12 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     assert csv.splitlines()[0] == "date,user,gpu_hours_allocated,gpu_hours_busy"
     assert any(line.split(",")[1] == "ada" for line in csv.splitlines()[1:])
     admin.screenshot(path=str(ARTIFACTS / "22-dashboard-usage.png"), full_page=True)
+    # by node: each job under the node it ran on, as the overview names it
+    admin.select_option("#nbjobs-by", "node")
+    admin.locator("form.nbjobs-Controls button[type='submit']").click()
+    by_node = admin.locator("table[aria-label='GPU-hours by node'] tbody")
+    expect(by_node.locator("tr").first).to_contain_text(socket.gethostname())
+    expect(by_node).not_to_contain_text("(none)")
 
     # the space each user's job files take, against the limit
     admin.locator(".nbjobs-Tabs a", has_text="Storage").click()
@@ -365,14 +377,14 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
         "Created class physics-101 with 2 student(s)."
     )
     physics = teacher.locator("section[aria-label='Class physics-101']")
-    expect(physics).to_contain_text("2 GPU-hours per student per week")
+    expect(physics).to_contain_text("2 GPU-hours per student in the last 7 days")
     students = physics.locator("table tbody tr")
     expect(students).to_have_count(2)
     carl = students.filter(has_text="carl")
     carl.locator("input[type='number']").fill("1.5")
     carl.locator("button[data-action='extend']").click()
     expect(teacher.locator(".nbjobs-Status")).to_have_text(
-        "carl may use 1.5 more GPU-hours in physics-101 this week."
+        "carl may use 1.5 more GPU-hours in physics-101 for the next 7 days."
     )
     expect(physics.locator("table tbody tr").filter(has_text="carl")).to_contain_text("+1.5 h")
     teacher.screenshot(path=str(ARTIFACTS / "27-dashboard-classes.png"), full_page=True)
