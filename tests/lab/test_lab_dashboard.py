@@ -15,6 +15,7 @@ import socket
 import time
 from collections.abc import Iterator
 
+import nbformat
 import pytest
 from nbjobs.programs.demo import PASSWORD
 from playwright.sync_api import Page, Playwright, expect
@@ -26,6 +27,7 @@ from .conftest import (
     HUB_JOBS_CONFIG,
     Hub,
     api,
+    notebook,
     run_hub,
     standalone_service,
 )
@@ -156,6 +158,11 @@ def test_the_admin_sees_gpus_queues_failures_and_usage_charts(lab: Page, admin: 
     failures = admin.locator("table[aria-label='Recent failures']")
     expect(failures).to_contain_text(failed["id"])
     expect(failures).to_contain_text("ValueError")
+    # it follows the service's changes as they come, and its last line says so (it said
+    # "refreshed every 10 s" when its first draw came before the stream connected)
+    expect(admin.locator("[data-role='freshness']")).to_contain_text(
+        "Live: drawn again as soon as a job changes"
+    )
     admin.screenshot(path=str(ARTIFACTS / "21-dashboard-overview.png"), full_page=True)
 
     admin.locator(".nbjobs-Tabs a", has_text="Usage").click()
@@ -255,15 +262,22 @@ def test_the_queue_view_shows_a_job_queued_elsewhere_without_a_reload(
 
 
 def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Page, hub: Hub):
-    admin.goto(hub.url + DASHBOARD + "#nodes")
-    row = admin.locator("table[aria-label='Nodes'] tbody tr").first
-    expect(row).to_contain_text("open")
-    row.locator("input[type='text']").fill("new fans")
-    row.locator("button[data-action='drain']").click()
-    expect(admin.locator(".nbjobs-Status")).to_contain_text("no new job starts there")
-    expect(row).to_contain_text("drained by admin")
-    expect(row).to_contain_text("new fans")
-    admin.screenshot(path=str(ARTIFACTS / "24-dashboard-nodes-drained.png"), full_page=True)
+    # a GPU job held running (by a file it waits for) while the admin drains
+    gate = hub.home("ada") / f"drain-gate-{time.monotonic_ns()}"
+    nbformat.write(
+        notebook(
+            "import os, time",
+            "while not os.path.exists(gate):\n    time.sleep(0.2)",
+            parameters=f"gate = {str(gate)!r}",
+        ),
+        hub.home("ada") / "drain-held.ipynb",
+    )
+    held = submit_by_api(lab, "drain-held.ipynb", "t4", "dash-held")
+    try:
+        drain_with_confirmations(admin, hub, lab, held)
+    finally:
+        gate.touch()
+    assert wait_for(lab, held["id"], "succeeded")["state"] == "succeeded"  # it went on
 
     # ada's GPU flavors say so, and a GPU job waits saying why
     _, flavors = api(lab, "GET", API + "flavors")
@@ -281,10 +295,53 @@ def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Pa
     assert seen["state"] == "queued"
     assert "in maintenance" in seen["waiting_reason"]
 
+    row = admin.locator("table[aria-label='Nodes'] tbody tr").first
     row.locator("button[data-action='undrain']").click()
     expect(admin.locator(".nbjobs-Status")).to_contain_text("jobs may start there again")
-    expect(row).to_contain_text("open")
+    expect(row.locator("td").nth(3)).to_have_text("open")
     assert wait_for(lab, job["id"], "succeeded")["state"] == "succeeded"
+
+
+def drain_with_confirmations(admin: Page, hub: Hub, lab: Page, held: dict) -> None:
+    """The admin drains one GPU and keeps it open, then drains the whole machine."""
+    wait_for(lab, held["id"], "running")
+    admin.goto(hub.url + DASHBOARD + "#nodes")
+    row = admin.locator("table[aria-label='Nodes'] tbody tr").first
+    state = row.locator("td").nth(3)
+    expect(state).to_have_text("open")
+    expect(row).to_contain_text(held["id"])
+    # one GPU of the four: the confirmation says what leaves the pool and what goes on;
+    # kept open, nothing is drained
+    row.locator("select").select_option(label="GPU 2")
+    row.locator("input[type='text']").fill("new fan on GPU 2")
+    row.locator("button[data-action='drain']").click()
+    confirm = row.locator(".nbjobs-Confirm")
+    expect(confirm).to_contain_text("1 GPU leaves the pool (3 stay)")
+    admin.screenshot(path=str(ARTIFACTS / "24a-dashboard-drain-gpu-confirm.png"), full_page=True)
+    expect(confirm).to_contain_text("No job runs there now.")
+    confirm.locator("button[data-action='keep-open']").click()
+    expect(confirm).to_have_count(0)
+    admin.reload()  # what the service says now: nothing was drained
+    expect(state).to_have_text("open")
+
+    # the whole machine: all four GPUs leave at once, its running job is said to go on
+    row.locator("select").select_option(index=0)  # all of the machine
+    row.locator("input[type='text']").fill("new fans")
+    row.locator("button[data-action='drain']").click()
+    expect(confirm).to_contain_text("4 GPUs leave the pool (0 stay)")
+    # its GPU jobs, as the row lists them (held's among them), are said to go on
+    gpu_jobs = row.locator(".nbjobs-NodeJob", has_text=" on GPU").count()
+    assert gpu_jobs >= 1
+    expect(confirm).to_contain_text(
+        f"The {gpu_jobs} job(s) running there keep running until they end."
+    )
+    admin.screenshot(path=str(ARTIFACTS / "24b-dashboard-drain-confirm.png"), full_page=True)
+    confirm.locator("button[data-action='confirm-drain']").click()
+    expect(admin.locator(".nbjobs-Status")).to_contain_text("no new job starts there")
+    expect(row).to_contain_text("drained by admin")
+    expect(row).to_contain_text("new fans")
+    admin.screenshot(path=str(ARTIFACTS / "24-dashboard-nodes-drained.png"), full_page=True)
+    expect(row).to_contain_text(held["id"])  # still running there
 
 
 def test_the_admin_approves_one_request_and_rejects_another_saying_why(
@@ -343,10 +400,11 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     demo = teacher.locator("section[aria-label='Class demo-class']")
     expect(demo).to_contain_text("from nbjobs.yaml (read-only here)")
     expect(demo.locator("table")).to_contain_text("ada")
-    # a student's jobs, one click away
+    # a student's jobs, one click away, each a link to its own page
     ada = demo.locator("table tbody tr").filter(has_text="ada").first
     ada.locator("button[data-action='student-jobs']").click()
-    expect(ada.locator('table[aria-label="ada\'s latest jobs"]')).to_contain_text("dash-slow")
+    link = ada.locator('table[aria-label="ada\'s latest jobs"] a').first
+    expect(link).to_have_attribute("href", re.compile(r"^#job/\w+$"))
 
     form = teacher.locator("form[aria-label='Create a class']")
     form.locator("#nbjobs-class-name").fill("physics-101")
@@ -359,16 +417,24 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     form.locator("input[type='file']").set_input_files(str(roster))
     preview = form.locator("table[aria-label='Create a class: preview'] tbody tr")
     expect(preview).to_have_count(4)
-    # before anything is sent, the preview says what the service would refuse: "ok"
-    # only of who it would take (it once said "ok" of every row, then refused four)
-    expect(preview.nth(1)).to_contain_text("already a student of class 'demo-class'")
+    # before anything is sent, the preview says what each name would do: who would be
+    # refused and why, who joins with a new account
+    expect(preview.nth(1)).to_contain_text("refused: already a student of class 'demo-class'")
     expect(preview.nth(2)).to_contain_text("listed twice")
     expect(preview.nth(3)).to_contain_text("not a valid user name")
-    expect(preview.nth(0)).to_contain_text("ok")
+    expect(preview.nth(0)).to_contain_text("joins the new class: a new account, with an invitation")
+    expect(form.locator("[data-role='roster-summary']")).to_have_text(
+        "1 to add (1 new account, invited) · 3 refused: nothing changes until they are fixed"
+    )
     form.locator("button[type='submit']").click()
-    # sent anyway: the service refuses the whole roster, the same problems on their rows
+    # sent anyway: the service refuses the whole roster, said beside the button, the
+    # same problems on their rows
+    expect(form.locator(".nbjobs-Error[role='alert']")).to_contain_text(
+        "the roster has 3 problem(s), nothing was changed"
+    )
+    expect(teacher.locator("#nbjobs-main > .nbjobs-Status")).to_have_text("")
     expect(preview.nth(1)).to_contain_text("already a student of class 'demo-class'")
-    expect(preview.nth(0)).to_contain_text("ok")
+    expect(preview.nth(0)).to_contain_text("a new account, with an invitation")
     teacher.screenshot(path=str(ARTIFACTS / "26-dashboard-roster-problems.png"), full_page=True)
 
     form.locator("textarea").fill("carl\ndora\n")
@@ -381,6 +447,8 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     students = physics.locator("table tbody tr")
     expect(students).to_have_count(2)
     carl = students.filter(has_text="carl")
+    # the hours box says what it counts
+    expect(carl.locator(".nbjobs-WithUnit")).to_have_text("GPU-hours")
     carl.locator("input[type='number']").fill("1.5")
     carl.locator("button[data-action='extend']").click()
     expect(teacher.locator(".nbjobs-Status")).to_have_text(
@@ -388,6 +456,46 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     )
     expect(physics.locator("table tbody tr").filter(has_text="carl")).to_contain_text("+1.5 h")
     teacher.screenshot(path=str(ARTIFACTS / "27-dashboard-classes.png"), full_page=True)
+
+    # adding: who is in the class already, who has no account yet, who is refused, said
+    # before anything is sent
+    add = physics.locator("form[aria-label='Add students to physics-101']")
+    add.locator("textarea").fill("carl\neve\nada\n")
+    rows = add.locator("table tbody tr")
+    expect(rows.nth(0)).to_contain_text("already in physics-101: no change")
+    expect(rows.nth(1)).to_contain_text("joins physics-101: a new account, with an invitation")
+    expect(rows.nth(2)).to_contain_text("refused: already a student of class 'demo-class'")
+    expect(add.locator("[data-role='roster-summary']")).to_have_text(
+        "1 to add (1 new account, invited) · 1 already in physics-101 · "
+        "1 refused: nothing changes until it is fixed"
+    )
+    add.locator("textarea").fill("carl\neve\n")
+    expect(add.locator("[data-role='roster-summary']")).to_have_text(
+        "1 to add (1 new account, invited) · 1 already in physics-101"
+    )
+    add.locator("button[type='submit']").click()
+    expect(teacher.locator(".nbjobs-Status")).to_have_text(
+        "Added 1 student(s) to physics-101 (1 already in it)."
+    )
+    expect(students).to_have_count(3)
+
+    # removing: what it does is said beside the button, and Keep changes nothing
+    dora = students.filter(has_text="dora")
+    dora.locator("button[data-action='remove']").click()
+    confirm = dora.locator(".nbjobs-Confirm")
+    expect(confirm).to_contain_text(
+        "Remove dora from physics-101? They lose its flavors and its GPU-hour budget; "
+        "their account, files and jobs stay."
+    )
+    teacher.screenshot(path=str(ARTIFACTS / "27b-dashboard-remove-confirm.png"), full_page=True)
+    confirm.locator("button[data-action='keep']").click()
+    expect(confirm).to_have_count(0)
+    teacher.reload()
+    expect(students).to_have_count(3)
+    dora.locator("button[data-action='remove']").click()
+    confirm.locator("button[data-action='confirm-remove']").click()
+    expect(teacher.locator(".nbjobs-Status")).to_have_text("Removed dora from physics-101.")
+    expect(students).to_have_count(2)
 
     teacher.once("dialog", lambda dialog: dialog.accept())
     physics.locator("button[data-action='delete-class']").click()
@@ -407,24 +515,36 @@ def test_a_teacher_opens_a_students_result_and_log_read_only_and_the_admin_sees_
     ada = demo.locator("table tbody tr").filter(has_text="ada").first
     ada.locator("button[data-action='student-jobs']").click()
     row = ada.locator('table[aria-label="ada\'s latest jobs"] tbody tr').filter(has_text=job["id"])
+    # the job opens on a page of its own, the dashboard's whole width (it once opened in
+    # a frame 390 px wide squeezed into the roster's table)
+    row.locator("a[data-action='open-job']").click()
+    expect(teacher).to_have_url(re.compile(f"#job/{job['id']}$"))
+    main = teacher.locator("#nbjobs-main")
+    expect(main.locator("h2")).to_have_text(f"ada's job dash-looked-at ({job['id']})")
+    expect(teacher.locator(".nbjobs-Tabs a[aria-current='page']")).to_have_text("Classes")
+    details = main.locator("dl[aria-label='Details']")
+    expect(details).to_contain_text("succeeded")
+    expect(details).to_contain_text(job["output_path"])
     # the result: the service's rendering, in a frame that runs nothing
-    row.locator("button[data-action='view-result']").click()
-    viewer = ada.locator(".nbjobs-Viewer")
-    expect(viewer.locator("h3")).to_contain_text(f"ada's job dash-looked-at ({job['id']}): result")
-    frame = viewer.locator("iframe.nbjobs-Viewer-result")
+    frame = main.locator("iframe.nbjobs-JobPage-frame")
     assert frame.get_attribute("sandbox") == ""
-    expect(viewer.frame_locator("iframe").locator("body")).to_contain_text("final_loss")
+    expect(main.frame_locator("iframe").locator("body")).to_contain_text("final_loss")
+    box, room = frame.bounding_box(), main.bounding_box()
+    assert box is not None
+    assert room is not None
+    assert box["width"] > 0.9 * room["width"], (box, room)
     # styled as in Lab: the frame holds the result's own page and policy (its styles),
     # not the dashboard's, which would refuse them
-    prompt = viewer.frame_locator("iframe").locator(".jp-InputPrompt").first
+    prompt = main.frame_locator("iframe").locator(".jp-InputPrompt").first
     expect(prompt).to_have_css("white-space", "nowrap")  # a div's is "normal" unstyled
     expect(prompt).not_to_have_css("color", "rgb(0, 0, 0)")
+    expect(main.locator("pre.nbjobs-JobPage-log")).to_contain_text("step")
     # the viewport, not the full page: chromium leaves a frame of another origin (the
     # sandbox makes it one) out of full-page captures
-    viewer.scroll_into_view_if_needed()
     teacher.screenshot(path=str(ARTIFACTS / "45-dashboard-student-result.png"))
-    row.locator("button[data-action='view-log']").click()
-    expect(viewer.locator("pre.nbjobs-Viewer-log")).to_contain_text("step")
+    # and back to the class, where it was opened from
+    teacher.go_back()
+    expect(teacher.locator("section[aria-label='Class demo-class']")).to_be_visible()
     # nothing of the student's changed: her notebook and output are as the job left them
     status, listing = api(lab, "GET", f"/user/ada/api/contents/{job['output_path']}")
     assert status == 200, listing

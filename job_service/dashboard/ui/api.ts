@@ -8,6 +8,8 @@ import type * as api from '../../../api/openapi';
 
 /** One bad roster entry, as the service names it. */
 export type IRosterProblem = NonNullable<api.ErrorBody['problems']>[number];
+/** `POST api/roster-check`: what a roster would do, entry by entry. */
+export type IRosterChecked = api.RosterChecked;
 
 export class ApiError extends Error {
   constructor(

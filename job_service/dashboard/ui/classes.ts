@@ -1,10 +1,10 @@
 /** The dashboard's Classes (teachers, admins): each class's roster, budgets and students'
  * jobs, and the invitations a roster change made. */
 
-import { FINAL_STATES } from '../../../labextension/src/types';
-import { IResultLink, IClass, IFlavor, IInvitation, IJob, IUsage, IUsageRow } from './api';
-import { h, table, meter } from './dom';
+import { IClass, IFlavor, IInvitation, IJob, IUsage, IUsageRow } from './api';
+import { h, table, meter, withUnit } from './dom';
 import { gpus, hours, periodSpan, periodWords, when } from './format';
+import { jobHref } from './job_view';
 import { Page } from './page';
 import { rosterForm, createClassForm } from './roster';
 
@@ -30,7 +30,7 @@ export async function classesView(page: Page, said = ''): Promise<void> {
     status,
     ...invitationsPanel(page),
     ...sections,
-    createClassForm(page, flavors, status)
+    createClassForm(page, flavors)
   );
 }
 
@@ -79,9 +79,7 @@ export async function classSection(
     // the table still lists the students, without their hours
   }
   const fromHub = cls.source === 'hub';
-  const rows = cls.students.map(student =>
-    studentRow(page, cls, student, used.get(student), status)
-  );
+  const rows = cls.students.map(student => studentRow(page, cls, student, used.get(student)));
   const add = fromHub
     ? rosterForm(
         page,
@@ -93,9 +91,10 @@ export async function classSection(
             { students: names }
           );
           page.invitations = changed.invitations;
-          return `Added ${names.length} student(s) to ${cls.name}.`;
+          const added = changed.students.length - cls.students.length;
+          const same = names.length - added;
+          return `Added ${added} student(s) to ${cls.name}${same > 0 ? ` (${same} already in it)` : ''}.`;
         },
-        status,
         [],
         cls.name
       )
@@ -124,17 +123,18 @@ export async function classSection(
 }
 
 /** A student's row: their jobs, GPU-hours against the class's budget, and the buttons
- * that extend it, invite them again and remove them. */
+ * that extend it, invite them again and remove them; what goes wrong with a button is
+ * said beside it. */
 function studentRow(
   page: Page,
   cls: IClass,
   student: string,
-  line: IUsageRow | undefined,
-  status: HTMLElement
+  line: IUsageRow | undefined
 ): (string | HTMLElement)[] {
   const fromHub = cls.source === 'hub';
   const extra = cls.extra_hours[student] ?? 0;
   const budget = cls.gpu_hours === null ? null : cls.gpu_hours + extra;
+  const said = h('span', { class: 'nbjobs-RowSaid', role: 'status' });
   const amount = h('input', {
     type: 'number',
     min: '0.5',
@@ -155,7 +155,7 @@ function studentRow(
           `${student} may use ${amount.value} more GPU-hours in ${cls.name} for the next ${periodSpan(cls.period)}.`
         );
       } catch (error) {
-        page.failIn(status, error);
+        page.failIn(said, error);
       }
     })();
   });
@@ -167,14 +167,23 @@ function studentRow(
         page.invitations = [made];
         await classesView(page, `A new invitation for ${student}; an earlier one stops working.`);
       } catch (error) {
-        page.failIn(status, error);
+        page.failIn(said, error);
       }
     })();
   });
-  const remove = removeButton(page, cls, student, status);
+  const actions = h(
+    'span',
+    { class: 'nbjobs-Actions' },
+    cls.gpu_hours === null ? null : withUnit(amount, 'GPU-hours'),
+    cls.gpu_hours === null ? null : extend,
+    invite
+  );
+  if (fromHub) {
+    actions.append(removeButton(page, cls, student, actions, said));
+  }
   return [
     student,
-    studentJobs(page, student, line?.jobs ?? 0, status),
+    studentJobs(page, student, line?.jobs ?? 0, said),
     budget === null
       ? `${hours(line?.gpu_hours ?? 0)} (no class budget)`
       : meter(
@@ -184,37 +193,57 @@ function studentRow(
           hours
         ),
     extra ? `+${gpus(extra)} h` : '–',
-    h(
-      'span',
-      { class: 'nbjobs-Actions' },
-      cls.gpu_hours === null ? null : amount,
-      cls.gpu_hours === null ? null : extend,
-      invite,
-      fromHub ? remove : null
-    )
+    h('span', { class: 'nbjobs-RowActions' }, actions, said)
   ];
 }
 
-/** The button that takes a student out of a class, after a confirmation. */
-function removeButton(page: Page, cls: IClass, student: string, status: HTMLElement): HTMLElement {
+/** The button that takes a student out of a class: it first says, beside it, what the
+ * removal does, and removes only when that is confirmed there. */
+function removeButton(
+  page: Page,
+  cls: IClass,
+  student: string,
+  actions: HTMLElement,
+  said: HTMLElement
+): HTMLElement {
   const remove = h('button', { type: 'button', 'data-action': 'remove' }, 'Remove');
   remove.addEventListener('click', () => {
-    if (!window.confirm(`Remove ${student} from ${cls.name}? Their jobs and files stay.`)) {
-      return;
-    }
-    void (async () => {
-      try {
-        await page.api.call(
-          'DELETE',
-          `classes/${encodeURIComponent(cls.name)}/students`,
-          {},
-          { students: [student] }
-        );
-        await classesView(page, `Removed ${student} from ${cls.name}.`);
-      } catch (error) {
-        page.failIn(status, error);
-      }
-    })();
+    const yes = h(
+      'button',
+      { type: 'button', 'data-action': 'confirm-remove' },
+      `Remove ${student}`
+    );
+    const no = h('button', { type: 'button', 'data-action': 'keep' }, 'Keep');
+    const box = h(
+      'span',
+      { class: 'nbjobs-Confirm', role: 'group', 'aria-label': `Remove ${student}?` },
+      `Remove ${student} from ${cls.name}? They lose its flavors and its ${cls.gpu_hours === null ? 'queue' : 'GPU-hour budget'}; their account, files and jobs stay.`,
+      yes,
+      no
+    );
+    const back = (): void => {
+      box.replaceWith(actions);
+      remove.focus();
+    };
+    no.addEventListener('click', back);
+    yes.addEventListener('click', () => {
+      void (async () => {
+        try {
+          await page.api.call(
+            'DELETE',
+            `classes/${encodeURIComponent(cls.name)}/students`,
+            {},
+            { students: [student] }
+          );
+          await classesView(page, `Removed ${student} from ${cls.name}.`);
+        } catch (error) {
+          back();
+          page.failIn(said, error);
+        }
+      })();
+    });
+    actions.replaceWith(box);
+    no.focus();
   });
   return remove;
 }
@@ -242,12 +271,13 @@ function deleteClassButton(page: Page, cls: IClass, status: HTMLElement): HTMLEl
   return drop;
 }
 
-/** A student's job count, a button that lists their latest jobs under it. */
+/** A student's job count, a button that lists their latest jobs under it, each a link
+ * to the job's own page (its details, log and result, the page's full width). */
 export function studentJobs(
   page: Page,
   student: string,
   count: number,
-  status: HTMLElement
+  said: HTMLElement
 ): HTMLElement {
   const cell = h('span', { class: 'nbjobs-StudentJobs' });
   const toggle = h(
@@ -268,101 +298,33 @@ export function studentJobs(
     void (async () => {
       try {
         const found = await page.api.get<{ jobs: IJob[] }>('jobs', { user: student, limit: '20' });
-        const viewer = h('section', { class: 'nbjobs-Viewer', 'aria-live': 'polite' });
-        viewer.hidden = true;
         list.replaceChildren(
           found.jobs.length
             ? table(
-                ['Job', 'State', 'Flavor', 'Submitted', ''],
+                ['Job', 'State', 'Flavor', 'Submitted'],
                 found.jobs.map(j => [
-                  `${j.name} (${j.id})`,
+                  h(
+                    'a',
+                    {
+                      href: jobHref(j.id),
+                      'data-action': 'open-job',
+                      title: 'its details, log and result, read-only'
+                    },
+                    `${j.name} (${j.id})`
+                  ),
                   j.state.replace('_', ' '),
                   j.flavor,
-                  when(j.submitted_at),
-                  lookIn(page, j, viewer, status)
+                  when(j.submitted_at)
                 ]),
                 `${student}'s latest jobs`
               )
-            : h('p', { class: 'nbjobs-Hint' }, `${student} has no jobs.`),
-          viewer
+            : h('p', { class: 'nbjobs-Hint' }, `${student} has no jobs.`)
         );
       } catch (error) {
-        page.failIn(status, error);
+        page.failIn(said, error);
       }
     })();
   });
   cell.append(toggle, list);
   return cell;
-}
-
-/** A student's job's log and result, opened read-only below the list: the log as
- * text, the result as the service rendered it, in a frame that runs no script. Each
- * opening is on the audit list admins see. */
-export function lookIn(
-  page: Page,
-  job: IJob,
-  viewer: HTMLElement,
-  status: HTMLElement
-): HTMLElement {
-  const started = job.started_at !== null;
-  const ended = FINAL_STATES.has(job.state);
-  const open = (what: 'log' | 'result') => {
-    void (async () => {
-      try {
-        const where = `jobs/${encodeURIComponent(job.id)}`;
-        // the log as text; the result by a link that opens it once, in a frame under
-        // the result's own policy (its styles apply there, not the dashboard's)
-        const text = what === 'log' ? await page.api.text(`${where}/logs`) : '';
-        const link =
-          what === 'result' ? await page.api.post<IResultLink>(`${where}/result/link`) : null;
-        const title = h(
-          'h3',
-          {},
-          `${job.user}'s job ${job.name} (${job.id}): ${what === 'log' ? 'log' : 'result'}, read-only`
-        );
-        let body: HTMLElement;
-        if (what === 'log') {
-          body = h('pre', { class: 'nbjobs-Viewer-log' }, text || '(the log is empty)');
-        } else {
-          const frame = h('iframe', {
-            class: 'nbjobs-Viewer-result',
-            title: `${job.name}: result`,
-            sandbox: ''
-          }) as HTMLIFrameElement;
-          frame.src = link?.url ?? 'about:blank';
-          body = frame;
-        }
-        const close = h('button', { type: 'button', 'data-action': 'close-viewer' }, 'Close');
-        close.addEventListener('click', () => {
-          viewer.hidden = true;
-          viewer.replaceChildren();
-        });
-        viewer.replaceChildren(title, close, body);
-        viewer.hidden = false;
-      } catch (error) {
-        page.failIn(status, error);
-      }
-    })();
-  };
-  const button = (what: 'log' | 'result', label: string, why: string | null) => {
-    const b = h('button', { type: 'button', 'data-action': `view-${what}` }, label);
-    b.setAttribute('aria-label', `${label} of ${job.name}`);
-    if (why) {
-      (b as HTMLButtonElement).disabled = true;
-      b.title = why;
-    } else {
-      b.addEventListener('click', () => open(what));
-    }
-    return b;
-  };
-  return h(
-    'span',
-    { class: 'nbjobs-Actions' },
-    button('log', 'Log', started ? null : 'it has not started: no log yet'),
-    button(
-      'result',
-      'Result',
-      !started ? 'it never started: no result' : ended ? null : 'it has not ended yet'
-    )
-  );
 }

@@ -1,7 +1,7 @@
 /** The dashboard's Credits: each account's balance and statement; grants (admins). */
 
 import { ICreditAccount, ICreditStatement } from './api';
-import { Child, h, table } from './dom';
+import { Child, h, table, withUnit } from './dom';
 import { creditText, when } from './format';
 import { Page } from './page';
 
@@ -75,7 +75,7 @@ export function grantForm(page: Page, account: string, status: HTMLElement): HTM
   }) as HTMLInputElement;
   const give = h('button', { type: 'button', 'data-action': 'grant' }, 'Grant');
   give.addEventListener('click', () => void grant(page, account, amount.value, note.value, status));
-  return h('span', { class: 'nbjobs-Grant' }, amount, note, give);
+  return h('span', { class: 'nbjobs-Grant' }, withUnit(amount, 'credits'), note, give);
 }
 
 /** Admins: credits for an account not listed yet (a user's, a class's, a group's). */
@@ -102,8 +102,8 @@ export function newGrantForm(page: Page, status: HTMLElement): HTMLElement {
     { class: 'nbjobs-Controls', 'aria-label': 'Grant credits' },
     h('label', { for: 'nbjobs-account' }, 'Account'),
     account,
-    h('label', { for: 'nbjobs-amount' }, 'Credits'),
-    amount,
+    h('label', { for: 'nbjobs-amount' }, 'Amount'),
+    withUnit(amount, 'credits'),
     h('label', { for: 'nbjobs-note' }, 'Why'),
     note,
     h('button', { type: 'submit' }, 'Grant')

@@ -88,3 +88,15 @@ export function meter(
     h('span', { class: 'nbjobs-Meter-text' }, `${show(part)} / ${show(whole)}`)
   );
 }
+
+/**
+ * A number field with its unit written after it ("GPU-hours", "credits"), the unit also
+ * in the field's accessible name, so nobody has to guess what the number counts.
+ */
+export function withUnit(input: HTMLInputElement, unit: string): HTMLElement {
+  const label = input.getAttribute('aria-label');
+  if (label) {
+    input.setAttribute('aria-label', `${label}, in ${unit}`);
+  }
+  return h('span', { class: 'nbjobs-WithUnit' }, input, h('span', { class: 'nbjobs-Unit' }, unit));
+}

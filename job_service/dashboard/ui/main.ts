@@ -26,6 +26,7 @@ import { auditView } from './audit';
 import { classesView } from './classes';
 import { creditsView } from './credits';
 import { AS_IT_IS, h, meta, REDRAW_DELAY_MS, typing } from './dom';
+import { JOB_PAGE, jobPageMoves, jobView } from './job_view';
 import { nodesView } from './nodes';
 import { overviewView } from './overview';
 import { Page } from './page';
@@ -83,10 +84,17 @@ class Dashboard {
     // what reads the page (and said in the Overview's last line)
     this.page.events.connectedChanged.connect((_, live) => {
       this.root.dataset.live = live ? 'yes' : 'no';
+      if (this.page.view === 'overview') {
+        window.clearTimeout(this.page.timer);
+        void overviewView(this.page); // its last line says whether it is live
+      }
     });
     this.page.events.start();
     const fromHash = (): string => {
       const wanted = window.location.hash.slice(1);
+      if (wanted.startsWith(JOB_PAGE) && this.views().some(([id]) => id === 'classes')) {
+        return wanted; // a student's job, opened from the Classes tab
+      }
       return this.views().some(([id]) => id === wanted) ? wanted : this.views()[0][0];
     };
     // a link or the Back button to another view changes only the hash
@@ -107,12 +115,22 @@ class Dashboard {
     if (event.event === 'definitions' || this.redrawSoon) {
       return;
     }
+    const view = this.page.view;
+    if (event.event === 'job' && jobPageMoves(view, event.data.id, this.page.main)) {
+      // the job whose page is shown moved on: its state, its log, its result once ended
+      this.redrawSoon = window.setTimeout(() => {
+        this.redrawSoon = 0;
+        if (this.page.view === view) {
+          void jobView(this.page, event.data.id);
+        }
+      }, REDRAW_DELAY_MS);
+      return;
+    }
     const redraw: Record<string, () => Promise<void>> = {
       overview: () => overviewView(this.page),
       queue: () => queueView(this.page, undefined, AS_IT_IS),
       approvals: () => approvalsView(this.page, AS_IT_IS)
     };
-    const view = this.page.view;
     if (!redraw[view]) {
       return;
     }
@@ -212,8 +230,10 @@ class Dashboard {
     }
     this.page.charts = [];
     history.replaceState(null, '', `#${id}`);
+    // a job's page belongs to the Classes tab, where it was opened from
+    const tab = id.startsWith(JOB_PAGE) ? 'classes' : id;
     for (const link of Array.from(this.root.querySelectorAll('[data-view]'))) {
-      if (link.getAttribute('data-view') === id) {
+      if (link.getAttribute('data-view') === tab) {
         link.setAttribute('aria-current', 'page');
       } else {
         link.removeAttribute('aria-current');
@@ -232,6 +252,10 @@ class Dashboard {
       audit: () => auditView(this.page),
       users: () => usersPage(this.page)
     };
+    if (id.startsWith(JOB_PAGE)) {
+      void jobView(this.page, decodeURIComponent(id.slice(JOB_PAGE.length)));
+      return;
+    }
     void (draw[id] ?? draw.usage)();
   }
 }

@@ -71,11 +71,11 @@ export async function overviewView(page: Page): Promise<void> {
     h('section', {}, h('h2', {}, 'Failures in the last 24 hours'), failures),
     h(
       'p',
-      { class: 'nbjobs-Hint' },
-      `As of ${when(data.generated_at)}; ` +
+      { class: 'nbjobs-Hint', 'data-role': 'freshness' },
+      `As of ${when(data.generated_at)}. ` +
         (page.events?.connected
-          ? 'drawn again as jobs change.'
-          : `refreshed every ${REFRESH_MS / 1000} s (changes are not followed live now).`)
+          ? `Live: drawn again as soon as a job changes; GPUs busy read again every ${REFRESH_MS / 1000} s.`
+          : `Not live now (no connection to the service's changes): drawn again every ${REFRESH_MS / 1000} s.`)
     )
   );
   page.timer = window.setTimeout(() => {
