@@ -27,18 +27,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nbjobs.job_runner import STATE_FOR_EXIT_CODE, ExitCode, rank_file
+from sqlalchemy import update
 
 from nbjobs.models import JobState
 from nbjobs.storage import opened_job_dir
 
 from .backends import Outcome
-from .db import JobRecord, utcnow
+from .db import ACTIVE_VALUES, JobRecord, utcnow
 from .live import STATUS_FILE, read_rank_statuses, read_status
 from .telemetry import clear_summary, record_final
 
 #: how often a job Kueue preempts goes back to the queue before it fails with the reason
 #: (Kueue requeues what it preempts; this stops a job that is never let finish)
 MOST_PREEMPTIONS = 20
+#: seconds between looks for where a started job was placed, until the backend says
+#: (a cluster binds a Job's pod after nbjobs created it)
+PLACEMENT_LOOK = 3.0
 
 if TYPE_CHECKING:
     from .context import Context
@@ -74,6 +78,7 @@ class Follower:
 
     async def _follow(self, job_id: str, ref: str) -> None:
         ctx, backend = self.ctx, self.ctx.backend
+        placed = asyncio.ensure_future(self._record_placement(job_id, ref))
         try:
             limit = await ctx.in_db(_time_limit_of, ctx, job_id)
             note = None
@@ -90,9 +95,24 @@ class Follower:
             node = seen.node if seen is not None else None
             await ctx.in_db(self._record_end, job_id, outcome, note, node)
         finally:
+            placed.cancel()
             backend.release(ref)
             self.tasks.pop(job_id, None)
             self._wake()
+
+    async def _record_placement(self, job_id: str, ref: str) -> None:
+        """Record the node a started job runs on once the backend knows it (one machine:
+        at once; a cluster: when it binds the pod), so that while it runs it counts under
+        its node in the usage, the overview and the nodes view, as it does once ended."""
+        try:
+            while True:
+                seen = self.ctx.backend.seen(ref)  # on the loop, which keeps that view
+                if seen is not None and seen.node:
+                    await self.ctx.in_db(_record_node, self.ctx, job_id, seen.node)
+                    return
+                await asyncio.sleep(PLACEMENT_LOOK)
+        except Exception as exc:  # its end records the node all the same
+            self.log.warning("job %s: where it runs was not recorded: %s", job_id, exc)
 
     def _record_end(
         self, job_id: str, outcome: Outcome, note: str | None, node: str | None
@@ -317,6 +337,22 @@ def _record_times(
     if record.started_at is not None:
         held = (record.finished_at - record.started_at).total_seconds()
         record.gpu_seconds_held = max(0.0, held) * record.charged_gpus
+
+
+def _record_node(ctx: Context, job_id: str, node: str) -> None:
+    """Set a started job's node where none, or another, is recorded (a job that ends on
+    more nodes than it began on gets them all at its end)."""
+    with ctx.sessions() as db:
+        db.execute(
+            update(JobRecord)
+            .where(
+                JobRecord.id == job_id,
+                JobRecord.state.in_(ACTIVE_VALUES),
+                JobRecord.node.is_(None) | (JobRecord.node != node),
+            )
+            .values(node=node)
+        )
+        db.commit()
 
 
 def _time_limit_of(ctx: Context, job_id: str) -> float | None:

@@ -142,6 +142,18 @@ async def test_submit_creates_the_job_follows_the_cluster_and_records_success(
     async with svc.client("root") as admin:  # an admin's list: every job and its node
         listed = (await admin.get("jobs", params={"state": "running"})).json()["jobs"]
     assert [(j["id"], j["user"], j["node"]) for j in listed] == [(job["id"], "ada", "gpu-0")]
+    # recorded while it runs: the usage by node counts it under its pod's node, not
+    # "(none)" until it ends (read until the service's next look for its placement)
+    async with svc.client("root") as admin:
+
+        async def by_node() -> list[str]:
+            report = (await admin.get("usage", params={"by": "node"})).json()
+            return [line["name"] for line in report["breakdown"]]
+
+        deadline = asyncio.get_running_loop().time() + 10
+        while (nodes := await by_node()) != ["gpu-0"]:
+            assert asyncio.get_running_loop().time() < deadline, nodes
+            await asyncio.sleep(0.1)
     async with svc.client("ada") as client:
         log = await eventually_text(client, f"jobs/{job['id']}/logs", "cell 1 of 2")
     assert log == "[nbjobs] cell 1 of 2\n"
