@@ -552,17 +552,14 @@ class JobRow {
     const showProgress = job.state === 'running' || job.state === 'starting';
     this._progress.hidden = !showProgress;
     this._progressText.hidden = !showProgress;
-    // The text names the running cell as the log does ("code cell 3 of 5"); the bar
-    // and its label count the cells done ("2 of 5 code cells done").
+    // the text names the running cell as the log does; the bar counts the cells done
     const label = progressLabel(job, trans) ?? trans('starting the kernel…');
-    const done = progressDone(job, trans) ?? label;
+    this._progress.title = progressDone(job, trans) ?? label;
     this._progressBar.style.width = `${Math.round((fraction ?? 0) * 100)}%`;
     this._progress.setAttribute('aria-valuemax', String(job.progress.cells_total || 1));
     this._progress.setAttribute('aria-valuenow', String(job.progress.cells_done));
-    this._progress.setAttribute('aria-label', done);
-    this._progress.title = done;
+    this._progress.setAttribute('aria-label', this._progress.title);
     this._progressText.textContent = label;
-    this._progressText.title = done;
 
     const message = isWaiting(job.state)
       ? job.waiting_reason
