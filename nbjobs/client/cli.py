@@ -252,7 +252,7 @@ def _show(job: dict[str, Any]) -> str:
         line += f"  (#{job['queue_position']} in queue"
         line += f": {job['waiting_reason']})" if job.get("waiting_reason") else ")"
     elif progress.get("cells_total"):
-        line += f"  {progress['cells_done']}/{progress['cells_total']} cells"
+        line += f"  {_cells(job)}"
     return line
 
 
@@ -279,9 +279,8 @@ def _details(job: dict[str, Any]) -> str:
         ("started", job.get("started_at") or "-"),
         ("finished", job.get("finished_at") or "-"),
     ]
-    progress = job.get("progress") or {}
-    if progress.get("cells_total"):
-        rows.append(("progress", f"{progress['cells_done']}/{progress['cells_total']} cells"))
+    if (job.get("progress") or {}).get("cells_total"):
+        rows.append(("progress", _cells(job)))
     if job.get("queue_position"):
         rows.append(("queue", f"#{job['queue_position']}"))
     if job.get("waiting_reason"):
@@ -523,8 +522,22 @@ def _progress(job: dict[str, Any]) -> str:
     if job["state"] == "queued" and job.get("queue_position"):
         return f"#{job['queue_position']} in queue"
     if progress.get("cells_total"):
-        return f"{progress['cells_done']}/{progress['cells_total']} cells"
+        return _cells(job)
     return "-"
+
+
+def _cells(job: dict[str, Any]) -> str:
+    """A job's cells as the Jobs panel and the job's log say them: the cell running now
+    (``code cell 3 of 5`` while two are done; ``starting the kernel`` before the first),
+    else how many ran (``4 of 4 code cells
+    done``)."""
+    progress = job["progress"]
+    done, total = progress["cells_done"], progress["cells_total"]
+    if job["state"] == "running" and done == 0 and progress.get("current_cell") is None:
+        return "starting the kernel"
+    if job["state"] == "running" and done < total:
+        return f"code cell {done + 1} of {total}"
+    return f"{min(done, total)} of {total} code cells done"
 
 
 def _local_time(stamp: str) -> str:

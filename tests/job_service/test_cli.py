@@ -125,6 +125,8 @@ def test_json_output_for_scripts_and_the_other_commands(service):
     listed = cli(service, "list")
     assert job["id"] in listed.stdout
     assert "succeeded" in listed.stdout
+    # the author's code cells, counted as the panel counts them (not the injected one)
+    assert "1 of 1 code cells done" in listed.stdout
     again = cli(service, "rerun", job["id"], "--wait", "--json")
     assert again.returncode == 0
     assert json.loads(again.stdout)["rerun_of"] == job["id"]
@@ -605,3 +607,23 @@ def test_logs_rank_reads_the_log_of_each_rank_of_a_multi_node_job(service):
     # a job on one node says nothing of nodes
     single = json.loads(cli(service, "submit", "ranks.py", "-f", "cpu", "--wait", "--json").stdout)
     assert "nodes:" not in cli(service, "status", single["id"]).stdout
+
+
+@pytest.mark.parametrize(
+    ("state", "progress", "words"),
+    [
+        ("running", {"cells_done": 0, "cells_total": 5, "current_cell": None}, "starting the kernel"),
+        ("running", {"cells_done": 2, "cells_total": 5, "current_cell": 4}, "code cell 3 of 5"),
+        ("cancelled", {"cells_done": 1, "cells_total": 4, "current_cell": 2}, "1 of 4 code cells done"),
+        ("succeeded", {"cells_done": 4, "cells_total": 4, "current_cell": None}, "4 of 4 code cells done"),
+    ],
+)
+def test_the_cli_names_a_jobs_cells_as_the_panel_and_the_log_do(state, progress, words):
+    """The panel says "code cell 3 of 5" while two are done, as the runner's log names the
+    cell it starts; nbjobs list and status say it the same way (they said "2/5 cells")."""
+    from nbjobs.client.cli import _details, _progress
+
+    job = {"id": "j1", "state": state, "progress": progress, "path": "a.ipynb"}
+    assert _progress(job) == words
+    job |= {"flavor": "cpu", "output_path": "a.out.ipynb", "submitted_at": "-"}
+    assert f"progress:  {words}" in _details(job)
