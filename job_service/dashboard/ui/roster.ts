@@ -3,7 +3,7 @@
 
 import { ApiError, IClass, IFlavor, IRosterChecked } from './api';
 import { h, table, withUnit } from './dom';
-import { rosterNames } from './format';
+import { periodWords, rosterNames } from './format';
 import { failIn, Page } from './page';
 import { classesView } from './classes';
 
@@ -132,7 +132,7 @@ export function createClassForm(page: Page, flavors: IFlavor[]): HTMLElement {
   const period = h(
     'select',
     { id: 'nbjobs-class-period' },
-    ...['week', 'day', 'month'].map(p => h('option', { value: p }, p))
+    ...['week', 'day', 'month'].map(p => h('option', { value: p }, periodWords(p)))
   ) as HTMLSelectElement;
   const boxes = flavors.map(
     f =>
@@ -160,7 +160,7 @@ export function createClassForm(page: Page, flavors: IFlavor[]): HTMLElement {
     ),
     h('label', { for: 'nbjobs-class-hours' }, 'GPU-hours per student'),
     withUnit(budget, 'GPU-hours'),
-    h('label', { for: 'nbjobs-class-period' }, 'per'),
+    h('label', { for: 'nbjobs-class-period' }, 'in'),
     period
   ];
   return rosterForm(
