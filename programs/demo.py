@@ -93,6 +93,10 @@ class Ports:
     smtp: int = 8025
 
 
+#: with ``nbjobs demo --credits``: the GPU flavors' price (credits a GPU-hour), the
+#: standing credits of every user's own account and of the demo's class
+CREDITS = {"price": 1, "each_user": 10, "class": 100}
+
 #: GPUs the demo simulates on a machine without one, so GPU flavors and queueing can be tried
 SIMULATED_GPUS = 2
 
@@ -102,10 +106,11 @@ def demo_config(
     accounts: bool = False,
     notifications: dict | None = None,
     prefix: str = ACCOUNT_PREFIX,
+    credits: bool = False,
 ) -> dict:
     """The demo's nbjobs.yaml: its real GPUs, or (without one) simulated ones that say so;
     with ``accounts``, an OS account per user named with ``prefix``; ``notifications`` as
-    given."""
+    given; with ``credits``, GPU flavors priced and paid from accounts (:data:`CREDITS`)."""
     local: dict = {"gpus": "auto", "cpu_slots": 2}
     label = "1 GPU"
     if not gpus:
@@ -137,7 +142,31 @@ def demo_config(
     }
     if notifications:
         settings["notifications"] = notifications
+    if credits:
+        for flavor in flavors:
+            if flavor["gpus"]:
+                flavor["cost_per_gpu_hour"] = CREDITS["price"]
+        settings["credits"] = {
+            "enabled": True,
+            "classes": {CLASS: CREDITS["class"]},
+            "each_user": CREDITS["each_user"],
+        }
     return settings
+
+
+def credits_line(workdir: Path) -> str:
+    """Whether the demo's GPU flavors cost credits, in words (and how to change it)."""
+    settings = yaml.safe_load((workdir / "nbjobs.yaml").read_text())
+    if not settings.get("credits", {}).get("enabled"):
+        return (
+            "credits: off (GPU time is free; the dashboard has no Credits tab): "
+            "nbjobs demo --credits turns them on"
+        )
+    return (
+        f"credits: on: a GPU-hour costs {CREDITS['price']:g}; every user's own account "
+        f"starts with {CREDITS['each_user']:g}, class {CLASS}'s with {CREDITS['class']:g} "
+        "(the dashboard's Credits tab)"
+    )
 
 
 def class_group(flavors: Sequence[str]) -> dict:
@@ -167,6 +196,7 @@ def prepare(
     accounts: bool | None = None,
     showcase: bool = True,
     prefix: str = ACCOUNT_PREFIX,
+    credits: bool = False,
 ) -> Path:
     """Write the demo's nbjobs.yaml, hub config and users' folders; return the hub config.
 
@@ -174,7 +204,7 @@ def prepare(
     None: where the machine allows it (as root). The accounts are the machine's, shared
     by every demo on it with the same prefix.
     ``showcase``: the demo's class, inbox and notifications (a test hub that writes an
-    nbjobs.yaml of its own goes without).
+    nbjobs.yaml of its own goes without). ``credits``: GPU flavors cost credits.
     """
     from nbjobs.hub_config import local_hub_lines
     from nbjobs.job_service.backends.local import discover_gpus
@@ -193,7 +223,7 @@ def prepare(
         notifications = demo_inbox.notifications_config(
             workdir, ports.inbox, ports.smtp, f"http://{ip}:{ports.port}"
         )
-    settings = demo_config(bool(discover_gpus()), accounts, notifications, prefix)
+    settings = demo_config(bool(discover_gpus()), accounts, notifications, prefix, credits)
     _write_private(config, yaml.safe_dump(settings, sort_keys=False))
     homes = workdir / "home"
     homes.mkdir(exist_ok=True)
@@ -357,6 +387,12 @@ def demo_parser() -> argparse.ArgumentParser:
         "--smtp-port", type=int, default=8025, help="the demo inbox's mail port (on localhost)"
     )
     parser.add_argument(
+        "--credits",
+        action="store_true",
+        help="GPU flavors cost credits, paid from accounts every user and the class have "
+        "(the dashboard's Credits tab); off by default: GPU time is free",
+    )
+    parser.add_argument(
         "--remove-accounts",
         action="store_true",
         help="remove the OS accounts an earlier demo as root made (demo-ada, ...) and stop; "
@@ -399,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.inbox_port,
             args.smtp_port,
         )
-        hub_config = prepare(workdir, args.ip, ports, prefix=args.prefix)
+        hub_config = prepare(workdir, args.ip, ports, prefix=args.prefix, credits=args.credits)
     except AccountRefused as exc:
         print(f"nbjobs demo: {exc}", file=sys.stderr)
         return 2
@@ -477,6 +513,7 @@ def _serve(hub: subprocess.Popen[bytes], url: str, workdir: Path, log_path: Path
         "their own; ask for them in the Jobs panel's Notifications)\n"
         f"  {gpus_line(workdir)}\n"
         f"  {accounts_line(workdir)}\n"
+        f"  {credits_line(workdir)}\n"
         f"  files: {workdir}\n\nCtrl-C stops the demo.",
         flush=True,
     )

@@ -98,6 +98,9 @@ def test_the_demo_prints_where_to_go_and_who_to_be(demo):
     url, _, _, out = demo
     assert f"nbjobs demo is running at {url}" in out
     assert "password: nbjobs" in out
+    # the guides show a Credits tab: the demo says it has none, and how to get it
+    assert "credits: off" in out
+    assert "nbjobs demo --credits turns them on" in out
 
 
 def test_a_student_submits_from_her_notebook_server_and_gets_the_result(demo):

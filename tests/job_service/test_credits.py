@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import sqlalchemy
+import yaml
 
 from nbjobs.config import ConfigError, parse_config
 
@@ -325,3 +326,43 @@ def test_a_database_first_opened_by_a_tool_without_credits_still_keeps_them(tmp_
         db.commit()
         with pytest.raises(sqlalchemy.exc.DatabaseError, match="credit entries are kept"):
             db.execute(sqlalchemy.text("DELETE FROM nbjobs_credit_entries"))
+
+
+async def test_the_demo_with_credits_prices_its_gpus_and_pays_from_each_users_account(
+    start, tmp_path
+):
+    """``nbjobs demo --credits``: the demo's own GPU flavors cost credits and every user
+    can pay for one (the Credits tab the guides show can be tried); without it they are
+    free and the demo says how to turn credits on."""
+    from nbjobs.programs.demo import CLASS, CREDITS, credits_line, demo_config
+
+    free = demo_config(gpus=False)
+    priced = demo_config(gpus=False, credits=True)
+    assert "credits" not in free
+    parse_config(yaml.safe_dump(priced))  # what nbjobs check-config reads
+    svc = await start({"flavors": priced["flavors"], "credits": priced["credits"]})
+    try:
+        async with svc.client("bob") as c:
+            flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
+        assert flavors["cpu"]["credits_per_hour"] is None
+        assert flavors["gpu"]["credits_per_hour"] == CREDITS["price"]
+        # bob was named nowhere: his own account is each_user's
+        mine = (await accounts(svc, "bob"))["user:bob"]
+        assert (mine["standing"], mine["available"]) == (CREDITS["each_user"],) * 2
+        svc.write("bob", "n.ipynb", "print(1)")
+        answer = await submit(svc, "bob", "gpu")
+        assert answer.status_code == 201, answer.text
+        held = (await accounts(svc, "bob"))["user:bob"]["held"]
+        assert held == CREDITS["price"] * 1  # the demo's GPU flavor: 1 GPU for at most 1 h
+    finally:
+        await stop_all(svc)
+    (tmp_path / "demo").mkdir()
+    said = {}
+    for name, settings in (("free", free), ("priced", priced)):
+        (tmp_path / "demo" / "nbjobs.yaml").write_text(yaml.safe_dump(settings))
+        said[name] = credits_line(tmp_path / "demo")
+    assert said["free"].startswith("credits: off")
+    assert "nbjobs demo --credits" in said["free"]
+    assert said["priced"].startswith("credits: on")
+    assert f"class {CLASS}'s" in said["priced"]
+    assert priced["credits"]["classes"] == {CLASS: CREDITS["class"]}
