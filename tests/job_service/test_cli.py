@@ -612,10 +612,22 @@ def test_logs_rank_reads_the_log_of_each_rank_of_a_multi_node_job(service):
 @pytest.mark.parametrize(
     ("state", "progress", "words"),
     [
-        ("running", {"cells_done": 0, "cells_total": 5, "current_cell": None}, "starting the kernel"),
+        (
+            "running",
+            {"cells_done": 0, "cells_total": 5, "current_cell": None},
+            "starting the kernel",
+        ),
         ("running", {"cells_done": 2, "cells_total": 5, "current_cell": 4}, "code cell 3 of 5"),
-        ("cancelled", {"cells_done": 1, "cells_total": 4, "current_cell": 2}, "1 of 4 code cells done"),
-        ("succeeded", {"cells_done": 4, "cells_total": 4, "current_cell": None}, "4 of 4 code cells done"),
+        (
+            "cancelled",
+            {"cells_done": 1, "cells_total": 4, "current_cell": 2},
+            "1 of 4 code cells done",
+        ),
+        (
+            "succeeded",
+            {"cells_done": 4, "cells_total": 4, "current_cell": None},
+            "4 of 4 code cells done",
+        ),
     ],
 )
 def test_the_cli_names_a_jobs_cells_as_the_panel_and_the_log_do(state, progress, words):
