@@ -3219,6 +3219,11 @@ export interface components {
             gpu_type: string;
             resource: string;
             drained: boolean;
+            /**
+             * @description its GPUs drained one by one (one machine; all of them when ``drained``): no new job gets them
+             * @default []
+             */
+            drained_gpus: string[];
             /** @description ids of the running jobs nbjobs placed there */
             jobs: string[];
         };

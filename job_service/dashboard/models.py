@@ -47,6 +47,9 @@ class NodeRow(GpuCount):
     gpu_type: str
     resource: str
     drained: bool
+    #: its GPUs drained one by one (one machine; all of them when ``drained``): no new
+    #: job gets them
+    drained_gpus: list[str] = []
     #: ids of the running jobs nbjobs placed there
     jobs: list[str]
 

@@ -299,6 +299,10 @@ async def test_one_gpu_of_the_machine_is_drained_alone_and_the_other_goes_on(svc
             flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
         assert flavors["gpu"]["maintenance"] == f"1 of 2 GPUs in maintenance (GPU {other})"
         assert flavors["cpu"]["maintenance"] is None
+        # the Overview's row of the machine says which GPU is out, not plainly "open"
+        async with svc.client("root") as c:
+            [row] = (await c.get("dashboard/overview")).json()["nodes"]
+        assert (row["drained"], row["drained_gpus"]) == (False, [other])
         # the open GPU is held: a second GPU job waits rather than taking the drained one
         second = await svc.submit("ada", "quick.ipynb", "gpu")
         waiting = await svc.wait("ada", second["id"], lambda j: j["waiting_reason"] is not None)

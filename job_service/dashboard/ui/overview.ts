@@ -143,10 +143,22 @@ function nodesTable(data: IOverview): HTMLElement {
       meter(n.allocated, n.total, `${n.node} held`),
       n.busy === null ? '–' : meter(n.busy, n.total, `${n.node} busy`),
       n.jobs.length ? n.jobs.join(', ') : 'none',
-      n.drained ? 'drained: no new jobs' : 'open'
+      nodeState(n)
     ]),
     'GPUs per node'
   );
+}
+
+/** Whether new jobs may start on a node: all of it, or all but the GPUs drained one by one. */
+export function nodeState(n: IOverview['nodes'][number]): string {
+  if (n.drained) {
+    return 'drained: no new jobs';
+  }
+  const off = n.drained_gpus ?? [];
+  if (off.length) {
+    return `open but GPU${off.length > 1 ? 's' : ''} ${off.join(', ')}: drained, no new jobs`;
+  }
+  return 'open';
 }
 
 /** The GPUs summed per type. */

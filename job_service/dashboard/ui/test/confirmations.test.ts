@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { INodeView } from '../api';
 import { drainWords } from '../nodes';
+import { nodeState } from '../overview';
 import { sumUp } from '../roster';
 
 const slot = (id: string, drained = false) => ({ id, drained, drain: null, jobs: [] });
@@ -60,5 +61,17 @@ describe('sumUp', () => {
 
   it('says nothing before the service answered', () => {
     expect(sumUp(3, null, 'physics-101')).toBe('');
+  });
+});
+
+describe('nodeState (the Overview)', () => {
+  const row = (drained: boolean, drained_gpus: string[]) =>
+    ({ drained, drained_gpus }) as unknown as Parameters<typeof nodeState>[0];
+
+  it('names the GPUs drained one by one instead of saying the machine is open', () => {
+    expect(nodeState(row(false, []))).toBe('open');
+    expect(nodeState(row(false, ['2']))).toBe('open but GPU 2: drained, no new jobs');
+    expect(nodeState(row(false, ['1', '3']))).toBe('open but GPUs 1, 3: drained, no new jobs');
+    expect(nodeState(row(true, []))).toBe('drained: no new jobs');
   });
 });
