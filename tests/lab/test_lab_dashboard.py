@@ -403,6 +403,9 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     # a student's jobs, one click away, each a link to its own page
     ada = demo.locator("table tbody tr").filter(has_text="ada").first
     ada.locator("button[data-action='student-jobs']").click()
+    # the count and the list say what each is: jobs that ran in the period, the latest
+    expect(ada.locator("button[data-action='student-jobs']")).to_have_text(re.compile(r"^\d+ ran$"))
+    expect(ada).to_contain_text("ran in the last 7 days (a job that never started counts in none)")
     link = ada.locator('table[aria-label="ada\'s latest jobs"] a').first
     expect(link).to_have_attribute("href", re.compile(r"^#job/\w+$"))
 

@@ -183,7 +183,7 @@ function studentRow(
   }
   return [
     student,
-    studentJobs(page, student, line?.jobs ?? 0, said),
+    studentJobs(page, student, line?.jobs ?? 0, said, cls.period),
     budget === null
       ? `${hours(line?.gpu_hours ?? 0)} (no class budget)`
       : meter(
@@ -277,13 +277,14 @@ export function studentJobs(
   page: Page,
   student: string,
   count: number,
-  said: HTMLElement
+  said: HTMLElement,
+  period = 'week'
 ): HTMLElement {
   const cell = h('span', { class: 'nbjobs-StudentJobs' });
   const toggle = h(
     'button',
     { type: 'button', 'data-action': 'student-jobs', 'aria-expanded': 'false' },
-    String(count)
+    `${count} ran`
   );
   toggle.setAttribute('aria-label', `${student}'s jobs`);
   const list = h('div', { class: 'nbjobs-StudentJobs-list' });
@@ -299,6 +300,14 @@ export function studentJobs(
       try {
         const found = await page.api.get<{ jobs: IJob[] }>('jobs', { user: student, limit: '20' });
         list.replaceChildren(
+          // the count is of the jobs that ran in the period (the one rule every figure
+          // follows); the list is the latest, whatever became of them
+          h(
+            'p',
+            { class: 'nbjobs-Hint' },
+            `${count} ran in ${periodWords(period)} (a job that never started counts in none). ` +
+              `${student}'s latest jobs, whatever their state:`
+          ),
           found.jobs.length
             ? table(
                 ['Job', 'State', 'Flavor', 'Submitted'],
