@@ -130,9 +130,11 @@ def jobs_in_range(
     users: Iterable[str] | None = None,
     *,
     unsummed: bool = False,
+    gpus_only: bool = False,
 ) -> list[MeteredJob]:
     """The started jobs whose run overlaps ``[since, until)`` (of ``users``, or all; with
-    ``unsummed``, those not in the daily sums yet: see :mod:`.usage`)."""
+    ``unsummed``, those not in the daily sums yet: see :mod:`.usage`; with ``gpus_only``,
+    those that held a GPU, all a GPU-hour figure needs: a CPU job adds none to it)."""
     query = select(*job_columns(db)).where(
         JobRecord.started_at.is_not(None),
         JobRecord.started_at < until,
@@ -145,6 +147,9 @@ def jobs_in_range(
     if users is not None:
         query = query.where(JobRecord.user.in_(list(users)))
         kept = kept.where(KeptUsage.user.in_(list(users)))
+    if gpus_only:
+        query = query.where(CHARGED_GPUS > 0)
+        kept = kept.where(KeptUsage.gpus > 0)
     if unsummed:  # as the partial indexes say it, for the database to use them
         query = query.where(text(f"nbjobs_jobs.{NOT_ROLLED}"))
         kept = kept.where(text(f"nbjobs_usage_kept.{NOT_ROLLED}"))
@@ -261,7 +266,8 @@ def meter(
 def gpu_hours_in(db: Session, user: str, since: datetime, now: datetime) -> float:
     """The GPU-hours ``user``'s jobs (deleted ones' too: deleting gives no hours back)
     held from ``since`` up to ``now``: what a budget counts, by :func:`meter`'s rule."""
-    lines = meter(jobs_in_range(db, since, now, [user]), since=since, until=now, now=now, by="user")
+    jobs = jobs_in_range(db, since, now, [user], gpus_only=True)
+    lines = meter(jobs, since=since, until=now, now=now, by="user")
     return lines[0].total.allocated / 3600 if lines else 0.0
 
 
