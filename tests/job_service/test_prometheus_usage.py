@@ -37,7 +37,8 @@ async def test_ended_jobs_count_their_gpu_seconds_and_forgetting_one_keeps_them(
         ran = (
             datetime.fromisoformat(done["finished_at"]) - datetime.fromisoformat(done["started_at"])
         ).total_seconds()
-        key = (("flavor", "gpu"), ("node", ""), ("user", "ada"))
+        # counted under the machine's name, the node the job ran on (as usage by node is)
+        key = (("flavor", "gpu"), ("node", svc.service.backend.node), ("user", "ada"))
 
         first = await counters(svc)
         assert abs(first["nbjobs_gpu_allocated_seconds_total"][key] - ran) < 0.01  # 1 GPU
