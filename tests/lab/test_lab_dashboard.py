@@ -500,8 +500,17 @@ def test_a_teacher_creates_a_class_from_a_csv_roster_and_extends_a_budget(
     expect(teacher.locator(".nbjobs-Status")).to_have_text("Removed dora from physics-101.")
     expect(students).to_have_count(2)
 
-    teacher.once("dialog", lambda dialog: dialog.accept())
+    # deleting a class asks in its place first, saying what it does; Keep it deletes nothing
     physics.locator("button[data-action='delete-class']").click()
+    asked = physics.locator(".nbjobs-Confirm[aria-label='Delete class physics-101?']")
+    expect(asked).to_contain_text(
+        "Its 2 student(s) lose its flavors and GPU-hour budget; their accounts, files and "
+        "jobs stay."
+    )
+    asked.locator("button[data-action='keep-class']").click()
+    expect(asked).to_have_count(0)
+    physics.locator("button[data-action='delete-class']").click()
+    asked.locator("button[data-action='confirm-delete-class']").click()
     expect(teacher.locator(".nbjobs-Status")).to_have_text("Deleted class physics-101.")
     expect(teacher.locator("section[aria-label='Class physics-101']")).to_have_count(0)
     # a class from nbjobs.yaml cannot be deleted here

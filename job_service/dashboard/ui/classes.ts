@@ -248,25 +248,43 @@ function removeButton(
   return remove;
 }
 
-/** The button that deletes a class made in the dashboard, after a confirmation. */
+/** The button that deletes a class made in the dashboard: it first says, in its place,
+ * what the deletion does, and deletes only when that is confirmed there. */
 function deleteClassButton(page: Page, cls: IClass, status: HTMLElement): HTMLElement {
   const drop = h('button', { type: 'button', 'data-action': 'delete-class' }, `Delete ${cls.name}`);
   drop.addEventListener('click', () => {
-    if (
-      !window.confirm(
-        `Delete class ${cls.name}? Its students' accounts, files and jobs stay; they lose the class's flavors and budget.`
-      )
-    ) {
-      return;
-    }
-    void (async () => {
-      try {
-        await page.api.delete(`classes/${encodeURIComponent(cls.name)}`);
-        await classesView(page, `Deleted class ${cls.name}.`);
-      } catch (error) {
-        page.failIn(status, error);
-      }
-    })();
+    const yes = h(
+      'button',
+      { type: 'button', 'data-action': 'confirm-delete-class' },
+      `Delete ${cls.name}`
+    );
+    const no = h('button', { type: 'button', 'data-action': 'keep-class' }, 'Keep it');
+    const box = h(
+      'span',
+      { class: 'nbjobs-Confirm', role: 'group', 'aria-label': `Delete class ${cls.name}?` },
+      `Delete class ${cls.name}? Its ${cls.students.length} student(s) lose its flavors and ` +
+        `${cls.gpu_hours === null ? 'queue' : 'GPU-hour budget'}; their accounts, files and jobs stay.`,
+      yes,
+      no
+    );
+    const back = (): void => {
+      box.replaceWith(drop);
+      drop.focus();
+    };
+    no.addEventListener('click', back);
+    yes.addEventListener('click', () => {
+      void (async () => {
+        try {
+          await page.api.delete(`classes/${encodeURIComponent(cls.name)}`);
+          await classesView(page, `Deleted class ${cls.name}.`);
+        } catch (error) {
+          back();
+          page.failIn(status, error);
+        }
+      })();
+    });
+    drop.replaceWith(box);
+    no.focus();
   });
   return drop;
 }
