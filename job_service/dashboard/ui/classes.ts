@@ -2,7 +2,7 @@
  * jobs, and the invitations a roster change made. */
 
 import { IClass, IFlavor, IInvitation, IJob, IUsage, IUsageRow } from './api';
-import { h, table, meter, withUnit } from './dom';
+import { askInPlace, h, table, meter, withUnit } from './dom';
 import { gpus, hours, periodSpan, periodWords, when } from './format';
 import { jobHref } from './job_view';
 import { Page } from './page';
@@ -221,29 +221,22 @@ function removeButton(
       yes,
       no
     );
-    const back = (): void => {
-      box.replaceWith(actions);
-      remove.focus();
-    };
-    no.addEventListener('click', back);
-    yes.addEventListener('click', () => {
-      void (async () => {
-        try {
-          await page.api.call(
-            'DELETE',
-            `classes/${encodeURIComponent(cls.name)}/students`,
-            {},
-            { students: [student] }
-          );
-          await classesView(page, `Removed ${student} from ${cls.name}.`);
-        } catch (error) {
-          back();
-          page.failIn(said, error);
-        }
-      })();
-    });
-    actions.replaceWith(box);
-    no.focus();
+    askInPlace(
+      actions,
+      box,
+      { yes: 'confirm-remove', no: 'keep' },
+      async () => {
+        await page.api.call(
+          'DELETE',
+          `classes/${encodeURIComponent(cls.name)}/students`,
+          {},
+          { students: [student] }
+        );
+        await classesView(page, `Removed ${student} from ${cls.name}.`);
+      },
+      error => page.failIn(said, error),
+      remove
+    );
   });
   return remove;
 }
@@ -267,24 +260,16 @@ function deleteClassButton(page: Page, cls: IClass, status: HTMLElement): HTMLEl
       yes,
       no
     );
-    const back = (): void => {
-      box.replaceWith(drop);
-      drop.focus();
-    };
-    no.addEventListener('click', back);
-    yes.addEventListener('click', () => {
-      void (async () => {
-        try {
-          await page.api.delete(`classes/${encodeURIComponent(cls.name)}`);
-          await classesView(page, `Deleted class ${cls.name}.`);
-        } catch (error) {
-          back();
-          page.failIn(status, error);
-        }
-      })();
-    });
-    drop.replaceWith(box);
-    no.focus();
+    askInPlace(
+      drop,
+      box,
+      { yes: 'confirm-delete-class', no: 'keep-class' },
+      async () => {
+        await page.api.delete(`classes/${encodeURIComponent(cls.name)}`);
+        await classesView(page, `Deleted class ${cls.name}.`);
+      },
+      error => page.failIn(status, error)
+    );
   });
   return drop;
 }

@@ -100,3 +100,34 @@ export function withUnit(input: HTMLInputElement, unit: string): HTMLElement {
   }
   return h('span', { class: 'nbjobs-WithUnit' }, input, h('span', { class: 'nbjobs-Unit' }, unit));
 }
+
+/**
+ * Ask in place of `shown` before an action, as the Remove, Delete class and Drain buttons
+ * do: `box` (the question, with the buttons whose `data-action` is `yes` and `no`) takes
+ * `shown`'s place with its no focused; no puts `shown` back and focuses `back`; yes runs
+ * `act`, and when that fails puts `shown` back and hands the error to `failed`.
+ */
+export function askInPlace(
+  shown: HTMLElement,
+  box: HTMLElement,
+  buttons: { yes: string; no: string },
+  act: () => Promise<void>,
+  failed: (error: unknown) => void,
+  back: HTMLElement = shown
+): void {
+  const yes = box.querySelector(`[data-action="${buttons.yes}"]`) as HTMLElement;
+  const no = box.querySelector(`[data-action="${buttons.no}"]`) as HTMLElement;
+  const restore = (): void => {
+    box.replaceWith(shown);
+    back.focus();
+  };
+  no.addEventListener('click', restore);
+  yes.addEventListener('click', () => {
+    void act().catch((error: unknown) => {
+      restore();
+      failed(error);
+    });
+  });
+  shown.replaceWith(box);
+  no.focus();
+}

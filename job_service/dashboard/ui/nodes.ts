@@ -3,7 +3,7 @@
  * and how many GPUs leave the pool. */
 
 import { INodeView } from './api';
-import { h, table, meter } from './dom';
+import { askInPlace, h, table, meter } from './dom';
 import { when } from './format';
 import { Page } from './page';
 
@@ -149,38 +149,37 @@ function drainForm(page: Page, node: INodeView, status: HTMLElement): HTMLElemen
     event.preventDefault();
     const slot = target();
     const box = drainConfirmation(node, slot, cancel.checked, jobs());
-    const yes = box.querySelector('[data-action="confirm-drain"]') as HTMLElement;
-    const no = box.querySelector('[data-action="keep-open"]') as HTMLElement;
-    no.addEventListener('click', () => {
-      box.replaceWith(form);
-      go.focus();
-    });
-    yes.addEventListener('click', () => {
-      void (async () => {
-        const where = slot
-          ? `dashboard/nodes/${encodeURIComponent(node.node)}/gpus/${encodeURIComponent(slot.id)}/drain`
-          : `dashboard/nodes/${encodeURIComponent(node.node)}/drain`;
-        try {
-          const after = await page.api.post<INodeView[]>(where, {
-            reason: reason.value,
-            cancel_running: cancel.checked
-          });
-          const name = slot ? `GPU ${slot.id} of ${node.node}` : node.node;
-          await nodesView(
-            page,
-            after,
-            `Drained ${name}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`
-          );
-        } catch (error) {
-          box.replaceWith(form);
-          page.failIn(said, error);
-        }
-      })();
-    });
-    form.replaceWith(box);
-    no.focus();
+    askInPlace(
+      form,
+      box,
+      { yes: 'confirm-drain', no: 'keep-open' },
+      async () => {
+        const after = await page.api.post<INodeView[]>(drainPath(node, slot), {
+          reason: reason.value,
+          cancel_running: cancel.checked
+        });
+        await nodesView(
+          page,
+          after,
+          `Drained ${slotName(node, slot)}: no new job starts there${cancel.checked ? '; its jobs were cancelled' : '; running jobs finish'}.`
+        );
+      },
+      error => page.failIn(said, error),
+      go
+    );
   });
   return form;
+}
+
+/** A node, or one GPU of it, as the Nodes view names it. */
+function slotName(node: INodeView, slot: IGpuSlot | null): string {
+  return slot ? `GPU ${slot.id} of ${node.node}` : node.node;
+}
+
+/** Where a drain of a node, or of one GPU of it, is made and taken back. */
+function drainPath(node: INodeView, slot: IGpuSlot | null): string {
+  const where = `dashboard/nodes/${encodeURIComponent(node.node)}`;
+  return slot ? `${where}/gpus/${encodeURIComponent(slot.id)}/drain` : `${where}/drain`;
 }
 
 /** What a drain would do, said before it is done (the sentence and the buttons that
@@ -191,7 +190,7 @@ export function drainConfirmation(
   cancelling: boolean,
   jobs: number
 ): HTMLElement {
-  const name = slot ? `GPU ${slot.id} of ${node.node}` : node.node;
+  const name = slotName(node, slot);
   return h(
     'div',
     { class: 'nbjobs-Confirm', role: 'group', 'aria-label': `Drain ${name}?` },
@@ -213,7 +212,7 @@ export function drainWords(
   const drainedBefore = node.gpu_slots.filter(s => s.drained).length;
   const leaving = slot ? 1 : total - drainedBefore;
   const staying = total - drainedBefore - leaving;
-  const name = slot ? `GPU ${slot.id} of ${node.node}` : node.node;
+  const name = slotName(node, slot);
   const gpus = `${leaving} GPU${leaving === 1 ? '' : 's'}`;
   const running =
     jobs === 0
@@ -242,13 +241,13 @@ function undrain(
   );
   b.addEventListener('click', () => {
     void (async () => {
-      const where = slot
-        ? `dashboard/nodes/${encodeURIComponent(node.node)}/gpus/${encodeURIComponent(slot.id)}/drain`
-        : `dashboard/nodes/${encodeURIComponent(node.node)}/drain`;
       try {
-        const after = await page.api.delete<INodeView[]>(where);
-        const name = slot ? `GPU ${slot.id} of ${node.node}` : node.node;
-        await nodesView(page, after, `Undrained ${name}: jobs may start there again.`);
+        const after = await page.api.delete<INodeView[]>(drainPath(node, slot));
+        await nodesView(
+          page,
+          after,
+          `Undrained ${slotName(node, slot)}: jobs may start there again.`
+        );
       } catch (error) {
         page.failIn(status, error);
       }
