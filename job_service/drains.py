@@ -12,7 +12,8 @@ go on. Such a drain is kept under the key ``node/gpu`` (no node's name holds a `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -22,6 +23,8 @@ from .db import DrainRecord, JobRecord, utcnow
 from .errors import Caller, Conflict, Forbidden, NotFound
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from .context import Context
 
 #: the longest reason an admin may give
@@ -54,24 +57,47 @@ def known_nodes(ctx: Context) -> list[str]:
     return sorted({n.node for n in ctx.backend.inventory()})
 
 
-def jobs_on(ctx: Context, node: str, *, gpus_only: bool, gpu: str | None = None) -> list[str]:
-    """Ids of the started jobs placed on ``node`` (with ``gpu``: those holding that GPU
-    of it); where the backend has one node and records none (one machine), every started
-    job that holds a GPU there."""
-    single = known_nodes(ctx) == [node]
-    with ctx.sessions() as db:
-        rows = db.execute(
-            select(JobRecord.id, JobRecord.node, JobRecord.gpu_count, JobRecord.gpus).where(
-                JobRecord.state.in_(STARTED)
-            )
-        ).all()
+def started_jobs(db: Session) -> Sequence[Any]:
+    """The started jobs, oldest first (id, user, name, flavor, node, GPU count, GPUs):
+    what a node's jobs and a drain's cancels are read from."""
+    return db.execute(
+        select(
+            JobRecord.id,
+            JobRecord.user,
+            JobRecord.name,
+            JobRecord.flavor,
+            JobRecord.node,
+            JobRecord.gpu_count,
+            JobRecord.gpus,
+        )
+        .where(JobRecord.state.in_(STARTED))
+        .order_by(JobRecord.started_at)
+    ).all()
+
+
+def placed(started: Sequence[Any], node: str, single: bool) -> list[Any]:
+    """Of :func:`started_jobs`, those placed on ``node``; where the backend has one node
+    (``single``) and records none (one machine), every one."""
+    return [j for j in started if placed_on(j.node, node) or (single and not j.node)]
+
+
+def drain_cancels(ctx: Context, on_node: Sequence[Any], gpu: str | None = None) -> list[str]:
+    """Of a node's started jobs, the ids a drain with ``cancel_running`` cancels: on one
+    machine (its drain is of the GPUs) those holding a GPU there, with ``gpu`` those
+    holding that one; on a cluster's node every one."""
+    gpus_only = ctx.config.backend.kind == "local"
     return [
-        job
-        for job, placed, count, held in rows
-        if (placed_on(placed, node) or (single and not placed))
-        and (count or not gpus_only)
-        and (gpu is None or gpu in (held or []))
+        j.id
+        for j in on_node
+        if (j.gpu_count or not gpus_only) and (gpu is None or gpu in (j.gpus or []))
     ]
+
+
+def jobs_on(ctx: Context, node: str, gpu: str | None = None) -> list[str]:
+    """:func:`drain_cancels` of ``node`` (or its GPU ``gpu``) as the database has them now."""
+    with ctx.sessions() as db:
+        started = started_jobs(db)
+    return drain_cancels(ctx, placed(started, node, known_nodes(ctx) == [node]), gpu)
 
 
 def drain(

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from nbjobs.models import placed_on
-
-from ..db import DrainRecord, JobRecord
-from ..drains import STARTED, apply, drain, drain_key, jobs_on, undrain
+from ..db import DrainRecord
+from ..drains import (
+    apply,
+    drain,
+    drain_cancels,
+    drain_key,
+    jobs_on,
+    placed,
+    started_jobs,
+    undrain,
+)
 from ..errors import Caller, Forbidden
 from .models import DrainInfo, GpuSlot, NodeGpuRow, NodeJob, NodeView
 
@@ -24,11 +31,7 @@ def nodes_view(ctx: Context, caller: Caller) -> list[NodeView]:
     inventory = ctx.backend.inventory()
     with ctx.sessions() as db:
         drains = {d.node: d for d in db.scalars(select(DrainRecord)).all()}
-        started = db.execute(
-            select(JobRecord.id, JobRecord.user, JobRecord.name, JobRecord.flavor, JobRecord.node)
-            .where(JobRecord.state.in_(STARTED))
-            .order_by(JobRecord.started_at)
-        ).all()
+        started = started_jobs(db)
         single = len({n.node for n in inventory}) == 1
         views: dict[str, NodeView] = {}
         for row in inventory:
@@ -46,8 +49,7 @@ def nodes_view(ctx: Context, caller: Caller) -> list[NodeView]:
                     else None,
                     jobs=[
                         NodeJob(id=j.id, user=j.user, name=j.name, flavor=j.flavor)
-                        for j in started
-                        if placed_on(j.node, row.node) or (single and not j.node)
+                        for j in placed(started, row.node, single)
                     ],
                 )
             view.drained = view.drained or row.drained
@@ -59,15 +61,18 @@ def nodes_view(ctx: Context, caller: Caller) -> list[NodeView]:
                     allocated=round(row.allocated, 3),
                 )
             )
-    gpus_only = ctx.config.backend.kind == "local"
     for view in views.values():
-        view.gpu_slots = _gpu_slots(ctx, view, drains)
-        view.cancellable = len(jobs_on(ctx, view.node, gpus_only=gpus_only))
+        on_node = placed(started, view.node, single)
+        view.gpu_slots = _gpu_slots(ctx, view, drains, on_node)
+        view.cancellable = len(drain_cancels(ctx, on_node))
     return sorted(views.values(), key=lambda v: v.node)
 
 
-def _gpu_slots(ctx: Context, view: NodeView, drains: dict[str, DrainRecord]) -> list[GpuSlot]:
-    """The node's GPUs one by one, where the backend lets admins drain them so."""
+def _gpu_slots(
+    ctx: Context, view: NodeView, drains: dict[str, DrainRecord], on_node: list[Any]
+) -> list[GpuSlot]:
+    """The node's GPUs one by one, where the backend lets admins drain them so, each with
+    the started jobs (``on_node``, the node's) holding it."""
     ids = ctx.backend.gpu_ids(view.node)
     if ids is None:
         return []
@@ -81,7 +86,7 @@ def _gpu_slots(ctx: Context, view: NodeView, drains: dict[str, DrainRecord]) -> 
                 drain=DrainInfo(by=record.drained_by, at=record.drained_at, reason=record.reason)
                 if record is not None
                 else None,
-                jobs=jobs_on(ctx, view.node, gpus_only=True, gpu=gpu),
+                jobs=[j.id for j in on_node if gpu in (j.gpus or [])],
             )
         )
     return slots
@@ -101,10 +106,9 @@ async def drain_node(
     await ctx.in_db(drain, ctx, caller, node, reason, gpu)
     await apply(ctx)
     if cancel_running:
-        gpus_only = ctx.config.backend.kind == "local"  # its drain is of the GPUs
         what = f"GPU {gpu} of node {node}" if gpu is not None else f"node {node}"
         why = f"{what} was drained for maintenance" + (f" ({reason})" if reason else "")
-        for job_id in await ctx.in_db(jobs_on, ctx, node, gpus_only=gpus_only, gpu=gpu):
+        for job_id in await ctx.in_db(jobs_on, ctx, node, gpu):
             await cancel(caller, job_id, why=why)
     return await ctx.in_db(nodes_view, ctx, caller)
 
