@@ -131,11 +131,6 @@ def _recent_failures(db: Session, now: datetime) -> list[Failure]:
     ]
 
 
-def _gpu_order(gpu: str) -> tuple[int, str]:
-    """GPU ids in the order people count them (2 before 10)."""
-    return (int(gpu), "") if gpu.isdigit() else (1 << 30, gpu)
-
-
 def _node_rows(ctx: Context, active: Sequence[Any]) -> list[NodeRow]:
     """Each node's GPUs: all, allocated, busy (from its jobs' latest readings), its jobs."""
     busy = _busy_per_job(ctx)
@@ -155,9 +150,11 @@ def _node_rows(ctx: Context, active: Sequence[Any]) -> list[NodeRow]:
                 gpu_type=row.gpu_type,
                 resource=row.resource,
                 drained=row.drained,
-                drained_gpus=sorted(
-                    (g for n, g in ctx.backend.drained_gpus if n == row.node), key=_gpu_order
-                ),
+                drained_gpus=[  # in the order the backend lists the node's GPUs
+                    g
+                    for g in ctx.backend.gpu_ids(row.node) or []
+                    if (row.node, g) in ctx.backend.drained_gpus
+                ],
                 total=row.total,
                 allocated=round(row.allocated, 3),
                 busy=round(min(sum(said), row.total), 3) if said else None,
