@@ -409,12 +409,7 @@ class Dispatcher:
                     JobRecord.claim == token,
                     JobRecord.state == JobState.STARTING.value,
                 )
-                .values(
-                    backend_ref=launched.ref,
-                    gpus=launched.gpus,
-                    started_at=utcnow(),
-                    node=launched.node,
-                ),
+                .values(backend_ref=launched.ref, gpus=launched.gpus, started_at=utcnow()),
             )
             if not done:
                 db.rollback()

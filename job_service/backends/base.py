@@ -194,14 +194,11 @@ def write_parameters_file(
 
 @dataclass
 class Launched:
-    """What a backend started: its handle, the GPUs it gave the job and, when the
-    backend knows it at the start, the node it runs on (recorded with the job: the
-    usage by node, the overview and the nodes view read it)."""
+    """What a backend started: its handle, and the GPUs it gave the job (where it runs is
+    the follower's to record, from :meth:`Backend.seen`, as soon as the backend knows)."""
 
     ref: str
     gpus: list[str] = field(default_factory=list)
-    #: None: not known yet (a cluster places the pod later; the job's end records it)
-    node: str | None = None
 
 
 @dataclass

@@ -448,7 +448,7 @@ class LocalBackend(Backend):
         first.others = ranks[1:]
         self.running[spec.job_id] = first
         ref = job_ref(spec.job_id, [(r.pid, r.created) for r in ranks])
-        return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus], node=self.node)
+        return Launched(ref=ref, gpus=[gpu for r in ranks for gpu in r.gpus])
 
     def _start_ranks(
         self, spec: LaunchSpec, picked: list[list[str]], account: Account | None, port: int | None
@@ -740,7 +740,8 @@ class LocalBackend(Backend):
         return True
 
     def seen(self, ref: str) -> Seen | None:
-        # every job runs here: its end records this machine (an adopted job's too)
+        # every job runs here: the follower records this machine at once (an adopted
+        # job's too)
         return Seen(node=self.node)
 
     def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
