@@ -161,8 +161,6 @@ class ForwardHandler(_ServiceHandler):
         self._upstream_status: int | None = None
         self._held = bytearray()  # an error's body, answered whole below
         self._streamed = False
-        if streaming:
-            quiet_when_gone(app_log)
         request = HTTPRequest(
             url,
             method=self.request.method or "GET",
@@ -338,8 +336,10 @@ def _is_service_error(body: bytes | None) -> bool:
 
 
 def setup_handlers(web_app: Any, upstream: Upstream) -> None:
-    """Mount the handlers under the server's base URL."""
+    """Mount the handlers under the server's base URL (and keep a closed tab's end of a
+    stream out of tornado's log: :class:`QuietWhenGone`)."""
     web_app.settings["nbjobs_upstream"] = upstream
+    quiet_when_gone(app_log)
     base = url_path_join(web_app.settings["base_url"], "nbjobs", "api")
     web_app.add_handlers(
         ".*$",
