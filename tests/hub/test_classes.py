@@ -24,7 +24,7 @@ import yaml
 from nbjobs.storage import escape_username
 from tests.machine import this_runs
 
-from .hubproc import basics, free_port, run_nbjobs, running_hub
+from .hubproc import basics, free_port, nbjobs_here, run_nbjobs, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
@@ -88,7 +88,13 @@ class Hub:
         self.service = f"{url}/services/nbjobs/"
 
     def nbjobs(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run the real `nbjobs` command as ``user`` (their token, the service's URL)."""
+        """Run the real `nbjobs` command as ``user`` (their token, the service's URL),
+        its main in this process (what it says and does; the first test runs it as a
+        process of its own, as a teacher does)."""
+        return nbjobs_here(self.service, self.tokens[user], *args, cwd=self.tmp)
+
+    def nbjobs_process(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """``nbjobs ARGS`` as ``user`` in a process of its own, as a teacher types it."""
         return run_nbjobs(self.service, self.tokens[user], *args, cwd=self.tmp)
 
     def api(self, user: str, method: str, path: str, **kwargs) -> requests.Response:
@@ -118,7 +124,7 @@ class Hub:
 def test_a_teacher_creates_a_class_from_a_roster(hub):
     roster = hub.roster("ml101.csv", "username,full name\nada,Ada L.\n\n# late\ndora,Dora E.\n")
 
-    done = hub.nbjobs(
+    done = hub.nbjobs_process(
         "tess", "class", "create", "ml101", "--roster", roster, "--flavors", "lab-cpu",
         "--gpu-hours", "3",
     )  # fmt: skip
