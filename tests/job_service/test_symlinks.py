@@ -206,8 +206,8 @@ def test_the_status_file_format_is_parsed_from_bytes():
 @pytest.mark.parametrize("query", [{}, {"follow": "1"}, {"tail": "100"}, {"offset": "3"}])
 async def test_a_link_planted_in_a_finished_jobs_files_never_serves_bobs_data(svc, planted, query):
     bob, _ = bobs_files(svc)
-    svc.write("ada", "a.ipynb", "print('ada')")
-    job = await svc.submit("ada", "a.ipynb")
+    svc.script("ada", "a.py", "print('ada')")  # the subject is its log, not a kernel's run
+    job = await svc.submit("ada", "a.py")
     await svc.wait("ada", job["id"])
     home = svc.home("ada")
     folder = job_folder(home, job["id"])
@@ -248,10 +248,10 @@ async def test_a_link_planted_in_a_queued_jobs_files_never_writes_to_bobs(tmp_pa
         bob, bobs_notebook = bobs_files(svc)
         before = tree(bob)
         home = svc.home("ada")
-        svc.write("ada", "wait.ipynb", WAIT_FOR_GO)
-        svc.write("ada", "b.ipynb", "print('a line for the log')")
-        first = await svc.submit("ada", "wait.ipynb")
-        job = await svc.submit("ada", "b.ipynb")
+        svc.script("ada", "wait.py", WAIT_FOR_GO)  # holds the slot: a script, no kernel
+        svc.script("ada", "b.py", "print('a line for the log')")
+        first = await svc.submit("ada", "wait.py")
+        job = await svc.submit("ada", "b.py")
         await svc.wait("ada", first["id"], until=lambda j: j["state"] == "running")
         folder = job_folder(home, job["id"])
         if planted == "log.txt":
@@ -388,8 +388,8 @@ async def test_a_link_swapped_during_submits_never_snapshots_bobs_notebook(tmp_p
         svc.write("bob", "d/nb.ipynb", big.replace("a", "b"), "print('bob')")
         svc.write("ada", "d/nb.ipynb", big, "print('ada')")
         adas = (home / "d" / "nb.ipynb").read_bytes()
-        svc.write("ada", "wait.ipynb", WAIT_FOR_GO)
-        waiting = await svc.submit("ada", "wait.ipynb")  # holds the slot: nothing else runs
+        svc.script("ada", "wait.py", WAIT_FOR_GO)
+        waiting = await svc.submit("ada", "wait.py")  # holds the slot: nothing else runs
         stop = threading.Event()
 
         (home / "d.link").symlink_to(bob / "d")
