@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import quote
 
 import psutil
 import pytest
 import requests
 
-from nbjobs.config import load_config
+from nbjobs.config import NbjobsConfig, load_config
 from nbjobs.storage import escape_username, user_folder
 
 from .hubproc import basics, free_port, local_nbjobs_yaml, running_hub
@@ -36,10 +39,10 @@ if os.geteuid() == 0:  # servers run as the hub's user
 """
 
 
-@pytest.fixture(scope="module", params=["/"])
-def hub(request, tmp_path_factory):
-    base_url = request.param
-    tmp = tmp_path_factory.mktemp("local-spawner")
+@contextmanager
+def a_hub(tmp: Path, base_url: str) -> Iterator[tuple[str, dict[str, str], NbjobsConfig]]:
+    """A hub of its own in ``tmp`` under ``base_url``: its URL, a tester's headers for
+    its API, and the nbjobs.yaml it runs on."""
     port, hub_port = free_port(), free_port()
     token = secrets.token_hex(16)
     nbjobs_yaml = local_nbjobs_yaml(tmp)
@@ -47,6 +50,19 @@ def hub(request, tmp_path_factory):
     config += f"c.JupyterHub.base_url = {base_url!r}\n"
     with running_hub(tmp, basics(tmp, port, hub_port) + config, port, base_url) as url:
         yield url, {"Authorization": f"token {token}"}, load_config(nbjobs_yaml)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    with a_hub(tmp_path_factory.mktemp("local-spawner"), "/") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def jupyter_hub(tmp_path_factory):
+    """A second hub on the machine, served under /jupyter/."""
+    with a_hub(tmp_path_factory.mktemp("local-spawner-jupyter"), "/jupyter/") as started:
+        yield started
 
 
 def new_user_with_a_server(url: str, headers: dict[str, str], name: str) -> tuple[str, dict]:
@@ -107,11 +123,32 @@ def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
         requests.delete(f"{api}/server", headers=headers, timeout=60)
 
 
-@pytest.mark.parametrize("hub", ["/jupyter/"], indirect=True)
-def test_under_a_base_url_the_server_reaches_the_job_service(hub):
+def test_a_second_hub_on_the_machine_leaves_the_first_ones_servers_alone(hub, request):
+    """Two hubs on one machine (two classes, or the demo beside an install) with a user
+    of the same name: starting her server on the second put it in the same control group
+    as her server on the first, which was stopped first as "what a crashed server left"
+    (found by running the browser tests of two hubs at once)."""
+    url, headers, _ = hub
+    api, model = new_user_with_a_server(url, headers, "twin")
+    pid = model["servers"][""]["state"]["pid"]
+    # the second hub starts while her server runs on the first (the base-URL test
+    # below uses it after): a hub's start leaves another's servers alone too
+    other, other_headers, _ = request.getfixturevalue("jupyter_hub")
+    other_api, _ = new_user_with_a_server(other, other_headers, "twin")
+    try:
+        time.sleep(1)
+        alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+    finally:
+        requests.delete(f"{other_api}/server", headers=other_headers, timeout=60)
+        requests.delete(f"{api}/server", headers=headers, timeout=60)
+
+    assert alive, "starting twin's server on the second hub stopped it on the first"
+
+
+def test_under_a_base_url_the_server_reaches_the_job_service(jupyter_hub):
     # a hub served under /jupyter/ also routes its services there: the server
     # extension must be told /jupyter/services/nbjobs/, or Submit Job gets 404s
-    url, headers, _ = hub
+    url, headers, _ = jupyter_hub
     api, model = new_user_with_a_server(url, headers, "grace")
     try:
         server = url.removesuffix("/jupyter") + model["servers"][""]["url"]
@@ -121,24 +158,3 @@ def test_under_a_base_url_the_server_reaches_the_job_service(hub):
         assert [f["name"] for f in flavors.json()], flavors.text
     finally:
         requests.delete(f"{api}/server", headers=headers, timeout=60)
-
-
-def test_a_second_hub_on_the_machine_leaves_the_first_ones_servers_alone(hub, tmp_path):
-    """Two hubs on one machine (two classes, or the demo beside an install) with a user
-    of the same name: starting her server on the second put it in the same control group
-    as her server on the first, which was stopped first as "what a crashed server left"
-    (found by running the browser tests of two hubs at once)."""
-    url, headers, _ = hub
-    api, model = new_user_with_a_server(url, headers, "twin")
-    pid = model["servers"][""]["state"]["pid"]
-    port, hub_port = free_port(), free_port()
-    token = secrets.token_hex(16)
-    nbjobs_yaml = local_nbjobs_yaml(tmp_path)
-    config = HUB_CONFIG.format(config=str(nbjobs_yaml), service_port=free_port(), token=token)
-    with running_hub(tmp_path, basics(tmp_path, port, hub_port) + config, port) as other:
-        new_user_with_a_server(other, {"Authorization": f"token {token}"}, "twin")
-        time.sleep(1)
-        alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
-    requests.delete(f"{api}/server", headers=headers, timeout=60)
-
-    assert alive, "starting twin's server on the second hub stopped it on the first"
