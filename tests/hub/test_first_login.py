@@ -27,7 +27,7 @@ from nbjobs.hub_config.invitations import InvitationStore
 
 from tests.machine import this_runs
 
-from .hubproc import basics, free_port, login, run_nbjobs, running_hub
+from .hubproc import basics, free_port, login, nbjobs_here, running_hub
 
 HUB_CONFIG = """
 from nbjobs.hub_config import configure
@@ -88,7 +88,8 @@ class Hub:
         )
 
     def nbjobs(self, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return run_nbjobs(f"{self.url}/services/nbjobs/", token, *args)
+        """The real ``nbjobs`` command's main, run in this process (hubproc.nbjobs_here)."""
+        return nbjobs_here(f"{self.url}/services/nbjobs/", token, *args)
 
 
 @pytest.fixture(scope="module")
