@@ -23,8 +23,8 @@ async def no_jobs_recorded(svc) -> bool:
     [(None, 401), ("nobody", 401)],
 )
 async def test_every_endpoint_needs_a_valid_token(svc, user, status):
-    svc.write("ada", "a.ipynb", "1")
-    job = await svc.submit("ada", "a.ipynb")
+    svc.script("ada", "a.py", "1")  # a job to name: what runs is not the subject
+    job = await svc.submit("ada", "a.py")
     token = {"Authorization": "token wrong"} if user else {}
     paths = [
         ("GET", "health"),
@@ -47,8 +47,8 @@ async def test_every_endpoint_needs_a_valid_token(svc, user, status):
 
 
 async def test_users_cannot_see_or_touch_each_others_jobs(svc):
-    svc.write("ada", "mine.ipynb", "import time; time.sleep(20)")
-    job = await svc.submit("ada", "mine.ipynb")
+    svc.script("ada", "mine.py", "import time; time.sleep(20)")
+    job = await svc.submit("ada", "mine.py")
 
     async with svc.client("bob") as c:
         responses = [
@@ -69,10 +69,10 @@ async def test_users_cannot_see_or_touch_each_others_jobs(svc):
 
 
 async def test_admins_see_everyone(svc):
-    svc.write("ada", "a.ipynb", "1")
-    svc.write("bob", "b.ipynb", "1")
-    await svc.submit("ada", "a.ipynb")
-    await svc.submit("bob", "b.ipynb")
+    svc.script("ada", "a.py", "1")
+    svc.script("bob", "b.py", "1")
+    await svc.submit("ada", "a.py")
+    await svc.submit("bob", "b.py")
 
     async with svc.client("root") as c:
         everyone = (await c.get("jobs")).json()
@@ -134,8 +134,8 @@ async def test_group_flavors_are_listed_only_to_the_group(svc):
 
     assert "staff-only" not in ada
     assert "staff-only" in eve
-    svc.write("eve", "e.ipynb", "1")
-    assert (await svc.submit("eve", "e.ipynb", "staff-only"))["flavor"] == "staff-only"
+    svc.script("eve", "e.py", "1")
+    assert (await svc.submit("eve", "e.py", "staff-only"))["flavor"] == "staff-only"
 
 
 @pytest.mark.parametrize(
@@ -196,8 +196,8 @@ async def test_a_flavor_bigger_than_the_machine_is_refused_at_once(start):
 @pytest.mark.parametrize("where", ["jobs", "logs"])
 @pytest.mark.parametrize("offset", [str(10**30), "-1", "9007199254740992"])
 async def test_offsets_no_database_or_file_can_take_are_a_400(svc, where, offset):
-    svc.write("ada", "a.ipynb", "print('hi')")
-    job = await svc.wait("ada", (await svc.submit("ada", "a.ipynb"))["id"])
+    svc.script("ada", "a.py", "print('hi')")
+    job = await svc.wait("ada", (await svc.submit("ada", "a.py"))["id"])
     path = "jobs" if where == "jobs" else f"jobs/{job['id']}/logs"
 
     async with svc.client("ada") as c:
@@ -216,12 +216,12 @@ async def test_offsets_no_database_or_file_can_take_are_a_400(svc, where, offset
 
 
 async def test_methods_a_resource_does_not_offer_are_a_json_405(svc):
-    svc.write("ada", "a.ipynb", "import time; time.sleep(30)")
-    job = await svc.submit("ada", "a.ipynb")
+    svc.script("ada", "a.py", "import time; time.sleep(30)")
+    job = await svc.submit("ada", "a.py")
     prefix = "/services/nbjobs/api/"
 
     async with svc.client("ada") as c:
-        post_job = await c.post(f"jobs/{job['id']}", json={"path": "a.ipynb", "flavor": "cpu"})
+        post_job = await c.post(f"jobs/{job['id']}", json={"path": "a.py", "flavor": "cpu"})
         put_jobs = await c.put("jobs", json={})
         get_cancel = await c.get(f"jobs/{job['id']}/cancel")
         delete_health = await c.delete("health")
@@ -276,10 +276,10 @@ async def test_unknown_paths_are_a_json_404_with_a_sentence(svc):
 async def test_a_flavor_bigger_than_the_users_gpu_quota_is_refused_at_once(start):
     svc = await start({"quotas": {"default": {"max_running_gpus": 1}}})
     try:
-        svc.write("ada", "a.ipynb", "1")
+        svc.script("ada", "a.py", "1")
 
-        too_big = await post_job(svc, "ada", {"path": "a.ipynb", "flavor": "gpu2"})
-        fits = await post_job(svc, "ada", {"path": "a.ipynb", "flavor": "gpu"})
+        too_big = await post_job(svc, "ada", {"path": "a.py", "flavor": "gpu2"})
+        fits = await post_job(svc, "ada", {"path": "a.py", "flavor": "gpu"})
 
         assert too_big.status_code == 403
         assert too_big.json()["message"] == (
