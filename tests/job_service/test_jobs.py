@@ -149,8 +149,8 @@ async def test_rerun_queues_the_same_notebook_again(svc):
 
 
 async def test_rerun_of_an_unfinished_job_is_a_conflict(svc):
-    svc.write("ada", "long.ipynb", "import time; time.sleep(30)")
-    job = await svc.submit("ada", "long.ipynb")
+    svc.script("ada", "long.py", "import time; time.sleep(30)")  # a script: no kernel
+    job = await svc.submit("ada", "long.py")
 
     async with svc.client("ada") as c:
         r = await c.post(f"jobs/{job['id']}/rerun")
@@ -180,8 +180,8 @@ async def test_forget_removes_a_finished_job_but_keeps_its_output(svc):
 
 @pytest.mark.parametrize("limit", [1, 2])
 async def test_list_is_paginated_newest_first(svc, limit):
-    svc.write("ada", "p.ipynb", "1")
-    ids = [(await svc.submit("ada", "p.ipynb"))["id"] for _ in range(3)]
+    svc.script("ada", "p.py", "1")  # the subject is the listing: scripts, no kernels
+    ids = [(await svc.submit("ada", "p.py"))["id"] for _ in range(3)]
 
     async with svc.client("ada") as c:
         page1 = (await c.get("jobs", params={"limit": limit})).json()
@@ -193,10 +193,10 @@ async def test_list_is_paginated_newest_first(svc, limit):
 
 
 async def test_usage_counts_gpu_hours_per_user_and_group(svc):
-    svc.write("ada", "u.ipynb", "import time; time.sleep(1)")
-    svc.write("bob", "u.ipynb", "1")
-    gpu_job = await svc.submit("ada", "u.ipynb", "gpu")
-    cpu_job = await svc.submit("bob", "u.ipynb", "cpu")
+    svc.script("ada", "u.py", "import time; time.sleep(1)")  # what a job held, not ran
+    svc.script("bob", "u.py", "1")
+    gpu_job = await svc.submit("ada", "u.py", "gpu")
+    cpu_job = await svc.submit("bob", "u.py", "cpu")
     gpu_done = await svc.wait("ada", gpu_job["id"])
     await svc.wait("bob", cpu_job["id"])
     record_gpu_time(svc, "eve", gpus=2, started_ago=timedelta(hours=2), finished_ago=HOUR)
@@ -228,13 +228,13 @@ async def test_usage_counts_gpu_hours_per_user_and_group(svc):
 
 
 async def test_a_job_keeps_the_name_given_at_submit_and_on_rerun(svc):
-    svc.write("ada", "n.ipynb", "1")
+    svc.script("ada", "n.py", "1")
 
-    job = await svc.submit("ada", "n.ipynb", name="  lr sweep 0.1 ")
+    job = await svc.submit("ada", "n.py", name="  lr sweep 0.1 ")
     await svc.wait("ada", job["id"])
     async with svc.client("ada") as c:
         again = (await c.post(f"jobs/{job['id']}/rerun")).json()
-    unnamed = await svc.submit("ada", "n.ipynb")
+    unnamed = await svc.submit("ada", "n.py")
 
     assert job["name"] == "lr sweep 0.1"
     assert again["name"] == "lr sweep 0.1"
@@ -252,8 +252,8 @@ async def test_a_flavor_the_machine_cannot_run_is_listed_with_the_reason(start):
 
 
 async def test_an_admins_rerun_of_someone_elses_job_is_never_silently_theirs(svc):
-    svc.write("ada", "r.ipynb", "1")
-    job = await svc.submit("ada", "r.ipynb")
+    svc.script("ada", "r.py", "1")
+    job = await svc.submit("ada", "r.py")
     await svc.wait("ada", job["id"])
     async with svc.client("root") as c:
         refused = await c.post(f"jobs/{job['id']}/rerun")
