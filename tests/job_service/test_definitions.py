@@ -102,10 +102,10 @@ async def test_every_minute_one_job_per_tick_and_its_run_in_the_history(ticking)
 
 async def test_ticks_missed_while_the_service_was_away_run_once_or_are_skipped(ticking):
     svc, clock = ticking
-    svc.write("ada", "p.ipynb", "1")
+    svc.script("ada", "p.py", "1")
     hourly = {"cron": "0 * * * *", "timezone": "UTC"}
-    once = await create(svc, path="p.ipynb", flavor="cpu", schedule=hourly)
-    skip = await create(svc, path="p.ipynb", flavor="cpu", schedule={**hourly, "catch_up": "skip"})
+    once = await create(svc, path="p.py", flavor="cpu", schedule=hourly)
+    skip = await create(svc, path="p.py", flavor="cpu", schedule={**hourly, "catch_up": "skip"})
 
     # five ticks pass while the service is down: the first, then four more
     first_tick = datetime.fromisoformat(once["next_run_at"])
@@ -130,8 +130,8 @@ async def test_ticks_missed_while_the_service_was_away_run_once_or_are_skipped(t
 
 async def test_two_tickers_on_one_database_start_a_tick_once(ticking):
     svc, clock = ticking
-    svc.write("ada", "p.ipynb", "1")
-    made = await create(svc, path="p.ipynb", flavor="cpu", schedule={"cron": "*/5 * * * *"})
+    svc.script("ada", "p.py", "1")
+    made = await create(svc, path="p.py", flavor="cpu", schedule={"cron": "*/5 * * * *"})
     clock.now += timedelta(minutes=6)
     service = svc.service  # a second ticker, as of a second process, racing on the same rows
     other = Ticker(service.ctx, service.definitions, service.submit)  # its clock: the same
@@ -160,9 +160,9 @@ async def test_two_tickers_on_one_database_start_a_tick_once(ticking):
 
 async def test_a_run_interrupted_by_a_restart_gets_exactly_one_job(ticking, start):
     svc, clock = ticking
-    svc.write("ada", "p.ipynb", "1")
-    lost = await create(svc, path="p.ipynb", flavor="cpu", schedule={"cron": "* * * * *"})
-    queued = await create(svc, path="p.ipynb", flavor="cpu", schedule={"cron": "* * * * *"})
+    svc.script("ada", "p.py", "1")
+    lost = await create(svc, path="p.py", flavor="cpu", schedule={"cron": "* * * * *"})
+    queued = await create(svc, path="p.py", flavor="cpu", schedule={"cron": "* * * * *"})
     ticker = svc.service.ticker
     clock.now += MINUTE + timedelta(seconds=1)
     due = await svc.service.in_db(ticker.record_due)
@@ -203,10 +203,8 @@ async def test_a_run_the_owner_may_no_longer_make_is_recorded_as_refused(ticking
     """The attack: given a flavor through a group, save a schedule, leave the group; the
     ticks went on running with the groups stored with the definition."""
     svc, clock = ticking
-    svc.write("cy", "p.ipynb", "1")
-    made = await create(
-        svc, "cy", path="p.ipynb", flavor="staff-only", schedule={"cron": "0 * * * *"}
-    )
+    svc.script("cy", "p.py", "1")
+    made = await create(svc, "cy", path="p.py", flavor="staff-only", schedule={"cron": "0 * * * *"})
     auth = authenticator(svc)
     monkeypatch.setitem(auth.user_groups, "cy", ["students"])  # cy left the staff group
     clock.now += timedelta(hours=1)
@@ -220,8 +218,8 @@ async def test_a_run_the_owner_may_no_longer_make_is_recorded_as_refused(ticking
 
 async def test_a_gone_users_definition_is_paused_saying_why(ticking, monkeypatch):
     svc, clock = ticking
-    svc.write("cy", "p.ipynb", "1")
-    made = await create(svc, "cy", path="p.ipynb", flavor="cpu", schedule={"cron": "0 * * * *"})
+    svc.script("cy", "p.py", "1")
+    made = await create(svc, "cy", path="p.py", flavor="cpu", schedule={"cron": "0 * * * *"})
     auth = authenticator(svc)
     monkeypatch.setattr(auth, "_known", {t: u for t, u in auth._known.items() if u != "cy"})
     clock.now += timedelta(hours=1)
@@ -244,10 +242,10 @@ async def test_a_gone_users_definition_is_paused_saying_why(ticking, monkeypatch
 
 async def test_a_daily_run_neither_skips_nor_doubles_over_daylight_saving_changes(ticking):
     svc, clock = ticking
-    svc.write("ada", "p.ipynb", "1")
+    svc.script("ada", "p.py", "1")
     made = await create(
         svc,
-        path="p.ipynb",
+        path="p.py",
         flavor="cpu",
         schedule={"cron": "30 2 * * *", "timezone": "Europe/Paris", "catch_up": "skip"},
     )
@@ -287,8 +285,8 @@ async def test_a_daily_run_neither_skips_nor_doubles_over_daylight_saving_change
 
 async def test_edits_make_versions_and_runs_keep_the_parameters_they_ran_with(ticking):
     svc, _ = ticking
-    svc.write("ada", "p.ipynb", "1")
-    made = await create(svc, path="p.ipynb", flavor="cpu", parameters={"lr": 0.1})
+    svc.script("ada", "p.py", "1")
+    made = await create(svc, path="p.py", flavor="cpu", parameters={"lr": 0.1})
     async with svc.client("ada") as c:
         first = (await c.post(f"definitions/{made['id']}/run")).json()
         edited = await c.patch(f"definitions/{made['id']}", json={"parameters": {"lr": 0.5}})
@@ -307,8 +305,8 @@ async def test_edits_make_versions_and_runs_keep_the_parameters_they_ran_with(ti
 
 async def test_pause_resume_and_delete(ticking):
     svc, clock = ticking
-    svc.write("ada", "p.ipynb", "1")
-    made = await create(svc, path="p.ipynb", flavor="cpu", schedule={"cron": "* * * * *"})
+    svc.script("ada", "p.py", "1")
+    made = await create(svc, path="p.py", flavor="cpu", schedule={"cron": "* * * * *"})
     async with svc.client("ada") as c:
         paused = (await c.post(f"definitions/{made['id']}/pause")).json()
         clock.now += 3 * MINUTE
@@ -352,10 +350,10 @@ async def test_pause_resume_and_delete(ticking):
     ],
 )
 async def test_bad_schedules_are_refused_in_words(svc, schedule, words):
-    svc.write("ada", "p.ipynb", "1")
+    svc.script("ada", "p.py", "1")
     async with svc.client("ada") as c:
         r = await c.post(
-            "definitions", json={"path": "p.ipynb", "flavor": "cpu", "schedule": schedule}
+            "definitions", json={"path": "p.py", "flavor": "cpu", "schedule": schedule}
         )
     assert r.status_code == 400
     assert words in r.json()["message"]
@@ -364,15 +362,15 @@ async def test_bad_schedules_are_refused_in_words(svc, schedule, words):
 async def test_a_schedule_more_frequent_than_the_admin_allows_is_refused(tmp_path):
     svc = await start_service(tmp_path, {"schedules": {"min_interval": "10m"}})
     try:
-        svc.write("ada", "p.ipynb", "1")
+        svc.script("ada", "p.py", "1")
         async with svc.client("ada") as c:
             often = await c.post(
                 "definitions",
-                json={"path": "p.ipynb", "flavor": "cpu", "schedule": {"cron": "*/5 * * * *"}},
+                json={"path": "p.py", "flavor": "cpu", "schedule": {"cron": "*/5 * * * *"}},
             )
             fine = await c.post(
                 "definitions",
-                json={"path": "p.ipynb", "flavor": "cpu", "schedule": {"cron": "*/10 * * * *"}},
+                json={"path": "p.py", "flavor": "cpu", "schedule": {"cron": "*/10 * * * *"}},
             )
     finally:
         await stop_all(svc)
@@ -385,13 +383,13 @@ async def test_a_schedule_more_frequent_than_the_admin_allows_is_refused(tmp_pat
 
 
 async def test_who_sees_and_changes_whose_definitions(svc):
-    svc.write("ada", "p.ipynb", "1")
-    made = await create(svc, path="p.ipynb", flavor="cpu")
+    svc.script("ada", "p.py", "1")
+    made = await create(svc, path="p.py", flavor="cpu")
     async with svc.client("bob") as c:
         bobs_view = await c.get(f"definitions/{made['id']}")
         bobs_list = (await c.get("definitions")).json()["definitions"]
         bobs_pause = await c.post(f"definitions/{made['id']}/pause")
-        staff = await c.post("definitions", json={"path": "p.ipynb", "flavor": "staff-only"})
+        staff = await c.post("definitions", json={"path": "p.py", "flavor": "staff-only"})
     async with svc.client("root") as c:
         everyone = (await c.get("definitions")).json()["definitions"]
         admin_pause = await c.post(f"definitions/{made['id']}/pause")
@@ -413,8 +411,8 @@ async def test_a_real_one_minute_tick(tmp_path):
     shift = (now.replace(second=0, microsecond=0) + MINUTE - now) - timedelta(seconds=4)
     svc.service.ticker.clock = lambda: datetime.now(timezone.utc) + shift
     try:
-        svc.write("ada", "p.ipynb", "print('on time')")
-        made = await create(svc, path="p.ipynb", flavor="cpu", schedule={"cron": "* * * * *"})
+        svc.script("ada", "p.py", "print('on time')")
+        made = await create(svc, path="p.py", flavor="cpu", schedule={"cron": "* * * * *"})
         deadline = time.monotonic() + 90
         # a run is recorded as starting, then as submitted once its job is queued
         while not (history := await runs(svc, made["id"])) or history[0]["state"] == "starting":
@@ -459,10 +457,10 @@ async def test_a_teacher_sees_her_students_definitions_but_does_not_change_them(
     classes = [{"name": "ml-101", "teachers": ["eve"], "students": ["ada"], "flavors": ["cpu"]}]
     svc = await start_service(tmp_path, {"classes": classes})
     try:
-        svc.write("ada", "p.ipynb", "1")
-        svc.write("bob", "p.ipynb", "1")
-        adas = await create(svc, "ada", path="p.ipynb", flavor="cpu")
-        await create(svc, "bob", path="p.ipynb", flavor="cpu")
+        svc.script("ada", "p.py", "1")
+        svc.script("bob", "p.py", "1")
+        adas = await create(svc, "ada", path="p.py", flavor="cpu")
+        await create(svc, "bob", path="p.py", flavor="cpu")
         async with svc.client("eve") as c:
             seen = (await c.get("definitions")).json()["definitions"]
             one = await c.get(f"definitions/{adas['id']}")
@@ -480,8 +478,8 @@ async def test_a_teacher_sees_her_students_definitions_but_does_not_change_them(
 
 
 async def test_an_edit_that_removes_the_notebook_or_flavor_is_refused_in_words(svc):
-    svc.write("ada", "p.ipynb", "1")
-    made = await create(svc, path="p.ipynb", flavor="cpu")
+    svc.script("ada", "p.py", "1")
+    made = await create(svc, path="p.py", flavor="cpu")
     async with svc.client("ada") as c:
         no_flavor = await c.patch(f"definitions/{made['id']}", json={"flavor": None})
         no_path = await c.patch(f"definitions/{made['id']}", json={"path": None})
