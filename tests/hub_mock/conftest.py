@@ -42,9 +42,16 @@ with open(os.environ["KUBECONFIG"], "w") as _f:
         _f,
     )
 
+# as every hub nbjobs starts (hub_config/run.py): jsonschema's optional format checkers
+# declined before JupyterHub imports it (the IRI grammar alone is 6 s of this run's CPU)
+from nbjobs.job_runner.lean_imports import decline_format_checkers  # noqa: E402
+
+decline_format_checkers()
+
 from jupyterhub.tests.mocking import MockHub  # noqa: E402
-from jupyterhub.utils import random_port  # noqa: E402
 from nbjobs.hub_config import configure  # noqa: E402
+
+from tests.ports import free_port  # noqa: E402
 
 pytest_plugins = ["jupyterhub.tests.conftest"]
 
@@ -77,7 +84,7 @@ def nbjobs_files(tmp_path_factory, nbjobs_yaml, hub_env, hub_settings) -> tuple[
     path.write_text(yaml.safe_dump(settings))
     c = Config()
     with mock.patch.dict(os.environ, hub_env):
-        configure(c, str(path), service_port=random_port())
+        configure(c, str(path), service_port=free_port())
     # Single-user servers run as the hub's user, which is root here.
     c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
     if os.geteuid() == 0:

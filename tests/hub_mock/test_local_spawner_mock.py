@@ -16,13 +16,13 @@ from urllib.parse import quote
 import psutil
 import pytest
 from jupyterhub.tests.utils import api_request, async_requests, auth_header, public_url
-from jupyterhub.utils import random_port
 from nbjobs.spawner.local import LocalCPUSpawner
 from traitlets.config import Config
 
 from nbjobs.config import load_config
 from nbjobs.storage import escape_username, user_folder
 from tests.machine import this_runs
+from tests.ports import free_port
 
 NAME = "marie.curie@sorbonne.fr"
 
@@ -43,7 +43,7 @@ def hub_settings():
     # hub_config gives the server the service's address for a hub at "/" (MockHub's own
     # default base URL is "/@/space%20word/"; see test_hub_config_roles.py)
     c = Config()
-    c.JupyterHub.bind_url = f"http://127.0.0.1:{random_port()}/"
+    c.JupyterHub.bind_url = f"http://127.0.0.1:{free_port()}/"
     return c
 
 
