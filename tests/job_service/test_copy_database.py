@@ -55,9 +55,10 @@ def rows_by_table(url: str) -> dict[str, int]:
 async def history(start) -> tuple[dict, dict]:
     """A source service with some of everything a hub keeps, stopped; what its users saw."""
     svc = await start(CLASS)
-    svc.write("ada", "ok.ipynb", "print('fine')")
-    svc.write("ada", "bad.ipynb", "raise ValueError('no')")
-    for path in ("ok.ipynb", "bad.ipynb"):
+    # script jobs (no kernel): the subject is what the database keeps of them
+    svc.script("ada", "ok.py", "print('fine')")
+    svc.script("ada", "bad.py", "raise ValueError('no')")
+    for path in ("ok.py", "bad.py"):
         await svc.wait("ada", (await svc.submit("ada", path))["id"])
     gpu_job = record_gpu_time(
         svc, "bob", gpus=1, started_ago=timedelta(hours=3), finished_ago=timedelta(hours=1)
@@ -72,7 +73,7 @@ async def history(start) -> tuple[dict, dict]:
         granted = await c.post("classes/ml/students/bob/budget", json={"hours": 2})
         assert granted.status_code == 200, granted.text
     async with svc.client("ada") as c:
-        made = await c.post("definitions", json={"path": "ok.ipynb", "flavor": "cpu"})
+        made = await c.post("definitions", json={"path": "ok.py", "flavor": "cpu"})
         assert made.status_code == 201, made.text
         put = await c.put(
             "notifications/settings",
@@ -134,7 +135,7 @@ async def test_sqlite_to_postgresql_keeps_what_users_see_and_new_rows_follow(
             again = await c.post("classes/ml/students/ada/budget", json={"hours": 1})
         assert again.status_code == 200, again.text
         # and jobs run on it
-        job = await after.submit("ada", "ok.ipynb")
+        job = await after.submit("ada", "ok.py")
         assert (await after.wait("ada", job["id"]))["state"] == "succeeded"
     finally:
         await stop_all(after)
@@ -199,8 +200,8 @@ async def test_a_backup_taken_while_the_service_ran_is_copied_once_its_claim_run
     # 3 s failed under CI's load, the copy finding the claim already run out.
     svc = await start(argv=("--JobServiceApp.lease_seconds=15",))
     try:
-        svc.write("ada", "ok.ipynb", "print('fine')")
-        await svc.wait("ada", (await svc.submit("ada", "ok.ipynb"))["id"])
+        svc.script("ada", "ok.py", "print('fine')")
+        await svc.wait("ada", (await svc.submit("ada", "ok.py"))["id"])
         live = sqlite3.connect(tmp_path / "jobs.sqlite")
         backup = sqlite3.connect(tmp_path / "backup.sqlite")
         live.backup(backup)
