@@ -89,9 +89,9 @@ class Hub:
 
 
 @contextmanager
-def running(tmp: Path, on_delete: str, **extra: object) -> Iterator[Hub]:
+def running(tmp: Path, on_delete: str, hub_extra: str = "", **extra: object) -> Iterator[Hub]:
     """A hub whose job service retires users as ``on_delete`` says; ``extra`` adds
-    sections of nbjobs.yaml."""
+    sections of nbjobs.yaml, ``hub_extra`` lines of jupyterhub_config.py."""
     port, hub_port, service_port = free_port(), free_port(), free_port()
     admin_token = secrets.token_hex(16)
     config = {
@@ -107,6 +107,7 @@ def running(tmp: Path, on_delete: str, **extra: object) -> Iterator[Hub]:
     hub_config = HUB_CONFIG.format(
         config=str(tmp / "nbjobs.yaml"), service_port=service_port, admin_token=admin_token
     )
+    hub_config += hub_extra
     with running_hub(tmp, basics(tmp, port, hub_port) + hub_config, port) as url:
         yield Hub(url, admin_token, tmp, on_delete)
 
@@ -114,6 +115,21 @@ def running(tmp: Path, on_delete: str, **extra: object) -> Iterator[Hub]:
 @pytest.fixture(scope="module", params=["archive", "remove"])
 def hub(request, tmp_path_factory):
     with running(tmp_path_factory.mktemp(f"deleted-{request.param}"), request.param) as hub:
+        yield hub
+
+
+@pytest.fixture(scope="module")
+def quiet_hub(tmp_path_factory):
+    """An archiving hub whose service's rounds are an hour apart (so only what a test
+    does retires anyone) and whose schedules tick every second; its servers run as
+    root, which jupyter-server refuses without being told (no OS accounts here)."""
+    with running(
+        tmp_path_factory.mktemp("deleted-quiet"),
+        "archive",
+        hub_extra='c.Spawner.args = ["--allow-root"]\n',
+        users={"on_delete": "archive", "check_every": 3600},
+        schedules={"check_every": 1},
+    ) as hub:
         yield hub
 
 
@@ -253,35 +269,75 @@ def test_an_admin_deletes_a_user_on_the_dashboard(hub):
     sees_nothing_of_before(hub, hub.make_user("eve"), "eve")
 
 
-def test_a_schedule_of_the_earlier_person_never_runs_as_the_new_one(tmp_path):
-    """Nobody calls as the new ada and the service's rounds are an hour apart: the
+def test_a_schedule_of_the_earlier_person_never_runs_as_the_new_one(quiet_hub):
+    """Nobody calls as the new sid and the service's rounds are an hour apart: the
     schedule's own next tick finds that its owner is someone else now."""
-    with running(
-        tmp_path, "archive", users={"check_every": 3600}, schedules={"check_every": 1}
-    ) as hub:
-        ada = hub.make_user("ada")
-        folder = hub.folder("ada")
-        folder.mkdir(parents=True)
-        nbformat.write(nbformat.v4.new_notebook(), folder / "every-minute.ipynb")
-        made = hub.api(
-            ada,
-            "POST",
-            "definitions",
-            json={"path": "every-minute.ipynb", "flavor": "cpu", "schedule": {"cron": "* * * * *"}},
-        )
-        assert made.status_code == 201, made.text
-        definition = made.json()["id"]
+    hub = quiet_hub
+    sid = hub.make_user("sid")
+    folder = hub.folder("sid")
+    folder.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), folder / "every-minute.ipynb")
+    made = hub.api(
+        sid,
+        "POST",
+        "definitions",
+        json={"path": "every-minute.ipynb", "flavor": "cpu", "schedule": {"cron": "* * * * *"}},
+    )
+    assert made.status_code == 201, made.text
+    definition = made.json()["id"]
 
-        hub.delete_user("ada")
-        hub.make_user("ada")  # the new ada, who has not called nbjobs yet
+    hub.delete_user("sid")
+    hub.make_user("sid")  # the new sid, who has not called nbjobs yet
 
-        # retiring pauses the definitions first and writes its record last: the record
-        # is what says it is over
-        deadline = time.monotonic() + 120
-        while not (deleted := hub.deleted()):
-            assert time.monotonic() < deadline, "the schedule's tick retired nobody"
-            time.sleep(1)
-        assert hub.api(hub.root, "GET", f"definitions/{definition}").json()["paused"] is True
-        [retired] = deleted
-        assert retired["why"].startswith("made again in the hub")
-        assert [j for j in hub.jobs_of_everyone() if j["user"] == "ada"] == []
+    # retiring pauses the definitions first and writes its record last: the record
+    # is what says it is over
+    deadline = time.monotonic() + 120
+    while not (deleted := [d for d in hub.deleted() if d["name"] == "sid"]):
+        assert time.monotonic() < deadline, "the schedule's tick retired nobody"
+        time.sleep(1)
+    assert hub.api(hub.root, "GET", f"definitions/{definition}").json()["paused"] is True
+    [retired] = deleted
+    assert retired["why"].startswith("made again in the hub")
+    assert [j for j in hub.jobs_of_everyone() if j["user"] == "sid"] == []
+
+
+def test_a_server_started_first_by_a_new_person_of_a_name_holds_nothing_of_the_earlier(
+    quiet_hub,
+):
+    """A user deleted and made again who starts a notebook server before anything else
+    (no call to nbjobs yet, the service's round an hour away) starts in a folder of
+    their own, not the earlier person's: the spawner introduces them to the job service
+    first, which retires the earlier person then."""
+    hub = quiet_hub
+    token = hub.make_user("ada")
+    assert hub.api(token, "GET", "health").status_code == 200  # the service knows her
+    hub.folder("ada").mkdir(parents=True, exist_ok=True)
+    (hub.folder("ada") / "private-notes.txt").write_text("the earlier ada's draft")
+
+    hub.delete_user("ada")
+    time.sleep(1.1)  # the hub's "created" is to the second: a new person, a new time
+    new = hub.make_user("ada")
+    as_ada = {"Authorization": f"token {new}"}
+    started = requests.post(f"{hub.url}/hub/api/users/ada/server", headers=as_ada, timeout=60)
+    assert started.status_code in (201, 202), started.text
+    try:
+        deadline = time.monotonic() + 90
+        while not server_ready(hub.url, as_ada):
+            assert time.monotonic() < deadline, "ada's server did not start"
+            time.sleep(0.5)
+        listed = requests.get(f"{hub.url}/user/ada/api/contents", headers=as_ada, timeout=60)
+        assert listed.status_code == 200, listed.text
+        names = [item["name"] for item in listed.json()["content"]]
+        retired = [d for d in hub.deleted() if d["name"] == "ada"]
+    finally:
+        requests.delete(f"{hub.url}/hub/api/users/ada/server", headers=as_ada, timeout=60)
+
+    assert "private-notes.txt" not in names
+    assert not (hub.folder("ada") / "private-notes.txt").exists()
+    assert len(retired) == 1
+    assert retired[0]["why"].startswith("made again in the hub")
+
+
+def server_ready(url: str, headers: dict[str, str]) -> bool:
+    ada = requests.get(f"{url}/hub/api/users/ada", headers=headers, timeout=30).json()
+    return bool(ada["servers"].get("", {}).get("ready"))
