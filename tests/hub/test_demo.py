@@ -593,7 +593,9 @@ def test_ctrl_c_while_starting_stops_all_it_started(tmp_path):
             break
         assert proc.poll() is None, commands
         assert time.monotonic() < deadline, commands
-        time.sleep(0.02)
+        # each look reads every process of the machine: ten a second (the service takes
+        # seconds to come up after its start) rather than fifty
+        time.sleep(0.1)
 
     os.kill(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=90)
