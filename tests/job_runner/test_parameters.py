@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbjobs.job_runner import ExitCode
 
-from .helpers import code, markdown, run_cli
+from .helpers import PYTHON3, code, markdown, run_cli
 
 TRICKY = {
     "count": 3,
@@ -128,26 +128,49 @@ def test_rerunning_a_failed_output_drops_the_old_banner(make_notebook, tmp_path)
     assert nb.metadata["nbjobs"]["state"] == "succeeded"
 
 
-@pytest.mark.parametrize(
-    ("raw", "value"),
-    [
-        ("5", 5),
-        ("2.5", 2.5),
-        ("true", True),
-        ("null", None),
-        ("[1, 2]", [1, 2]),
-        ('{"a": 1}', {"a": 1}),
-        ('"007"', "007"),
-        ("plain words", "plain words"),
-    ],
-)
-def test_p_values_are_json_when_they_parse(make_notebook, tmp_path, raw, value):
-    source = make_notebook(code("v = None", "parameters"), "import json; print(json.dumps(v))")
+#: what ``-p NAME RAW`` gives: each RAW and the value the notebook gets
+P_VALUES = [
+    ("5", 5),
+    ("2.5", 2.5),
+    ("true", True),
+    ("null", None),
+    ("[1, 2]", [1, 2]),
+    ('{"a": 1}', {"a": 1}),
+    ('"007"', "007"),
+    ("plain words", "plain words"),
+]
 
-    proc = run_cli(source, tmp_path / "out.ipynb", "-p", "v", raw)
 
-    assert proc.returncode == ExitCode.SUCCEEDED, proc.stderr
-    assert json.loads(executed(tmp_path / "out.ipynb").cells[2].outputs[0]["text"]) == value
+@pytest.fixture(scope="module")
+def p_values_run(tmp_path_factory) -> tuple[int, str, list[object]]:
+    """One run given every raw value of :data:`P_VALUES` with its own ``-p v<i> RAW``
+    (one runner and kernel for all the cases, not one each): its exit code, its log and
+    the values its notebook printed, in order."""
+    folder = tmp_path_factory.mktemp("p-values")
+    names = [f"v{i}" for i in range(len(P_VALUES))]
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = PYTHON3
+    nb.cells = [
+        code(" = ".join(names) + " = None", "parameters"),
+        code(f"import json\nfor v in [{', '.join(names)}]:\n    print(json.dumps(v))"),
+    ]
+    nbformat.write(nb, folder / "in.ipynb")
+    raws = [raw for raw, _ in P_VALUES]
+    given = [arg for name, raw in zip(names, raws, strict=True) for arg in ("-p", name, raw)]
+
+    proc = run_cli(folder / "in.ipynb", folder / "out.ipynb", *given)
+
+    printed = executed(folder / "out.ipynb").cells[2].outputs[0]["text"].splitlines()
+    return proc.returncode, proc.stderr, [json.loads(line) for line in printed]
+
+
+@pytest.mark.parametrize(("index", "raw", "value"), [(i, *p) for i, p in enumerate(P_VALUES)])
+def test_p_values_are_json_when_they_parse(p_values_run, index, raw, value):
+    exit_code, log, printed = p_values_run
+
+    assert exit_code == ExitCode.SUCCEEDED, log
+    assert len(printed) == len(P_VALUES), printed
+    assert printed[index] == value, raw
 
 
 def test_p_wins_over_parameters(make_notebook, tmp_path):
