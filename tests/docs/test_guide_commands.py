@@ -179,6 +179,29 @@ class Hub:
             timeout=240,
         )
 
+    def cancel_what_a_page_left(self) -> None:
+        """Cancel the jobs a page's blocks submitted and left unfinished (its "to cancel"
+        of 2000 steps, its three learning rates), so that the next page's ``--wait``
+        does not queue behind them nor the run pay for them; ``$JOB`` has ended."""
+        unfinished = "pending_approval,queued,starting,running"
+        for user, token in self.tokens.items():
+            headers = {"Authorization": f"token {token}"}
+            mine = requests.get(
+                self.service + "api/jobs",
+                params={"state": unfinished, "limit": 200},
+                headers=headers,
+                timeout=30,
+            )
+            assert mine.status_code == 200, mine.text
+            for job in mine.json()["jobs"]:
+                if job["user"] != user:  # an admin's list holds everyone's
+                    continue
+                cancelled = requests.post(
+                    self.service + f"api/jobs/{job['id']}/cancel", headers=headers, timeout=30
+                )
+                # 409: it ended meanwhile
+                assert cancelled.status_code in (200, 409), cancelled.text
+
 
 RUNNABLE_PAGES = [
     page for page in guide_pages() if any("not-run" not in b.markers for b in shell_blocks(page))
@@ -197,3 +220,4 @@ def test_a_guide_page_s_commands_run_as_shown(hub, page):
             f"{done.returncode}:\n{block.code}\n"
             f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
         )
+    hub.cancel_what_a_page_left()
