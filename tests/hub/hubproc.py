@@ -53,7 +53,9 @@ def nbjobs_here(
     from nbjobs.cli import main  # the command, as ``python -m nbjobs.cli`` runs it
 
     declined = [name for name in FORMAT_CHECKERS if name not in sys.modules]
-    out, err = io.StringIO(), io.StringIO()
+    # stdout with a byte buffer beneath, as a process's has (``nbjobs logs`` writes bytes)
+    out_bytes, err = io.BytesIO(), io.StringIO()
+    out = io.TextIOWrapper(out_bytes, encoding="utf-8", write_through=True)
     env = {"NBJOBS_URL": service, "NBJOBS_TOKEN": token}
     before = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
@@ -65,8 +67,12 @@ def nbjobs_here(
         ):
             try:
                 code = main(list(args))
-            except SystemExit as exc:  # argparse's usage errors
-                code = exc.code if isinstance(exc.code, int) else 1
+            except SystemExit as exc:  # argparse's usage errors; as the interpreter exits
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+                    code = 1
     finally:
         for name, value in before.items():
             if value is None:
@@ -77,7 +83,9 @@ def nbjobs_here(
             if sys.modules.get(name, "") is None:
                 del sys.modules[name]
     command = ["nbjobs", *args]
-    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
+    out.flush()
+    printed = out_bytes.getvalue().decode("utf-8")
+    return subprocess.CompletedProcess(command, code, printed, err.getvalue())
 
 
 def basics(folder: Path, port: int, hub_port: int) -> str:
