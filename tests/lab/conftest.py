@@ -28,7 +28,14 @@ import nbformat
 import pytest
 import yaml
 from nbjobs.programs.demo import PASSWORD, Ports, prepare
-from playwright.sync_api import BrowserContext, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from tests.machine import INSTANCE, this_runs
 from tests.ports import free_port
@@ -262,25 +269,34 @@ def playwright() -> Iterator[Playwright]:
 
 
 @pytest.fixture(scope="module")
-def browser(
-    playwright: Playwright, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrowserContext]:
-    """Chromium with a fresh profile of this module's own (Playwright cannot download its
-    own browser here): test workers side by side, or a second suite on the machine, never
-    share one (chromium locks its profile)."""
+def chromium(playwright: Playwright) -> Iterator[Browser]:
+    """One chromium for the module (Playwright cannot download its own browser here),
+    with a fresh profile of its own: test workers side by side, or a second suite on the
+    machine, never share one. Each user of a test gets a context in it (cookies and
+    storage of their own, see `user_context`) rather than a chromium of their own: a
+    chromium's start, its GPU and network processes, are paid once."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    context = playwright.chromium.launch_persistent_context(
-        str(profile),
-        executable_path=CHROMIUM,
-        headless=True,
-        args=CHROMIUM_FLAGS,
-        viewport={"width": 1360, "height": 860},
+    browser = playwright.chromium.launch(
+        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
     )
+    yield browser
+    browser.close()
+
+
+def user_context(chromium: Browser, height: int = 860) -> BrowserContext:
+    """A context of its own in the module's chromium: a user's own cookies, as a
+    browser of their own would hold them."""
+    context = chromium.new_context(viewport={"width": 1360, "height": height})
     context.set_default_timeout(30_000)
+    return context
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Browser) -> Iterator[BrowserContext]:
+    """Ada's browser: a context of the module's chromium."""
+    context = user_context(chromium)
     yield context
     context.close()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -14,22 +14,22 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import nbformat
 import pytest
 from nbjobs.programs.demo import PASSWORD
-from playwright.sync_api import Page, Playwright, expect
+from playwright.sync_api import Browser, Page, expect
 
 from .conftest import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_FLAGS,
     HUB_JOBS_CONFIG,
     Hub,
     api,
     notebook,
     run_hub,
     standalone_service,
+    user_context,
 )
 from .test_lab_hub import API, jobs_panel, open_notebook, submit_by_api, submit_dialog, wait_for
 
@@ -53,35 +53,31 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     yield from run_hub(tmp_path_factory.mktemp("hub"), config)
 
 
-def log_in(playwright: Playwright, hub: Hub, user: str) -> Iterator[Page]:
-    """``user`` in a browser of their own (their own cookies), logged in at the hub."""
-    browser = playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-    )
-    context = browser.new_context(viewport={"width": 1360, "height": 1000})
-    context.set_default_timeout(30_000)
+def log_in(chromium: Browser, hub: Hub, user: str, then: str = DASHBOARD) -> Iterator[Page]:
+    """``user`` in a browser of their own (their own cookies: a context of the module's
+    chromium), logged in at the hub's login page and taken from there to ``then`` (the
+    dashboard by default: a user whose JupyterLab no test opens has no server started
+    and no Lab loaded for nothing)."""
+    context = user_context(chromium, height=1000)
     page = context.new_page()
-    page.goto(f"{hub.url}/hub/login")
+    page.goto(f"{hub.url}/hub/login?next={quote(then)}")
     page.fill("#username_input", user)
     page.fill("#password_input", PASSWORD)
     page.click("#login_submit")
-    # the whole way to their JupyterLab (their server starts, OAuth redirects): stopped
-    # on the way (at /hub/spawn-pending), it finished after the test had gone on to the
-    # dashboard and took the page away from it
-    page.wait_for_url(re.compile(r".*/user/[^/]+/lab.*"), timeout=120_000)
+    # the whole way there (the hub's OAuth for the dashboard), before a test goes on
+    page.wait_for_url(re.compile(f".*{re.escape(then)}([?#].*)?$"), timeout=120_000)
     yield page
     context.close()
-    browser.close()
 
 
 @pytest.fixture(scope="module")
-def admin(hub: Hub, playwright: Playwright) -> Iterator[Page]:
-    yield from log_in(playwright, hub, "admin")
+def admin(hub: Hub, chromium: Browser) -> Iterator[Page]:
+    yield from log_in(chromium, hub, "admin")
 
 
 @pytest.fixture(scope="module")
-def teacher(hub: Hub, playwright: Playwright) -> Iterator[Page]:
-    yield from log_in(playwright, hub, "tess")
+def teacher(hub: Hub, chromium: Browser) -> Iterator[Page]:
+    yield from log_in(chromium, hub, "tess")
 
 
 def card(page: Page, title: str):
@@ -572,7 +568,8 @@ def test_a_teacher_opens_a_students_result_and_log_read_only_and_the_admin_sees_
 def test_the_admins_jobs_panel_lists_everyone_or_only_theirs(lab: Page, admin: Page, hub: Hub):
     theirs = submit_by_api(lab, "hello.ipynb", "t4", "seen by the admin", steps=1)
     wait_for(lab, theirs["id"], "succeeded", "failed")
-    admin.goto(f"{hub.url}/user/admin/lab")
+    # the admin's server starts now (the hub's spawn page, then their Lab)
+    admin.goto(f"{hub.url}/hub/spawn?next={quote('/user/admin/lab')}")
     admin.wait_for_selector(".jp-LabShell", timeout=120_000)
     panel = jobs_panel(admin)
     whose = panel.locator("select.nbjobs-JobsPanel-whose")
@@ -594,15 +591,13 @@ def test_the_admins_jobs_panel_lists_everyone_or_only_theirs(lab: Page, admin: P
 
 
 def test_without_a_hub_the_page_asks_for_a_token_and_keeps_it_in_the_tab(
-    playwright: Playwright, tmp_path
+    chromium: Browser, tmp_path
 ):
     """The standalone service (no hub): its root is the dashboard, behind a token."""
     with standalone_service(tmp_path, {"the-admins-token": "root"}) as url:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
+        context = user_context(chromium)
         try:
-            page = browser.new_page()
+            page = context.new_page()
             page.goto(url)
             page.fill("#nbjobs-token", "not-a-token")
             page.locator("button[type='submit']").click()
@@ -616,7 +611,7 @@ def test_without_a_hub_the_page_asks_for_a_token_and_keeps_it_in_the_tab(
             page.reload()  # the token stays with the tab
             expect(page.locator(".nbjobs-Who")).to_contain_text("root (admin)")
         finally:
-            browser.close()
+            context.close()
 
 
 def credit_row(page: Page, account: str):

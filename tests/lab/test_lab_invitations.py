@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from playwright.sync_api import Browser, Page, Playwright, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.hub.test_first_login import Hub, invitation_hub, try_login
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_FLAGS
+from .conftest import ARTIFACTS
 
 DASHBOARD = "/services/nbjobs/"
 
@@ -23,15 +23,6 @@ DASHBOARD = "/services/nbjobs/"
 def hub(tmp_path_factory) -> Iterator[Hub]:
     with invitation_hub(tmp_path_factory.mktemp("invitations")) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def chromium(playwright: Playwright) -> Iterator[Browser]:
-    browser = playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-    )
-    yield browser
-    browser.close()
 
 
 def choose_password(browser: Browser, link: str, user: str, password: str, then: str) -> Page:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, Playwright, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.ports import free_port
 
@@ -177,7 +177,7 @@ def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Pa
     assert status == 200
 
 
-def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, playwright: Playwright):
+def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, chromium: Browser):
     """The teacher manages her class and approves a job; a student's notifications
     arrive in the demo's inbox, which she opens from the hub."""
     # ada asks for mail: the confirmation code arrives in her demo inbox
@@ -222,7 +222,7 @@ def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, playwright: 
     dialog.locator("button", has_text="Cancel").click()
     expect(dialog).to_be_hidden()
 
-    for tess in log_in(playwright, hub, "tess"):
+    for tess in log_in(chromium, hub, "tess"):
         # her class: the hub's, so hers to change, with its budget
         tess.goto(hub.url + DASHBOARD + "#classes")
         demo = tess.locator("section[aria-label='Class demo-class']")
