@@ -24,7 +24,7 @@ import yaml
 from nbjobs.storage import escape_username
 from tests.waiting import wait_until_answering
 
-from .conftest import free_port
+from .conftest import free_port, new_database
 
 TOKENS = {"t-ada": "ada"}
 JOBS = 20
@@ -32,6 +32,7 @@ JOBS = 20
 
 def _config(root: Path, **extra: object) -> Path:
     config = root / "nbjobs.yaml"
+    new_database(root / "jobs.sqlite")  # at the newest schema: the first start upgrades none
     data = {
         "storage": {"root": str(root / "home")},
         "database": {"url": f"sqlite:///{root / 'jobs.sqlite'}"},
