@@ -87,6 +87,7 @@ def new_user_with_a_server(url: str, headers: dict[str, str], name: str) -> tupl
 def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
     url, headers, config = hub
     folder = user_folder(config.storage, name)
+    root = config.storage.root
     # the one escaping function builds the path, under the shared root
     assert folder == config.storage.root / "home" / escape_username(name)
     assert folder.is_relative_to(config.storage.root)
@@ -103,11 +104,13 @@ def test_a_new_users_server_is_their_folder_and_cpu_only(hub, name):
         assert [item["name"] for item in listed.json()["content"]] == ["mine.txt"]
 
         # the server itself (a helper it starts for a moment inherits its environment
-        # too, and may be seen on its way out)
+        # too, and may be seen on its way out), this hub's: another suite's beside this
+        # one has its own carl, under its own storage root
         processes = [
             p
             for p in psutil.process_iter(["environ", "cwd", "cmdline", "status"])
             if (p.info["environ"] or {}).get("JUPYTERHUB_USER") == name
+            and (p.info["environ"] or {}).get("NBJOBS_ROOT", "").startswith(f"{root}/")
             and "nbjobs.spawner.singleuser" in " ".join(p.info["cmdline"] or [])
             and p.info["status"] not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
         ]
