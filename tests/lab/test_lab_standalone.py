@@ -23,55 +23,68 @@ from .conftest import ROOT, dismiss_news, free_port, shot
 from .test_lab_hub import JOB_TIMEOUT, job_row, jobs_panel, open_notebook, submit
 
 
-@pytest.fixture
-def start_lab(tmp_path: Path) -> Iterator[Callable[..., str]]:
-    """Start `jupyter lab` in its own folders; return the URL with its token."""
-    procs: list[subprocess.Popen[bytes]] = []
+def start_jupyter_lab(
+    folder: Path, procs: list[subprocess.Popen[bytes]], server_config: dict | None = None
+) -> str:
+    """Start `jupyter lab` in its own folders under ``folder`` (adding it to ``procs``);
+    return the URL with its token once it answers."""
+    root = folder / "root"
+    root.mkdir()
+    shutil.copyfile(ROOT / "examples" / "hello.ipynb", root / "hello.ipynb")
+    config = folder / "config"
+    config.mkdir()
+    if server_config:
+        (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    env.pop("NBJOBS_URL", None)
+    env.update(
+        JUPYTER_CONFIG_DIR=str(config),
+        JUPYTER_DATA_DIR=str(folder / "data"),
+        JUPYTER_RUNTIME_DIR=str(folder / "runtime"),
+    )
+    port, token = free_port(), secrets.token_hex(16)
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
+    command += [f"--port={port}", "--ip=127.0.0.1", f"--ServerApp.root_dir={root}"]
+    command += [f"--IdentityProvider.token={token}"]
+    log = (folder / "lab.log").open("wb")
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    procs.append(proc)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((folder / "lab.log").read_text()) from None
+            time.sleep(0.3)
+    return f"{url}/lab?token={token}"
 
-    def start(server_config: dict | None = None) -> str:
-        root = tmp_path / "root"
-        root.mkdir()
-        shutil.copyfile(ROOT / "examples" / "hello.ipynb", root / "hello.ipynb")
-        config = tmp_path / "config"
-        config.mkdir()
-        if server_config:
-            (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
-        env.pop("NBJOBS_URL", None)
-        env.update(
-            JUPYTER_CONFIG_DIR=str(config),
-            JUPYTER_DATA_DIR=str(tmp_path / "data"),
-            JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-        )
-        port, token = free_port(), secrets.token_hex(16)
-        command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root"]
-        command += [f"--port={port}", "--ip=127.0.0.1", f"--ServerApp.root_dir={root}"]
-        command += [f"--IdentityProvider.token={token}"]
-        log = (tmp_path / "lab.log").open("wb")
-        proc = subprocess.Popen(
-            command,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        procs.append(proc)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((tmp_path / "lab.log").read_text()) from None
-                time.sleep(0.3)
-        return f"{url}/lab?token={token}"
 
-    yield start
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def plain_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One plain `jupyter lab` (the server extension enabled, as installed) for the
+    tests that need no other: its URL with its token, and its folder."""
+    procs: list[subprocess.Popen[bytes]] = []
+    folder = tmp_path_factory.mktemp("plain-lab")
+    yield start_jupyter_lab(folder, procs), folder
+    stop(procs)
+
+
+@pytest.fixture
+def start_lab(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """Start `jupyter lab` of a configuration of its own; return the URL with its token."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield lambda server_config=None: start_jupyter_lab(tmp_path, procs, server_config)
+    stop(procs)
 
 
 #: notes the text of every notice (toast) the page shows from now on, in
@@ -98,9 +111,10 @@ def open_lab(browser: BrowserContext, url: str) -> Page:
 
 
 def test_plain_jupyter_lab_saves_then_runs_a_job_in_process(
-    start_lab, browser: BrowserContext, tmp_path: Path
+    plain_lab: tuple[str, Path], browser: BrowserContext
 ):
-    page = open_lab(browser, start_lab())
+    url, folder = plain_lab
+    page = open_lab(browser, url)
     try:
         hello = open_notebook(page, "hello.ipynb")
         hello.locator(".jp-CodeCell .cm-content").last.click()
@@ -113,7 +127,7 @@ def test_plain_jupyter_lab_saves_then_runs_a_job_in_process(
 
         shown = page.evaluate("() => window.nbjobsToasts")
         assert any("Saved hello.ipynb before submitting it." in text for text in shown), shown
-        assert "# edited before submit" in (tmp_path / "root" / "hello.ipynb").read_text()
+        assert "# edited before submit" in (folder / "root" / "hello.ipynb").read_text()
         row = job_row(page, "standalone")
         expect(row.locator(".nbjobs-Job-state")).to_have_text("Succeeded", timeout=JOB_TIMEOUT)
         shot(page, "10-standalone-succeeded")
@@ -121,8 +135,12 @@ def test_plain_jupyter_lab_saves_then_runs_a_job_in_process(
         page.close()
 
 
-def test_the_panel_stops_asking_when_closed_and_nothing_runs(start_lab, browser: BrowserContext):
-    page = open_lab(browser, start_lab())
+def test_the_panel_stops_asking_when_closed_and_nothing_runs(
+    plain_lab: tuple[str, Path], browser: BrowserContext
+):
+    # the Lab as it opens the first time (another test's open panel and notebook, which
+    # its workspace kept, left behind)
+    page = open_lab(browser, plain_lab[0] + "&reset")
     asked: list[float] = []
     page.on(
         "request",
