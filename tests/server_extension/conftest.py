@@ -45,13 +45,17 @@ LEAN_SERVER = [
 ]
 
 
-@pytest.fixture
-def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
-    """Start jupyter-server (in its own folders, so no user config leaks in)."""
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = []
+class Servers:
+    """jupyter-servers started in ``folder`` (in folders of their own, so that no user
+    config leaks in), stopped together by :meth:`close`."""
 
-    def start(env: dict[str, str] | None = None) -> Server:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Any] = []
+
+    def start(self, env: dict[str, str] | None = None) -> Server:
+        tmp_path = self.folder
         root = tmp_path / "home"
         root.mkdir(exist_ok=True)
         port, token = free_port(), secrets.token_hex(16)
@@ -63,16 +67,16 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
             JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
             **(env or {}),
         )
-        log_path = tmp_path / f"server-{len(procs)}.log"
+        log_path = tmp_path / f"server-{len(self.procs)}.log"
         log = log_path.open("w")
-        logs.append(log)
+        self.logs.append(log)
         command = [*LEAN_SERVER, "--no-browser", f"--port={port}"]
         command += ["--ip=127.0.0.1", f"--ServerApp.root_dir={root}", "--allow-root"]
         command += [f"--IdentityProvider.token={token}", "--ServerApp.base_url=/user/ada/"]
         proc = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=base_env
         )
-        procs.append(proc)
+        self.procs.append(proc)
         url = f"http://127.0.0.1:{port}/user/ada/"
         wait_until_answering(
             f"{url}api/status",
@@ -82,14 +86,35 @@ def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
         )
         return Server(url, token, root, log_path)
 
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=30)
-    for log in logs:
-        log.close()
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+        for log in self.logs:
+            log.close()
 
 
 @pytest.fixture
-def server(start_server) -> Server:
-    return start_server()
+def start_server(tmp_path) -> Iterator[Callable[..., Server]]:
+    """Start jupyter-servers of the test's own (with the environment given)."""
+    servers = Servers(tmp_path)
+    yield servers.start
+    servers.close()
+
+
+@pytest.fixture(scope="session")
+def _plain_server(tmp_path_factory) -> Iterator[tuple[Server, subprocess.Popen[bytes]]]:
+    servers = Servers(tmp_path_factory.mktemp("plain-server"))
+    server = servers.start()
+    yield server, servers.procs[0]
+    servers.close()
+
+
+@pytest.fixture
+def server(_plain_server) -> Server:
+    """A jupyter-server without a hub (it hosts its job service), one per test worker for
+    every test that needs no server of its own: each start costs seconds of CPU. Tests
+    on it name their own notebooks and jobs; what they leave is no other test's subject."""
+    server, proc = _plain_server
+    assert proc.poll() is None, f"the shared jupyter-server has stopped: {server.log.read_text()}"
+    return server
