@@ -8,7 +8,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
+from nbjobs.job_runner.lean_imports import decline_format_checkers  # noqa: E402
+
 from nbjobs.version import package_version  # noqa: E402
+
+# sphinxcontrib.openapi imports jsonschema: without its optional format checkers (as every
+# process nbjobs starts), the build skips the IRI grammar's 4 s of CPU; no schema the site
+# renders is checked against a string format
+decline_format_checkers()
 
 project = "nbjobs"
 author = "the nbjobs team"
