@@ -153,8 +153,8 @@ def test_submit_names_the_job_picks_a_kernel_and_where_the_result_goes(service):
 
 
 def test_list_searches_by_words_and_refuses_everyone_to_a_student(service):
-    write(service, "needle-study.ipynb", "1")
-    job = json.loads(cli(service, "submit", "needle-study.ipynb", "-f", "cpu", "--json").stdout)
+    (service[1] / "needle-study.py").write_text("1\n")  # a script: the subject is the list
+    job = json.loads(cli(service, "submit", "needle-study.py", "-f", "cpu", "--json").stdout)
 
     found = cli(service, "list", "--search", "NEEDLE study", "--json")
     none = cli(service, "list", "--search", "haystack", "--json")
@@ -187,8 +187,8 @@ def test_submit_runs_a_script_or_a_command_and_exits_like_it(service):
 
 
 def test_logs_tail_prints_only_the_end_of_a_long_log(service):
-    write(service, "chatty.ipynb", "for i in range(5000):\n    print(f'line {i:04d}')")
-    job = json.loads(cli(service, "submit", "chatty.ipynb", "-f", "cpu", "--wait", "--json").stdout)
+    (service[1] / "chatty.py").write_text("for i in range(5000):\n    print(f'line {i:04d}')\n")
+    job = json.loads(cli(service, "submit", "chatty.py", "-f", "cpu", "--wait", "--json").stdout)
 
     whole = cli(service, "logs", job["id"])
     tail = cli(service, "logs", job["id"], "--tail", "1K")
@@ -204,8 +204,8 @@ def test_logs_tail_prints_only_the_end_of_a_long_log(service):
 
 
 def test_cancel_from_the_terminal(service):
-    write(service, "long.ipynb", "import time; time.sleep(60)")
-    job = json.loads(cli(service, "submit", "long.ipynb", "-f", "cpu", "--json").stdout)
+    (service[1] / "long.py").write_text("import time; time.sleep(60)\n")  # no kernel to start
+    job = json.loads(cli(service, "submit", "long.py", "-f", "cpu", "--json").stdout)
 
     done = cli(service, "cancel", job["id"])
 
