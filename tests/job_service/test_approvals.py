@@ -75,8 +75,8 @@ async def test_a_students_job_waits_for_approval_and_her_teacher_approves_it(svc
 
 
 async def test_a_rejected_job_is_cancelled_with_the_reason_its_owner_reads(svc):
-    svc.write("bob", "b.ipynb", "1")
-    job = await svc.submit("bob", "b.ipynb", "big")
+    svc.script("bob", "b.py", "1")
+    job = await svc.submit("bob", "b.py", "big")
     async with svc.client("eve") as c:  # not bob's teacher
         refused = await c.post(f"jobs/{job['id']}/reject", json={"reason": "no"})
     assert refused.status_code == 404
@@ -99,13 +99,13 @@ async def test_who_needs_approval_and_what_counts_against_the_queue(start):
     )
     try:
         for user in ("ada", "eve", "root"):
-            svc.write(user, "n.ipynb", "1")
+            svc.script(user, "n.py", "1")
         # staff are not in the flavor's groups; admins never wait for approval
-        assert (await svc.submit("eve", "n.ipynb", "big"))["state"] != "pending_approval"
-        assert (await svc.submit("root", "n.ipynb", "big"))["state"] != "pending_approval"
-        first = await svc.submit("ada", "n.ipynb", "big")
+        assert (await svc.submit("eve", "n.py", "big"))["state"] != "pending_approval"
+        assert (await svc.submit("root", "n.py", "big"))["state"] != "pending_approval"
+        first = await svc.submit("ada", "n.py", "big")
         async with svc.client("ada") as c:
-            second = await c.post("jobs", json={"path": "n.ipynb", "flavor": "big"})
+            second = await c.post("jobs", json={"path": "n.py", "flavor": "big"})
             cancelled = await c.post(f"jobs/{first['id']}/cancel")
         assert second.status_code == 429  # a pending request counts as a queued job
         assert cancelled.status_code == 200
@@ -116,9 +116,9 @@ async def test_who_needs_approval_and_what_counts_against_the_queue(start):
 
 
 async def test_a_request_nobody_answers_expires_saying_so(svc):
-    svc.write("ada", "e.ipynb", "1")
-    old = await svc.submit("ada", "e.ipynb", "big")
-    new = await svc.submit("ada", "e.ipynb", "big")
+    svc.script("ada", "e.py", "1")
+    old = await svc.submit("ada", "e.py", "big")
+    new = await svc.submit("ada", "e.py", "big")
     with svc.service.sessions() as db:
         db.execute(
             update(JobRecord)
@@ -137,8 +137,8 @@ async def test_a_request_nobody_answers_expires_saying_so(svc):
 
 
 async def test_the_admins_queue_lists_requests_after_the_queue_and_will_not_move_them(svc):
-    svc.write("ada", "q.ipynb", "1")
-    request = await svc.submit("ada", "q.ipynb", "big")
+    svc.script("ada", "q.py", "1")
+    request = await svc.submit("ada", "q.py", "big")
     async with svc.client("root") as c:
         listed = (await c.get("dashboard/queue")).json()
         moved = await c.post(f"dashboard/queue/{request['id']}/move", json={"to": "front"})

@@ -67,14 +67,14 @@ async def test_the_overview_is_for_admins_only(svc):
 
 async def test_the_overview_counts_gpus_held_and_busy_jobs_per_flavor_waits_and_failures(svc):
     # two GPUs of two slots each: a whole-GPU job and a slice run; a two-GPU job waits
-    svc.write("root", "long.ipynb", "import time; time.sleep(30)")
-    svc.write("root", "bad.ipynb", "raise ValueError('broken on purpose')")
-    whole = await svc.submit("root", "long.ipynb", "gpu")
-    part = await svc.submit("root", "long.ipynb", "slice")
+    svc.script("root", "long.py", "import time; time.sleep(30)")
+    svc.script("root", "bad.py", "raise ValueError('broken on purpose')")
+    whole = await svc.submit("root", "long.py", "gpu")
+    part = await svc.submit("root", "long.py", "slice")
     await svc.wait("root", whole["id"], running)
     await svc.wait("root", part["id"], running)
-    waiting = await svc.submit("root", "long.ipynb", "gpu2")  # needs both GPUs: waits
-    failed = await svc.submit("root", "bad.ipynb", "cpu")
+    waiting = await svc.submit("root", "long.py", "gpu2")  # needs both GPUs: waits
+    failed = await svc.submit("root", "bad.py", "cpu")
     assert (await svc.wait("root", failed["id"]))["state"] == "failed"
     # the running GPU job's runner said its GPU was 50 % busy
     with svc.service.sessions() as db:
@@ -125,14 +125,14 @@ async def move(svc, job_id: str, to: str, user: str = "root") -> httpx.Response:
 
 
 async def test_admins_see_the_queue_in_dispatch_order_and_move_jobs_saying_who_did(svc):
-    svc.write("root", "hold.ipynb", "import time; time.sleep(60)")
-    holder = await svc.submit("root", "hold.ipynb", "gpu2")  # both GPUs: everything waits
+    svc.script("root", "hold.py", "import time; time.sleep(60)")
+    holder = await svc.submit("root", "hold.py", "gpu2")  # both GPUs: everything waits
     await svc.wait("root", holder["id"], running)
-    svc.write("ada", "w.ipynb", "1")
-    svc.write("bob", "w.ipynb", "1")
-    ada1 = await svc.submit("ada", "w.ipynb", "gpu", name="ada-1")
-    ada2 = await svc.submit("ada", "w.ipynb", "gpu", name="ada-2")
-    bob1 = await svc.submit("bob", "w.ipynb", "gpu", name="bob-1")
+    svc.script("ada", "w.py", "1")
+    svc.script("bob", "w.py", "1")
+    ada1 = await svc.submit("ada", "w.py", "gpu", name="ada-1")
+    ada2 = await svc.submit("ada", "w.py", "gpu", name="ada-2")
+    bob1 = await svc.submit("bob", "w.py", "gpu", name="bob-1")
     # once the dispatcher has looked, it has written why each waits
     await svc.wait("ada", ada1["id"], lambda j: j["waiting_reason"] is not None)
 
@@ -196,9 +196,9 @@ async def test_a_drained_machine_starts_no_gpu_job_says_why_and_undrains(svc):
     assert (view["node"], view["drained"]) == (node, True)
     assert (view["drain"]["by"], view["drain"]["reason"]) == ("root", "new fans")
 
-    svc.write("ada", "g.ipynb", "1")
-    gpu = await svc.submit("ada", "g.ipynb", "gpu")
-    cpu = await svc.submit("ada", "g.ipynb", "cpu")
+    svc.script("ada", "g.py", "1")
+    gpu = await svc.submit("ada", "g.py", "gpu")
+    cpu = await svc.submit("ada", "g.py", "cpu")
     waiting = await svc.wait("ada", gpu["id"], lambda j: j["waiting_reason"] is not None)
     assert waiting["waiting_reason"] == (
         "waiting for a free GPU for 1 GPU (this machine's GPUs are in maintenance: GPU jobs "
@@ -223,9 +223,9 @@ async def test_a_drained_machine_starts_no_gpu_job_says_why_and_undrains(svc):
 
 async def test_draining_with_cancel_stops_the_gpu_jobs_there_saying_why(svc):
     node = socket.gethostname()
-    svc.write("ada", "long.ipynb", "import time; time.sleep(60)")
-    gpu = await svc.submit("ada", "long.ipynb", "gpu")
-    cpu = await svc.submit("ada", "long.ipynb", "cpu")
+    svc.script("ada", "long.py", "import time; time.sleep(60)")
+    gpu = await svc.submit("ada", "long.py", "gpu")
+    cpu = await svc.submit("ada", "long.py", "cpu")
     await svc.wait("ada", gpu["id"], running)
     await svc.wait("ada", cpu["id"], running)
     async with svc.client("root") as c:
