@@ -137,11 +137,11 @@ async def test_a_job_put_in_anywhere_reaches_whoever_may_see_it_within_seconds(s
 
 
 async def test_a_submitted_job_is_followed_to_its_end_and_a_removed_one_is_said_gone(svc):
-    svc.write("ada", "a.ipynb", "print('hi')")
+    svc.script("ada", "a.py", "print('hi')")
     async with stream(svc, "ada") as ada:
         await ada.next("hello")
         await past_the_baseline(svc)
-        job = await svc.submit("ada", "a.ipynb")
+        job = await svc.submit("ada", "a.py")
         states = []
         while not states or states[-1] not in ("succeeded", "failed"):
             got = await ada.next("job", timeout=60)
@@ -171,19 +171,19 @@ async def test_a_running_jobs_progress_arrives_as_its_runner_writes_it(svc):
 
 
 async def test_a_definition_saved_is_an_event_for_its_owner(svc):
-    svc.write("ada", "a.ipynb", "print('hi')")
+    svc.script("ada", "a.py", "print('hi')")
     async with stream(svc, "ada") as ada, stream(svc, "bob") as bob:
         await ada.next("hello")
         await bob.next("hello")
         await past_the_baseline(svc)
         async with svc.client("ada") as c:
-            r = await c.post("definitions", json={"path": "a.ipynb", "flavor": "cpu"})
+            r = await c.post("definitions", json={"path": "a.py", "flavor": "cpu"})
             assert r.status_code == 201, r.text
         assert (await ada.next("definitions"))["data"] == {"user": "ada"}
         # bob's own definition, saved after ada's was announced, is the first he hears of
-        svc.write("bob", "b.ipynb", "print('hi')")
+        svc.script("bob", "b.py", "print('hi')")
         async with svc.client("bob") as c:
-            r = await c.post("definitions", json={"path": "b.ipynb", "flavor": "cpu"})
+            r = await c.post("definitions", json={"path": "b.py", "flavor": "cpu"})
             assert r.status_code == 201, r.text
         assert (await bob.next("definitions"))["data"] == {"user": "bob"}
 

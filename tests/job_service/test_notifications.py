@@ -197,8 +197,8 @@ async def test_an_unreachable_mail_server_is_retried_with_backoff_then_given_up(
     await outbox.stop()
     try:
         await put_settings(svc, "ada", email="ada@uni.example", on=["succeeded"])
-        svc.write("ada", "ok.ipynb", "1")
-        job = await svc.submit("ada", "ok.ipynb")
+        svc.script("ada", "ok.py", "1")
+        job = await svc.submit("ada", "ok.py")
         await svc.wait("ada", job["id"])
         assert await svc.service.in_db(outbox.find) == 1
         delays = []
@@ -229,8 +229,8 @@ async def test_a_redirect_is_not_followed_and_the_attempt_says_so(tmp_path, smtp
     await outbox.stop()
     try:
         await put_settings(svc, "ada", webhook=f"http://{host}/moved", on=["succeeded"])
-        svc.write("ada", "ok.ipynb", "1")
-        job = await svc.submit("ada", "ok.ipynb")
+        svc.script("ada", "ok.py", "1")
+        job = await svc.submit("ada", "ok.py")
         await svc.wait("ada", job["id"])
         await svc.service.in_db(outbox.find)
         await outbox.send_due()
@@ -261,9 +261,9 @@ async def test_a_long_wait_and_a_refused_scheduled_run_are_told(tmp_path, smtp, 
             on=["queued_long", "run_refused"],
             queue_minutes=5,
         )
-        svc.write("ada", "slow.ipynb", "import time; time.sleep(60)")
-        first = await svc.submit("ada", "slow.ipynb", "gpu")
-        second = await svc.submit("ada", "slow.ipynb", "gpu")  # waits: one GPU at a time
+        svc.script("ada", "slow.py", "import time; time.sleep(60)")
+        first = await svc.submit("ada", "slow.py", "gpu")
+        second = await svc.submit("ada", "slow.py", "gpu")  # waits: one GPU at a time
         await svc.wait("ada", first["id"], lambda j: j["state"] == "running")
         submitted = datetime.fromisoformat(second["submitted_at"])
         outbox.clock = lambda: submitted + timedelta(minutes=6)
@@ -278,12 +278,12 @@ async def test_a_long_wait_and_a_refused_scheduled_run_are_told(tmp_path, smtp, 
                 json={"webhook": f"http://{host}/cy", "on": ["run_refused"]},
             )
             made = (
-                await c.post("definitions", json={"path": "slow.ipynb", "flavor": "staff-only"})
+                await c.post("definitions", json={"path": "slow.py", "flavor": "staff-only"})
             ).json()
         # cy leaves the staff group: runs act for cy as the authenticator sees cy now
         auth = svc.server.request_callback.settings["nbjobs_auth"]
         monkeypatch.setitem(auth.user_groups, "cy", ["students"])
-        svc.write("cy", "slow.ipynb", "1")
+        svc.script("cy", "slow.py", "1")
         await svc.service.ticker.run_now(Caller("root", admin=True), made["id"])
         assert await svc.service.in_db(outbox.find) == 1
         await outbox.send_due()
@@ -299,9 +299,9 @@ async def test_a_long_wait_and_a_refused_scheduled_run_are_told(tmp_path, smtp, 
 
 
 async def test_a_scoped_setting_is_removed_and_the_scope_follows_the_users_own(svc):
-    svc.write("ada", "n.ipynb", "1")
+    svc.script("ada", "n.py", "1")
     async with svc.client("ada") as c:
-        made = (await c.post("definitions", json={"path": "n.ipynb", "flavor": "cpu"})).json()
+        made = (await c.post("definitions", json={"path": "n.py", "flavor": "cpu"})).json()
         scoped = await c.put(
             "notifications/settings", json={"definition_id": made["id"], "on": ["succeeded"]}
         )
