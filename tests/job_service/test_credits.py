@@ -51,7 +51,7 @@ async def accounts(svc, user: str) -> dict[str, dict]:
     return {a["account"]: a for a in answer.json()}
 
 
-async def submit(svc, user: str, flavor: str, path: str = "n.ipynb"):
+async def submit(svc, user: str, flavor: str, path: str = "n.py"):
     async with svc.client(user) as c:
         return await c.post("jobs", json={"path": path, "flavor": flavor})
 
@@ -73,7 +73,7 @@ async def test_a_job_is_held_its_worst_case_then_charged_what_it_cost(start):
     # end: the test charges it itself, after looking at the hold
     await svc.service.credits.stop()
     try:
-        svc.write("ada", "n.ipynb", "import time; time.sleep(1.5)")
+        svc.script("ada", "n.py", "import time; time.sleep(1.5)")
         async with svc.client("ada") as c:
             flavors = {f["name"]: f for f in (await c.get("flavors")).json()}
         # what the Submit dialog shows: an hour's price, and so a job's worst case
@@ -121,7 +121,7 @@ async def test_what_an_account_cannot_cover_is_refused_with_what_is_short(start)
     svc = await start(CONFIG)
     try:
         for user in ("ada", "bob", "cy"):
-            svc.write(user, "n.ipynb", "import time; time.sleep(30)")
+            svc.script(user, "n.py", "import time; time.sleep(30)")
         assert (await submit(svc, "ada", "gpu2")).status_code == 201  # 4 of 5
         refused = await submit(svc, "ada", "gpu2")
         assert refused.status_code == 402
@@ -176,7 +176,7 @@ async def test_admins_and_teachers_grant_within_their_reach(start):
             unknown = await c.post("credits/class:nope/grants", json={"amount": 1})
         assert back.json()["balance"] == 2.5
         assert unknown.status_code == 404
-        svc.write("cy", "n.ipynb", "1")
+        svc.script("cy", "n.py", "1")
         assert (await submit(svc, "cy", "gpu")).status_code == 201  # 2 of 2.5
         async with svc.client("cy") as c:
             statement = (await c.get("credits/user:cy")).json()
@@ -196,7 +196,7 @@ async def test_a_job_deleted_before_its_charge_is_charged_then(start):
     svc = await start(CONFIG)
     await svc.service.credits.stop()  # no round: the delete alone must charge it
     try:
-        svc.write("ada", "n.ipynb", "import time; time.sleep(1)")
+        svc.script("ada", "n.py", "import time; time.sleep(1)")
         job_id = (await submit(svc, "ada", "gpu")).json()["id"]
         await svc.wait("ada", job_id)
         async with svc.client("ada") as c:
@@ -218,7 +218,7 @@ async def test_fifty_submissions_at_once_never_overdraw(start, request, tmp_path
     svc = await start(config)
     await svc.service.credits.stop()  # nothing charged meanwhile: the holds stay
     try:
-        svc.write("ada", "n.ipynb", "1")
+        svc.script("ada", "n.py", "1")
         answers = await asyncio.gather(*(submit(svc, "ada", "half") for _ in range(50)))
         codes = sorted(a.status_code for a in answers)
         # 1 credit each, 10 available: ten queued, forty refused
@@ -349,7 +349,7 @@ async def test_the_demo_with_credits_prices_its_gpus_and_pays_from_each_users_ac
         # bob was named nowhere: his own account is each_user's
         mine = (await accounts(svc, "bob"))["user:bob"]
         assert (mine["standing"], mine["available"]) == (CREDITS["each_user"],) * 2
-        svc.write("bob", "n.ipynb", "print(1)")
+        svc.script("bob", "n.py", "print(1)")
         answer = await submit(svc, "bob", "gpu")
         assert answer.status_code == 201, answer.text
         held = (await accounts(svc, "bob"))["user:bob"]["held"]

@@ -46,7 +46,7 @@ async def confirm(svc, user: str, code: str):
 
 
 async def submit_and_cancel(svc, user: str, name: str) -> str:
-    job = await svc.submit(user, "nb.ipynb", flavor="held", name=name)
+    job = await svc.submit(user, "nb.py", flavor="held", name=name)
     async with svc.client(user) as c:
         r = await c.post(f"jobs/{job['id']}/cancel")
     assert r.status_code in (200, 202), r.text
@@ -75,7 +75,7 @@ async def test_a_classmates_address_gets_one_confirmation_and_nothing_else(tmp_p
     port, inbox = smtp
     svc = await start_service(tmp_path, {**mail_only(port), "flavors": FLAVORS})
     try:
-        svc.write("ada", "nb.ipynb", "x = 1")
+        svc.script("ada", "nb.py", "x = 1")
         saved = await put(svc, "ada", email="bob@uni.example", on=["cancelled"])
         again = await put(svc, "ada", email="bob@uni.example", on=["cancelled"])
         for n in range(15):
@@ -107,7 +107,7 @@ async def test_the_code_mailed_to_an_address_confirms_it_and_job_mail_follows(tm
     port, inbox = smtp
     svc = await start_service(tmp_path, {**mail_only(port), "flavors": FLAVORS})
     try:
-        svc.write("ada", "nb.ipynb", "x = 1")
+        svc.script("ada", "nb.py", "x = 1")
         assert (await put(svc, "ada", email="Ada@uni.example", on=["cancelled"])).status_code == 200
         [asked] = await wait_until(lambda: inbox.mails)
         code = CODE.search(text_of(asked)).group(1)
@@ -161,7 +161,7 @@ async def test_past_the_rate_limit_messages_wait_and_go_as_one_summary(tmp_path,
     limit = {"rate_limit": {"messages": 3, "period": "1h"}}
     svc = await start_service(tmp_path, {**mail_only(port, **limit), "flavors": FLAVORS})
     try:
-        svc.write("ada", "nb.ipynb", "x = 1")
+        svc.script("ada", "nb.py", "x = 1")
         owned(svc, "ada", "ada@uni.example")
         assert (await put(svc, "ada", email="ada@uni.example", on=["cancelled"])).is_success
         for n in range(8):

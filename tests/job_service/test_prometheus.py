@@ -125,8 +125,8 @@ async def test_an_admins_scrape_counts_the_jobs_the_database_holds(svc):
 
 
 async def test_a_started_job_is_observed_in_the_wait_and_dispatch_histograms(svc):
-    svc.write("ada", "a.ipynb", "1")
-    job = await svc.submit("ada", "a.ipynb", "cpu")
+    svc.script("ada", "a.py", "1")
+    job = await svc.submit("ada", "a.py", "cpu")
     await svc.wait("ada", job["id"])
 
     families = parsed(await scrape(svc, "root"))
@@ -143,8 +143,8 @@ async def test_a_start_the_backend_refuses_is_counted(svc):
         raise RuntimeError("the cluster said no")
 
     svc.service.backend.start = refuse  # type: ignore[method-assign]
-    svc.write("ada", "a.ipynb", "1")
-    job = await svc.submit("ada", "a.ipynb", "gpu")
+    svc.script("ada", "a.py", "1")
+    job = await svc.submit("ada", "a.py", "gpu")
     assert (await svc.wait("ada", job["id"]))["state"] == "failed"
 
     families = parsed(await scrape(svc, "root"))
@@ -234,8 +234,8 @@ def dashboard_metric_names() -> set[str]:
 
 
 async def test_the_grafana_dashboard_queries_only_what_the_service_exports(svc):
-    svc.write("ada", "a.ipynb", "1")
-    await svc.wait("ada", (await svc.submit("ada", "a.ipynb", "cpu"))["id"])
+    svc.script("ada", "a.py", "1")
+    await svc.wait("ada", (await svc.submit("ada", "a.py", "cpu"))["id"])
     _, jobdir = insert_job(svc.service, "ada", flavor="gpu")
     write_status(jobdir / "status.json", telemetry=sample(datetime.now(timezone.utc), [50.0]))
     await svc.service.telemetry.collect()
