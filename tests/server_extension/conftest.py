@@ -34,13 +34,15 @@ class Server:
 
 
 #: ``jupyter server`` as nbjobs's own single-user servers start it (spawner/singleuser.py):
-#: jsonschema's optional format checkers declined first (job_runner/lean_imports.py), 1.4 s
-#: of CPU less for each of the two dozen servers these tests start; the extension under
-#: it is the same. Plain ``jupyter lab`` as a user types it is test_lab_standalone.py's.
+#: jsonschema's optional format checkers declined first (job_runner/lean_imports.py) and
+#: JupyterLab's question to yarn skipped, 2 s of CPU less for each of the servers these
+#: tests start; the extension under it is the same. Plain ``jupyter lab`` as a user types
+#: it is test_lab_standalone.py's.
 LEAN_SERVER = [
     sys.executable,
     "-c",
     "from nbjobs.job_runner.lean_imports import decline_format_checkers as d; d(); "
+    "from nbjobs.spawner.singleuser import skip_yarn_registry_lookup as y; y(); "
     "from jupyter_server.serverapp import main; main()",
 ]
 
