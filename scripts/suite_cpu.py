@@ -33,6 +33,9 @@ import psutil
 
 #: (a word in the command line, the kind it makes a process), first match wins
 KINDS = [
+    # before the runner's: the server-extension tests' servers' command line imports
+    # nbjobs.job_runner.lean_imports
+    ("jupyter_server.serverapp", "notebook server"),
     ("nbjobs.job_runner", "job runner"),
     ("ipykernel", "kernel"),
     ("spawner.singleuser", "notebook server"),
