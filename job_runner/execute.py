@@ -441,7 +441,13 @@ class NotebookJob:
                 mark_cell(self.nb, current, message + " (out of memory, a crash, or os._exit)")
                 return ExitCode.FAILED, message, CellError(current or 0, "DeadKernelError", message)
             exit_code, message = self.stop_reason
-            await self._interrupt_kernel(client)
+            if self.folder_room is not None and self.folder_room.full:
+                # killed, not interrupted: an interrupted kernel between two messages says
+                # so on its own stderr, which is the job's log, past the line ending it
+                with contextlib.suppress(Exception):
+                    await kill_now(client.km)
+            else:
+                await self._interrupt_kernel(client)
             mark_cell(self.nb, current, message)
             return exit_code, message, CellError(current or 0, exit_code.name, message)
         finally:
