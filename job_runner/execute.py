@@ -441,7 +441,7 @@ class NotebookJob:
                 mark_cell(self.nb, current, message + " (out of memory, a crash, or os._exit)")
                 return ExitCode.FAILED, message, CellError(current or 0, "DeadKernelError", message)
             exit_code, message = self.stop_reason
-            if self.folder_room is not None and self.folder_room.full:
+            if self.folder_room is not None and self.folder_room.full and client.km:
                 # killed, not interrupted: an interrupted kernel between two messages says
                 # so on its own stderr, which is the job's log, past the line ending it
                 with contextlib.suppress(Exception):
