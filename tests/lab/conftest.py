@@ -39,6 +39,7 @@ from playwright.sync_api import (
 
 from tests.machine import INSTANCE, this_runs
 from tests.ports import free_port
+from tests.waiting import wait_until_answering
 
 #: how long an assertion waits for the page to become what it expects: Playwright's 5 s
 #: held on a quiet machine, and a submit answered in 6 s at load 5 on two cores (four
@@ -187,17 +188,16 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    log.close()  # the hub writes to its own copy
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/hub/api/", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                raise RuntimeError((workdir / "jupyterhub.log").read_text()) from None
-            time.sleep(0.3)
+    wait_until_answering(
+        f"{url}/hub/api/",
+        ready=lambda answer: answer.ok,
+        process=proc,
+        log=workdir / "jupyterhub.log",
+        timeout=120,
+        interval=0.3,
+    )
     yield Hub(url, workdir)
     proc.send_signal(signal.SIGTERM)
     try:
@@ -205,7 +205,6 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    log.close()
 
 
 @contextlib.contextmanager

@@ -12,12 +12,13 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
+
+from tests.waiting import wait_until_answering
 
 from .conftest import ROOT, dismiss_news, free_port, shot
 from .test_lab_hub import JOB_TIMEOUT, job_row, jobs_panel, open_notebook, submit
@@ -51,15 +52,13 @@ def start_jupyter_lab(
     log.close()
     procs.append(proc)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((folder / "lab.log").read_text()) from None
-            time.sleep(0.3)
+    wait_until_answering(
+        f"{url}/api/status?token={token}",
+        ready=lambda answer: answer.ok,
+        process=proc,
+        log=folder / "lab.log",
+        interval=0.3,
+    )
     return f"{url}/lab?token={token}"
 
 
