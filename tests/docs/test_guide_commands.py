@@ -23,6 +23,7 @@ import requests
 import yaml
 from nbjobs.programs.demo import Ports, prepare
 
+from nbjobs.models import JobState
 from nbjobs.storage import escape_username
 
 from ..hub.hubproc import free_port, running_hub
@@ -183,7 +184,7 @@ class Hub:
         """Cancel the jobs a page's blocks submitted and left unfinished (its "to cancel"
         of 2000 steps, its three learning rates), so that the next page's ``--wait``
         does not queue behind them nor the run pay for them; ``$JOB`` has ended."""
-        unfinished = "pending_approval,queued,starting,running"
+        unfinished = ",".join(state.value for state in JobState if not state.final)
         for user, token in self.tokens.items():
             headers = {"Authorization": f"token {token}"}
             mine = requests.get(
