@@ -106,12 +106,17 @@ MACHINE_WIDE = (
     "tests/lab/test_lab_newcomer.py",  # runs `nbjobs demo`: its accounts too
 )
 
+#: folders whose test files share one hub and one browser (fixtures of package scope,
+#: tests/lab/one_hub.py): one worker runs each folder whole, its files one after the other
+ONE_HUB_FOLDERS = ("tests/lab/hub_notifications/", "tests/lab/hub_telemetry/")
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under ``--dist loadgroup`` each test file runs whole in one worker (its module
-    fixtures, a hub, the demo or a browser, start once), and the files in
-    :data:`MACHINE_WIDE` all in one worker, one after the other.
+    fixtures, a hub, the demo or a browser, start once), the files of each folder of
+    :data:`ONE_HUB_FOLDERS` in one worker (their package fixtures start once), and the
+    files in :data:`MACHINE_WIDE` all in one worker, one after the other.
 
     A scheduler of our own rather than ``xdist_group`` marks: pytest-xdist 3.8 groups
     marked tests by renaming their node ids, which pytest 9 ignores (its ids are
@@ -128,7 +133,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class FileOrMachineWide(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "machine-wide" if path in MACHINE_WIDE else path
+            if path in MACHINE_WIDE:
+                return "machine-wide"
+            return next((f for f in ONE_HUB_FOLDERS if path.startswith(f)), path)
 
     return FileOrMachineWide(config, log)
 

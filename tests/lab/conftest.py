@@ -274,12 +274,15 @@ def chromium(playwright: Playwright) -> Iterator[Browser]:
     machine, never share one. Each user of a test gets a context in it (cookies and
     storage of their own, see `user_context`) rather than a chromium of their own: a
     chromium's start, its GPU and network processes, are paid once."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser = playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-    )
+    browser = launch_chromium(playwright)
     yield browser
     browser.close()
+
+
+def launch_chromium(playwright: Playwright) -> Browser:
+    """Debian's chromium, headless, on a fresh profile of its own."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
 
 
 def user_context(chromium: Browser, height: int = 860) -> BrowserContext:
@@ -301,6 +304,12 @@ def browser(chromium: Browser) -> Iterator[BrowserContext]:
 @pytest.fixture(scope="module")
 def lab(hub: Hub, browser: BrowserContext) -> Page:
     """Ada, logged in through the hub's login page, in her JupyterLab."""
+    return log_in(hub, browser)
+
+
+def log_in(hub: Hub, browser: BrowserContext) -> Page:
+    """A new page of `browser`: Ada, logged in through the hub's login page, in her
+    JupyterLab."""
     page = browser.new_page()
     page.goto(f"{hub.url}/hub/login")
     page.fill("#username_input", "ada")

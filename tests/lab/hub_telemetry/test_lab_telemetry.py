@@ -12,53 +12,25 @@ service speaks its hint only for a job whose samples cover `telemetry.hint_after
 
 from __future__ import annotations
 
-import copy
-import json
 import re
-import shutil
 import sqlite3
-from collections.abc import Iterator
 
 import nbformat
 import pytest
 from playwright.sync_api import Locator, Page, Request, expect
 
-from .conftest import HUB_JOBS_CONFIG, ROOT, Hub, api_json, notebook, run_hub, shot
-from .test_lab_hub import API, job_row, jobs_panel, submit_by_api
+from ..conftest import Hub, api_json, notebook, shot
+from ..test_lab_hub import API, job_row, jobs_panel, submit_by_api
+from .conftest import GPU_JOB_SECONDS
 
-#: the GPU job's run: over the samples the service's hint needs (hint_after: 15s here)
-GPU_JOB_SECONDS = 40
 #: kernel start, cells, output, on two busy cores
 JOB_TIMEOUT = (GPU_JOB_SECONDS + 150) * 1000
-#: the stand-in GPU's utilisation, one reading every 2 s, over and over: 6 % on average
-UTILISATION = [2, 4, 12, 6, 3, 9, 1, 7, 5, 11]
-MEMORY_USED_MIB = [2900, 3000, 3300, 3150, 3050, 3400, 3200, 2950, 3100, 3250]
-T4 = {"name": "Tesla T4", "memory_mib": 15360}
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory) -> Iterator[Hub]:
-    """The test hub, its jobs sampled every second, its t4 jobs seeing stand-in T4s."""
-    nvml = tmp_path_factory.mktemp("stand-in-nvml")
-    shutil.copyfile(ROOT / "tests/job_runner/stand_ins/fake_pynvml.py", nvml / "pynvml.py")
-    readings = [
-        {"utilization": u, "memory_used_mib": m, "temperature": 41, "power_watts": 28}
-        for u, m in zip(UTILISATION, MEMORY_USED_MIB, strict=True)
-    ]
-    # As many as the local backend hands out (gpus 0-3): whichever the job gets answers.
-    devices = [
-        {**T4, "uuid": f"GPU-{i:08d}-stand-in", "readings": readings, "every": 2, "then": "cycle"}
-        for i in range(4)
-    ]
-    (nvml / "fake_nvml.json").write_text(json.dumps({"devices": devices}))
-    config = copy.deepcopy(HUB_JOBS_CONFIG)
-    config["telemetry"] = {"interval": "1s", "hint_after": "15s"}
-    for flavor in config["flavors"]:
-        if flavor["name"] == "t4":
-            flavor["env"] = {"PYTHONPATH": str(nvml)}
-
-    hubs = run_hub(tmp_path_factory.mktemp("hub"), config)
-    hub = next(hubs)
+@pytest.fixture
+def train(hub: Hub) -> None:
+    """Ada's train.ipynb: a stand-in GPU job of GPU_JOB_SECONDS whose memory grows
+    (written for this test: the schedules' pictures show her files without it)."""
     step = "ballast.append(bytes([1]) * 40_000_000)  # memory that grows\n"
     # CPU busy a tenth of it: readings that are not zero, without taking a core from
     # the tests beside it for ten seconds
@@ -72,8 +44,6 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
         ),
         hub.home("ada") / "train.ipynb",
     )
-    yield hub
-    next(hubs, None)  # stops it
 
 
 def warn(hub: Hub, job_id: str, text: str) -> None:
@@ -101,6 +71,7 @@ def fact(row: Locator, key: str) -> Locator:
 
 
 @pytest.mark.timeout(600)  # a GPU job of 40 s, on two busy cores
+@pytest.mark.usefixtures("train")
 def test_a_running_job_shows_live_readings_and_an_ended_one_its_summary_and_hint(
     lab: Page, hub: Hub
 ):

@@ -5,81 +5,16 @@ dialog; her mail server and a webhook she saves receive the end of her next job.
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 import time
-from collections.abc import Iterator
-from email import message_from_bytes
 from email.message import Message
 
-import pytest
-from aiosmtpd.controller import Controller
 from playwright.sync_api import Page, expect
 
-from .conftest import HUB_JOBS_CONFIG, Hub, api, free_port, run_hub, shot
-from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, submit_by_api, wait_for
-
-HOOK_PORT = free_port()
-SMTP_PORT = free_port()
-
-
-class Inbox:
-    mails: list[Message] = []
-
-    async def handle_DATA(self, server: object, session: object, envelope: object) -> str:
-        Inbox.mails.append(message_from_bytes(envelope.content))  # type: ignore[attr-defined]
-        return "250 OK"
-
-
-class Hook(http.server.BaseHTTPRequestHandler):
-    received: list[dict] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        Hook.received.append(json.loads(self.rfile.read(length)))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def hook() -> Iterator[list[dict]]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", HOOK_PORT), Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield Hook.received
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture(scope="module")
-def inbox() -> Iterator[list[Message]]:
-    controller = Controller(Inbox(), hostname="127.0.0.1", port=SMTP_PORT)
-    controller.start()
-    yield Inbox.mails
-    controller.stop()
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory, hook, inbox) -> Iterator[Hub]:
-    """The Lab tests' hub, with mail to uni.example and webhooks to the test's receiver."""
-    config = dict(HUB_JOBS_CONFIG)
-    config["notifications"] = {
-        "email": {
-            "smtp_host": "127.0.0.1",
-            "smtp_port": SMTP_PORT,
-            "from": "jobs@uni.example",
-            "security": "none",
-            "allowed_domains": ["uni.example"],
-        },
-        "webhook": {"allowed_hosts": [f"127.0.0.1:{HOOK_PORT}"], "allow_http": True},
-        "first_delay": "1s",
-    }
-    yield from run_hub(tmp_path_factory.mktemp("hub"), config)
+from ..conftest import api, shot
+from ..test_lab_hub import API, JOB_TIMEOUT, jobs_panel, submit_by_api, wait_for
+from .conftest import HOOK_PORT
 
 
 def open_dialog(lab: Page):

@@ -8,47 +8,10 @@ gets; the job's details say how many nodes it ran on; its log tab picks a rank's
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-
-import nbformat
-import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import HUB_JOBS_CONFIG, Hub, notebook, run_hub, shot
-from .test_lab_hub import JOB_TIMEOUT, job_row, open_notebook, submit_dialog, wait_for
-
-TWO_NODES = {
-    "name": "t4x2",
-    "display_name": "Two T4 nodes",
-    "gpus": 1,
-    "gpu_type": "T4",
-    "nodes": 2,
-    "cpu": "2",
-    "memory": "8Gi",
-    "time_limit": "30m",
-}
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory) -> Iterator[Hub]:
-    """The usual test hub with a flavor of two nodes (2 of its 4 GPUs), and a notebook
-    that says which rank runs it."""
-    config = copy.deepcopy(HUB_JOBS_CONFIG)
-    config["flavors"].append(TWO_NODES)
-    config["classes"][0]["flavors"].append(TWO_NODES["name"])
-    hubs = run_hub(tmp_path_factory.mktemp("hub"), config)
-    hub = next(hubs)
-    nbformat.write(
-        notebook(
-            "import os\n"
-            'print("hello from rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"],'
-            ' "via", os.environ["MASTER_ADDR"], flush=True)'
-        ),
-        hub.home("ada") / "ranks.ipynb",
-    )
-    yield hub
-    next(hubs, None)  # stops it
+from ..conftest import shot
+from ..test_lab_hub import JOB_TIMEOUT, job_row, open_notebook, submit_dialog, wait_for
 
 
 def test_a_job_on_two_nodes_is_described_submitted_and_each_ranks_log_read(lab: Page):

@@ -4,25 +4,14 @@ history, open its run's job, pause, resume and delete it."""
 
 from __future__ import annotations
 
-import copy
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import HUB_JOBS_CONFIG, Hub, api, run_hub, shot
-from .test_lab_hub import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
-
-
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory) -> Iterator[Hub]:
-    """The usual test hub, with webhooks set up: a definition's own notification settings
-    are offered only where the service can send something (none is sent here)."""
-    config = copy.deepcopy(HUB_JOBS_CONFIG)
-    config["notifications"] = {"webhook": {"allowed_hosts": ["127.0.0.1:9"], "allow_http": True}}
-    yield from run_hub(tmp_path_factory.mktemp("hub"), config)
+from ..conftest import Hub, api, shot
+from ..test_lab_hub import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
 
 
 def definition_settings(
