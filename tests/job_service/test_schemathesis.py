@@ -6,11 +6,18 @@ admin's token and then with none. It fails on any 5xx, any status the spec does
 not list for that operation, and any response whose body or content type is not
 what the spec says. Bounded: a fixed number of examples per operation, derandomized
 (the same requests every run), no shrinking.
+
+Generating a request costs more CPU than sending it, so each operation's requests are
+generated once per kind (positive, negative) and sent by every test that asks for that
+kind: derandomized, hypothesis would draw the very same ones again for each user.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
+import http.cookiejar
 import os
 import threading
 import time
@@ -21,11 +28,13 @@ from typing import Any
 
 import httpx
 import pytest
+import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core import NOT_SET
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -131,6 +140,37 @@ def cancel_every_job(svc: Service) -> None:
 STREAMS = {"GET /events"}
 
 
+@functools.cache
+def generated(
+    mode: GenerationMode, examples: int, only: frozenset[str] | None = None
+) -> dict[str, list[tuple[Any, int]]]:
+    """Every operation's (or those labelled in ``only``) ``examples`` generated requests,
+    each with a number 0-3 that ``prepare`` picks by; drawn once per process and kind:
+    the tests copy them before they change one."""
+    schema = schemathesis.openapi.from_path(str(SPEC_FILE))
+    found: dict[str, list[tuple[Any, int]]] = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if only is not None and operation.label not in only:
+            continue
+        if operation.label in STREAMS:
+            continue  # open for minutes by design: tests/job_service/test_events.py
+        found[operation.label] = _drawn(operation, mode, examples)
+    return found
+
+
+def _drawn(operation: Any, mode: GenerationMode, examples: int) -> list[tuple[Any, int]]:
+    drawn: list[tuple[Any, int]] = []
+
+    @bounded(examples)
+    @given(case=operation.as_strategy(generation_mode=mode), pick=st.integers(0, 3))
+    def draw(case: Any, pick: int) -> None:
+        drawn.append((case, pick))
+
+    draw()
+    return drawn
+
+
 def run_operations(
     base_url: str,
     mode: GenerationMode,
@@ -138,35 +178,56 @@ def run_operations(
     prepare: Callable[[Any, Any], None],
     checks: list[Any],
     only: set[str] | None = None,
+    sent: int | None = None,
 ) -> tuple[list[str], Counter[int]]:
     """Every operation (or those labelled in ``only``), ``examples`` generated requests
-    each; the failures, and how many requests got each status."""
-    schema = schemathesis.openapi.from_path(str(SPEC_FILE))
+    each (the first ``sent`` of them), sent as hypothesis would without shrinking (an
+    operation's first failure ends its requests); the failures, and how many requests
+    got each status."""
+    cases = generated(mode, examples, None if only is None else frozenset(only))
     failures: list[str] = []
     statuses: Counter[int] = Counter()
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        if only is not None and operation.label not in only:
-            continue
-        if operation.label in STREAMS:
-            continue  # open for minutes by design: tests/job_service/test_events.py
-
-        @bounded(examples)
-        @given(case=operation.as_strategy(generation_mode=mode), pick=st.integers(0, 3))
-        def check(case: Any, pick: int) -> None:
-            prepare(case, pick)
-            response = case.call_and_validate(base_url=base_url, checks=checks, timeout=30)
-            statuses[response.status_code] += 1
-
-        try:
-            check()
-        # every operation is tried and all failures reported (schemathesis reports its
-        # findings as a FailureGroup, a BaseExceptionGroup: not an Exception)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:
-            failures.append(f"{operation.label} ({mode.value}): {_described(exc)}")
+    with requests.Session() as session:
+        # one connection for all (kept alive), and no cookie carried from one to the next
+        session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        for label, drawn in cases.items():
+            for case, pick in drawn[:sent]:
+                case = fresh(case)
+                try:
+                    prepare(case, pick)
+                    response = case.call_and_validate(
+                        base_url=base_url, session=session, checks=checks, timeout=30
+                    )
+                # every operation is tried and all failures reported (schemathesis reports
+                # its findings as a FailureGroup, a BaseExceptionGroup: not an Exception)
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as exc:
+                    failures.append(f"{label} ({mode.value}): {_described(exc)}")
+                    break
+                statuses[response.status_code] += 1
     return failures, statuses
+
+
+def fresh(case: Any) -> Any:
+    """A copy of a generated request, for ``prepare`` to change."""
+    parts = {
+        "path_parameters": case.path_parameters,
+        "headers": case.headers,
+        "cookies": case.cookies,
+        "query": case.query,
+        "meta": case._meta,  # schemathesis' record of what it generated, checks read it
+    }
+    if case.body is not NOT_SET:
+        parts["body"] = case.body
+    return type(case)(
+        case.operation,
+        case.method,
+        case.path,
+        media_type=case.media_type,
+        multipart_content_types=case.multipart_content_types,
+        **copy.deepcopy(parts),
+    )
 
 
 def _described(exc: BaseException) -> str:
@@ -224,12 +285,14 @@ def test_without_a_token_every_request_is_a_401(service):
         if case.query:
             case.query.pop("token", None)
 
+    # the first five of the requests the admin's and ada's test sent, without a token
     failures, statuses = run_operations(
         svc.url + "api",
         GenerationMode.POSITIVE,
-        5,
+        EXAMPLES,
         prepare,
         [*CHECKS, schemathesis.check(only_401)],
+        sent=5,
     )
 
     assert failures == [], "\n\n".join(failures)
