@@ -34,26 +34,34 @@ def write_cells(
     path: Path, count: int, *, kernel: str = "python3", width: int = 120, indent: int | None = 1
 ) -> int:
     """A notebook of ``count`` small code cells at ``path``, JSON indented as Jupyter
-    writes it (``indent=None``: on one line); its size in bytes."""
-    cells = [
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "id": f"c{i}",
-            "metadata": {},
-            "outputs": [],
-            "source": [f"x = {i}\n", "# " + "a" * width + "\n"],
-        }
-        for i in range(count)
-    ]
+    writes it (``indent=None``: on one line); its size in bytes.
+
+    The bytes ``json.dumps`` gives the whole notebook, put together from one cell's text
+    with its number filled in: dumping 200 000 cells took 5 s of CPU."""
+    mark = "@@"
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": f"c{mark}",
+        "metadata": {},
+        "outputs": [],
+        "source": [f"x = {mark}\n", "# " + "a" * width + "\n"],
+    }
     nb = {
         "nbformat": 4,
         "nbformat_minor": 5,
         "metadata": {"kernelspec": {"name": kernel, "display_name": kernel, "language": "python"}},
-        "cells": cells,
+        "cells": ["<cells>"],
     }
+    begin, end = json.dumps(nb, indent=indent).split('"<cells>"')
+    one = json.dumps({**nb, "cells": [cell]}, indent=indent)[len(begin) : -len(end)]
+    between = json.dumps({**nb, "cells": [0, 0]}, indent=indent)[len(begin) + 1 : -len(end) - 1]
+    head, middle, tail = one.split(mark)
+    cells = between.join(f"{head}{i}{middle}{i}{tail}" for i in range(count))
+    if not count:
+        begin, cells, end = json.dumps({**nb, "cells": []}, indent=indent), "", ""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(nb, indent=indent))
+    path.write_text(begin + cells + end)
     return path.stat().st_size
 
 
