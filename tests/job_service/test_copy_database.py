@@ -2,8 +2,10 @@
 PostgreSQL, or another SQLite file) and a service on the new one answers as the old one
 did: the jobs, their usage and budgets, definitions and notification settings.
 
-The command runs as an admin runs it, a real process; the services are real, the
-PostgreSQL server too.
+The services are real, the PostgreSQL server too. The command runs as an admin runs it,
+a real process, in the first test; the others, about what it says and does rather than
+about its being a process, run its main in the test's process (a Python that imports
+SQLAlchemy costs over a second of CPU before it copies anything).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sqlalchemy
 from nbjobs.job_service import dbcopy
 from nbjobs.job_service.db import JobSample
 
+from tests.hub.hubproc import nbjobs_here
+
 from .conftest import new_postgres_database, record_gpu_time, stop_all, stop_service
 
 #: a week back: the jobs of the history are hours old
@@ -29,13 +33,19 @@ CLASS = {
 }
 
 
-def copy(*args: str) -> subprocess.CompletedProcess[str]:
+def copy_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``nbjobs copy-database`` with ``args``, a process of its own: what it said."""
     return subprocess.run(
         [sys.executable, "-m", "nbjobs.cli", "copy-database", *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def copy(*args: str) -> subprocess.CompletedProcess[str]:
+    """What :func:`copy_process` gives, from the command's main run in this process."""
+    return nbjobs_here("", "", "copy-database", *args)
 
 
 def rows_by_table(url: str) -> dict[str, int]:
@@ -111,7 +121,7 @@ async def test_sqlite_to_postgresql_keeps_what_users_see_and_new_rows_follow(
     before, made = await history(start)
     target = new_postgres_database(postgres_url, tmp_path, "c")
 
-    done = copy("--config", str(tmp_path / "nbjobs.yaml"), "--to", target)
+    done = copy_process("--config", str(tmp_path / "nbjobs.yaml"), "--to", target)
 
     assert done.returncode == 0, done.stderr
     source = rows_by_table(f"sqlite:///{tmp_path / 'jobs.sqlite'}")
