@@ -224,10 +224,12 @@ def test_an_account_an_older_nbjobs_made_is_kept_for_its_own_folder_only(prefix,
     useradd = ["useradd", "--no-create-home", "--home-dir", str(home), "--user-group"]
     subprocess.run([*useradd, "--comment", "nbjobs user ada", f"{prefix}ada"], check=True)
     settings = AccountsConfig(mode="create", prefix=prefix)
+    # instances of this test's own: a copy of it running beside marks accounts too
+    mine, other = f"nbjobs-{prefix}a", f"nbjobs-{prefix}b"
 
     with pytest.raises(AccountRefused, match="was made by an older nbjobs for the folder"):
-        account_for("ada", settings, tmp_path / "elsewhere" / "ada", instance="nbjobs-b")
-    assert account_for("ada", settings, home, instance="nbjobs-a") is not None
+        account_for("ada", settings, tmp_path / "elsewhere" / "ada", instance=other)
+    assert account_for("ada", settings, home, instance=mine) is not None
 
-    assert pwd.getpwnam(f"{prefix}ada").pw_gecos == "nbjobs user ada nbjobs-a"
-    assert accounts_made("nbjobs-a") == [f"{prefix}ada"]
+    assert pwd.getpwnam(f"{prefix}ada").pw_gecos == f"nbjobs user ada {mine}"
+    assert accounts_made(mine) == [f"{prefix}ada"]
