@@ -578,6 +578,9 @@ def test_ctrl_c_while_starting_stops_all_it_started(tmp_path):
     ports = {name: free_port() for name in names}
     command = [sys.executable, "-m", "nbjobs.cli", "demo", "--workdir", str(tmp_path)]
     command += [f"--{name}={port}" for name, port in ports.items()]
+    # control groups of its own (nbjobs-<prefix>): its stop removes its instance's empty
+    # ones, never those of the module's demo, another demo or a copy of this test beside it
+    command += [f"--prefix=c{uuid.uuid4().hex[:6]}-"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     demo_process = psutil.Process(proc.pid)
     # Interrupt once the hub has started its proxy and the job service, before it is up.
