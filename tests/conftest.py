@@ -87,23 +87,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-#: test files that change the machine itself (OS accounts: useradd locks /etc/passwd;
-#: control groups; a CPU share measured against wall time): under pytest-xdist they all
-#: run in one worker, one after the other
+#: test files that measure a CPU share against the clock: under pytest-xdist they run in
+#: one worker, one after the other, so that neither's spinners take the other's CPU. The
+#: rest need no such worker: their OS accounts, control-group parents and demos are named
+#: per run (a prefix of their own, tests.machine.INSTANCE), and useradd, userdel and
+#: groupadd wait their turn for /etc/passwd (glibc's lckpwdf, up to 15 s) instead of failing
 MACHINE_WIDE = (
-    "tests/common/test_accounts.py",
-    "tests/common/test_cgroups.py",
-    "tests/docs/test_guide_commands.py",  # the demo's accounts (demo-ada, ...)
-    "tests/hub/test_accounts_hub.py",
-    "tests/hub/test_demo.py",
-    "tests/hub/test_install.py",
-    "tests/hub/test_private_kernels.py",
-    "tests/job_service/test_deleted_user_account.py",
     "tests/job_service/test_job_cpu_share.py",  # spins on one CPU beside its jobs
-    "tests/job_service/test_job_environment.py",
-    "tests/job_service/test_job_isolation.py",
-    "tests/job_service/test_job_limits.py",
-    "tests/lab/test_lab_newcomer.py",  # runs `nbjobs demo`: its accounts too
+    "tests/job_service/test_job_limits.py",  # a job's share under its flavor's CPU limit
 )
 
 #: folders whose test files share one hub and one browser (fixtures of package scope,
@@ -140,15 +131,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FileOrMachineWide(config, log)
 
 
-#: how long a test file takes, roughly, by where it is: the machine-wide files together
-#: (one worker, one after the other: the run's longest share), then the files that start
-#: a browser and a hub, then those that start a hub or a service's jobs
-_LONGEST_FIRST = ("tests/lab/", "tests/hub/", "tests/kubernetes/", "tests/job_service/")
+#: how long a test file takes, roughly, by where it is: the guides' commands (a demo's hub
+#: and some forty jobs, one after the other: the run's longest file), then the files that
+#: start a browser and a hub, then those that start a hub or a service's jobs (the
+#: machine-wide files among them)
+_LONGEST_FIRST = (
+    "tests/docs/test_guide_commands.py",
+    "tests/lab/",
+    "tests/hub/",
+    "tests/kubernetes/",
+    "tests/job_service/",
+)
 
 
 def _expected_length(path: str) -> int:
-    if path in MACHINE_WIDE:
-        return 0
     return next(
         (rank for rank, where in enumerate(_LONGEST_FIRST, 1) if path.startswith(where)),
         len(_LONGEST_FIRST) + 1,
