@@ -4,7 +4,7 @@ test, which cost more CPU than the test itself.
 
 A package's conftest defines its own `hub` fixture, of package scope, and imports these::
 
-    from ..one_hub import browser, chromium, lab, playwright, starts_afresh  # noqa: F401
+    from ..one_hub import browser, chromium, folder, lab, playwright, starts_afresh  # noqa: F401
 
 Between two tests `starts_afresh` gives the next one what a hub of its own gave it: no
 jobs (cancelled and removed), none of the last test's output files in Ada's home, no
@@ -15,6 +15,7 @@ tests/conftest.py's scheduler sends such a folder whole to one worker (ONE_HUB_F
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -54,15 +55,30 @@ def lab(hub: Hub, browser: BrowserContext) -> Page:
     return log_in(hub, browser)
 
 
+@dataclass
+class Folder:
+    """What the folder's tests found: Ada's files before the first, the tests begun."""
+
+    first_files: set[Path]
+    begun: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="package")
+def folder(hub: Hub) -> Folder:
+    return Folder(set(hub.home("ada").iterdir()))
+
+
 @pytest.fixture(autouse=True)
-def starts_afresh(hub: Hub, lab: Page) -> Iterator[None]:
-    """After each test: its jobs stopped and removed, the files it made in Ada's home
-    removed, its notebooks' kernels stopped, and JupyterLab as it is after a login (the
-    next test's screenshots show its own jobs, files and kernels only, as they did on a
-    hub of its own)."""
+def starts_afresh(hub: Hub, lab: Page, folder: Folder, request: pytest.FixtureRequest) -> None:
+    """Before each test but the first (which has them from the start): no jobs (the last
+    test's stopped and removed), none of the files the tests made in Ada's home, no
+    kernel running, and JupyterLab as it is after a login; the test's screenshots show
+    its own jobs, files and kernels only, as they did on a hub of its own. Not after the
+    last test, whose page nobody looks at again."""
+    folder.begun.append(request.node.nodeid)
+    if len(folder.begun) == 1:
+        return  # the folder's first test, on the page the login opened
     home = hub.home("ada")
-    before = set(home.iterdir())
-    yield
     clear_jobs(lab)
     # the kernels of the notebooks it opened: the status bar counts them
     status, sessions = api(lab, "GET", "/user/ada/api/sessions")
@@ -70,7 +86,7 @@ def starts_afresh(hub: Hub, lab: Page) -> Iterator[None]:
     assert isinstance(sessions, list), sessions
     for session in sessions:
         api(lab, "DELETE", f"/user/ada/api/sessions/{session['id']}")
-    for made in set(home.iterdir()) - before:
+    for made in set(home.iterdir()) - folder.first_files:
         if made.is_file() and not made.name.startswith("."):
             made.unlink()
     # ?reset: the default layout (the file browser, no notebook open), not the last one

@@ -22,7 +22,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from ..conftest import HUB_JOBS_CONFIG, Hub, free_port, notebook, run_hub
-from ..one_hub import browser, chromium, lab, playwright, starts_afresh  # noqa: F401
+from ..one_hub import browser, chromium, folder, lab, playwright, starts_afresh  # noqa: F401
 
 HOOK_PORT = free_port()
 SMTP_PORT = free_port()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..conftest import HUB_JOBS_CONFIG, ROOT, Hub, run_hub
-from ..one_hub import browser, chromium, lab, playwright, starts_afresh  # noqa: F401
+from ..one_hub import browser, chromium, folder, lab, playwright, starts_afresh  # noqa: F401
 
 #: the GPU job's run: over the samples the service's hint needs (hint_after: 15s here)
 GPU_JOB_SECONDS = 40
