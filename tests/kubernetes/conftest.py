@@ -4,7 +4,6 @@ of every API call the backend made in this session (checked against the shipped 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +17,7 @@ from nbjobs.job_service.backends.kubernetes import KubernetesBackend
 from nbjobs.config import NbjobsConfig
 from tests.job_service.conftest import (
     Service,
+    new_database,
     new_postgres_database,
     postgres_url,  # noqa: F401 (a fixture)
     stop_service,
@@ -156,9 +156,8 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     each test's anew took a quarter of the service tests' CPU; tests/job_service tests
     the migrations themselves)."""
     if request.param == "sqlite":
-        path = tmp_path / "jobs.sqlite"
-        shutil.copyfile(request.getfixturevalue("_migrated_sqlite"), path)
-        return f"sqlite:///{path}"
+        new_database(tmp_path / "jobs.sqlite")
+        return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
     import sqlalchemy
 
     server = request.getfixturevalue("postgres_url")
@@ -172,28 +171,16 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def _migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("migrated") / "jobs.sqlite"
-    _migrate(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture(scope="session")
 def _migrated_postgres(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> str:
     """The name of a database at the newest schema, for ``CREATE DATABASE ... TEMPLATE``."""
     server = request.getfixturevalue("postgres_url")
+    from nbjobs.job_service.db import connect, engine_of
+
     url = new_postgres_database(server, tmp_path_factory.mktemp("migrated"), "template")
-    _migrate(url)
+    engine_of(connect(url)).dispose()  # a template database must have no one connected
     return url.rsplit("/", 1)[1]
-
-
-def _migrate(url: str) -> None:
-    from nbjobs.job_service.db import connect
-
-    engine = connect(url).kw["bind"]
-    engine.dispose()  # a template database must have no one connected
 
 
 #: the job database of the running service test (see ``running_services``)
