@@ -37,12 +37,11 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbjobs.job_runner.lean_imports import decline_format_checkers
 
 from nbjobs.cgroups import human_bytes
-from nbjobs.config import LimitsConfig
 
 from .errors import Busy, Invalid, ServiceError, TooLarge
 
@@ -54,6 +53,9 @@ SMALL_AT_ONCE = 4
 #: CPU seconds one check in a worker may take (a 100 MiB notebook takes well under)
 CHECK_CPU_SECONDS = 600
 _WORKER = "nbjobs.job_service.notebooks"
+
+if TYPE_CHECKING:  # the worker, a process per check, never imports the config's models
+    from nbjobs.config import LimitsConfig
 #: how much of a notebook is written to the worker's pipe at a time
 _CHUNK = 1024 * 1024
 
