@@ -116,6 +116,9 @@ def main() -> int:
         text=True,
     ).stdout.strip()
     base = Path(tempfile.mkdtemp(prefix="ci-repeat-"))
+    # open to all, as a checkout is: the tests run jobs, checks and servers under OS
+    # accounts of their own, which must reach the clone's .venv (mkdtemp makes it 0700)
+    base.chmod(0o755)
     print(
         f"{args.runs} runs of .ci/run on {rev[:10]} in {base} ({os.cpu_count()} cores)", flush=True
     )
