@@ -326,15 +326,18 @@ def _postgres_bin() -> Path | None:
     return found[-1].parent if found else None
 
 
-def new_postgres_database(server_url: str, tmp_path: Path, prefix: str = "t") -> str:
-    """A new, empty database on the test session's PostgreSQL server, named after the
-    test's folder; its URL."""
+def new_postgres_database(
+    server_url: str, tmp_path: Path, prefix: str = "t", template: str | None = None
+) -> str:
+    """A new database on the test session's PostgreSQL server, named after the test's
+    folder: empty, or a copy of the database named ``template``; its URL."""
     import sqlalchemy
 
     name = f"{prefix}_{tmp_path.name.lower().replace('-', '_')[:40]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     engine = sqlalchemy.create_engine(server_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"{copy}'))
     engine.dispose()
     return server_url.rsplit("/", 1)[0] + f"/{name}"
 

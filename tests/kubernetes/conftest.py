@@ -158,16 +158,9 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         new_database(tmp_path / "jobs.sqlite")
         return f"sqlite:///{tmp_path / 'jobs.sqlite'}"
-    import sqlalchemy
-
     server = request.getfixturevalue("postgres_url")
     template = request.getfixturevalue("_migrated_postgres")
-    name = f"d_{tmp_path.name.lower().replace('-', '_')[:40]}"
-    engine = sqlalchemy.create_engine(server, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    engine.dispose()
-    return server.rsplit("/", 1)[0] + f"/{name}"
+    return new_postgres_database(server, tmp_path, "d", template)
 
 
 @pytest.fixture(scope="session")
