@@ -19,6 +19,7 @@ whose new process or thread the kernel refused for passing its task limit.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -158,7 +159,12 @@ class LocalCPUSpawner(LocalProcessSpawner):
         self.runtime_folder = state.get("nbjobs_runtime_folder", "")
 
     def clear_state(self) -> None:
+        """The server is gone (stopped, or found dead by a poll): its runtime folder goes
+        with it. JupyterHub's poll clears the state as soon as it sees the process end,
+        before :meth:`stop` returns, so the folder is removed here, not after the stop
+        (it was forgotten there: one folder left under /run for every server stopped)."""
         super().clear_state()
+        remove_server_runtime(self.runtime_folder)
         self.runtime_folder = ""
 
     async def move_certs(self, paths: dict[str, str]) -> dict[str, str]:
@@ -297,16 +303,17 @@ class LocalCPUSpawner(LocalProcessSpawner):
                 self._say_out_of_memory(group, "a process of")
             self._say_task_limit(group)
         elif group is not None:
-            self._say_why_it_stopped(group)
+            await asyncio.to_thread(self._say_why_it_stopped, group)
         return status
 
     async def stop(self, now: bool = False) -> None:
         await super().stop(now=now)
-        remove_server_runtime(self.runtime_folder)
+        remove_server_runtime(self.runtime_folder)  # if no poll saw it end (clear_state)
         self.runtime_folder = ""
         group = self.group or self._existing_group()
         if group is not None:
-            self._say_why_it_stopped(group)
+            # a kernel's grace and the group's removal wait: not on the hub's event loop
+            await asyncio.to_thread(self._say_why_it_stopped, group)
 
     def _say_out_of_memory(self, group: Group, what: str) -> None:
         limit = group.memory_limit()

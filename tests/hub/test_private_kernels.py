@@ -205,3 +205,15 @@ def test_another_account_hears_nothing_of_a_kernel_while_it_prints(accounts_hub)
     assert kernel_folder.startswith("/run/nbjobs/servers/")
     runtime = Path(kernel_folder).parent
     assert (runtime.stat().st_uid, runtime.stat().st_mode & 0o777) == (owner.pw_uid, 0o700)
+
+    # stopped through the hub, the server leaves no runtime folder behind (each stop once
+    # left one under /run, forgotten when the hub's poll saw the process end)
+    stopped = s.delete(
+        f"{url}/hub/api/users/ada/server", headers={"X-XSRFToken": xsrf(s, "/hub/")}
+    )
+    assert stopped.status_code in (202, 204), stopped.text
+    deadline = time.monotonic() + 90
+    while s.get(f"{url}/hub/api/users/ada").json()["servers"]:
+        assert time.monotonic() < deadline, "ada's server did not stop"
+        time.sleep(0.5)
+    assert not runtime.exists(), f"{runtime} outlived its server"
