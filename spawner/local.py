@@ -71,6 +71,14 @@ class LocalCPUSpawner(LocalProcessSpawner):
         # jupyterhub-singleuser without jsonschema's IRI grammar: 1.4 s of CPU less per start
         return [sys.executable, "-m", "nbjobs.spawner.singleuser"]
 
+    @default("http_timeout")
+    def _default_http_timeout(self) -> int:
+        """Two minutes for a started server to answer (JupyterHub's own default, 30 s, is
+        for a quiet machine): a class that logs in at once shares this machine's cores,
+        each server's start is 2-3 s of CPU (its imports) under its CPU limit, and one
+        that answers late was failed as "took too long to respond" (seen at load 15)."""
+        return 120
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not self.server_token_scopes:  # type: ignore[has-type]

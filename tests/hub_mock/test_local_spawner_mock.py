@@ -122,3 +122,21 @@ async def test_a_spawned_server_is_cpu_only_and_serves_the_users_folder(app, nbj
         assert time.monotonic() < deadline, f"the hub's stop has not ended: {running(process)}"
         await asyncio.sleep(0.3)
     assert not running(process), "the server process outlived its stop"
+
+
+async def test_a_server_that_answers_after_half_a_minute_still_starts(app):
+    """A busy machine (a class logging in at once) can take a server more than JupyterHub's
+    30 s to answer: the hub waits for it rather than failing the start. The server's
+    command waits 35 s before it starts the server (the hub's own command, exec'd)."""
+    name = "slow.starter"
+    user_api = ("users", name)
+    assert (await api_request(app, *user_api, method="post")).status_code == 201
+    spawner = app.users[name].spawner
+    assert isinstance(spawner, LocalCPUSpawner)
+    spawner.cmd = ["bash", "-c", 'sleep 35; exec "$0" "$@"', *spawner.cmd]
+    started = await api_request(app, *user_api, "server", method="post")
+    assert started.status_code in (201, 202), started.text
+    model = await wait_ready(app, name)
+    assert model["servers"][""]["ready"]
+    stopped = await api_request(app, *user_api, "server", method="delete")
+    assert stopped.status_code in (202, 204), stopped.text
