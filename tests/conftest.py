@@ -99,7 +99,11 @@ MACHINE_WIDE = (
 
 #: folders whose test files share one hub and one browser (fixtures of package scope,
 #: tests/lab/one_hub.py): one worker runs each folder whole, its files one after the other
-ONE_HUB_FOLDERS = ("tests/lab/hub_notifications/", "tests/lab/hub_telemetry/")
+ONE_HUB_FOLDERS = (
+    "tests/lab/hub_notifications/",
+    "tests/lab/hub_student/",
+    "tests/lab/hub_telemetry/",
+)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -22,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
 from .conftest import CHROMIUM, Hub, api, launch_chromium, log_in, user_context
-from .test_lab_hub import clear_jobs
+from .steps import clear_jobs
 
 
 @pytest.fixture(scope="package")

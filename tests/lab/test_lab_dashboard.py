@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 import nbformat
 import pytest
-from nbjobs.programs.demo import PASSWORD
 from playwright.sync_api import Browser, Page, expect
 
 from .conftest import (
@@ -31,9 +30,16 @@ from .conftest import (
     standalone_service,
     user_context,
 )
-from .test_lab_hub import API, jobs_panel, open_notebook, submit_by_api, submit_dialog, wait_for
-
-DASHBOARD = "/services/nbjobs/"
+from .steps import (
+    API,
+    DASHBOARD,
+    jobs_panel,
+    open_notebook,
+    submit_by_api,
+    submit_dialog,
+    user_logged_in,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,31 +59,14 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
     yield from run_hub(tmp_path_factory.mktemp("hub"), config)
 
 
-def log_in(chromium: Browser, hub: Hub, user: str, then: str = DASHBOARD) -> Iterator[Page]:
-    """``user`` in a browser of their own (their own cookies: a context of the module's
-    chromium), logged in at the hub's login page and taken from there to ``then`` (the
-    dashboard by default: a user whose JupyterLab no test opens has no server started
-    and no Lab loaded for nothing)."""
-    context = user_context(chromium, height=1000)
-    page = context.new_page()
-    page.goto(f"{hub.url}/hub/login?next={quote(then)}")
-    page.fill("#username_input", user)
-    page.fill("#password_input", PASSWORD)
-    page.click("#login_submit")
-    # the whole way there (the hub's OAuth for the dashboard), before a test goes on
-    page.wait_for_url(re.compile(f".*{re.escape(then)}([?#].*)?$"), timeout=120_000)
-    yield page
-    context.close()
-
-
 @pytest.fixture(scope="module")
 def admin(hub: Hub, chromium: Browser) -> Iterator[Page]:
-    yield from log_in(chromium, hub, "admin")
+    yield from user_logged_in(chromium, hub, "admin")
 
 
 @pytest.fixture(scope="module")
 def teacher(hub: Hub, chromium: Browser) -> Iterator[Page]:
-    yield from log_in(chromium, hub, "tess")
+    yield from user_logged_in(chromium, hub, "tess")
 
 
 def card(page: Page, title: str):

@@ -23,8 +23,16 @@ from playwright.sync_api import Browser, Page, expect
 from tests.ports import free_port
 
 from .conftest import ARTIFACTS, Hub, api, shot
-from .test_lab_dashboard import DASHBOARD, log_in
-from .test_lab_hub import API, JOB_TIMEOUT, job_row, jobs_panel, open_notebook, wait_for
+from .steps import (
+    API,
+    DASHBOARD,
+    JOB_TIMEOUT,
+    job_row,
+    jobs_panel,
+    open_notebook,
+    user_logged_in,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +230,7 @@ def test_every_role_tries_its_flow_in_the_demo(lab: Page, hub: Hub, chromium: Br
     dialog.locator("button", has_text="Cancel").click()
     expect(dialog).to_be_hidden()
 
-    for tess in log_in(chromium, hub, "tess"):
+    for tess in user_logged_in(chromium, hub, "tess"):
         # her class: the hub's, so hers to change, with its budget
         tess.goto(hub.url + DASHBOARD + "#classes")
         demo = tess.locator("section[aria-label='Class demo-class']")

@@ -21,7 +21,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 from tests.waiting import wait_until_answering
 
 from .conftest import ROOT, dismiss_news, free_port, shot
-from .test_lab_hub import JOB_TIMEOUT, job_row, jobs_panel, open_notebook, submit
+from .steps import JOB_TIMEOUT, job_row, jobs_panel, open_notebook, submit
 
 
 def start_jupyter_lab(

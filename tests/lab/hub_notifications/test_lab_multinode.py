@@ -11,7 +11,7 @@ from __future__ import annotations
 from playwright.sync_api import Page, expect
 
 from ..conftest import shot
-from ..test_lab_hub import JOB_TIMEOUT, job_row, open_notebook, submit_dialog, wait_for
+from ..steps import JOB_TIMEOUT, job_row, open_notebook, submit_dialog, wait_for
 
 
 def test_a_job_on_two_nodes_is_described_submitted_and_each_ranks_log_read(lab: Page):

@@ -13,7 +13,7 @@ from email.message import Message
 from playwright.sync_api import Page, expect
 
 from ..conftest import api, shot
-from ..test_lab_hub import API, JOB_TIMEOUT, jobs_panel, submit_by_api, wait_for
+from ..steps import API, JOB_TIMEOUT, jobs_panel, submit_by_api, wait_for
 from .conftest import HOOK_PORT
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from playwright.sync_api import Page, expect
 
 from ..conftest import Hub, api, shot
-from ..test_lab_hub import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
+from ..steps import API, JOB_TIMEOUT, jobs_panel, open_notebook, wait_for
 
 
 def definition_settings(

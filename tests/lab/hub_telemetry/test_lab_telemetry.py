@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import Locator, Page, Request, expect
 
 from ..conftest import Hub, api_json, notebook, shot
-from ..test_lab_hub import API, job_row, jobs_panel, submit_by_api
+from ..steps import API, job_row, jobs_panel, submit_by_api
 from .conftest import GPU_JOB_SECONDS
 
 #: kernel start, cells, output, on two busy cores
