@@ -57,6 +57,9 @@ def start_jupyter_lab(
         ready=lambda answer: answer.ok,
         process=proc,
         log=folder / "lab.log",
+        # a plain `jupyter lab` imports more than the servers nbjobs starts; at a CI run's
+        # peak load (19 on two cores) one printed nothing in its first 60 s
+        timeout=120,
         interval=0.3,
     )
     return f"{url}/lab?token={token}"
