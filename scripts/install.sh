@@ -17,15 +17,11 @@ done
 python=${PYTHON:-python3}
 # As root, notebook servers and jobs run under each user's own OS account, so the
 # venv's interpreter must be one every account may start: a Python under /root (pyenv,
-# say) is closed to them. Use the system's instead, and say so.
-if [ "$(id -u)" = 0 ] && [ -z "${PYTHON:-}" ] && command -v setpriv >/dev/null \
-    && ! setpriv --reuid=65534 --regid=65534 --clear-groups "$(command -v "$python")" -c "" 2>/dev/null; then
-    if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys; assert sys.version_info >= (3, 10)' 2>/dev/null; then
-        echo "==> $(command -v "$python") lies where users' accounts cannot start it; using /usr/bin/python3"
-        python=/usr/bin/python3
-        if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-        fi
+# say) is closed to them; scripts/python_for_accounts.sh picks the system's instead.
+if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ]; then
+    python=$(scripts/python_for_accounts.sh "$python")
+    if [ "$python" = /usr/bin/python3 ] && ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
     fi
 fi
 if [ ! -x .venv/bin/python ]; then
