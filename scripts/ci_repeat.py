@@ -11,10 +11,9 @@ summary, the wall time and the machine's load (mean and peak of the one-minute l
 average, read every 10 s); the end says how many were green. A red run's log is kept
 and named; green runs' folders are removed.
 
-Start it with the checkout's venv active (``. .venv/bin/activate``): under pyenv's Python
-the clones' installs made their venvs on an interpreter under /root that the tests' OS
-accounts could not start, although the install's check for that passed (not yet
-explained; the note of 2026-11-30).
+Each clone's install picks the interpreter of its venv as a fresh checkout's does
+(scripts/python_for_accounts.sh: one the tests' OS accounts can start), whatever Python
+this is run with.
 """
 
 from __future__ import annotations
