@@ -208,9 +208,7 @@ def test_another_account_hears_nothing_of_a_kernel_while_it_prints(accounts_hub)
 
     # stopped through the hub, the server leaves no runtime folder behind (each stop once
     # left one under /run, forgotten when the hub's poll saw the process end)
-    stopped = s.delete(
-        f"{url}/hub/api/users/ada/server", headers={"X-XSRFToken": xsrf(s, "/hub/")}
-    )
+    stopped = s.delete(f"{url}/hub/api/users/ada/server", headers={"X-XSRFToken": xsrf(s, "/hub/")})
     assert stopped.status_code in (202, 204), stopped.text
     deadline = time.monotonic() + 90
     while s.get(f"{url}/hub/api/users/ada").json()["servers"]:

@@ -59,6 +59,16 @@ async def wait_ready(app, name: str) -> dict:
         await asyncio.sleep(0.3)
 
 
+async def wait_stopped(app, name: str, process: psutil.Process) -> None:
+    """Until the hub says the user's server stopped: once its spawner's stop has returned
+    (interrupt, terminate, kill, each with its wait), after the answer to the DELETE when
+    that takes over 10 s."""
+    deadline = time.monotonic() + 120
+    while (await api_request(app, "users", quote(name, safe=""))).json()["servers"]:
+        assert time.monotonic() < deadline, f"the hub's stop has not ended: {running(process)}"
+        await asyncio.sleep(0.3)
+
+
 def running(process: psutil.Process) -> bool:
     """Whether the process still runs (not ended, and not an unreaped zombie)."""
     try:
@@ -115,12 +125,7 @@ async def test_a_spawned_server_is_cpu_only_and_serves_the_users_folder(app, nbj
     # stopping it through the hub ends the process
     stopped = await api_request(app, *user_api, "server", method="delete")
     assert stopped.status_code in (202, 204), stopped.text
-    # the hub says the server stopped once its spawner's stop has returned (interrupt,
-    # terminate, kill: each with its wait); the process is gone by then
-    deadline = time.monotonic() + 120
-    while (await api_request(app, *user_api)).json()["servers"]:
-        assert time.monotonic() < deadline, f"the hub's stop has not ended: {running(process)}"
-        await asyncio.sleep(0.3)
+    await wait_stopped(app, NAME, process)
     assert not running(process), "the server process outlived its stop"
 
 
@@ -138,5 +143,7 @@ async def test_a_server_that_answers_after_half_a_minute_still_starts(app):
     assert started.status_code in (201, 202), started.text
     model = await wait_ready(app, name)
     assert model["servers"][""]["ready"]
+    process = psutil.Process(spawner.pid)
     stopped = await api_request(app, *user_api, "server", method="delete")
     assert stopped.status_code in (202, 204), stopped.text
+    await wait_stopped(app, name, process)
