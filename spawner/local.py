@@ -316,8 +316,7 @@ class LocalCPUSpawner(LocalProcessSpawner):
 
     async def stop(self, now: bool = False) -> None:
         await super().stop(now=now)
-        remove_server_runtime(self.runtime_folder)  # if no poll saw it end (clear_state)
-        self.runtime_folder = ""
+        # the runtime folder goes in clear_state, which JupyterHub calls after every stop
         group = self.group or self._existing_group()
         if group is not None:
             # a kernel's grace and the group's removal wait: not on the hub's event loop
