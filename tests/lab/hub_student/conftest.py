@@ -1,6 +1,6 @@
 """One hub and one browser for the Lab tests of a student's day (the panel, the dialog,
-her jobs and their lists), as `nbjobs demo` runs the hub: the two files share them as
-the one file they were did (tests/conftest.py sends the folder whole to one worker).
+her jobs and their lists), as `nbjobs demo` runs the hub: the two files share them, as
+the one file they came from did (tests/conftest.py sends the folder whole to one worker).
 
 No `starts_afresh` here: each test sets up the jobs it needs itself, and the lists'
 tests look through the jobs their first test made.
