@@ -14,7 +14,9 @@ test) is JupyterHub's.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +30,7 @@ from traitlets.config import Config
 # kubernetes_asyncio reads $KUBECONFIG when kubespawner is imported; point it at a
 # cluster that is not there (no test here talks to a Kubernetes API server).
 _KUBE_FOLDER = tempfile.mkdtemp(prefix="nbjobs-kube-")
+atexit.register(shutil.rmtree, _KUBE_FOLDER, ignore_errors=True)
 os.environ["KUBECONFIG"] = os.path.join(_KUBE_FOLDER, "config")
 with open(os.environ["KUBECONFIG"], "w") as _f:
     yaml.safe_dump(

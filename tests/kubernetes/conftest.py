@@ -4,6 +4,8 @@ of every API call the backend made in this session (checked against the shipped 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +32,7 @@ RBAC_FILE = ROOT / "hub_config" / "examples" / "kubernetes" / "rbac.yaml"
 NAMESPACE = "gpu-jobs"
 #: the shared storage as the service sees it (the runner writes each job's log there)
 STORAGE_ROOT = Path(tempfile.mkdtemp(prefix="nbjobs-k8s-storage-"))
+atexit.register(shutil.rmtree, STORAGE_ROOT, ignore_errors=True)
 
 #: every (verb, API group, resource) any backend of this session sent
 SENT: set[tuple[str, str, str]] = set()

@@ -4,7 +4,9 @@ $KUBECONFIG when it is imported, so this is set before the tests import it."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import yaml
@@ -19,6 +21,7 @@ KUBECONFIG = {
 }
 
 _folder = tempfile.mkdtemp(prefix="nbjobs-kube-")
+atexit.register(shutil.rmtree, _folder, ignore_errors=True)
 os.environ["KUBECONFIG"] = os.path.join(_folder, "config")
 with open(os.environ["KUBECONFIG"], "w") as _f:
     yaml.safe_dump(KUBECONFIG, _f)
