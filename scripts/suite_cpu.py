@@ -20,6 +20,7 @@ files took, which one worker runs one after the other) and the files that took l
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -184,6 +185,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--by-test", action="store_true", help="as --by-file, by test rather than by file"
     )
+    parser.add_argument(
+        "--dump", metavar="FILE", help="also write the CPU by file (or test) and kind as JSON"
+    )
     parser.add_argument("command", nargs="*", help="after --: what to run (the suite)")
     args = parser.parse_args(argv)
     command = args.command or DEFAULT
@@ -216,6 +220,10 @@ def main(argv: list[str]) -> int:
     if args.by_file:
         print_by_file(by_file, total)
         timeline.print(end, machine_wide())
+    if args.dump:
+        rows = [[name, kind, round(cpu, 2)] for (name, kind), cpu in by_file.most_common()]
+        with open(args.dump, "w") as out:
+            json.dump({"kinds": used, "seen": seen, "by_file": rows}, out, indent=0)
     return code
 
 
