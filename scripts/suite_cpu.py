@@ -15,6 +15,8 @@ was running) and prints the files that
 cost most, each with the three kinds of process that cost it most; then each worker's
 wall time (from its first file to its last one's end, and how much of it the machine-wide
 files took, which one worker runs one after the other) and the files that took longest.
+``--dump FILE`` also writes the CPU by file (or test) and kind as JSON, to read any kind's
+files, not only the three costliest of each.
 """
 
 from __future__ import annotations

@@ -14,11 +14,8 @@ test) is JupyterHub's.
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -29,21 +26,9 @@ from traitlets.config import Config
 
 # kubernetes_asyncio reads $KUBECONFIG when kubespawner is imported; point it at a
 # cluster that is not there (no test here talks to a Kubernetes API server).
-_KUBE_FOLDER = tempfile.mkdtemp(prefix="nbjobs-kube-")
-atexit.register(shutil.rmtree, _KUBE_FOLDER, ignore_errors=True)
-os.environ["KUBECONFIG"] = os.path.join(_KUBE_FOLDER, "config")
-with open(os.environ["KUBECONFIG"], "w") as _f:
-    yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:6443"}}],
-            "users": [{"name": "none", "user": {"token": "unused"}}],
-            "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
-            "current-context": "none",
-        },
-        _f,
-    )
+from tests.machine import kubeconfig_to_no_cluster
+
+kubeconfig_to_no_cluster()
 
 # as every hub nbjobs starts (hub_config/run.py): jsonschema's optional format checkers
 # declined before JupyterHub imports it (the IRI grammar alone is 6 s of this run's CPU)

@@ -4,7 +4,6 @@ running real job_runner processes with real kernels. Tokens stand in for the hub
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import shutil
 import tempfile
@@ -32,7 +31,7 @@ from tornado.httpserver import HTTPServer
 
 from nbjobs.config import parse_config
 from nbjobs.storage import user_folder
-from tests.machine import INSTANCE, this_runs
+from tests.machine import INSTANCE, scratch_folder, this_runs
 from tests.ports import free_port
 
 TOKENS = {
@@ -165,9 +164,7 @@ def new_database(path: Path) -> None:
     from nbjobs.job_service.db import connect, engine_of
 
     if not _TEMPLATE:
-        folder = Path(tempfile.mkdtemp(prefix="nbjobs-template-db-"))
-        atexit.register(shutil.rmtree, folder, True)
-        made = folder / "jobs.sqlite"
+        made = scratch_folder("nbjobs-template-db-") / "jobs.sqlite"
         engine_of(connect(f"sqlite:///{made}")).dispose()  # the last close ends the WAL
         assert not made.with_name("jobs.sqlite-wal").exists(), "the template's WAL is left"
         _TEMPLATE.append(made)
@@ -355,7 +352,6 @@ def postgres_url() -> Iterator[str]:
     bindir = _postgres_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL is not installed; scripts/install.sh --dev installs it")
-    import tempfile
 
     # Not under pytest's tmp folder: it is private to root, and the server runs as nobody.
     data = Path(tempfile.mkdtemp(prefix="nbjobs-pg-"))

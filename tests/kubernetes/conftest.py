@@ -4,9 +4,6 @@ of every API call the backend made in this session (checked against the shipped 
 from __future__ import annotations
 
 import asyncio
-import atexit
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +21,7 @@ from tests.job_service.conftest import (
     postgres_url,  # noqa: F401 (a fixture)
     stop_service,
 )
+from tests.machine import scratch_folder
 
 from .fake_apiserver import FakeApiServer
 
@@ -31,8 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RBAC_FILE = ROOT / "hub_config" / "examples" / "kubernetes" / "rbac.yaml"
 NAMESPACE = "gpu-jobs"
 #: the shared storage as the service sees it (the runner writes each job's log there)
-STORAGE_ROOT = Path(tempfile.mkdtemp(prefix="nbjobs-k8s-storage-"))
-atexit.register(shutil.rmtree, STORAGE_ROOT, ignore_errors=True)
+STORAGE_ROOT = scratch_folder("nbjobs-k8s-storage-")
 
 #: every (verb, API group, resource) any backend of this session sent
 SENT: set[tuple[str, str, str]] = set()

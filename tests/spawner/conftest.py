@@ -4,24 +4,6 @@ $KUBECONFIG when it is imported, so this is set before the tests import it."""
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import tempfile
+from tests.machine import kubeconfig_to_no_cluster
 
-import yaml
-
-KUBECONFIG = {
-    "apiVersion": "v1",
-    "kind": "Config",
-    "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:9"}}],
-    "users": [{"name": "none", "user": {"token": "unused"}}],
-    "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
-    "current-context": "none",
-}
-
-_folder = tempfile.mkdtemp(prefix="nbjobs-kube-")
-atexit.register(shutil.rmtree, _folder, ignore_errors=True)
-os.environ["KUBECONFIG"] = os.path.join(_folder, "config")
-with open(os.environ["KUBECONFIG"], "w") as _f:
-    yaml.safe_dump(KUBECONFIG, _f)
+kubeconfig_to_no_cluster()
