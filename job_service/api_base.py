@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import OperationalError
 from tornado import web
+from tornado.log import gen_log
 
 from nbjobs.models import ErrorBody
 from nbjobs.redaction import NoTokenInLogs
@@ -42,6 +43,8 @@ MAX_DIGITS = 1000
 MAX_INT_ARG = 2**53 - 1
 #: seconds a caller is asked to wait (Retry-After) when the database is locked or away
 DATABASE_RETRY_AFTER = 10
+#: seconds a caller is asked to wait (Retry-After) when the service stopped under a request
+STOPPING_RETRY_AFTER = 30
 #: a job id in a URL (the service makes 12 hex digits; up to 32 are accepted)
 JOB_ID = "[0-9a-f]{1,32}"
 
@@ -188,6 +191,15 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             f"{size_text(self.body_limit)} (limits.request_body in nbjobs.yaml)",
         )
 
+    def log_exception(self, typ: Any, value: BaseException | None, tb: Any) -> None:
+        if self.service.stopping and not isinstance(value, web.HTTPError):
+            # the service stopped under the request: its 503 says so; no traceback
+            gen_log.warning(
+                "%s: cut short as the service stopped (%r)", self._request_summary(), value
+            )
+            return
+        super().log_exception(typ, value, tb)
+
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         if self._body_unread:
             self.set_header("Connection", "close")
@@ -226,7 +238,17 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
                 f"it answers {', '.join(allowed) or 'nothing'} (see api/openapi.yaml)"
             )
         uncaught = exc_info is not None and not isinstance(exc_info[1], web.HTTPError)
-        if status_code >= 500 and uncaught:
+        if status_code >= 500 and uncaught and self.service.stopping:
+            # the service stopped under this request (its database threads are gone): a
+            # restart, not a broken request; what it had begun was not recorded
+            status_code = 503
+            self.set_status(status_code)
+            self.set_header("Retry-After", str(STOPPING_RETRY_AFTER))
+            message = (
+                "the job service is stopping (a restart or an upgrade) and did not finish "
+                "this request; send it again in a minute"
+            )
+        elif status_code >= 500 and uncaught:
             # an uncaught exception: its text is for the log, not the caller
             message = "the job service failed on this request; its log says why"
         self.set_header("Content-Type", "application/json")

@@ -45,6 +45,8 @@ class ServiceFacade(Protocol):
     """The job service as its handlers see it."""
 
     config: NbjobsConfig
+    #: set once the service begins to stop (requests still in flight are then 503s)
+    stopping: bool
     ctx: Context
     audit: Audit
     classes: ClassRegistry
