@@ -20,6 +20,7 @@ Plain first use (the first login with a name sets its password) stays available 
 
 from __future__ import annotations
 
+import asyncio
 import dbm
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -78,19 +79,37 @@ class InvitationAuthenticator(FirstUseAuthenticator):
         """The store of this hub's invitations."""
         return InvitationStore(self.invitations_path)
 
+    def _stored(self, name: str) -> bytes | None:
+        """The bcrypt hash of ``name``'s password; None: they have not chosen one."""
+        with dbm.open(self.dbm_path, "c", 0o600) as db:
+            return db.get(name.encode("utf8"))
+
     def has_password(self, name: str) -> bool:
         """Whether the hub user ``name`` has chosen a password."""
-        with dbm.open(self.dbm_path, "c", 0o600) as db:
-            return db.get(name.encode("utf8")) is not None
+        return self._stored(name) is not None
 
-    def set_password(self, name: str, password: str) -> None:
-        """Keep ``password`` (hashed) as ``name``'s."""
+    async def set_password(self, name: str, password: str) -> None:
+        """Keep ``password`` (hashed) as ``name``'s.
+
+        bcrypt takes a quarter second of CPU by design: it runs on a thread, so that a
+        class choosing passwords or logging in at once does not stall the hub's other
+        requests (the file itself is read and written here, one access at a time)."""
+        hashed = await asyncio.to_thread(bcrypt.hashpw, password.encode("utf8"), bcrypt.gensalt())
         with dbm.open(self.dbm_path, "c", 0o600) as db:
-            db[name.encode("utf8")] = bcrypt.hashpw(password.encode("utf8"), bcrypt.gensalt())
+            db[name.encode("utf8")] = hashed
 
     async def authenticate(self, handler: Any, data: dict[str, str]) -> str | None:
+        """First use's check (a name's password, or with ``open_first_use`` the first
+        login choosing it), bcrypt on a thread as in :meth:`set_password`."""
         name = self.normalize_username(data["username"])
-        if not self.open_first_use and not self.has_password(name):
+        password = data["password"]
+        if not self.create_users and not self._user_exists(name):
+            return None
+        stored = self._stored(name)
+        if stored is not None:
+            same = await asyncio.to_thread(bcrypt.checkpw, password.encode("utf8"), stored)
+            return name if same else None
+        if not self.open_first_use:
             if self._user_exists(name):
                 page = url_path_join(handler.hub.base_url, "invite")
                 handler.custom_login_error = (
@@ -99,8 +118,13 @@ class InvitationAuthenticator(FirstUseAuthenticator):
                     "teacher or an admin) can make a new one"
                 )
             return None
-        result: str | None = await super().authenticate(handler, data)
-        return result
+        if not self._validate_password(password):
+            handler.custom_login_error = (
+                f"choose a password of at least {self.min_password_length} characters"
+            )
+            return None
+        await self.set_password(name, password)
+        return name
 
     def delete_user(self, user: Any) -> None:
         super().delete_user(user)
@@ -227,7 +251,7 @@ class InvitationPage(BaseHandler):
         except InvitationRefused as refused:
             await self.page(410, code=code, refusal=str(refused))
             return
-        authenticator.set_password(user, password)
+        await authenticator.set_password(user, password)
         self.log.info("%s chose their password with an invitation", user)
         logged_in = await self.login_user({"username": user, "password": password})
         if logged_in is None:

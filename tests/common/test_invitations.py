@@ -110,3 +110,42 @@ def test_plain_first_use_is_an_opt_in_the_installer_warns_about(tmp_path, capsys
         "its password, so anyone who knows a name added before its owner logs in (a "
         "classmate who saw the roster) can take it."
     )
+
+
+async def test_plain_first_use_sets_a_password_once_without_stalling_the_hub(tmp_path):
+    """With ``open_first_use`` the first login with a name chooses its password; from then
+    on only that one logs in. bcrypt's quarter second of CPU runs on a thread: the hub's
+    event loop goes on turning meanwhile (a class logging in at once stalled it)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from nbjobs.hub_config.first_login import InvitationAuthenticator
+
+    auth = InvitationAuthenticator(
+        open_first_use=True, dbm_path=str(tmp_path / "passwords.dbm"), min_password_length=8
+    )
+    handler = SimpleNamespace(custom_login_error="", hub=SimpleNamespace(base_url="/hub/"))
+
+    async def login(name: str, password: str) -> tuple[str | None, int]:
+        """The login's answer and how often the loop turned while it was checked."""
+        task = asyncio.ensure_future(
+            auth.authenticate(handler, {"username": name, "password": password})
+        )
+        turns = 0
+        while not task.done():
+            turns += 1
+            await asyncio.sleep(0)
+        return await task, turns
+
+    assert (await login("ada", "short"))[0] is None  # refused before any hashing
+    assert handler.custom_login_error == "choose a password of at least 8 characters"
+    assert not auth.has_password("ada")
+    answers = [
+        await login("ada", "adas-first-choice"),  # chosen here
+        await login("ada", "another-guess"),
+        await login("ada", "adas-first-choice"),
+    ]
+    assert [name for name, _ in answers] == ["ada", None, "ada"]
+    assert auth.has_password("ada")
+    # a thread's quarter second of bcrypt is many turns of the loop; on the loop, one
+    assert all(turns > 10 for _, turns in answers), answers
