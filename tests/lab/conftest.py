@@ -314,7 +314,7 @@ def log_in(hub: Hub, browser: BrowserContext) -> Page:
     page.goto(f"{hub.url}/hub/login")
     page.fill("#username_input", "ada")
     page.fill("#password_input", PASSWORD)
-    page.click("#login_submit")
+    page.click("#login_submit", no_wait_after=True)  # the wait below is the limit
     page.wait_for_url("**/user/ada/lab**", timeout=120_000)
     page.wait_for_selector(".jp-LabShell", timeout=120_000)
     expect(page.locator(".jp-DirListing-item").first).to_be_visible(timeout=60_000)

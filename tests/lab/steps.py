@@ -177,6 +177,12 @@ def close_current_tab(page: Page, discard: bool = False) -> None:
         page.locator(".jp-Dialog button", has_text=re.compile("^Discard")).click()
 
 
+def at_path(path: str) -> re.Pattern[str]:
+    """A page's address whose path is ``path`` (a login's or an invitation's own address
+    names the page it leads to in its query: that is not being there)."""
+    return re.compile(f"^https?://[^/]+{re.escape(path)}([?#].*)?$")
+
+
 def user_logged_in(chromium: Browser, hub: Hub, user: str, then: str = DASHBOARD) -> Iterator[Page]:
     """``user`` in a browser of their own (their own cookies: a context of the
     test's chromium), logged in at the hub's login page and taken from there to ``then`` (the
@@ -187,8 +193,8 @@ def user_logged_in(chromium: Browser, hub: Hub, user: str, then: str = DASHBOARD
     page.goto(f"{hub.url}/hub/login?next={quote(then)}")
     page.fill("#username_input", user)
     page.fill("#password_input", PASSWORD)
-    page.click("#login_submit")
+    page.click("#login_submit", no_wait_after=True)  # the wait below is the limit
     # the whole way there (the hub's OAuth for the dashboard), before a test goes on
-    page.wait_for_url(re.compile(f".*{re.escape(then)}([?#].*)?$"), timeout=120_000)
+    page.wait_for_url(at_path(then), timeout=120_000)
     yield page
     context.close()

@@ -5,7 +5,6 @@ password; the teacher makes a new one for another."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +14,7 @@ from playwright.sync_api import Browser, Page, expect
 from tests.hub.test_first_login import Hub, invitation_hub, try_login
 
 from .conftest import ARTIFACTS
-from .steps import DASHBOARD
+from .steps import DASHBOARD, at_path
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,7 @@ def choose_password(browser: Browser, link: str, user: str, password: str, then:
     page.click("button[type='submit']", no_wait_after=True)
     # the whole way there (a password set, a login, the hub's OAuth for the dashboard),
     # with the limit of a login at the hub's own page (steps.user_logged_in)
-    # (the path itself: the invitation's own address names ``then`` in its query)
-    page.wait_for_url(re.compile(f"^https?://[^/]+{re.escape(then)}([?#].*)?$"), timeout=120_000)
+    page.wait_for_url(at_path(then), timeout=120_000)
     return page
 
 
