@@ -11,8 +11,8 @@ Two rules, one for each side:
 - **Jobs** start in a PID and mount namespace of their own
   (:mod:`nbjobs.sandbox_init`): they see neither the server's processes (its
   environment holds its hub token) nor :data:`RUNTIME_ROOT`, so a job cannot act as
-  its owner's interactive server; and whatever a job starts ends with it
-  (:func:`job_command`).
+  its owner's interactive server; whatever a job starts ends with it, and so does what
+  it leaves in its temporary folder (:data:`JOB_TMP`, its own; :func:`job_command`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 RUNTIME_ROOT = Path("/run/nbjobs")
 #: one folder per running notebook server of an OS account
 SERVERS_RUNTIME = RUNTIME_ROOT / "servers"
+#: a job's own temporary folder (its TMPDIR) in its namespace: an empty file system of
+#: its account's that goes when the job ends (:mod:`nbjobs.sandbox_init`)
+JOB_TMP = RUNTIME_ROOT / "tmp"
 #: the program that makes a job's namespaces (run with ``python -I -S``)
 SANDBOX_INIT = Path(__file__).resolve().parent / "sandbox_init.py"
 #: the kernel settings of a server whose kernels must be reachable by its account only
@@ -79,14 +82,20 @@ def _root_folder(path: Path, mode: int) -> None:
 
 
 def job_command(
-    account: Account, command: list[str], hide: tuple[Path, ...] = (RUNTIME_ROOT,)
+    account: Account,
+    command: list[str],
+    hide: tuple[Path, ...] = (RUNTIME_ROOT,),
+    tmp: Path | None = None,
 ) -> list[str]:
     """``command`` started as ``account`` in a PID and mount namespace of its own, with
-    ``hide`` covered (run as root; :mod:`nbjobs.sandbox_init`)."""
+    ``hide`` covered and ``tmp`` its own temporary folder (give the job ``TMPDIR=tmp``;
+    run as root; :mod:`nbjobs.sandbox_init`)."""
     words = [sys.executable, "-I", "-S", str(SANDBOX_INIT), "--uid", str(account.uid)]
     words += ["--gid", str(account.gid), "--groups", ",".join(map(str, account.groups))]
     for folder in hide:
         words += ["--hide", str(folder)]
+    if tmp is not None:
+        words += ["--tmp", str(tmp)]
     return [*words, "--", *command]
 
 

@@ -9,6 +9,11 @@ and a mount namespace of its own, then runs the runner as the job's account:
   same account could otherwise read, and into which it could write;
 - each ``--hide`` folder (where notebook servers keep their runtime files: tokens,
   kernels' connection files and sockets) is covered by an empty, read-only folder;
+- ``--tmp PATH`` (a folder inside a hidden one) is the job's own temporary folder: an
+  empty file system only the job's account may enter, which the job's processes are
+  given as ``TMPDIR``. It lives as long as the namespace: whatever a job leaves there
+  (its kernel's sockets and connection file, a runner killed hard included) goes when
+  the job ends, and no other job, of another user or the same, sees it;
 - when the runner ends, every process the job started ends with it (the namespace's
   first process leaving takes all the others).
 
@@ -36,6 +41,7 @@ MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
@@ -82,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gid", type=int)
     p.add_argument("--groups", default="", help="supplementary group ids, comma-separated")
     p.add_argument("--hide", action="append", default=[], help="a folder the job must not see")
+    p.add_argument("--tmp", help="the job's own temporary folder, inside a hidden one")
     p.add_argument("--probe", action="store_true", help="only check that namespaces work")
     return p
 
@@ -96,6 +103,10 @@ def _first_process(args: argparse.Namespace) -> None:
         _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         for folder in args.hide:
             _hide(folder)
+        if args.tmp:
+            _private_tmp(args.tmp, args.hide, args.uid, args.gid)
+        for folder in args.hide:
+            _seal(folder)
     except OSError as exc:
         os._exit(_cannot(f"its namespace could not be prepared ({exc})"))
     command = args.command
@@ -124,8 +135,29 @@ def _hide(folder: str) -> None:
         raise OSError(f"{folder} is not a folder of root's")
     if os.path.realpath(folder) != os.path.normpath(folder):
         raise OSError(f"{folder} is reached through a link")
-    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
-    _mount(b"tmpfs", folder.encode(), b"tmpfs", flags, b"size=4k,mode=0555")
+    _mount(b"tmpfs", folder.encode(), b"tmpfs", _HIDDEN, b"size=4k,mode=0555")
+
+
+#: how a hidden folder's cover is mounted (read-only once sealed)
+_HIDDEN = MS_NOSUID | MS_NODEV | MS_NOEXEC
+
+
+def _seal(folder: str) -> None:
+    """Make ``folder``'s cover read-only (a folder that was not there has none)."""
+    if os.path.ismount(folder):
+        flags = MS_REMOUNT | MS_RDONLY | _HIDDEN
+        _mount(b"tmpfs", folder.encode(), b"tmpfs", flags, b"size=4k,mode=0555")
+
+
+def _private_tmp(path: str, hidden: Sequence[str], uid: int, gid: int) -> None:
+    """A fresh file system at ``path``, ``uid``'s alone. ``path`` is made in a hidden
+    folder's cover, which belongs to this namespace: nothing of the machine is touched."""
+    parent = os.path.dirname(os.path.normpath(path))
+    if parent not in [os.path.normpath(h) for h in hidden] or not os.path.ismount(parent):
+        raise OSError(f"{path} is not in a folder hidden from the job")
+    os.mkdir(path, 0o700)
+    options = f"mode=0700,uid={uid},gid={gid}".encode()
+    _mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options)
 
 
 def _wait_passing_signals(child: int, reap_others: bool = False) -> int:

@@ -48,7 +48,7 @@ from nbjobs.config import (
     quantity_bytes,
     quantity_cpus,
 )
-from nbjobs.sandbox import job_command, jobs_can_have_namespaces
+from nbjobs.sandbox import JOB_TMP, job_command, jobs_can_have_namespaces
 from nbjobs.storage import user_folder
 
 from ..kernels import InstalledKernels
@@ -507,7 +507,8 @@ class LocalBackend(Backend):
         command = self.command(spec)
         if sandboxed:
             assert account is not None
-            command = job_command(account, command)
+            command = job_command(account, command, tmp=JOB_TMP)
+            env["TMPDIR"] = str(JOB_TMP)  # its own, gone with the job
         try:
             process = start_runner([*prefix, *command], log, spec.cwd, env, group, become)
         except (PermissionError, subprocess.SubprocessError) as exc:

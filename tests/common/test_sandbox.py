@@ -28,8 +28,10 @@ pytestmark = pytest.mark.skipif(
 NOBODY = Account("nobody", 65534, 65534, "/nonexistent", (65534,))
 
 
-def run_boxed(script: str, *hide: Path, timeout: float = 30) -> subprocess.CompletedProcess:
-    command = sandbox.job_command(NOBODY, [sys.executable, "-c", script], hide=hide)
+def run_boxed(
+    script: str, *hide: Path, tmp: Path | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess:
+    command = sandbox.job_command(NOBODY, [sys.executable, "-c", script], hide=hide, tmp=tmp)
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd="/")
 
 
@@ -91,6 +93,33 @@ def test_a_hidden_folder_is_empty_inside_and_a_link_is_never_mounted_over(tmp_pa
         assert "is not a folder of root's" in refused.stderr
     finally:
         (hidden / "token").unlink()
+        hidden.rmdir()
+
+
+def test_a_temporary_folder_is_the_jobs_own_and_only_ever_made_in_a_hidden_one(tmp_path):
+    hidden = Path(f"/run/nbjobs-test-{uuid.uuid4().hex[:8]}")
+    hidden.mkdir()
+    try:
+        tmp = hidden / "tmp"
+        script = (
+            "import os\n"
+            f"open({str(tmp / 'scratch')!r}, 'w').write('x')\n"
+            f"st = os.stat({str(tmp)!r})\n"
+            "print(st.st_uid, oct(st.st_mode & 0o777), end=' ')\n"
+            f"try: open({str(hidden / 'beside')!r}, 'w')\n"
+            "except OSError as exc: print(exc.strerror)\n"
+        )
+        done = run_boxed(script, hidden, tmp=tmp)
+        assert done.stdout.split(maxsplit=2) == ["65534", "0o700", "Read-only file system\n"]
+        assert os.listdir(hidden) == []  # made in the job's namespace, gone with it
+
+        outside = tmp_path / "tmp"  # a folder of the machine's: never made nor mounted on
+        refused = run_boxed("print('ran')", hidden, tmp=outside)
+        assert refused.returncode == 71
+        assert "ran" not in refused.stdout
+        assert f"{outside} is not in a folder hidden from the job" in refused.stderr
+        assert not outside.exists()
+    finally:
         hidden.rmdir()
 
 

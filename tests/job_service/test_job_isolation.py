@@ -103,3 +103,56 @@ async def test_a_job_sees_neither_its_owners_server_nor_its_files_and_takes_what
     assert left == [], "a process the job started outlived it"
     # the server's own file is where it was, for the server
     assert token in (runtime / "jpserver-1.json").read_text()
+
+
+LOOK_AT_TMP = """
+import glob, json, os, signal, tempfile
+from ipykernel.connect import get_connection_file
+tmp = tempfile.gettempdir()
+st = os.stat(tmp)
+kernel = glob.glob(os.path.join(tmp, "nbjobs-kernel-*")) + [get_connection_file()]
+seen = {{"tmp": tmp, "uid": st.st_uid, "mode": oct(st.st_mode & 0o777),
+        "others": sorted(set(os.listdir(tmp)) - {{os.path.basename(k) for k in kernel}}),
+        "kernel": kernel}}
+open(os.path.join(tmp, "left-by-{name}"), "w").write("scratch")
+json.dump(seen, open("{name}.json", "w"))
+if {kill}:  # the runner (this kernel's parent) killed hard: nothing of it cleans up
+    os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+async def test_a_job_has_a_temporary_folder_of_its_own_that_goes_with_it(
+    tmp_path,
+    public_folder,  # noqa: F811
+    os_account,  # noqa: F811
+):
+    """On one machine jobs shared /tmp: a job saw what others left there, and a runner
+    killed hard left its kernel's sockets behind for good. Now each job's TMPDIR is an
+    empty file system of its own account's that ends with the job."""
+    name = os_account.pw_name
+    python = python_for(os_account, public_folder)
+    overrides = {
+        **local_backend(gpus=[], run_as="user"),
+        "storage": {"root": str(public_folder / "home")},
+    }
+    svc = await service_of_account(tmp_path, name, overrides, python)
+    try:
+        svc.write(name, "first.ipynb", LOOK_AT_TMP.format(name="first", kill=False))
+        first = await run_as_owner(svc, {"path": "first.ipynb", "flavor": "cpu"})
+        svc.write(name, "second.ipynb", LOOK_AT_TMP.format(name="second", kill=True))
+        second = await run_as_owner(svc, {"path": "second.ipynb", "flavor": "cpu"})
+    finally:
+        await stop_all(svc)
+
+    assert first["state"] == "succeeded", first
+    assert second["state"] == "failed", second  # its runner was killed
+    seen = [json.loads((svc.home(name) / f"{n}.json").read_text()) for n in ("first", "second")]
+    for one in seen:
+        assert one["tmp"] == "/run/nbjobs/tmp"
+        assert (one["uid"], one["mode"]) == (os_account.pw_uid, "0o700")
+        assert one["others"] == []  # nothing of another job's: not the first's file
+        # the kernel's sockets and connection file were in it
+        assert len(one["kernel"]) == 2, one
+        assert all(path.startswith("/run/nbjobs/tmp/") for path in one["kernel"]), one
+    # on the machine nothing of either: not made there, and gone with each job
+    assert "tmp" not in os.listdir("/run/nbjobs")
