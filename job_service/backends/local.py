@@ -65,14 +65,18 @@ from .local_gpus import discover_gpus, nvml_minor_numbers
 from .local_job_setup import (
     JobRefused,
     account_name,
+    adopted_job_tmp,
+    alive,
     descendants,
     free_port,
     group_prefix,
     job_environment,
+    job_tmp,
     own_account,
     prepare_job_files,
     rank_failed,
     rank_said,
+    remove_job_tmp,
     start_runner,
     status_file_of,
 )
@@ -102,6 +106,8 @@ class _Running:
     #: the runner's status file (a rank's own, for rank k > 0 of a multi-node job), for
     #: how a rank ended (None: not known)
     status_file: Path | None = None
+    #: its temporary folder outside a namespace, removed as it ends (local_job_setup.job_tmp)
+    tmp: Path | None = None
     #: the job's other ranks (a multi-node flavor: rank 1 onwards, each its own runner,
     #: GPUs and control group); this one is rank 0
     others: list[_Running] = field(default_factory=list)
@@ -505,13 +511,16 @@ class LocalBackend(Backend):
             raise
         become = account if (account is not None and not prefix and not sandboxed) else None
         command = self.command(spec)
+        tmp = None if sandboxed else job_tmp(spec.job_id, rank, owner)
         if sandboxed:
             assert account is not None
             command = job_command(account, command, tmp=JOB_TMP)
-            env["TMPDIR"] = str(JOB_TMP)  # its own, gone with the job
+        if sandboxed or tmp is not None:  # its own, gone with the job
+            env["TMPDIR"] = str(JOB_TMP if sandboxed else tmp)
         try:
             process = start_runner([*prefix, *command], log, spec.cwd, env, group, become)
         except (PermissionError, subprocess.SubprocessError) as exc:
+            remove_job_tmp(tmp)
             if group is not None:
                 group.remove()
             if account is None and isinstance(exc, PermissionError):
@@ -543,6 +552,7 @@ class LocalBackend(Backend):
             process,
             group=group,
             status_file=rank_file(spec.status_file, rank),
+            tmp=tmp,
         )
 
     def _lookup(self, ref: str) -> _Running | None:
@@ -611,11 +621,12 @@ class LocalBackend(Backend):
                 self._note_tree(job)
                 await self._exited_or_timeout(job)
         else:
-            while self._alive(job.pid, job.created):
+            while alive(job.pid, job.created):
                 self._note_tree(job)
                 await self._exited_or_timeout(job)
             code = None
         self._kill_leftovers(job)
+        remove_job_tmp(job.tmp)
         limit_hit = self._close_group(job, Outcome(code))
         if limit_hit is not None:
             return Outcome(code, limit_hit, state="failed")
@@ -685,16 +696,16 @@ class LocalBackend(Backend):
 
     async def _stop(self, job: _Running) -> None:
         """Stop one runner: SIGTERM (it saves its output), SIGKILL after the grace."""
-        if not self._alive(job.pid, job.created):
+        if not alive(job.pid, job.created):
             return
         self._note_tree(job)
         with contextlib.suppress(ProcessLookupError):
             os.kill(job.pid, signal.SIGTERM)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.cancel_grace
-        while loop.time() < deadline and self._alive(job.pid, job.created):  # noqa: ASYNC110
+        while loop.time() < deadline and alive(job.pid, job.created):  # noqa: ASYNC110
             await asyncio.sleep(0.1)
-        if self._alive(job.pid, job.created):
+        if alive(job.pid, job.created):
             self.log.warning("job %s: runner ignored SIGTERM; killing its tree", job.job_id)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(job.pid, signal.SIGKILL)
@@ -710,10 +721,10 @@ class LocalBackend(Backend):
             processes = [(int(p), float(c)) for p, c in zip(words[::2], words[1::2], strict=True)]
         except ValueError:
             return False
-        alive = [self._alive(p, c) for p, c in processes]
-        if not processes or not all(alive):
-            for (pid, _), up in zip(processes, alive, strict=True):
-                if up:  # a rank without the others can only wait: its GPUs go back
+        up = [alive(p, c) for p, c in processes]
+        if not processes or not all(up):
+            for (pid, _), rank_up in zip(processes, up, strict=True):
+                if rank_up:  # a rank without the others can only wait: its GPUs go back
                     self.log.warning(
                         "job %s: a rank ended while no service watched; stopping the "
                         "rank left (pid %s)",
@@ -733,6 +744,7 @@ class LocalBackend(Backend):
                 flavor.shares_a_gpu,
                 group=self._job_group(job_id, n),
                 status_file=status_file_of(pid, n) if len(processes) > 1 else None,
+                tmp=adopted_job_tmp(job_id, n),
             )
             for n, (pid, created) in enumerate(processes)
         ]
@@ -767,17 +779,6 @@ class LocalBackend(Backend):
 
     # -- process tree ----------------------------------------------------------
 
-    @staticmethod
-    def _alive(pid: int, created: float) -> bool:
-        try:
-            process = psutil.Process(pid)
-            return (
-                abs(process.create_time() - created) < 0.01
-                and process.status() != psutil.STATUS_ZOMBIE
-            )
-        except psutil.Error:
-            return False
-
     def _note_tree(self, job: _Running) -> None:
         """Remember the job's descendants: kernels live in their own sessions and outlive a
         killed runner, so they are found from this list, not from the (dead) parent."""
@@ -787,7 +788,7 @@ class LocalBackend(Backend):
 
     def _kill_leftovers(self, job: _Running) -> None:
         for pid, created in job.tree:
-            if self._alive(pid, created):
+            if alive(pid, created):
                 self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
                 with contextlib.suppress(psutil.Error):
                     psutil.Process(pid).kill()

@@ -1,15 +1,19 @@
 """What a local job gets before it runs, and what is read of it after: its environment,
 built up rather than inherited (:func:`job_environment`); the account names said in
 errors; its folder's files, opened through no link (:func:`prepare_job_files`); its
-process tree, read from ``/proc``; and, for a multi-node job, a port for its ranks to
-meet on and what each rank's status file says of its end."""
+process tree, read from ``/proc``; its temporary folder when it has no namespace of its
+own (:func:`job_tmp`); and, for a multi-node job, a port for its ranks to meet on and
+what each rank's status file says of its end."""
 
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import socket
+import stat
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,6 +27,69 @@ from nbjobs.storage import open_file_at, open_job_dir
 
 from .base import LaunchSpec, Outcome, status_file_in, write_parameters_file
 from .local_cpu import weigh_parent
+
+
+def alive(pid: int, created: float) -> bool:
+    """Whether the process ``pid`` made at ``created`` (not another given its number
+    since) is running."""
+    try:
+        process = psutil.Process(pid)
+        return (
+            abs(process.create_time() - created) < 0.01 and process.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.Error:
+        return False
+
+
+def job_tmp(job_id: str, rank: int, owner: tuple[int, int] | None) -> Path | None:
+    """The temporary folder (``TMPDIR``) of a job's rank that has no namespace of its own
+    (where one has, :mod:`nbjobs.sandbox_init` gives it one that ends with it): a folder
+    of the job's account in the machine's, named after the job so that the service
+    removes it when the rank ends (:func:`remove_job_tmp`), a restart between included:
+    a runner killed hard leaves nothing behind. None: the job keeps the service's (the
+    name is taken by a folder that is not the job's)."""
+    path = _job_tmp_path(job_id, rank)
+    try:
+        os.mkdir(path, 0o700)
+        if owner is not None:
+            os.chown(path, *owner)  # root's new folder in a sticky /tmp: nobody swaps it
+    except FileExistsError:
+        pass  # the same job started again after a restart: its own, if it is
+    except OSError:
+        return None
+    return path if _is_jobs(path, owner) else None
+
+
+def adopted_job_tmp(job_id: str, rank: int) -> Path | None:
+    """The :func:`job_tmp` of a rank a restarted service adopts, if it has one."""
+    path = _job_tmp_path(job_id, rank)
+    return path if _is_jobs(path, None, any_owner=True) else None
+
+
+def remove_job_tmp(path: Path | None) -> None:
+    """Remove a rank's :func:`job_tmp` with what is in it, once the rank ended (a folder,
+    never a link: rmtree walks by descriptors and refuses one)."""
+    if path is not None and _is_jobs(path, None, any_owner=True):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _job_tmp_path(job_id: str, rank: int) -> Path:
+    base = tempfile.gettempdir()
+    if len(base) > 40:  # a kernel's sockets go in it: sun_path holds about 100 bytes
+        base = "/tmp"
+    return Path(base, f"nbjobs-job-{job_id}-{rank}")
+
+
+def _is_jobs(path: Path, owner: tuple[int, int] | None, any_owner: bool = False) -> bool:
+    """Whether ``path`` is a folder (not a link) only its owner may enter, owned by
+    ``owner`` (None: the service's account)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    uid = owner[0] if owner is not None else os.geteuid()
+    mine = any_owner or st.st_uid == uid
+    return stat.S_ISDIR(st.st_mode) and mine and not st.st_mode & 0o077
 
 
 class JobRefused(RuntimeError):

@@ -7,15 +7,23 @@ import contextlib
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
 from .conftest import stop_service
+
+
+def job_tmp(job_id: str) -> Path:
+    """A job's temporary folder (its TMPDIR) where it has no namespace of its own."""
+    return Path(tempfile.gettempdir(), f"nbjobs-job-{job_id}-0")
 
 
 def running(job):
@@ -30,6 +38,8 @@ async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
     await first.wait("root", running_job["id"], running)
     queued_job = await first.submit("root", "r.ipynb", "gpu")
     pid = first.service.backend.running[running_job["id"]].pid
+    tmp = job_tmp(running_job["id"])
+    assert tmp.is_dir()  # the job's temporary folder, which the restart must not lose
 
     await stop_service(first)  # the service goes away; the job does not
     assert psutil.pid_exists(pid)
@@ -47,6 +57,7 @@ async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
         assert done["progress"]["cells_done"] == 3
         assert after["state"] == "succeeded"  # queued before the restart, run after it
         assert after["gpus"] == ["0"]
+        assert not tmp.exists()  # removed as the adopted job ended
     finally:
         await stop_service(second)
 
@@ -125,6 +136,10 @@ async def test_a_killed_runner_fails_the_job_and_its_kernel_is_stopped(svc):
     runner = svc.service.backend.running[job["id"]]
     await svc.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
     kernel = psutil.Process(runner.pid).children(recursive=True)[-1]
+    tmp = job_tmp(job["id"])
+    assert stat.S_IMODE(tmp.stat().st_mode) & 0o777 == 0o700  # (jupyter_client adds +t)
+    # the kernel's sockets and connection file, which no runner killed hard removes
+    assert len(list(tmp.iterdir())) == 2
 
     os.kill(runner.pid, signal.SIGKILL)
     done = await svc.wait("ada", job["id"])
@@ -133,6 +148,7 @@ async def test_a_killed_runner_fails_the_job_and_its_kernel_is_stopped(svc):
     assert done["message"] == "the runner was killed by SIGKILL"
     kernel.wait(timeout=10)  # the orphaned kernel was stopped too
     assert not kernel.is_running()
+    assert not tmp.exists()  # and its files in the job's temporary folder are gone
 
 
 def test_the_schema_is_upgraded_in_place(tmp_path):
