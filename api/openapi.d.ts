@@ -3861,7 +3861,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The service is too busy to take the request now: the notebook's check could not begin within limits.check_wait (the user's earlier submits, or other big notebooks, are being checked), or its database is locked or out of reach. Nothing was made; try again after Retry-After seconds */
+        /** @description The service is too busy to take the request now: the notebook's check could not begin within limits.check_wait (the user's earlier submits, or other big notebooks, are being checked), or its database is locked or out of reach, or the service is stopping (a restart or an upgrade). Nothing was made; try again after Retry-After seconds */
         Busy: {
             headers: {
                 /** @description seconds to wait before trying again */
