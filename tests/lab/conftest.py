@@ -17,9 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +36,7 @@ from playwright.sync_api import (
 
 from tests.machine import INSTANCE, this_runs
 from tests.ports import free_port
-from tests.waiting import wait_until_answering
+from tests.waiting import stretched, wait_until_answering
 
 #: how long an assertion waits for the page to become what it expects: Playwright's 5 s
 #: held on a quiet machine, and a submit answered in 6 s at load 5 on two cores (four
@@ -243,16 +240,8 @@ def standalone_service(workdir: Path, tokens: dict[str, str], **config: object) 
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "api/health", timeout=5).close()
-                break
-            except urllib.error.HTTPError:
-                break  # it answers, if only to say it is unwell
-            except OSError:
-                assert time.monotonic() < deadline, "the standalone service did not start"
-                time.sleep(0.5)
+        # it answers, if only to say it is unwell
+        wait_until_answering(url + "api/health", process=service, timeout=60, interval=0.5)
         yield url
     finally:
         service.terminate()
@@ -307,6 +296,12 @@ def lab(hub: Hub, browser: BrowserContext) -> Page:
     return log_in(hub, browser)
 
 
+def start_limit() -> float:
+    """Milliseconds a login, a server's start or Lab's first load may take: two minutes,
+    stretched on a loaded machine (tests.waiting.stretched)."""
+    return stretched(120) * 1000
+
+
 def log_in(hub: Hub, browser: BrowserContext) -> Page:
     """A new page of `browser`: Ada, logged in through the hub's login page, in her
     JupyterLab."""
@@ -315,8 +310,8 @@ def log_in(hub: Hub, browser: BrowserContext) -> Page:
     page.fill("#username_input", "ada")
     page.fill("#password_input", PASSWORD)
     page.click("#login_submit", no_wait_after=True)  # the wait below is the limit
-    page.wait_for_url("**/user/ada/lab**", timeout=120_000)
-    page.wait_for_selector(".jp-LabShell", timeout=120_000)
+    page.wait_for_url("**/user/ada/lab**", timeout=start_limit())
+    page.wait_for_selector(".jp-LabShell", timeout=start_limit())
     expect(page.locator(".jp-DirListing-item").first).to_be_visible(timeout=60_000)
     dismiss_news(page)
     return page

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
-from .conftest import CHROMIUM, Hub, api, launch_chromium, log_in, user_context
+from .conftest import CHROMIUM, Hub, api, launch_chromium, log_in, start_limit, user_context
 from .steps import clear_jobs
 
 
@@ -91,5 +91,5 @@ def starts_afresh(hub: Hub, lab: Page, folder: Folder, request: pytest.FixtureRe
             made.unlink()
     # ?reset: the default layout (the file browser, no notebook open), not the last one
     lab.goto(f"{hub.url}/user/ada/lab?reset")
-    lab.wait_for_selector(".jp-LabShell", timeout=120_000)
+    lab.wait_for_selector(".jp-LabShell", timeout=start_limit())
     expect(lab.locator(".jp-DirListing-item").first).to_be_visible(timeout=60_000)

@@ -12,7 +12,7 @@ from urllib.parse import quote
 from nbjobs.programs.demo import PASSWORD
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from .conftest import ARTIFACTS, Hub, api, api_json, user_context
+from .conftest import ARTIFACTS, Hub, api, api_json, start_limit, user_context
 
 JOB_TIMEOUT = 120_000  # a job on two busy cores: kernel start, cells, output
 API = "/user/ada/nbjobs/api/"
@@ -195,6 +195,6 @@ def user_logged_in(chromium: Browser, hub: Hub, user: str, then: str = DASHBOARD
     page.fill("#password_input", PASSWORD)
     page.click("#login_submit", no_wait_after=True)  # the wait below is the limit
     # the whole way there (the hub's OAuth for the dashboard), before a test goes on
-    page.wait_for_url(at_path(then), timeout=120_000)
+    page.wait_for_url(at_path(then), timeout=start_limit())
     yield page
     context.close()

@@ -28,6 +28,7 @@ from .conftest import (
     notebook,
     run_hub,
     standalone_service,
+    start_limit,
     user_context,
 )
 from .steps import (
@@ -559,7 +560,7 @@ def test_the_admins_jobs_panel_lists_everyone_or_only_theirs(lab: Page, admin: P
     wait_for(lab, theirs["id"], "succeeded", "failed")
     # the admin's server starts now (the hub's spawn page, then their Lab)
     admin.goto(f"{hub.url}/hub/spawn?next={quote('/user/admin/lab')}")
-    admin.wait_for_selector(".jp-LabShell", timeout=120_000)
+    admin.wait_for_selector(".jp-LabShell", timeout=start_limit())
     panel = jobs_panel(admin)
     whose = panel.locator("select.nbjobs-JobsPanel-whose")
     expect(whose).to_be_visible()

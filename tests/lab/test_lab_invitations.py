@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.hub.test_first_login import Hub, invitation_hub, try_login
 
-from .conftest import ARTIFACTS
+from .conftest import ARTIFACTS, start_limit
 from .steps import DASHBOARD, at_path
 
 
@@ -36,7 +36,7 @@ def choose_password(browser: Browser, link: str, user: str, password: str, then:
     page.click("button[type='submit']", no_wait_after=True)
     # the whole way there (a password set, a login, the hub's OAuth for the dashboard),
     # with the limit of a login at the hub's own page (steps.user_logged_in)
-    page.wait_for_url(at_path(then), timeout=120_000)
+    page.wait_for_url(at_path(then), timeout=start_limit())
     return page
 
 
