@@ -75,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _call(_libc.unshare, CLONE_NEWNS | CLONE_NEWPID)
     except OSError as exc:
         return _cannot(f"no namespace of its own could be made ({exc.strerror})")
+    # held until there is a child to pass them to (_wait_passing_signals)
+    signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
     first = os.fork()
     if first == 0:
         _first_process(args)  # never returns
@@ -112,6 +114,8 @@ def _first_process(args: argparse.Namespace) -> None:
     command = args.command
     runner = os.fork()
     if runner == 0:
+        # a cancel already here ends the runner before it starts (its default action)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
         try:
             groups = [int(g) for g in args.groups.split(",") if g]
             os.setgroups(groups or [args.gid])
@@ -162,7 +166,12 @@ def _private_tmp(path: str, hidden: Sequence[str], uid: int, gid: int) -> None:
 
 def _wait_passing_signals(child: int, reap_others: bool = False) -> int:
     """Wait for ``child``, passing :data:`PASSED_ON` signals to it; its wait status as an
-    exit code (128 + N for a signal N). PID 1 reaps every other orphan meanwhile."""
+    exit code (128 + N for a signal N). PID 1 reaps every other orphan meanwhile.
+
+    The signals were blocked before ``child`` was forked and are let through once they
+    can be passed on: a namespace's first process drops a signal from outside it that
+    it has no handler for, and a cancel sent in that moment was lost (the job then ran
+    on); blocked, it waits."""
 
     def pass_on(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -170,6 +179,7 @@ def _wait_passing_signals(child: int, reap_others: bool = False) -> int:
 
     for signum in PASSED_ON:
         signal.signal(signum, pass_on)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
     while True:
         try:
             pid, status = os.waitpid(-1 if reap_others else child, 0)

@@ -141,7 +141,10 @@ async def test_a_job_sees_none_of_the_services_secrets(tmp_path, monkeypatch):
     expected = {"PATH", "LANG", "LC_MESSAGES", "TZ", "HOME", "USER", "LOGNAME", "SHELL"}
     expected |= {"SITE_NAME", "NBJOBS_TEST_PASSED_ON", "HF_HOME", "NBJOBS_JOB_ID"}
     expected |= {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
-    expected |= {n for n in ("TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV") if n in os.environ}
+    # its own temporary folder, not the service's (local_job_setup.job_tmp)
+    assert env["TMPDIR"] == str(Path(tempfile.gettempdir(), f"nbjobs-job-{job['id']}-0"))
+    expected |= {"TMPDIR"}
+    expected |= {n for n in ("LD_LIBRARY_PATH", "VIRTUAL_ENV") if n in os.environ}
     expected |= {n for n in ("CONDA_PREFIX", "CONDA_DEFAULT_ENV", "LANGUAGE") if n in os.environ}
     expected |= {n for n in os.environ if n.startswith("LC_")}
     assert set(env) - KERNEL_SETS <= expected, "only allow-listed variables reach a job"
