@@ -88,8 +88,8 @@ def job_command(
     tmp: Path | None = None,
 ) -> list[str]:
     """``command`` started as ``account`` in a PID and mount namespace of its own, with
-    ``hide`` covered and ``tmp`` its own temporary folder (give the job ``TMPDIR=tmp``;
-    run as root; :mod:`nbjobs.sandbox_init`)."""
+    ``hide`` covered and ``tmp`` its own temporary folder, its ``TMPDIR`` (run as root;
+    :mod:`nbjobs.sandbox_init`)."""
     words = [sys.executable, "-I", "-S", str(SANDBOX_INIT), "--uid", str(account.uid)]
     words += ["--gid", str(account.gid), "--groups", ",".join(map(str, account.groups))]
     for folder in hide:

@@ -10,10 +10,10 @@ and a mount namespace of its own, then runs the runner as the job's account:
 - each ``--hide`` folder (where notebook servers keep their runtime files: tokens,
   kernels' connection files and sockets) is covered by an empty, read-only folder;
 - ``--tmp PATH`` (a folder inside a hidden one) is the job's own temporary folder: an
-  empty file system only the job's account may enter, which the job's processes are
-  given as ``TMPDIR``. It lives as long as the namespace: whatever a job leaves there
-  (its kernel's sockets and connection file, a runner killed hard included) goes when
-  the job ends, and no other job, of another user or the same, sees it;
+  empty file system only the job's account may enter, the runner's ``TMPDIR``. It lives
+  as long as the namespace: whatever a job leaves there (its kernel's sockets and
+  connection file, a runner killed hard included) goes when the job ends, and no other
+  job, of another user or the same, sees it;
 - when the runner ends, every process the job started ends with it (the namespace's
   first process leaving takes all the others).
 
@@ -116,6 +116,8 @@ def _first_process(args: argparse.Namespace) -> None:
     if runner == 0:
         # a cancel already here ends the runner before it starts (its default action)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
+        if args.tmp:
+            os.environ["TMPDIR"] = args.tmp
         try:
             groups = [int(g) for g in args.groups.split(",") if g]
             os.setgroups(groups or [args.gid])
@@ -139,18 +141,19 @@ def _hide(folder: str) -> None:
         raise OSError(f"{folder} is not a folder of root's")
     if os.path.realpath(folder) != os.path.normpath(folder):
         raise OSError(f"{folder} is reached through a link")
-    _mount(b"tmpfs", folder.encode(), b"tmpfs", _HIDDEN, b"size=4k,mode=0555")
+    _mount(b"tmpfs", folder.encode(), b"tmpfs", _HIDDEN, _COVER)
 
 
-#: how a hidden folder's cover is mounted (read-only once sealed)
+#: how a hidden folder's cover is mounted (read-only once sealed), and what it is
 _HIDDEN = MS_NOSUID | MS_NODEV | MS_NOEXEC
+_COVER = b"size=4k,mode=0555"
 
 
 def _seal(folder: str) -> None:
     """Make ``folder``'s cover read-only (a folder that was not there has none)."""
     if os.path.ismount(folder):
         flags = MS_REMOUNT | MS_RDONLY | _HIDDEN
-        _mount(b"tmpfs", folder.encode(), b"tmpfs", flags, b"size=4k,mode=0555")
+        _mount(b"tmpfs", folder.encode(), b"tmpfs", flags, _COVER)
 
 
 def _private_tmp(path: str, hidden: Sequence[str], uid: int, gid: int) -> None:

@@ -511,12 +511,13 @@ class LocalBackend(Backend):
             raise
         become = account if (account is not None and not prefix and not sandboxed) else None
         command = self.command(spec)
+        # its own temporary folder, gone with the job: in its namespace, or made here
         tmp = None if sandboxed else job_tmp(spec.job_id, rank, owner)
+        if tmp is not None:
+            env["TMPDIR"] = str(tmp)
         if sandboxed:
             assert account is not None
             command = job_command(account, command, tmp=JOB_TMP)
-        if sandboxed or tmp is not None:  # its own, gone with the job
-            env["TMPDIR"] = str(JOB_TMP if sandboxed else tmp)
         try:
             process = start_runner([*prefix, *command], log, spec.cwd, env, group, become)
         except (PermissionError, subprocess.SubprocessError) as exc:

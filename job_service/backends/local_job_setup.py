@@ -57,19 +57,19 @@ def job_tmp(job_id: str, rank: int, owner: tuple[int, int] | None) -> Path | Non
         pass  # the same job started again after a restart: its own, if it is
     except OSError:
         return None
-    return path if _is_jobs(path, owner) else None
+    return path if _closed_folder(path, owner[0] if owner else os.geteuid()) else None
 
 
 def adopted_job_tmp(job_id: str, rank: int) -> Path | None:
     """The :func:`job_tmp` of a rank a restarted service adopts, if it has one."""
     path = _job_tmp_path(job_id, rank)
-    return path if _is_jobs(path, None, any_owner=True) else None
+    return path if _closed_folder(path) else None
 
 
 def remove_job_tmp(path: Path | None) -> None:
     """Remove a rank's :func:`job_tmp` with what is in it, once the rank ended (a folder,
     never a link: rmtree walks by descriptors and refuses one)."""
-    if path is not None and _is_jobs(path, None, any_owner=True):
+    if path is not None and _closed_folder(path):
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -80,15 +80,14 @@ def _job_tmp_path(job_id: str, rank: int) -> Path:
     return Path(base, f"nbjobs-job-{job_id}-{rank}")
 
 
-def _is_jobs(path: Path, owner: tuple[int, int] | None, any_owner: bool = False) -> bool:
-    """Whether ``path`` is a folder (not a link) only its owner may enter, owned by
-    ``owner`` (None: the service's account)."""
+def _closed_folder(path: Path, uid: int | None = None) -> bool:
+    """Whether ``path`` is a folder (not a link) only its owner may enter, that owner
+    ``uid`` when given."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    uid = owner[0] if owner is not None else os.geteuid()
-    mine = any_owner or st.st_uid == uid
+    mine = uid is None or st.st_uid == uid
     return stat.S_ISDIR(st.st_mode) and mine and not st.st_mode & 0o077
 
 
