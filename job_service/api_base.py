@@ -191,8 +191,13 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
             f"{size_text(self.body_limit)} (limits.request_body in nbjobs.yaml)",
         )
 
+    def _cut_short(self, error: BaseException | None) -> bool:
+        """Whether ``error``, which no handler meant (not an HTTPError), came of the
+        service stopping under the request (its database threads gone, say)."""
+        return self.service.stopping and not isinstance(error, web.HTTPError)
+
     def log_exception(self, typ: Any, value: BaseException | None, tb: Any) -> None:
-        if self.service.stopping and not isinstance(value, web.HTTPError):
+        if self._cut_short(value):
             # the service stopped under the request: its 503 says so; no traceback
             gen_log.warning(
                 "%s: cut short as the service stopped (%r)", self._request_summary(), value
@@ -238,7 +243,7 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
                 f"it answers {', '.join(allowed) or 'nothing'} (see api/openapi.yaml)"
             )
         uncaught = exc_info is not None and not isinstance(exc_info[1], web.HTTPError)
-        if status_code >= 500 and uncaught and self.service.stopping:
+        if status_code >= 500 and exc_info is not None and self._cut_short(exc_info[1]):
             # the service stopped under this request (its database threads are gone): a
             # restart, not a broken request; what it had begun was not recorded
             status_code = 503

@@ -36,7 +36,7 @@ from nbjobs.job_service.backends.kubernetes_objects import (
 from nbjobs.config import ConfigError, Flavor, KubernetesBackendConfig, StorageConfig, parse_config
 from nbjobs.storage import job_folder
 
-from .conftest import BASE_CONFIG, start_service, stop_all
+from .conftest import BASE_CONFIG, job_tmp, start_service, stop_all
 
 #: what a service may hold in its environment that no job may see
 SECRETS = {
@@ -142,7 +142,7 @@ async def test_a_job_sees_none_of_the_services_secrets(tmp_path, monkeypatch):
     expected |= {"SITE_NAME", "NBJOBS_TEST_PASSED_ON", "HF_HOME", "NBJOBS_JOB_ID"}
     expected |= {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
     # its own temporary folder, not the service's (local_job_setup.job_tmp)
-    assert env["TMPDIR"] == str(Path(tempfile.gettempdir(), f"nbjobs-job-{job['id']}-0"))
+    assert env["TMPDIR"] == str(job_tmp(job["id"]))
     expected |= {"TMPDIR"}
     expected |= {n for n in ("LD_LIBRARY_PATH", "VIRTUAL_ENV") if n in os.environ}
     expected |= {n for n in ("CONDA_PREFIX", "CONDA_DEFAULT_ENV", "LANGUAGE") if n in os.environ}

@@ -10,20 +10,13 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
-from .conftest import stop_service
-
-
-def job_tmp(job_id: str) -> Path:
-    """A job's temporary folder (its TMPDIR) where it has no namespace of its own."""
-    return Path(tempfile.gettempdir(), f"nbjobs-job-{job_id}-0")
+from .conftest import job_tmp, stop_service
 
 
 def running(job):
