@@ -1,6 +1,6 @@
 """What the job service adds to a job: submit -> done through the API, against the runner alone.
 
-    python bench/overhead_bench.py [--quick] [--rounds N] [--cases 3,300]
+    python bench/overhead_bench.py [--quick] [--rounds N] [--bursts N] [--cases 3,300]
                                    [--cgroups auto|off] [--peer-python PYTHON]
 
 The same notebooks (3 tiny cells; 300 tiny cells) run two ways, in alternating rounds
@@ -408,7 +408,7 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     at_once = args.at_once
     rounds = args.rounds or (2 if args.quick else 7)
-    bursts = 1 if args.quick else 2
+    bursts = args.bursts or (1 if args.quick else 2)
     peer_rounds = 1 if args.quick else 3
     cases = args.cases.split(",")
     results: dict[str, dict[str, list[Any]]] = {}
@@ -529,6 +529,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, for a smoke run")
     parser.add_argument("--rounds", type=int, default=0, help="rounds of one job per case")
+    parser.add_argument(
+        "--bursts", type=int, default=0, help="rounds of the jobs at once per case (default 2)"
+    )
     parser.add_argument(
         "--at-once", type=int, default=AT_ONCE, help=f"jobs at once (default {AT_ONCE})"
     )

@@ -91,7 +91,8 @@ def tools(python: str) -> dict[str, Callable[[Path, Path, Path], list[str]]]:
     }
 
 
-Sample = tuple[float, int, int]
+#: wall seconds, own peak (KiB), tree peak (KiB), the output notebook's size (bytes)
+Sample = tuple[float, int, int, int]
 
 
 class RunFailed(Exception):
@@ -99,9 +100,10 @@ class RunFailed(Exception):
     up on a 200 MB message that takes more than their 4 s to arrive, say)."""
 
 
-def run_once(command: list[str], cwd: Path) -> Sample:
-    """Wall seconds, the process's own peak RSS (KiB, its high-water mark while it ran)
-    and the tree's (KiB, the largest process of the tree that was waited for)."""
+def run_once(command: list[str], cwd: Path, out: Path) -> Sample:
+    """Wall seconds, the process's own peak RSS (KiB, its high-water mark while it ran),
+    the tree's (KiB, the largest process of the tree that was waited for) and the size of
+    the notebook it wrote to ``out`` (bytes)."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     own = 0
@@ -115,7 +117,7 @@ def run_once(command: list[str], cwd: Path) -> Sample:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RunFailed(f"exit code {proc.returncode}")
-    return elapsed, own, usage.ru_maxrss
+    return elapsed, own, usage.ru_maxrss, out.stat().st_size
 
 
 def _high_water_mark(pid: int) -> int:
@@ -147,6 +149,8 @@ def main() -> int:
     results: dict[str, dict[str, Sample | None]] = {}
     #: (case, tool): rounds that failed, and the last one's exit code
     failures: dict[tuple[str, str], tuple[int, str]] = {}
+    #: per case, what the runner's last output notebook says it left out
+    said: dict[str, str] = {}
 
     with tempfile.TemporaryDirectory(prefix="nbjobs-bench-") as tmp:
         work = Path(tmp)
@@ -162,14 +166,18 @@ def main() -> int:
                     out = work / f"{case}-{tool}.ipynb"
                     status = work / f"{case}-{tool}.status.json"
                     try:
-                        samples[tool].append(run_once(available[tool](source, out, status), work))
+                        samples[tool].append(
+                            run_once(available[tool](source, out, status), work, out)
+                        )
+                        if tool == "runner":
+                            said[case] = what_was_cut(out)
                     except RunFailed as exc:
                         failed = failures.get((case, tool), (0, ""))[0] + 1
                         failures[case, tool] = (failed, str(exc))
                     out.unlink(missing_ok=True)
             results[case] = {t: _medians(samples[t]) for t in chosen}
 
-    report(results, chosen)
+    report(results, chosen, said)
     for (case, tool), (failed, why) in failures.items():
         print(
             f"{case}: {tool} failed in {failed} of {_rounds(case, args.repeat)} rounds ({why}); "
@@ -189,10 +197,26 @@ def _medians(samples: list[Sample]) -> Sample | None:
         statistics.median(s[0] for s in samples),
         int(statistics.median(s[1] for s in samples)),
         int(statistics.median(s[2] for s in samples)),
+        int(statistics.median(s[3] for s in samples)),
     )
 
 
-def report(all_results: dict[str, dict[str, Sample | None]], chosen: list[str]) -> None:
+def what_was_cut(output: Path) -> str:
+    """What a runner's output notebook tells its reader it left out: the count in its
+    metadata and whether a cell's output says so in words."""
+    nb = nbformat.read(output, as_version=4)
+    dropped = nb.metadata.get("nbjobs", {}).get("output", {}).get("dropped_characters", 0)
+    in_words = any(
+        "characters of output were left out" in out.get("text", "")
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+    )
+    return f"{dropped:,} characters left out, {'said' if in_words else 'NOT said'} in the cell"
+
+
+def report(
+    all_results: dict[str, dict[str, Sample | None]], chosen: list[str], said: dict[str, str]
+) -> None:
     print(f"\n(load average at the end: {os.getloadavg()[0]:.1f})")
     results: dict[str, dict[str, Sample]] = {}
     for case, with_failed in all_results.items():
@@ -200,7 +224,7 @@ def report(all_results: dict[str, dict[str, Sample | None]], chosen: list[str]) 
         results[case] = by_tool
         baselines = [b for b in ("nbclient", "papermill") if b in by_tool]
         print(f"== {case}")
-        header = f"  {'tool':<16}{'median s':>10}{'own MiB':>9}{'tree MiB':>10}"
+        header = f"  {'tool':<16}{'median s':>10}{'own MiB':>9}{'tree MiB':>10}{'out MB':>8}"
         header += "".join(f"{'s ÷ ' + b:>16}" for b in baselines)
         if case in MEMORY_CASES:
             header += "".join(f"{'own ÷ ' + b:>18}" for b in baselines)
@@ -209,8 +233,9 @@ def report(all_results: dict[str, dict[str, Sample | None]], chosen: list[str]) 
             if tool not in by_tool:
                 print(f"  {tool:<16}{'failed in every round':>29}")
                 continue
-            seconds, own, tree = by_tool[tool]
+            seconds, own, tree, size = by_tool[tool]
             line = f"  {tool:<16}{seconds:>10.2f}{own / 1024:>9.0f}{tree / 1024:>10.0f}"
+            line += f"{size / 1e6:>8.1f}"
             line += "".join(f"{seconds / by_tool[b][0]:>16.2f}" for b in baselines)
             if case in MEMORY_CASES:
                 line += "".join(f"{own / max(1, by_tool[b][1]):>18.2f}" for b in baselines)
@@ -252,6 +277,10 @@ def report(all_results: dict[str, dict[str, Sample | None]], chosen: list[str]) 
         print(
             f"runner's own peak on 200 joined writes of 1 MB: {runner_own / 1024:.0f} MiB "
             "(goal: < 150 MiB)" + (f"; {against}" if against else "")
+        )
+        print(
+            f"its output notebook: {coalesced['runner'][3] / 1e6:.1f} MB (goal: < 20 MB); "
+            + said.get("coalesced", "")
         )
     if "papermill" in chosen and "runner" in chosen:
         worst = max(r["runner"][0] / r["papermill"][0] for r in results.values())
