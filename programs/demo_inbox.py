@@ -28,6 +28,7 @@ import hmac
 import html
 import json
 import os
+import signal
 import sys
 import threading
 import warnings
@@ -466,11 +467,18 @@ async def serve(workdir: Path, smtp_port: int) -> None:
     app.listen(url.port or 80, address=url.hostname or "127.0.0.1")
     loop = asyncio.get_running_loop()
     await loop.create_server(lambda: smtp_protocol(inbox, password, loop), "127.0.0.1", smtp_port)
+    # The hub stops its services with SIGINT, then SIGTERM 30 s later. Python's own
+    # KeyboardInterrupt is not there when the inbox was started with SIGINT ignored (the
+    # demo run as a background job of a script, which ignores it for all it starts):
+    # handlers of its own make either signal stop it at once.
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     print(
         f"demo inbox: mail on 127.0.0.1:{smtp_port}, pages and webhooks at {public}{prefix}",
         flush=True,
     )
-    await asyncio.Event().wait()
+    await stop.wait()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -480,7 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", required=True, help="the demo's folder")
     parser.add_argument("--smtp-port", type=int, required=True, help="the SMTP port")
     args = parser.parse_args(argv)
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt):  # one before its handlers are set
         asyncio.run(serve(Path(args.workdir), args.smtp_port))
     return 0
 
