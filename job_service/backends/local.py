@@ -734,6 +734,9 @@ class LocalBackend(Backend):
                     )
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pid, signal.SIGKILL)
+            # a lost job's temporary folders: nobody else would ever remove them
+            for rank in range(len(processes)):
+                remove_job_tmp(adopted_job_tmp(job_id, rank))
             return False
         each = len(gpus) // len(processes)
         ranks = [

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from aiosmtpd.controller import Controller
 from nbjobs.job_service.app import JobServiceApp
+from nbjobs.job_service.backends.base import STATUS_FILE_OPTION
 from nbjobs.job_service.backends.local import _DETACHED
 from nbjobs.job_service.backends.local_unrecorded import job_ref
 from nbjobs.job_service.service import JobService
@@ -294,18 +295,23 @@ def _no_runner_outlives_its_test() -> Iterator[None]:
     """A service stopped while its jobs run leaves their runners going, as it should (the
     next service adopts them). When the test that did so ends, nobody will: kill each of
     those runners with its kernels, so that they neither load the machine for the tests
-    after nor linger past the test session."""
+    after nor linger past the test session, and remove its job's temporary folders (the
+    job's id names them), which no service will."""
     yield
     while _DETACHED:
         process = _DETACHED.pop()
-        if process.poll() is not None:
-            continue
-        with contextlib.suppress(psutil.Error):
-            tree = psutil.Process(process.pid)
-            for child in [*tree.children(recursive=True), tree]:
-                with contextlib.suppress(psutil.Error):
-                    child.kill()
-        process.wait(timeout=30)
+        if process.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                tree = psutil.Process(process.pid)
+                for child in [*tree.children(recursive=True), tree]:
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+            process.wait(timeout=30)
+        args = [str(arg) for arg in process.args]  # type: ignore[union-attr]
+        if STATUS_FILE_OPTION in args:
+            job_id = Path(args[args.index(STATUS_FILE_OPTION) + 1]).parent.name
+            for tmp in job_tmp(job_id).parent.glob(f"nbjobs-job-{job_id}-*"):
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture

@@ -71,6 +71,7 @@ async def test_a_job_that_ended_while_the_service_was_down_gets_its_real_outcome
         done = await second.job("ada", job["id"])
         assert done["state"] == "failed"
         assert done["message"] == "code cell 2 of 2 raised ValueError: late"
+        assert not job_tmp(job["id"]).exists()  # what the job left in its TMPDIR went
     finally:
         await stop_service(second)
 
@@ -81,7 +82,10 @@ async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason
     job = await first.submit("ada", "k.ipynb")
     await first.wait("ada", job["id"], running)
     runner = first.service.backend.running[job["id"]]
+    await first.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
     kernels = psutil.Process(runner.pid).children(recursive=True)
+    tmp = job_tmp(job["id"])
+    assert tmp.is_dir()
     await stop_service(first)
     for process in [psutil.Process(runner.pid), *kernels]:
         process.kill()
@@ -93,6 +97,8 @@ async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason
         assert done["message"] == (
             "the job's process was gone when the job service restarted; re-run it"
         )
+        # its kernel's files (a runner killed hard leaves them) went with the job
+        assert not tmp.exists()
     finally:
         await stop_service(second)
 
