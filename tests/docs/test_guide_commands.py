@@ -170,6 +170,9 @@ class Hub:
         user = block.markers.get("run-as", "ada")
         home = self.folder / "home" / escape_username(user)
         cwd = self.folder if block.markers.get("run-in") == "service" else home
+        # a guide's `mktemp -d` makes its folder in the test's, which goes with it
+        scratch = self.folder / "tmp"
+        scratch.mkdir(exist_ok=True)
         env = {
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             "HOME": str(home),
@@ -178,6 +181,7 @@ class Hub:
             "NBJOBS_TOKEN": self.tokens[user],
             "NBJOBS_ROOT": str(home),
             "JOB": self.job,
+            "TMPDIR": str(scratch),
         }
         return subprocess.run(
             ["bash", "-e", "-o", "pipefail", "-c", block.code],

@@ -56,8 +56,11 @@ def folders(top: Path) -> dict[str, Path]:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def machine():
+    """A machine's folders of each test's own: an uninstall keeps users' folders, owned by
+    the uid of an account it removed, which another test's new account may take meanwhile
+    (and an install of the same prefix then rightly refuses to hand the folder over)."""
     top = Path(tempfile.mkdtemp(prefix="nbjobs-install-"))
     top.chmod(0o755)
     tools = top / "bin"
