@@ -7,8 +7,9 @@ README's test command). ``--beside-demo`` keeps the demo (``scripts/demo.sh``, f
 clone of its own) running on the machine the whole time; ``--beside-suite`` runs a second
 ``.ci/run`` of another clone at the same time as each counted one (a row is green only
 when both are). Every run prints one line: green or red, the pytest
-summary, the wall time and the machine's load (mean and peak of the one-minute load
-average, read every 10 s); the end says how many were green. A red run's log is kept
+summary, the wall time, the machine's load (mean and peak of the one-minute load
+average, read every 10 s) and its speed before the run (``probe``: a fixed piece of work
+on one core, in ms); the end says how many were green. A red run's log is kept
 and named; green runs' folders are removed.
 
 Each clone's install picks the interpreter of its venv as a fresh checkout's does
@@ -65,6 +66,19 @@ class Load:
         if not self.readings:
             return "load ?"
         return f"load {statistics.mean(self.readings):.1f} (peak {max(self.readings):.1f})"
+
+
+def probe() -> float:
+    """Milliseconds one core takes now for a fixed piece of pure-Python work, the best of
+    five: read between runs, when the machine is otherwise idle, it says how fast the
+    machine is at the time (this one's speed changes by a quarter from one half hour to
+    the next), so that two runs' times can be told apart from the machine's."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        sum(i * i for i in range(1_000_000))
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
 
 
 def clone(rev: str, where: Path) -> Path:
@@ -132,6 +146,7 @@ def main() -> int:
         for number in range(1, args.runs + 1):
             counted = clone(rev, base / f"run-{number}")
             other = clone(rev, base / f"beside-{number}") if args.beside_suite else None
+            speed = probe()
             started = time.monotonic()
             with Load() as load:
                 proc, log = start_ci(counted)
@@ -144,6 +159,7 @@ def main() -> int:
             green += ok
             verdict = "green" if ok else "RED"
             line = f"run {number}: {verdict}  {summary(log)}  {wall / 60:.1f} min, {load}"
+            line += f", probe {speed:.0f} ms before it"
             if second:
                 line += f"  | beside it: exit {second[0].returncode}, {summary(second[1])}"
             print(line + ("" if ok else f"  log: {log}"), flush=True)
