@@ -142,6 +142,8 @@ def hub(tmp_path_factory):
             tokens[user] = answer.json()["token"]
         service = f"{url}/services/nbjobs/"
         job = finished_job(service, tokens["ada"])
+        # a guide's `mktemp -d` makes its folder in the test's (TMPDIR), which goes with it
+        (folder / "tmp").mkdir()
         yield Hub(folder, service, tokens, job)
 
 
@@ -170,9 +172,6 @@ class Hub:
         user = block.markers.get("run-as", "ada")
         home = self.folder / "home" / escape_username(user)
         cwd = self.folder if block.markers.get("run-in") == "service" else home
-        # a guide's `mktemp -d` makes its folder in the test's, which goes with it
-        scratch = self.folder / "tmp"
-        scratch.mkdir(exist_ok=True)
         env = {
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
             "HOME": str(home),
@@ -181,7 +180,7 @@ class Hub:
             "NBJOBS_TOKEN": self.tokens[user],
             "NBJOBS_ROOT": str(home),
             "JOB": self.job,
-            "TMPDIR": str(scratch),
+            "TMPDIR": str(self.folder / "tmp"),
         }
         return subprocess.run(
             ["bash", "-e", "-o", "pipefail", "-c", block.code],

@@ -307,7 +307,7 @@ def _no_runner_outlives_its_test() -> Iterator[None]:
                     with contextlib.suppress(psutil.Error):
                         child.kill()
             process.wait(timeout=30)
-        args = [str(arg) for arg in process.args]  # type: ignore[union-attr]
+        args = [str(arg) for arg in process.args]
         if STATUS_FILE_OPTION in args:
             job_id = Path(args[args.index(STATUS_FILE_OPTION) + 1]).parent.name
             for tmp in job_tmp(job_id).parent.glob(f"nbjobs-job-{job_id}-*"):
