@@ -6,11 +6,12 @@ and runs ``.ci/run`` there, exactly as CI does (it installs what it needs, then 
 README's test command). ``--beside-demo`` keeps the demo (``scripts/demo.sh``, from a
 clone of its own) running on the machine the whole time; ``--beside-suite`` runs a second
 ``.ci/run`` of another clone at the same time as each counted one (a row is green only
-when both are). Every run prints one line: green or red, the pytest
-summary, the wall time, the machine's load (mean and peak of the one-minute load
-average, read every 10 s) and its speed before the run (``probe``: a fixed piece of work
-on one core, in ms); the end says how many were green. A red run's log is kept
-and named; green runs' folders are removed.
+when both are). Every run prints one line: green or red, the pytest summary, the wall
+time, the machine's load (mean and peak of the one-minute load average, read every
+10 s), the CPU seconds the machine was busy, idle and stolen by its host over the run,
+and its speed before the run (``probe``: a fixed piece of work on one core, in ms); the
+end says how many were green. A red run's log is kept and named; green runs' folders
+are removed.
 
 Each clone's install picks the interpreter of its venv as a fresh checkout's does
 (scripts/python_for_accounts.sh: one the tests' OS accounts can start), whatever Python
@@ -55,17 +56,34 @@ class Load:
                 return
 
     def __enter__(self) -> Load:
+        self._times = cpu_times()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._times = [end - start for start, end in zip(self._times, cpu_times(), strict=True)]
 
     def __str__(self) -> str:
         if not self.readings:
             return "load ?"
-        return f"load {statistics.mean(self.readings):.1f} (peak {max(self.readings):.1f})"
+        busy, idle, steal = self._times
+        return (
+            f"load {statistics.mean(self.readings):.1f} (peak {max(self.readings):.1f}),"
+            f" {busy:.0f} CPU-s busy, {idle:.0f} idle, {steal:.0f} stolen"
+        )
+
+
+def cpu_times() -> list[float]:
+    """The machine's CPU seconds so far, all cores together (/proc/stat): busy (user,
+    system, interrupts), idle (waiting for input or output too), and stolen (by the host
+    from this virtual machine, where it says). Busy over a run is the work the run did:
+    a run that takes longer with the same busy seconds waited, or was slowed by the host."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = fields[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    return [(user + nice + system + irq + softirq) / tick, (idle + iowait) / tick, steal / tick]
 
 
 def probe() -> float:

@@ -23,17 +23,9 @@ def _control_groups_of_this_run() -> Iterator[None]:
     adopt): the machine keeps no trace of the run, and an install's or a demo's groups
     are never touched."""
     yield
-    from nbjobs.cgroups import Cgroups
-    from nbjobs.instances import remove_control_groups
-    from tests.machine import INSTANCE
+    from tests.machine import INSTANCE, end_instance
 
-    cgroups = Cgroups(parent=INSTANCE)
-    for parent in cgroups.parent_folders():
-        for child in [c for c in parent.iterdir() if c.is_dir()] if parent.is_dir() else []:
-            group = cgroups.group(child.name)
-            group.kill_all()
-            group.remove()
-    remove_control_groups(INSTANCE)
+    end_instance(INSTANCE)
 
 
 @pytest.fixture(autouse=True, scope="module")

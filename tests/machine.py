@@ -5,14 +5,17 @@ nothing of the run is left behind."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 #: this test process's nbjobs instance (``backend.local.instance``): the parent of the
@@ -29,6 +32,24 @@ def this_runs(settings: dict[str, Any]) -> dict[str, Any]:
         local = backend.setdefault("local", {})
         local.setdefault("instance", INSTANCE)
     return mine
+
+
+def end_instance(instance: str) -> None:
+    """Kill what still runs in the control groups of the nbjobs ``instance`` (a job a
+    stopped service left running, as it leaves one for the next to adopt; a hub's server)
+    and remove them with their parent: what a test run or a test's hub made on the
+    machine goes with it, and another instance's groups (an install's, a demo's) are
+    never touched."""
+    from nbjobs.cgroups import Cgroups
+    from nbjobs.instances import remove_control_groups
+
+    cgroups = Cgroups(parent=instance)
+    for parent in cgroups.parent_folders():
+        for child in [c for c in parent.iterdir() if c.is_dir()] if parent.is_dir() else []:
+            group = cgroups.group(child.name)
+            group.kill_all()
+            group.remove()
+    remove_control_groups(instance)
 
 
 def scratch_folder(prefix: str) -> Path:
@@ -54,3 +75,36 @@ def kubeconfig_to_no_cluster() -> None:
     }
     path.write_text(yaml.safe_dump(config))
     os.environ["KUBECONFIG"] = str(path)
+
+
+def end_runner(runner: psutil.Process | None, command: Sequence[object]) -> None:
+    """Kill a job's runner (``runner``, started with ``command``; None for one that has
+    ended) with all it started, and remove its job's temporary folders
+    (``$TMPDIR/nbjobs-job-ID-RANK``, docs/admin/one-machine.md; the job's id names the
+    status file's folder): what the end of a test that stopped a service with its jobs
+    running must do, as no service will adopt them."""
+    from nbjobs.job_service.backends.base import status_file_in
+
+    if runner is not None:
+        with contextlib.suppress(psutil.Error):
+            for process in [*runner.children(recursive=True), runner]:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+    status_file = status_file_in([str(arg) for arg in command])
+    if status_file:
+        job_id = Path(status_file).parent.name
+        for tmp in Path(tempfile.gettempdir()).glob(f"nbjobs-job-{job_id}-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def end_runners_in(folder: Path) -> None:
+    """:func:`end_runner` for every job runner still running on the machine whose status
+    file lies in ``folder`` (a test hub's or service's, stopped with its jobs running)."""
+    from nbjobs.job_service.backends.base import status_file_in
+
+    folder = folder.resolve()
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        status_file = status_file_in(command)
+        if status_file and Path(status_file).is_relative_to(folder):
+            end_runner(process, command)

@@ -21,12 +21,13 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from nbjobs.programs.demo import Ports, prepare
+from nbjobs.programs.demo import Ports, demo_instance, prepare
 
 from nbjobs.models import JobState
 from nbjobs.storage import escape_username
 
 from ..hub.hubproc import free_port, running_hub
+from ..machine import end_instance
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -122,29 +123,34 @@ def hub(tmp_path_factory):
     ports = Ports(*(free_port() for _ in range(6)))
     port = ports.port
     # accounts of this run's own, where it makes any: a demo running beside keeps its own
-    config = prepare(folder, "127.0.0.1", ports, prefix=f"g{uuid.uuid4().hex[:6]}-")
+    prefix = f"g{uuid.uuid4().hex[:6]}-"
+    config = prepare(folder, "127.0.0.1", ports, prefix=prefix)
     # a class an admin wrote into nbjobs.yaml, as docs/teacher/classes.md shows one
     settings = yaml.safe_load((folder / "nbjobs.yaml").read_text())
     settings["classes"] = [ADMIN_CLASS]
     (folder / "nbjobs.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     token = os.urandom(16).hex()
     text = config.read_text() + ADMIN_SERVICE.format(token=token, lease=LEASE_SECONDS)
-    with running_hub(folder, text, port) as url:
-        tokens = {}
-        for user in USERS:
-            answer = requests.post(
-                f"{url}/hub/api/users/{user}/tokens",
-                headers={"Authorization": f"token {token}"},
-                json={"note": "docs test"},
-                timeout=30,
-            )
-            answer.raise_for_status()
-            tokens[user] = answer.json()["token"]
-        service = f"{url}/services/nbjobs/"
-        job = finished_job(service, tokens["ada"])
-        # a guide's `mktemp -d` makes its folder in the test's (TMPDIR), which goes with it
-        (folder / "tmp").mkdir()
-        yield Hub(folder, service, tokens, job)
+    try:
+        with running_hub(folder, text, port) as url:
+            tokens = {}
+            for user in USERS:
+                answer = requests.post(
+                    f"{url}/hub/api/users/{user}/tokens",
+                    headers={"Authorization": f"token {token}"},
+                    json={"note": "docs test"},
+                    timeout=30,
+                )
+                answer.raise_for_status()
+                tokens[user] = answer.json()["token"]
+            service = f"{url}/services/nbjobs/"
+            job = finished_job(service, tokens["ada"])
+            # a guide's `mktemp -d` makes its folder in the test's (TMPDIR), which goes with it
+            (folder / "tmp").mkdir()
+            yield Hub(folder, service, tokens, job)
+    finally:
+        # the control groups of its servers and jobs (its own instance, as a demo has)
+        end_instance(demo_instance(prefix))
 
 
 def finished_job(service: str, token: str) -> str:

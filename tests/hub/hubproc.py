@@ -21,7 +21,7 @@ from nbjobs.job_runner.lean_imports import FORMAT_CHECKERS
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from tests.machine import INSTANCE, this_runs
+from tests.machine import INSTANCE, end_runners_in, this_runs
 from tests.ports import free_port
 from tests.waiting import stretched, wait_until_answering
 
@@ -117,13 +117,16 @@ def local_nbjobs_yaml(folder: Path, **extra: object) -> Path:
 
 
 @contextmanager
-def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> Iterator[str]:
+def running_hub(
+    folder: Path, config: str, port: int, base_url: str = "/", end_jobs: bool = True
+) -> Iterator[str]:
     """Start the hub as nbjobs does (``python -m nbjobs.hub_config.run -f``) on ``config``
     (the text of a jupyterhub_config.py).
 
     Waits until the nbjobs service answers through the hub's proxy, yields the
-    hub's URL (with its ``base_url``), and stops the hub afterwards. A hub that
-    does not come up fails with the end of its log.
+    hub's URL (with its ``base_url``), and stops the hub afterwards, then the jobs its
+    service left running in ``folder`` (``end_jobs=False``: a restart's, which the next
+    hub's service adopts). A hub that does not come up fails with the end of its log.
     """
     (folder / "jupyterhub_config.py").write_text(config)
     env = dict(os.environ)
@@ -158,6 +161,8 @@ def running_hub(folder: Path, config: str, port: int, base_url: str = "/") -> It
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+            if end_jobs:
+                end_runners_in(folder)  # no hub's now: nobody would end them
             keep_log(log_path)
 
 

@@ -68,7 +68,7 @@ def test_a_hub_restart_mid_job_loses_nothing(tmp_path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
     nbformat.write(nb, home / "long.ipynb")
 
-    with running_hub(tmp_path, config, port) as url:
+    with running_hub(tmp_path, config, port, end_jobs=False) as url:
         admin = {"Authorization": f"token {admin_token}"}
         assert requests.post(f"{url}/hub/api/users/ada", headers=admin, timeout=30).ok
         made = requests.post(

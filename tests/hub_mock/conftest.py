@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -26,7 +27,7 @@ from traitlets.config import Config
 
 # kubernetes_asyncio reads $KUBECONFIG when kubespawner is imported; point it at a
 # cluster that is not there (no test here talks to a Kubernetes API server).
-from tests.machine import kubeconfig_to_no_cluster
+from tests.machine import INSTANCE, end_instance, kubeconfig_to_no_cluster
 
 kubeconfig_to_no_cluster()
 
@@ -42,6 +43,14 @@ from nbjobs.hub_config import configure  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 
 pytest_plugins = ["jupyterhub.tests.conftest"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _control_groups_of_this_run() -> Iterator[None]:
+    """As tests/conftest.py's (which this pytest process does not read): the control
+    groups of this run's instance (its spawners' servers) go with it at the end."""
+    yield
+    end_instance(INSTANCE)
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from tests.machine import INSTANCE, this_runs
+from tests.machine import INSTANCE, end_runners_in, this_runs
 from tests.ports import free_port
 from tests.waiting import stretched, wait_until_answering
 
@@ -202,6 +202,7 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    end_runners_in(workdir)  # the jobs its tests left running, no hub's now
 
 
 @contextlib.contextmanager
@@ -246,6 +247,7 @@ def standalone_service(workdir: Path, tokens: dict[str, str], **config: object) 
     finally:
         service.terminate()
         service.wait(timeout=30)
+        end_runners_in(workdir)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
+from tests.machine import end_runners_in
 from tests.waiting import wait_until_answering
 
 from .conftest import ROOT, dismiss_news, free_port, shot
@@ -65,10 +66,13 @@ def start_jupyter_lab(
     return f"{url}/lab?token={token}"
 
 
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+def stop(procs: list[subprocess.Popen[bytes]], folder: Path) -> None:
+    """Stop the `jupyter lab`s, then the jobs their in-process services left running in
+    ``folder`` (nobody would end them)."""
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=30)
+    end_runners_in(folder)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +82,7 @@ def plain_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
     procs: list[subprocess.Popen[bytes]] = []
     folder = tmp_path_factory.mktemp("plain-lab")
     yield start_jupyter_lab(folder, procs), folder
-    stop(procs)
+    stop(procs, folder)
 
 
 @pytest.fixture
@@ -86,7 +90,7 @@ def start_lab(tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Start `jupyter lab` of a configuration of its own; return the URL with its token."""
     procs: list[subprocess.Popen[bytes]] = []
     yield lambda server_config=None: start_jupyter_lab(tmp_path, procs, server_config)
-    stop(procs)
+    stop(procs, tmp_path)
 
 
 #: notes the text of every notice (toast) the page shows from now on, in

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from nbjobs.storage import escape_username
+from tests.machine import end_runners_in
 from tests.waiting import wait_until_answering
 
 from .conftest import free_port
@@ -102,6 +103,7 @@ def job_service(tmp_path):
     yield url, tmp_path / "shared" / escape_username("ada")
     proc.terminate()
     proc.wait(timeout=30)
+    end_runners_in(tmp_path)
 
 
 def test_in_a_hub_requests_go_to_the_job_service_as_the_servers_user(start_server, job_service):
