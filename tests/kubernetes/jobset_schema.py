@@ -15,7 +15,6 @@ import typing
 from typing import Any
 
 import kubernetes_validate
-from kubeflow_trainer_api.models.jobset_v1alpha2_job_set import JobsetV1alpha2JobSet
 from pydantic import BaseModel, ValidationError
 
 #: the Kubernetes version whose schemas the rest of the tests use
@@ -64,6 +63,10 @@ def _unknown_fields(model: type[BaseModel], data: Any, where: str) -> list[str]:
 
 def jobset_problems(jobset: dict[str, Any]) -> list[str]:
     """Everything JobSet's schema (and Kubernetes', for its Jobs) says is wrong."""
+    # imported here, not with the module: building its hundreds of models takes a second
+    # of CPU, which every test worker would pay when it collects the tests
+    from kubeflow_trainer_api.models.jobset_v1alpha2_job_set import JobsetV1alpha2JobSet
+
     problems = _unknown_fields(JobsetV1alpha2JobSet, jobset, "JobSet")
     if jobset.get("apiVersion") != "jobset.x-k8s.io/v1alpha2" or jobset.get("kind") != "JobSet":
         problems.append("JobSet: apiVersion/kind must be jobset.x-k8s.io/v1alpha2 JobSet")
