@@ -56,19 +56,19 @@ class Load:
                 return
 
     def __enter__(self) -> Load:
-        self._times = cpu_times()
+        self._started = cpu_times()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._times = [end - start for start, end in zip(self._times, cpu_times(), strict=True)]
+        self.cpu = [end - start for start, end in zip(self._started, cpu_times(), strict=True)]
 
     def __str__(self) -> str:
         if not self.readings:
             return "load ?"
-        busy, idle, steal = self._times
+        busy, idle, steal = self.cpu
         return (
             f"load {statistics.mean(self.readings):.1f} (peak {max(self.readings):.1f}),"
             f" {busy:.0f} CPU-s busy, {idle:.0f} idle, {steal:.0f} stolen"

@@ -77,12 +77,17 @@ def kubeconfig_to_no_cluster() -> None:
     os.environ["KUBECONFIG"] = str(path)
 
 
+def job_tmp(job_id: str, rank: int | str = 0) -> Path:
+    """A local job's temporary folder (its TMPDIR) where it has no namespace of its own,
+    as docs/admin/one-machine.md names it (``rank="*"``: a pattern for all its ranks')."""
+    return Path(tempfile.gettempdir(), f"nbjobs-job-{job_id}-{rank}")
+
+
 def end_runner(runner: psutil.Process | None, command: Sequence[object]) -> None:
     """Kill a job's runner (``runner``, started with ``command``; None for one that has
-    ended) with all it started, and remove its job's temporary folders
-    (``$TMPDIR/nbjobs-job-ID-RANK``, docs/admin/one-machine.md; the job's id names the
-    status file's folder): what the end of a test that stopped a service with its jobs
-    running must do, as no service will adopt them."""
+    ended) with all it started, and remove its job's temporary folders (:func:`job_tmp`;
+    the job's id names the status file's folder): what the end of a test that stopped a
+    service with its jobs running must do, as no service will adopt them."""
     from nbjobs.job_service.backends.base import status_file_in
 
     if runner is not None:
@@ -92,8 +97,8 @@ def end_runner(runner: psutil.Process | None, command: Sequence[object]) -> None
                     process.kill()
     status_file = status_file_in([str(arg) for arg in command])
     if status_file:
-        job_id = Path(status_file).parent.name
-        for tmp in Path(tempfile.gettempdir()).glob(f"nbjobs-job-{job_id}-*"):
+        every_rank = job_tmp(Path(status_file).parent.name, rank="*")
+        for tmp in every_rank.parent.glob(every_rank.name):
             shutil.rmtree(tmp, ignore_errors=True)
 
 

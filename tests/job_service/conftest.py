@@ -159,12 +159,6 @@ class Service:
 _TEMPLATE: list[Path] = []
 
 
-def job_tmp(job_id: str, rank: int = 0) -> Path:
-    """A local job's temporary folder (its TMPDIR) where it has no namespace of its own,
-    as docs/admin/one-machine.md names it."""
-    return Path(tempfile.gettempdir(), f"nbjobs-job-{job_id}-{rank}")
-
-
 def new_database(path: Path) -> None:
     """Put a job database at the newest schema at ``path`` (which must not exist): a copy
     of one this test worker made once through the service's own code path

@@ -35,8 +35,9 @@ from nbjobs.job_service.backends.kubernetes_objects import (
 
 from nbjobs.config import ConfigError, Flavor, KubernetesBackendConfig, StorageConfig, parse_config
 from nbjobs.storage import job_folder
+from tests.machine import job_tmp
 
-from .conftest import BASE_CONFIG, job_tmp, start_service, stop_all
+from .conftest import BASE_CONFIG, start_service, stop_all
 
 #: what a service may hold in its environment that no job may see
 SECRETS = {

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
-from .conftest import job_tmp, stop_service
+from tests.machine import job_tmp
+
+from .conftest import stop_service
 
 
 def running(job):
