@@ -1,25 +1,23 @@
 """The local backend: each job is a ``python -m nbjobs.job_runner`` process on this machine.
 
-GPUs are handed out whole through ``CUDA_VISIBLE_DEVICES``; a shared
-(fractional) flavor takes one of ``slots_per_gpu`` slots of a GPU that no
-whole-GPU job holds. Jobs with no GPU take one of ``cpu_slots``. Jobs run in
-their own session, so the service can stop a job's whole process tree (the
-runner and its kernel) and a service restart leaves them running, to be
-adopted again.
+GPUs are handed out whole through ``CUDA_VISIBLE_DEVICES``; a shared (fractional) flavor
+takes one of ``slots_per_gpu`` slots of a GPU that no whole-GPU job holds. Jobs with no
+GPU take one of ``cpu_slots``. Jobs run in their own session, so the service can stop a
+job's whole process tree (the runner and its kernel) and a service restart leaves them
+running, to be adopted again.
 
-A job never inherits the service's environment (under a hub it holds the
-service's hub token): it starts from :func:`job_environment`, an allow-list
-plus what nbjobs.yaml adds. With ``backend.local.accounts`` every job runs as
-its owner's own OS account (the one their notebook server uses; the service
-runs as root), never as the service's; without, as the service's account
-unless ``run_as: user``. Parameters reach the runner in a file of the job's
-folder, readable by the job's account alone, never on its command line.
+A job never inherits the service's environment (under a hub it holds the service's hub
+token): it starts from :func:`job_environment`, an allow-list plus what nbjobs.yaml adds.
+With ``backend.local.accounts`` every job runs as its owner's own OS account (the one
+their notebook server uses; the service runs as root), never as the service's; without, as
+the service's account unless ``run_as: user``. Parameters reach the runner in a file of
+the job's folder, readable by the job's account alone, never on its command line.
 
-Each job runs in a control group of its own (:mod:`nbjobs.cgroups`): it may
-open only the GPU devices it was given, and the flavor's ``memory``, ``cpu`` and
-``tasks`` are limits there; a job the kernel killed for memory ends ``failed`` with
-"out of memory (limit 8 GiB)", one that failed after the kernel refused it a new
-process or thread "too many processes (limit 4096)", and nothing of a job outlives it.
+Each job runs in a control group of its own (:mod:`nbjobs.cgroups`): it may open only the
+GPU devices it was given, and the flavor's ``memory``, ``cpu`` and ``tasks`` are limits
+there; a job the kernel killed for memory ends ``failed`` with "out of memory (limit 8
+GiB)", one that failed after the kernel refused it a new process or thread "too many
+processes (limit 4096)", and nothing of a job outlives it.
 """
 
 from __future__ import annotations
@@ -765,11 +763,8 @@ class LocalBackend(Backend):
         return unrecorded_runner(job_id, status_file, self._job_group(job_id), self.gpus, self.log)
 
     async def shutdown(self) -> None:
-        # Jobs go on without us; keep their Popen objects referenced so that
-        # dropping them does not count as losing track of a child.
         for job in self._all_ranks():
-            if job.process is not None and job.process.poll() is None:
-                _DETACHED.append(job.process)
+            self._let_go(job)
 
     def release(self, ref: str) -> None:
         released = self.running.pop(ref.split(":", 1)[0], None)
@@ -778,8 +773,18 @@ class LocalBackend(Backend):
                 with contextlib.suppress(OSError):
                     os.close(job.pidfd)
                 job.pidfd = -1
-            if job.process is not None and job.process.poll() is None:
-                _DETACHED.append(job.process)  # released while still running: a service stop
+            self._let_go(job)
+
+    def _let_go(self, job: _Running) -> None:
+        """A rank nobody here watches any more (the service stops). Still running, it goes
+        on, its Popen kept (dropping it would count as losing a child) for the next service
+        to adopt; ended just now, its wait cut short (a cancel, its last cell), it leaves no
+        kernel and no TMPDIR behind, as its wait would have seen to."""
+        if job.process is not None and job.process.poll() is None:
+            _DETACHED.append(job.process)
+        elif job.process is not None or not alive(job.pid, job.created):
+            self._kill_leftovers(job)
+            remove_job_tmp(job.tmp)
 
     # -- process tree ----------------------------------------------------------
 

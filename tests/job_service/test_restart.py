@@ -78,6 +78,30 @@ async def test_a_job_that_ended_while_the_service_was_down_gets_its_real_outcome
         await stop_service(second)
 
 
+async def test_a_job_that_ends_as_the_service_stops_leaves_no_temporary_folder(start):
+    """The race a stop has with a job's last moments: the runner ends (a cancel's kill, its
+    last cell) just as the service stops watching its jobs, before its watch has seen it.
+    That job runs no more, and no service will adopt it: what it left in /tmp and its
+    kernel go with the stop."""
+    svc = await start()
+    svc.write("ada", "e.ipynb", "import time; time.sleep(60)")
+    job = await svc.submit("ada", "e.ipynb")
+    await svc.wait("ada", job["id"], running)
+    runner = svc.service.backend.running[job["id"]]
+    await svc.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
+    kernels = psutil.Process(runner.pid).children(recursive=True)
+    assert job_tmp(job["id"]).is_dir()
+
+    runner.process.kill()
+    runner.process.wait(timeout=30)  # ended, and the loop has not run since: nobody saw it
+    await svc.service.follower.stop()  # what a stop does first, as it happens this moment
+    await stop_service(svc)
+
+    assert not job_tmp(job["id"]).exists()
+    _, alive = psutil.wait_procs(kernels, timeout=10)
+    assert alive == []  # its kernel did not outlive it either
+
+
 async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason(start):
     first = await start()
     first.write("ada", "k.ipynb", "import time; time.sleep(60)")
