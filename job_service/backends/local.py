@@ -15,8 +15,8 @@ the job's folder, readable by the job's account alone, never on its command line
 
 Each job runs in a control group of its own (:mod:`nbjobs.cgroups`): it may open only the
 GPU devices it was given, and the flavor's ``memory``, ``cpu`` and ``tasks`` are limits
-there; a job the kernel killed for memory ends ``failed`` with "out of memory (limit 8
-GiB)", one that failed after the kernel refused it a new process or thread "too many
+there; a job the kernel killed for memory ends ``failed`` with "out of memory (limit
+8 GiB)", one that failed after the kernel refused it a new process or thread "too many
 processes (limit 4096)", and nothing of a job outlives it.
 """
 
@@ -445,8 +445,7 @@ class LocalBackend(Backend):
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
         # the ranks of a multi-node job meet at rank 0, on this machine
         port = free_port() if len(picked) > 1 else None
-        # On the loop, as before: a start on a thread let several claimed jobs wait
-        # for it at once, and a service killed then lost every one of them
+        # on the loop: on a thread, claimed jobs waited for it, and a kill lost them all
         ranks = self._start_ranks(spec, picked, account, port)
         first = ranks[0]
         first.others = ranks[1:]
@@ -776,10 +775,8 @@ class LocalBackend(Backend):
             self._let_go(job)
 
     def _let_go(self, job: _Running) -> None:
-        """A rank nobody here watches any more (the service stops). Still running, it goes
-        on, its Popen kept (dropping it would count as losing a child) for the next service
-        to adopt; ended just now, its wait cut short (a cancel, its last cell), it leaves no
-        kernel and no TMPDIR behind, as its wait would have seen to."""
+        """A rank no longer watched (a stop): running, it goes on for the next service (its
+        Popen kept); ended just now, its wait cut short, its kernels and TMPDIR go."""
         if job.process is not None and job.process.poll() is None:
             _DETACHED.append(job.process)
         elif job.process is not None or not alive(job.pid, job.created):
