@@ -206,9 +206,10 @@ export class JobsModel {
     }
   }
 
-  /** Ask now (after a submit, a cancel, opening the panel). */
+  /** Ask now (after a submit, a cancel, opening the panel, a pushed change). */
   async refresh(): Promise<void> {
     this._quietPolls = 0;
+    const asked = ++this._asks;
     if (this._poll.isDisposed) {
       return;
     }
@@ -217,9 +218,12 @@ export class JobsModel {
     }
     await this._poll.refresh();
     await this._poll.tick;
-    // The Poll folds a refresh asked while another is on its way into that one; when
-    // it answered an earlier query (the user chose while it was out), ask once more.
-    if (this._answered !== this._generation && !this._poll.isDisposed) {
+    // The Poll folds a refresh asked while another is on its way into that one. That
+    // answer was asked for before this: it may not hold what made us ask (a job that
+    // ended meanwhile, whose event came while the answer was out; a query the user
+    // chose meanwhile). Ask once more then, or the change waits for the next poll.
+    const stale = this._answeredAsk < asked || this._answered !== this._generation;
+    if (stale && !this._poll.isDisposed) {
       await this._poll.refresh();
       await this._poll.tick;
     }
@@ -235,6 +239,7 @@ export class JobsModel {
   private async _fetch(): Promise<void> {
     const query = this._query;
     const generation = this._generation;
+    const asks = this._asks; // each refresh asked for until now: this answer is theirs
     let jobs: IJob[];
     let page: IJobList;
     try {
@@ -269,6 +274,7 @@ export class JobsModel {
       this._provisional = false;
       this._answered = generation;
     }
+    this._answeredAsk = asks;
     this._error = null;
     this._loaded = true;
     this._active = countActive(jobs, page.jobs);
@@ -310,6 +316,10 @@ export class JobsModel {
   private _generation = 0;
   /** the generation of the query the last applied answer was for */
   private _answered = -1;
+  /** counts refreshes asked for */
+  private _asks = 0;
+  /** the refreshes asked for before the last answer's request went out */
+  private _answeredAsk = 0;
   /** the view is the old list filtered here, until the service answers the new query */
   private _provisional = false;
   /** jobs waiting or running in the last poll's answers (older pages are not asked again) */

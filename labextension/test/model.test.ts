@@ -15,7 +15,8 @@ import type { IJob, IJobList } from '../src/types';
 class ServiceStandIn {
   jobs: IJob[] = [];
   calls: string[] = [];
-  /** when set, answers wait for it (a slow service) */
+  /** when set, answers wait for it (a slow service, or a slow way back: each answer is
+   * what the service held when asked) */
   gate: Promise<void> | null = null;
 
   add(count: number, name = 'job'): void {
@@ -41,11 +42,11 @@ class ServiceStandIn {
     page: { limit?: number; before?: string | null } = {}
   ): Promise<IJobList> {
     this.calls.push(`${query.search}|${page.before ?? ''}`);
-    await this.gate;
     const limit = page.limit ?? 100;
     const matching = this.jobs.filter(j => matchesQuery(j, query));
     const start = page.before ? matching.findIndex(j => j.id === page.before) + 1 : 0;
     const jobs = matching.slice(start, start + limit).map(j => ({ ...j }));
+    await this.gate;
     return {
       jobs,
       total: matching.length,
@@ -142,6 +143,28 @@ describe('JobsModel pages', () => {
     await Promise.all([inFlight, asked]);
     expect(model.searching).toBe(false);
     expect(service.calls.some(c => c.startsWith('needle hay|'))).toBe(true);
+  });
+
+  it('shows a job that ended while an earlier answer was on its way', async () => {
+    const service = new ServiceStandIn();
+    service.add(1);
+    const job = service.jobs[0];
+    job.state = 'running';
+    const model = modelOver(service);
+    await model.refresh();
+    // A refresh is out: the service answered "running", the answer is slow to arrive.
+    let release: () => void = () => undefined;
+    service.gate = new Promise<void>(resolve => (release = resolve));
+    const inFlight = model.refresh();
+    await vi.waitFor(() => expect(service.calls).toHaveLength(2));
+    // The job ends now; its event asks again while that answer is still out.
+    job.state = 'succeeded';
+    service.gate = null;
+    const asked = model.refresh();
+    release();
+    await Promise.all([inFlight, asked]);
+    expect(model.find(job.id)?.state).toBe('succeeded');
+    expect(service.calls).toHaveLength(3);
   });
 
   it('drops a removed job from an older page at once', async () => {
