@@ -25,6 +25,17 @@ def running(job):
     return job["state"] == "running"
 
 
+async def sleeping_job(svc):
+    """Ada's job, running a cell that sleeps a minute in its kernel: the job, its runner
+    and the runner's processes (the kernel)."""
+    svc.write("ada", "k.ipynb", "import time; time.sleep(60)")
+    job = await svc.submit("ada", "k.ipynb")
+    await svc.wait("ada", job["id"], running)
+    runner = svc.service.backend.running[job["id"]]
+    await svc.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
+    return job, runner, psutil.Process(runner.pid).children(recursive=True)
+
+
 async def test_restart_adopts_running_jobs_and_keeps_queued_ones(start):
     first = await start()
     hold, release = first.gate("root")
@@ -84,12 +95,7 @@ async def test_a_job_that_ends_as_the_service_stops_leaves_no_temporary_folder(s
     That job runs no more, and no service will adopt it: what it left in /tmp and its
     kernel go with the stop."""
     svc = await start()
-    svc.write("ada", "e.ipynb", "import time; time.sleep(60)")
-    job = await svc.submit("ada", "e.ipynb")
-    await svc.wait("ada", job["id"], running)
-    runner = svc.service.backend.running[job["id"]]
-    await svc.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
-    kernels = psutil.Process(runner.pid).children(recursive=True)
+    job, runner, kernels = await sleeping_job(svc)
     assert job_tmp(job["id"]).is_dir()
 
     runner.process.kill()
@@ -104,12 +110,7 @@ async def test_a_job_that_ends_as_the_service_stops_leaves_no_temporary_folder(s
 
 async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason(start):
     first = await start()
-    first.write("ada", "k.ipynb", "import time; time.sleep(60)")
-    job = await first.submit("ada", "k.ipynb")
-    await first.wait("ada", job["id"], running)
-    runner = first.service.backend.running[job["id"]]
-    await first.wait("ada", job["id"], lambda j: bool(psutil.Process(runner.pid).children()))
-    kernels = psutil.Process(runner.pid).children(recursive=True)
+    job, runner, kernels = await sleeping_job(first)
     tmp = job_tmp(job["id"])
     assert tmp.is_dir()
     await stop_service(first)
