@@ -81,7 +81,7 @@ from .local_job_setup import (
 from .local_unrecorded import job_ref, unrecorded_runner
 from .local_watch import exited_within, open_exit_watch
 
-#: runner processes left running when a service stopped (see LocalBackend.shutdown)
+#: runners let go while running (LocalBackend._let_go), kept: a dropped live child's Popen warns
 _DETACHED: list[subprocess.Popen[bytes]] = []
 
 
