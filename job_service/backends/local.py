@@ -30,7 +30,6 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,6 @@ from .local_job_setup import (
     account_name,
     adopted_job_tmp,
     alive,
-    descendants,
     free_port,
     group_prefix,
     job_environment,
@@ -78,42 +76,12 @@ from .local_job_setup import (
     start_runner,
     status_file_of,
 )
+from .local_running import Running
 from .local_unrecorded import job_ref, unrecorded_runner
 from .local_watch import exited_within, open_exit_watch
 
 #: runners let go while running (LocalBackend._let_go), kept: a dropped live child's Popen warns
 _DETACHED: list[subprocess.Popen[bytes]] = []
-
-
-@dataclass
-class _Running:
-    job_id: str
-    pid: int
-    created: float
-    gpus: list[str]
-    shared: bool
-    process: subprocess.Popen[bytes] | None = None
-    #: every process of the job's tree seen so far, (pid, create_time)
-    tree: set[tuple[int, float]] = field(default_factory=set)
-    #: a Linux pidfd that becomes readable when the runner exits (-1: none, poll)
-    pidfd: int | None = None
-    #: the job's control group (devices, memory, CPU, tasks)
-    group: Group | None = None
-    #: the service cancels the job (its ranks' ends are that, not a rank's failure)
-    stopping: bool = False
-    #: the runner's status file (a rank's own, for rank k > 0 of a multi-node job), for
-    #: how a rank ended (None: not known)
-    status_file: Path | None = None
-    #: its temporary folder outside a namespace, removed as it ends (local_job_setup.job_tmp)
-    tmp: Path | None = None
-    #: the job's other ranks (a multi-node flavor: rank 1 onwards, each its own runner,
-    #: GPUs and control group); this one is rank 0
-    others: list[_Running] = field(default_factory=list)
-
-    @property
-    def ranks(self) -> list[_Running]:
-        """Every rank of the job, rank 0 first."""
-        return [self, *self.others]
 
 
 class LocalBackend(Backend):
@@ -185,7 +153,7 @@ class LocalBackend(Backend):
         self.gpu_minors = nvml_minor_numbers() if asks_nvml else {}
         self.slots_per_gpu = local.slots_per_gpu
         self.cpu_slots = local.cpu_slots
-        self.running: dict[str, _Running] = {}
+        self.running: dict[str, Running] = {}
 
     def _can_isolate_jobs(self) -> bool:
         """Whether jobs under users' accounts start in namespaces of their own
@@ -223,17 +191,17 @@ class LocalBackend(Backend):
             )
         return None
 
-    def _all_ranks(self) -> list[_Running]:
+    def _all_ranks(self) -> list[Running]:
         return [rank for job in self.running.values() for rank in job.ranks]
 
-    def _holders(self) -> dict[str, list[_Running]]:
-        holders: dict[str, list[_Running]] = {g: [] for g in self.gpus}
+    def _holders(self) -> dict[str, list[Running]]:
+        holders: dict[str, list[Running]] = {g: [] for g in self.gpus}
         for job in self._all_ranks():
             for gpu in job.gpus:
                 holders.setdefault(gpu, []).append(job)
         return holders
 
-    def _open_holders(self) -> dict[str, list[_Running]]:
+    def _open_holders(self) -> dict[str, list[Running]]:
         """:meth:`_holders` of the GPUs a new job may get (not drained)."""
         off = self._drained_gpus()
         return {g: hs for g, hs in self._holders().items() if g not in off}
@@ -445,7 +413,8 @@ class LocalBackend(Backend):
             raise RuntimeError(f"no free capacity for flavor {spec.flavor.name!r}")
         # the ranks of a multi-node job meet at rank 0, on this machine
         port = free_port() if len(picked) > 1 else None
-        # on the loop: on a thread, claimed jobs waited for it, and a kill lost them all
+        # On the loop, as before: a start on a thread let several claimed jobs wait
+        # for it at once, and a service killed then lost every one of them
         ranks = self._start_ranks(spec, picked, account, port)
         first = ranks[0]
         first.others = ranks[1:]
@@ -455,9 +424,9 @@ class LocalBackend(Backend):
 
     def _start_ranks(
         self, spec: LaunchSpec, picked: list[list[str]], account: Account | None, port: int | None
-    ) -> list[_Running]:
+    ) -> list[Running]:
         """Start every rank's runner, or none."""
-        ranks: list[_Running] = []
+        ranks: list[Running] = []
         try:
             for rank, gpus in enumerate(picked):
                 ranks.append(self._start_rank(spec, rank, len(picked), gpus, account, port))
@@ -466,7 +435,7 @@ class LocalBackend(Backend):
             raise
         return ranks
 
-    def _abandon(self, ranks: list[_Running]) -> None:
+    def _abandon(self, ranks: list[Running]) -> None:
         """Stop the runners of a job whose other ranks could not start, and their groups."""
         for started in ranks:
             with contextlib.suppress(ProcessLookupError):
@@ -481,7 +450,7 @@ class LocalBackend(Backend):
         gpus: list[str],
         account: Account | None,
         port: int | None,
-    ) -> _Running:
+    ) -> Running:
         """Start one rank's runner (the job's only one, for one node) under the job's
         account, in its own control group, with its own log."""
         own = account if account is not None else own_account()
@@ -541,7 +510,7 @@ class LocalBackend(Backend):
             own.name if own else f"uid {os.getuid()}",
             limits.describe() if group is not None else "no control group",
         )
-        return _Running(
+        return Running(
             spec.job_id,
             process.pid,
             created,
@@ -553,7 +522,7 @@ class LocalBackend(Backend):
             tmp=tmp,
         )
 
-    def _lookup(self, ref: str) -> _Running | None:
+    def _lookup(self, ref: str) -> Running | None:
         return self.running.get(ref.split(":", 1)[0])
 
     async def wait(self, ref: str) -> Outcome:
@@ -564,7 +533,7 @@ class LocalBackend(Backend):
             return await self._wait_rank(job)
         return await self._wait_ranks(job.ranks)
 
-    async def _wait_ranks(self, ranks: list[_Running]) -> Outcome:
+    async def _wait_ranks(self, ranks: list[Running]) -> Outcome:
         """Wait for every rank of a multi-node job. When one fails (or is stopped), the
         others cannot go on without it (their rendezvous is broken): they are stopped,
         and the job ends with what became of the first that failed. Rank 0's outcome
@@ -612,19 +581,18 @@ class LocalBackend(Backend):
             state="failed",
         )
 
-    async def _wait_rank(self, job: _Running) -> Outcome:
+    async def _wait_rank(self, job: Running) -> Outcome:
         """Wait for one runner (a job's, or one rank's) to end; what became of it."""
         if job.process is not None:
             while (code := job.process.poll()) is None:
-                self._note_tree(job)
+                job.note_tree()
                 await self._exited_or_timeout(job)
         else:
             while alive(job.pid, job.created):
-                self._note_tree(job)
+                job.note_tree()
                 await self._exited_or_timeout(job)
             code = None
-        self._kill_leftovers(job)
-        remove_job_tmp(job.tmp)
+        job.leave_nothing(self.log)
         limit_hit = self._close_group(job, Outcome(code))
         if limit_hit is not None:
             return Outcome(code, limit_hit, state="failed")
@@ -636,7 +604,7 @@ class LocalBackend(Backend):
             return Outcome(code, f"the runner was killed by {name}")
         return Outcome(code)
 
-    def _close_group(self, job: _Running, ended: Outcome | None = None) -> str | None:
+    def _close_group(self, job: Running, ended: Outcome | None = None) -> str | None:
         """Stop what is left in the ended job's group and remove the group; "out of memory
         (limit 8 GiB)" when the kernel killed a process of the job for passing its
         flavor's memory, "too many processes (limit 4096)" when the job ``ended`` in
@@ -670,7 +638,7 @@ class LocalBackend(Backend):
             group.remove()
             weigh_parent(self.cgroups)
 
-    async def _exited_or_timeout(self, job: _Running) -> None:
+    async def _exited_or_timeout(self, job: Running) -> None:
         """Sleep until the runner exits, or poll_interval (to note its process tree).
 
         On Linux a pidfd says at once when the process ends (child or adopted), so
@@ -692,11 +660,11 @@ class LocalBackend(Backend):
             job.stopping = True
             await asyncio.gather(*(self._stop(rank) for rank in job.ranks))
 
-    async def _stop(self, job: _Running) -> None:
+    async def _stop(self, job: Running) -> None:
         """Stop one runner: SIGTERM (it saves its output), SIGKILL after the grace."""
         if not alive(job.pid, job.created):
             return
-        self._note_tree(job)
+        job.note_tree()
         with contextlib.suppress(ProcessLookupError):
             os.kill(job.pid, signal.SIGTERM)
         loop = asyncio.get_running_loop()
@@ -707,7 +675,7 @@ class LocalBackend(Backend):
             self.log.warning("job %s: runner ignored SIGTERM; killing its tree", job.job_id)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(job.pid, signal.SIGKILL)
-        self._kill_leftovers(job)
+        job.kill_leftovers(self.log)
 
     def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
         """Take back a job after a restart: ``JOB:PID:CREATED``, with ``:PID:CREATED`` more
@@ -737,7 +705,7 @@ class LocalBackend(Backend):
             return False
         each = len(gpus) // len(processes)
         ranks = [
-            _Running(
+            Running(
                 job_id,
                 pid,
                 created,
@@ -774,27 +742,12 @@ class LocalBackend(Backend):
                 job.pidfd = -1
             self._let_go(job)
 
-    def _let_go(self, job: _Running) -> None:
-        """A rank no longer watched (a stop): running, it goes on for the next service (its
-        Popen kept); ended just now, its wait cut short, its kernels and TMPDIR go."""
+    def _let_go(self, job: Running) -> None:
+        """A rank nobody here watches any more (the service stops). Still running, it goes
+        on, its Popen kept (dropping it would count as losing a child) for the next service
+        to adopt; ended just now, its wait cut short (a cancel, its last cell), it leaves no
+        kernel and no TMPDIR behind, as its wait would have seen to."""
         if job.process is not None and job.process.poll() is None:
             _DETACHED.append(job.process)
-        elif job.process is not None or not alive(job.pid, job.created):
-            self._kill_leftovers(job)
-            remove_job_tmp(job.tmp)
-
-    # -- process tree ----------------------------------------------------------
-
-    def _note_tree(self, job: _Running) -> None:
-        """Remember the job's descendants: kernels live in their own sessions and outlive a
-        killed runner, so they are found from this list, not from the (dead) parent."""
-        for pid in descendants(job.pid):
-            with contextlib.suppress(psutil.Error):
-                job.tree.add((pid, psutil.Process(pid).create_time()))
-
-    def _kill_leftovers(self, job: _Running) -> None:
-        for pid, created in job.tree:
-            if alive(pid, created):
-                self.log.info("job %s: stopping leftover process %s", job.job_id, pid)
-                with contextlib.suppress(psutil.Error):
-                    psutil.Process(pid).kill()
+        elif not job.alive():
+            job.leave_nothing(self.log)
