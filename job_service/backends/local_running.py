@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,9 @@ import psutil
 from nbjobs.cgroups import Group
 
 from .local_job_setup import alive, descendants, remove_job_tmp
+
+#: seconds the processes of an ended job's group get to be gone once killed
+GONE_WAIT = 1.0
 
 
 @dataclass
@@ -69,6 +73,15 @@ class Running:
                     psutil.Process(pid).kill()
 
     def leave_nothing(self, log: logging.Logger | logging.LoggerAdapter) -> None:
-        """After the runner ended: nothing it started runs on, its temporary folder goes."""
+        """After the runner ended: nothing it started runs on, then its temporary folder
+        goes. In that order: a kernel the runner left starting (killed as it launched it,
+        before any look at its tree) that finds its connection file gone makes the folder
+        again to write one (ipykernel does), and leaves it there for good; its control
+        group knows it when the tree noted so far does not."""
         self.kill_leftovers(log)
+        if self.group is not None:
+            self.group.kill_all()
+            deadline = time.monotonic() + GONE_WAIT
+            while self.group.pids() and time.monotonic() < deadline:
+                time.sleep(0.005)  # SIGKILLed: gone within milliseconds
         remove_job_tmp(self.tmp)

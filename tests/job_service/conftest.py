@@ -28,6 +28,7 @@ from nbjobs.job_service.backends.local_unrecorded import job_ref
 from nbjobs.job_service.service import JobService
 from tornado.httpserver import HTTPServer
 
+from nbjobs.cgroups import Cgroups
 from nbjobs.config import parse_config
 from nbjobs.storage import user_folder
 from tests.machine import INSTANCE, end_runner, scratch_folder, this_runs
@@ -218,6 +219,12 @@ async def stop_service(svc: Service) -> None:
     svc.server.stop()
     await svc.server.close_all_connections()
     await svc.service.stop()
+
+
+#: a test of what the local backend does with a job's control group
+needs_cgroups = pytest.mark.skipif(
+    not Cgroups().enforced, reason="needs root and the kernel's control groups (CI has both)"
+)
 
 
 async def stop_all(svc: Service) -> None:

@@ -15,13 +15,9 @@ import nbformat
 import psutil
 import pytest
 
-from nbjobs.cgroups import Cgroups, Group
+from nbjobs.cgroups import Group
 
-from .conftest import BASE_CONFIG, Service, start_service, stop_all
-
-needs_cgroups = pytest.mark.skipif(
-    not Cgroups().enforced, reason="needs root and the kernel's control groups (CI has both)"
-)
+from .conftest import BASE_CONFIG, Service, needs_cgroups, start_service, stop_all
 
 FLAVORS = [
     *BASE_CONFIG["flavors"],

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import psutil
@@ -18,7 +19,7 @@ from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
 from tests.machine import job_tmp
 
-from .conftest import stop_service
+from .conftest import needs_cgroups, stop_service
 
 
 def running(job):
@@ -106,6 +107,45 @@ async def test_a_job_that_ends_as_the_service_stops_leaves_no_temporary_folder(s
     assert not job_tmp(job["id"]).exists()
     _, alive = psutil.wait_procs(kernels, timeout=10)
     assert alive == []  # its kernel did not outlive it either
+
+
+def kill_as_its_kernel_starts(runner) -> list[psutil.Process]:
+    """SIGKILL a job's runner the moment its kernel's process exists (the kernel still
+    starting); the kernel. It blocks the event loop on purpose: the service looks at
+    nothing meanwhile."""
+    deadline = time.monotonic() + 120
+    while not (kernels := psutil.Process(runner.pid).children()):
+        assert time.monotonic() < deadline, "the runner started no kernel in 120 s"
+        time.sleep(0.002)
+    runner.process.kill()
+    runner.process.wait(timeout=30)
+    return kernels
+
+
+@needs_cgroups
+async def test_a_kernel_left_starting_by_a_killed_runner_brings_no_folder_back(start):
+    """A runner killed as its kernel starts (a cancel's kill after the grace, a stop's
+    race): the kernel, not yet seen by the service, finds its connection file gone with
+    the job's TMPDIR and, as ipykernel does, makes the folder again and writes one there.
+    A kernel orphaned this way leaves only when its parent poller notices, by os._exit:
+    the folder stayed for good. Every process left in the job's control group is stopped
+    before its TMPDIR goes."""
+    svc = await start()
+    svc.write("ada", "k.ipynb", "1")
+    job = await svc.submit("ada", "k.ipynb")
+    await svc.wait("ada", job["id"], lambda j: j["id"] in svc.service.backend.running)
+    runner = svc.service.backend.running[job["id"]]
+    assert runner.group is not None
+    kernels = kill_as_its_kernel_starts(runner)
+    assert runner.tree == set()  # the service never saw that kernel
+    await svc.service.follower.stop()
+    await stop_service(svc)
+
+    _, alive = psutil.wait_procs(kernels, timeout=60)
+    for kernel in alive:
+        kernel.kill()
+    assert alive == [], "the kernel outlived its job"
+    assert not job_tmp(job["id"]).exists()
 
 
 async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason(start):
