@@ -92,6 +92,7 @@ def end_runner(runner: psutil.Process | None, command: Sequence[object]) -> None
 
     if runner is not None:
         with contextlib.suppress(psutil.Error):
+            runner.suspend()  # it starts no kernel between the look below and its kill
             for process in [*runner.children(recursive=True), runner]:
                 with contextlib.suppress(psutil.Error):
                     process.kill()
