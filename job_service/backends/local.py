@@ -436,10 +436,15 @@ class LocalBackend(Backend):
         return ranks
 
     def _abandon(self, ranks: list[Running]) -> None:
-        """Stop the runners of a job whose other ranks could not start, and their groups."""
+        """Stop the runners of a job whose other ranks could not start, their groups and
+        temporary folders."""
         for started in ranks:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(started.pid, signal.SIGKILL)
+            if started.process is not None:  # reaped: a dropped Popen of a live child warns
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    started.process.wait(timeout=5)
+            started.leave_nothing(self.log)
             self._close_group(started)
 
     def _start_rank(

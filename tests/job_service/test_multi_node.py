@@ -9,9 +9,12 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 
 import psutil
 import pytest
+
+from tests.machine import job_tmp
 
 from .conftest import BASE_CONFIG, start_service, stop_all
 
@@ -275,3 +278,33 @@ async def test_a_rank_that_died_while_the_service_was_away_takes_the_others_down
             raise AssertionError("rank 0 outlived the rank it needs")
     finally:
         await stop_all(again)
+
+
+async def test_a_rank_that_cannot_start_takes_back_the_ranks_started_and_their_folders(
+    svc, monkeypatch
+):
+    """Every rank starts, or none: rank 1 refused (its runner could not be started), rank
+    0, started a moment before, is stopped, and neither leaves its temporary folder."""
+    from nbjobs.job_service.backends import local
+
+    started: list[int] = []
+    real_start = local.start_runner
+
+    def start_one(*args, **kwargs):
+        if started:
+            raise subprocess.SubprocessError("no more processes for this test")
+        process = real_start(*args, **kwargs)
+        started.append(process.pid)
+        return process
+
+    monkeypatch.setattr(local, "start_runner", start_one)
+    write(svc, "ada", "pair.py", "import time\ntime.sleep(120)\n")
+    job = await svc.submit("ada", "pair.py", flavor="cpu-pair")
+    done = await svc.wait("ada", job["id"], timeout=60)
+
+    assert done["state"] == "failed", done
+    assert "the runner could not start" in done["message"]
+    assert len(started) == 1
+    assert not psutil.pid_exists(started[0])  # rank 0's runner: stopped, and reaped
+    assert not job_tmp(job["id"], 0).exists()
+    assert not job_tmp(job["id"], 1).exists()
