@@ -23,6 +23,8 @@ GONE_WAIT = 1.0
 
 @dataclass
 class Running:
+    """One runner of the local backend: a job's, or one rank's of a multi-node job."""
+
     job_id: str
     pid: int
     created: float
