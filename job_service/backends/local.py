@@ -752,7 +752,7 @@ class LocalBackend(Backend):
         on, its Popen kept (dropping it would count as losing a child) for the next service
         to adopt; ended just now, its wait cut short (a cancel, its last cell), it leaves no
         kernel and no TMPDIR behind, as its wait would have seen to."""
-        if job.process is not None and job.process.poll() is None:
-            _DETACHED.append(job.process)
-        elif not job.alive():
+        if not job.alive():
             job.leave_nothing(self.log)
+        elif job.process is not None:
+            _DETACHED.append(job.process)
