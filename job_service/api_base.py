@@ -193,7 +193,8 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
 
     def _cut_short(self, error: BaseException | None) -> bool:
         """Whether ``error``, which no handler meant (not an HTTPError), came of the
-        service stopping under the request (its database threads gone, say)."""
+        service stopping under the request (its database threads gone, say); ``None``:
+        the request's task was cancelled (the process ending with it in flight)."""
         return self.service.stopping and not isinstance(error, web.HTTPError)
 
     def log_exception(self, typ: Any, value: BaseException | None, tb: Any) -> None:
@@ -243,9 +244,11 @@ class APIHandler(NoTokenInLogs, web.RequestHandler):
                 f"it answers {', '.join(allowed) or 'nothing'} (see api/openapi.yaml)"
             )
         uncaught = exc_info is not None and not isinstance(exc_info[1], web.HTTPError)
-        if status_code >= 500 and exc_info is not None and self._cut_short(exc_info[1]):
-            # the service stopped under this request (its database threads are gone): a
-            # restart, not a broken request; what it had begun was not recorded
+        if status_code >= 500 and self._cut_short(exc_info[1] if exc_info else None):
+            # the service stopped under this request (its database threads are gone, or,
+            # with no exception, its task was cancelled as the process ends: tornado's
+            # plain 500 then): a restart, not a broken request; what it had begun was not
+            # recorded
             status_code = 503
             self.set_status(status_code)
             self.set_header("Retry-After", str(STOPPING_RETRY_AFTER))

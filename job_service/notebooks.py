@@ -185,11 +185,13 @@ class NotebookChecks:
         try:
             await _feed(process, data)
             out, _ = await process.communicate()
-        except BaseException:  # the request went away: so does its check
+        except BaseException:  # the request went away (or the service): so does its check
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
             raise
+        finally:
+            await _pipe_closed(process)
         try:
             answer = json.loads(out.decode() or "{}")
         except ValueError:
@@ -256,6 +258,16 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
         pass  # the worker ended early (out of memory): its answer says why
     finally:
         process.stdin.close()
+
+
+async def _pipe_closed(process: asyncio.subprocess.Process) -> None:
+    """Wait for the worker's stdin to be closed. A worker that ended before it read all
+    (out of memory, or killed with its request) broke the pipe: expected, and taken here;
+    left untaken, Python 3.11 logs it when collected ("Future exception was never
+    retrieved: BrokenPipeError"), in every service's log on every such check."""
+    assert process.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        await process.stdin.wait_closed()
 
 
 def _unprivileged() -> dict[str, Any]:

@@ -11,10 +11,14 @@ service here runs in the test's process, so its workers are this process's child
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import json
 import os
 import pwd
 import resource
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from .conftest import start_service, stop_all
 HELD = {"name": "held", "gpus": 0, "approval": {"groups": ["students", "staff"]}}
 FLAVORS = [{"name": "cpu", "gpus": 0, "time_limit": "10m"}, HELD]
 WORKER = b"nbjobs.job_service.notebooks"
+_WORKER = WORKER.decode()
 
 
 def write_cells(
@@ -191,7 +196,9 @@ async def test_a_big_notebook_is_parsed_outside_the_service_within_its_memory(tm
         write_cells(svc.home("ada") / "r.ipynb", 2_500, width=2_000, kernel="ir")
         write_cells(svc.home("ada") / "ok.ipynb", 2_500, width=2_000)
         peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        async with svc.client("ada") as c:
+        # no client timeout: the worker runs at low priority, and at load 31 its parse
+        # had not reached 256 MiB in 60 s; the service bounds it (its CPU limit)
+        async with svc.client("ada", timeout=None) as c:
             big = await c.post("jobs", json={"path": "big.ipynb", "flavor": "held"})
             peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             other_kernel = await c.post("jobs", json={"path": "r.ipynb", "flavor": "held"})
@@ -362,3 +369,57 @@ async def test_a_submit_in_flight_when_the_service_stops_is_told_to_submit_again
     assert resent.status_code == 201, resent.text
     jobs = list((svc.home("ada") / ".nbjobs" / "jobs").iterdir())
     assert [p.name for p in jobs] == [resent.json()["id"]]
+
+
+def test_a_service_process_stopped_during_a_check_answers_503_and_ends_the_check(tmp_path):
+    """``nbjobs service`` stopped (SIGTERM) while a submit's notebook is in its check:
+    the process's end cancels the request, and tornado answers a cancelled request with a
+    bare 500 ("Internal Server Error"); the caller is told the service is stopping and to
+    send it again, and the check's worker ends with the service."""
+    import psutil
+    import requests
+
+    from .test_dispatcher_lease import ServiceProcess, _config
+
+    config = _config(tmp_path, flavors=FLAVORS)
+    write_cells(tmp_path / "home" / "ada" / "big.ipynb", 2_500, width=2_000)
+    service = ServiceProcess(tmp_path, config, "service")
+    worker = None
+    try:
+        service.wait_up()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                requests.post,
+                service.url + "api/jobs",
+                json={"path": "big.ipynb", "flavor": "held"},
+                headers={"Authorization": "token t-ada"},
+                timeout=120,
+            )
+            deadline = time.monotonic() + 120
+            while worker is None:  # the check's worker, held where it is
+                assert time.monotonic() < deadline, service.log()
+                assert not answer.done(), answer.result().text
+                for child in psutil.Process(service.proc.pid).children():
+                    with contextlib.suppress(psutil.Error):
+                        if _WORKER in child.cmdline():
+                            child.suspend()
+                            worker = child
+                time.sleep(0.05)
+            service.stop()
+            answer = answer.result()
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["message"] == (
+            "the job service is stopping (a restart or an upgrade) and did not finish this "
+            "request; send it again in a minute"
+        )
+        assert answer.headers["Retry-After"] == "30"
+        worker.wait(30)  # gone with the service: no check left behind
+        log = service.log_path.read_text()
+        assert "500 POST" not in log
+        # the worker's pipe, broken by its kill, is no error in the admin's log
+        assert "never retrieved" not in log, log
+    finally:
+        service.stop(signal.SIGKILL)
+        if worker is not None:
+            with contextlib.suppress(psutil.Error):
+                worker.kill()
