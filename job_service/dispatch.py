@@ -490,6 +490,7 @@ class Dispatcher:
                 # Gone while we were away: the status file says how it ended, if it did.
                 found.pop(job_id, None)
                 lost.append(job_id)
+                backend.lost(job_id)
         await ctx.in_db(self._record_recovery, lost, again, found)
 
     def _record_recovery(

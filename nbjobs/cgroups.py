@@ -53,6 +53,8 @@ NVIDIA_CONTROL_MINORS = (255, 254)
 FEATURES = ("devices", "memory", "cpu", "pids")
 #: the CFS period the CPU quota is counted in (microseconds)
 CPU_PERIOD_US = 100_000
+#: seconds :meth:`Group.kill_all` waits at most for SIGKILLed processes to be gone
+GONE_WAIT = 1.0
 _V1_CONTROLLERS = {"devices": "devices", "memory": "memory", "cpu": "cpu", "pids": "pids"}
 
 
@@ -445,15 +447,19 @@ class Group:
 
     def kill_all(self, grace: float = 0.0) -> None:
         """Stop every process left in the group (a kernel, a forked daemon): nothing of a
-        job outlives it."""
+        job outlives it. SIGTERM first when given a ``grace`` (seconds), then SIGKILL;
+        returns once the group is empty (SIGKILLed processes are gone within
+        milliseconds; :data:`GONE_WAIT` at most, for one stuck in the kernel), so that
+        what follows (removing the job's folders, the group) finds nothing of it
+        running."""
         for sig in (signal.SIGTERM, signal.SIGKILL) if grace else (signal.SIGKILL,):
             for pid in self.pids():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
-            if sig == signal.SIGTERM:
-                deadline = time.monotonic() + grace
-                while self.pids() and time.monotonic() < deadline:
-                    time.sleep(0.05)
+            deadline = time.monotonic() + (grace if sig == signal.SIGTERM else GONE_WAIT)
+            pause = 0.05 if sig == signal.SIGTERM else 0.005
+            while self.pids() and time.monotonic() < deadline:
+                time.sleep(pause)
 
     def remove(self) -> None:
         """Remove the group, once no process is left in it (the kernel refuses before)."""

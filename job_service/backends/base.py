@@ -405,8 +405,15 @@ class Backend(LoggingConfigurable):
         """
 
     def adopt(self, ref: str, gpus: list[str], flavor: Flavor) -> bool:
-        """After a service restart: take back a job still running; False if it is gone."""
+        """After a service restart: take back a job still running; False if it is gone
+        (a rank still running without the others stopped; :meth:`lost` follows)."""
         raise NotImplementedError
+
+    def lost(self, job_id: str) -> None:
+        """After a restart: a job found ended (or gone) while no service watched, or one
+        :meth:`adopt` refused: remove what it left where it ran (processes left over,
+        temporary folders), which nobody else ever would. Default: nothing (a cluster
+        removes a pod's leftovers with it)."""
 
     def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
         """After a restart, for a backend without :attr:`idempotent_starts`: the ref and GPUs

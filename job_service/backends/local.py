@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import pwd
 import signal
@@ -704,10 +705,7 @@ class LocalBackend(Backend):
                     )
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pid, signal.SIGKILL)
-            # a lost job's temporary folders: nobody else would ever remove them
-            for rank in range(len(processes)):
-                remove_job_tmp(adopted_job_tmp(job_id, rank))
-            return False
+            return False  # the service calls lost(): what it left goes
         each = len(gpus) // len(processes)
         ranks = [
             Running(
@@ -725,6 +723,21 @@ class LocalBackend(Backend):
         ranks[0].others = ranks[1:]
         self.running[job_id] = ranks[0]
         return True
+
+    def lost(self, job_id: str) -> None:
+        """Each rank's control group, with what is left in it (a kernel still starting
+        as its runner died, say: one left running makes its folder again), then its
+        temporary folder; ranks are counted until one has neither."""
+        for rank in itertools.count():
+            group = self._job_group(job_id, rank)
+            tmp = adopted_job_tmp(job_id, rank)
+            held = group is not None and any(p.exists() for p in group.paths().values())
+            if tmp is None and not held:
+                return
+            if group is not None:
+                group.kill_all()
+                group.remove()
+            remove_job_tmp(tmp)
 
     def seen(self, ref: str) -> Seen | None:
         # every job runs here: the follower records this machine at once (an adopted

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,9 +15,6 @@ import psutil
 from nbjobs.cgroups import Group
 
 from .local_job_setup import alive, descendants, remove_job_tmp
-
-#: seconds the processes of an ended job's group get to be gone once killed
-GONE_WAIT = 1.0
 
 
 @dataclass
@@ -82,8 +78,5 @@ class Running:
         group knows it when the tree noted so far does not."""
         self.kill_leftovers(log)
         if self.group is not None:
-            self.group.kill_all()
-            deadline = time.monotonic() + GONE_WAIT
-            while self.group.pids() and time.monotonic() < deadline:
-                time.sleep(0.005)  # SIGKILLed: gone within milliseconds
+            self.group.kill_all()  # returns once they are gone
         remove_job_tmp(self.tmp)

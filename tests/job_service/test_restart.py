@@ -148,6 +148,41 @@ async def test_a_kernel_left_starting_by_a_killed_runner_brings_no_folder_back(s
     assert not job_tmp(job["id"]).exists()
 
 
+@needs_cgroups
+async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_next(start):
+    """The same kernel, left by a runner killed while no service watched: the next
+    service finds the job lost, stops what is left in its control group, then removes
+    its TMPDIR and its group. (It removed the folder only, under the kernel, which made
+    it again.) The kernel is held stopped until the next service has started, so that
+    it is still starting then, whatever the machine's speed."""
+    first = await start()
+    first.write("ada", "k.ipynb", "1")
+    job = await first.submit("ada", "k.ipynb")
+    await first.wait("ada", job["id"], lambda j: j["id"] in first.service.backend.running)
+    runner = first.service.backend.running[job["id"]]
+    assert runner.group is not None
+    await stop_service(first)
+    kernels = kill_as_its_kernel_starts(runner)
+    for kernel in kernels:
+        kernel.suspend()
+
+    second = await start()
+    try:
+        for kernel in kernels:  # on with its start, if it still can
+            with contextlib.suppress(psutil.NoSuchProcess):
+                kernel.resume()
+        _, alive = psutil.wait_procs(kernels, timeout=60)
+        for kernel in alive:
+            kernel.kill()
+        assert alive == [], "the kernel outlived its job"
+        done = await second.job("ada", job["id"])
+        assert done["state"] == "failed"
+    finally:
+        await stop_service(second)
+    assert not job_tmp(job["id"]).exists()
+    assert not [p for p in runner.group.paths().values() if p.exists()]  # nor its group
+
+
 async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason(start):
     first = await start()
     job, runner, kernels = await sleeping_job(first)
@@ -314,6 +349,36 @@ async def test_a_job_started_but_never_recorded_is_found_running_after_a_crash(s
         assert done["state"] == "succeeded", done["message"]
     finally:
         await stop_service(second)
+
+
+async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start):
+    """The same crash, and the runner ends before a service starts again (seen in the
+    two-services test: the first service killed a moment after a start): the next
+    service records how it ended from its status file, and removes its TMPDIR, which
+    nobody else ever would."""
+    first = await start()
+    hold, release = first.gate("ada")
+    first.write("ada", "e.ipynb", hold)
+    dispatcher = first.service.dispatcher
+    dispatcher.stop_grace = 0.5
+    unblock = threading.Event()
+    dispatcher._record_start = lambda job_id, token, launched: unblock.wait(60) and None
+    job = await first.submit("ada", "e.ipynb")
+    await first.wait("ada", job["id"], lambda j: job["id"] in first.service.backend.running)
+    runner = psutil.Process(first.service.backend.running[job["id"]].pid)
+    assert job_tmp(job["id"]).is_dir()
+    await stop_service(first)
+    unblock.set()
+    release()
+    runner.wait(timeout=60)
+
+    second = await start()
+    try:
+        done = await second.wait("ada", job["id"])
+    finally:
+        await stop_service(second)
+    assert done["state"] == "succeeded", done
+    assert not job_tmp(job["id"]).exists()
 
 
 async def test_a_process_of_the_users_own_is_not_taken_for_an_unrecorded_runner(start):
