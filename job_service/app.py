@@ -272,7 +272,7 @@ class JobServiceApp(Application):
         status = handler.get_status()
         # the Lab polls every few seconds: answered requests are DEBUG, refusals WARNING
         level = logging.DEBUG if status < 400 else logging.WARNING
-        if status >= 500:
+        if status >= 500 and status != 503:  # a 503 says to come back (busy, stopping)
             level = logging.ERROR
         self.log.log(
             level,
@@ -341,6 +341,18 @@ def freeze_what_lasts() -> None:
     gc.freeze()
 
 
+def one_log(log: logging.Logger) -> None:
+    """What nbjobs' modules and tornado log (a refusal's details, an uncaught exception's
+    traceback) goes where the service's own lines go, in their format and at their
+    level: Python's last-resort handler printed their warnings bare (no time, no level)
+    and dropped the rest. Once per process: the loggers are the process's."""
+    for name in ("nbjobs", "tornado"):
+        logger = logging.getLogger(name)
+        logger.handlers = list(log.handlers)
+        logger.setLevel(log.level)
+        logger.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``nbjobs service [--config nbjobs.yaml] [--port N]``."""
     app = JobServiceApp()
@@ -349,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"nbjobs service: {exc}", flush=True)
         return 2
+    one_log(app.log)
     try:
         asyncio.run(app.run())
     except (DatabaseUnusable, TokenConfigError, ConfigError) as exc:

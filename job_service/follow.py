@@ -35,7 +35,7 @@ from nbjobs.storage import opened_job_dir
 from .backends import Outcome
 from .db import ACTIVE_VALUES, JobRecord, utcnow
 from .live import STATUS_FILE, read_rank_statuses, read_status
-from .telemetry import clear_summary, record_final
+from .telemetry import clear_summary, record_final, status_time
 
 #: how often a job Kueue preempts goes back to the queue before it fails with the reason
 #: (Kueue requeues what it preempts; this stops a job that is never let finish)
@@ -319,10 +319,23 @@ class Follower:
             state = backend_state
             record.message = note or record.message
         record.state = state
+        if started_at is None and record.started_at is None and status is not None:
+            started_at = _runner_start(record, status.started_at)
         _record_times(record, started_at, finished_at)
         self.log.info(
             "job %s: %s%s", record.id, state, f" ({record.message})" if record.message else ""
         )
+
+
+def _runner_start(record: JobRecord, written: str | None) -> datetime | None:
+    """When the runner says it began, for a job whose start the service never recorded
+    (killed in between; found ended at its next start): without it the job's run, GPU
+    time included, counted for nothing. The user's own process writes that file, so the
+    time is kept within what the service knows: not before the submit, not after now."""
+    when = status_time(written)
+    if when is None:
+        return None
+    return min(max(when, record.submitted_at), utcnow())
 
 
 def _record_times(

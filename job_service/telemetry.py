@@ -171,7 +171,8 @@ def _text(value: Any) -> str | None:
     return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
-def _time(value: Any) -> datetime | None:
+def status_time(value: Any) -> datetime | None:
+    """A time a runner wrote (ISO 8601) as an aware UTC datetime; None if it is none."""
     if not isinstance(value, str) or len(value) > 64:
         return None
     try:
@@ -202,7 +203,7 @@ def clean_sample(raw: Any) -> dict[str, Any] | None:
     """A sample as the contract describes it, checked; None when it has no time."""
     if not isinstance(raw, dict):
         return None
-    at = _time(raw.get("at"))
+    at = status_time(raw.get("at"))
     if at is None:
         return None
     gpus = [
@@ -231,7 +232,7 @@ def clean_summary(raw: Any) -> dict[str, Any] | None:
     """A summary as the contract describes it, checked (times as ISO text, for JSON)."""
     if not isinstance(raw, dict):
         return None
-    since, until = _time(raw.get("since")), _time(raw.get("until"))
+    since, until = status_time(raw.get("since")), status_time(raw.get("until"))
     gpus = []
     for i, g in enumerate(_gpus(raw.get("gpus"))):
         allocated = _number(g.get("allocated_seconds")) or 0.0

@@ -111,7 +111,10 @@ def roll(db: Session, prices: Mapping[str, float], limit: int = PER_ROUND) -> in
     ).all()
     if job_ids:
         _mark(db, JobRecord.__table__, JobRecord.id, job_ids)
-        rows = _rows(db, select(*job_columns(db)), JobRecord.id, job_ids)
+        # a job that never ran (cancelled while queued) is marked, with nothing to add
+        # (metered() takes a start it cannot read for a damaged one, and says so)
+        ran = select(*job_columns(db)).where(JobRecord.started_at.is_not(None))
+        rows = _rows(db, ran, JobRecord.id, job_ids)
         _add(db, metered(rows), prices)
         done += len(job_ids)
     kept_ids = db.scalars(

@@ -387,6 +387,13 @@ def test_a_service_process_stopped_during_a_check_answers_503_and_ends_the_check
     worker = None
     try:
         service.wait_up()
+        missing = requests.post(
+            service.url + "api/jobs",
+            json={"path": "gone.ipynb", "flavor": "held"},
+            headers={"Authorization": "token t-ada"},
+            timeout=120,
+        )
+        assert missing.status_code == 400, missing.text
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             answer = pool.submit(
                 requests.post,
@@ -418,6 +425,9 @@ def test_a_service_process_stopped_during_a_check_answers_503_and_ends_the_check
         assert "500 POST" not in log
         # the worker's pipe, broken by its kill, is no error in the admin's log
         assert "never retrieved" not in log, log
+        # every line in the service's format, a refusal's details too (printed bare once)
+        assert all(line.startswith("[") for line in log.splitlines()), log
+        assert "tornado.general] 400 POST /api/jobs (127.0.0.1): 'gone.ipynb' does not" in log
     finally:
         service.stop(signal.SIGKILL)
         if worker is not None:

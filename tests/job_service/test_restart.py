@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
@@ -354,8 +355,9 @@ async def test_a_job_started_but_never_recorded_is_found_running_after_a_crash(s
 async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start):
     """The same crash, and the runner ends before a service starts again (seen in the
     two-services test: the first service killed a moment after a start): the next
-    service records how it ended from its status file, and removes its TMPDIR, which
-    nobody else ever would."""
+    service records how it ended and when it began from its status file (it recorded no
+    start: the job's time counted for nothing), and removes its TMPDIR, which nobody
+    else ever would."""
     first = await start()
     hold, release = first.gate("ada")
     first.write("ada", "e.ipynb", hold)
@@ -379,6 +381,9 @@ async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start
         await stop_service(second)
     assert done["state"] == "succeeded", done
     assert not job_tmp(job["id"]).exists()
+    # when it ran, from its runner (the service never recorded it): its time counts
+    when = {k: datetime.fromisoformat(done[k]) for k in ("submitted_at", "started_at")}
+    assert when["submitted_at"] <= when["started_at"] < datetime.fromisoformat(done["finished_at"])
 
 
 async def test_a_process_of_the_users_own_is_not_taken_for_an_unrecorded_runner(start):

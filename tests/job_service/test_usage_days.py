@@ -336,3 +336,32 @@ def test_the_report_reads_the_jobs_not_summed_through_the_partial_indexes(tmp_pa
     assert len(plans) == 2, said
     assert "ix_nbjobs_jobs_unrolled" in plans[0]
     assert "ix_nbjobs_usage_kept_unrolled" in plans[1]
+
+
+def test_a_job_that_never_ran_is_summed_without_a_word_of_damage(tmp_path, caplog):
+    """A job cancelled while queued has no start: summing it adds nothing and says
+    nothing. It was logged as "a job of ada with a damaged start time" in every
+    service's log, for every such job; a damaged time still is."""
+    sessions = connect(f"sqlite:///{tmp_path / 'jobs.sqlite'}")
+    fill(sessions, 30)
+    with sessions() as db:
+        queued = db.scalars(select(JobRecord).where(JobRecord.state == "queued")).all()
+        assert queued
+        for record in queued:
+            record.state, record.finished_at = "cancelled", NOW
+        damaged = db.scalars(select(JobRecord).where(JobRecord.state == "succeeded")).first()
+        damaged.user = "zed"
+        db.commit()
+        db.execute(
+            sqlalchemy.text("UPDATE nbjobs_jobs SET started_at = 'soon' WHERE id = :id"),
+            {"id": damaged.id},
+        )
+        db.commit()
+    with sessions() as db:
+        assert roll(db, PRICES) > len(queued)
+        db.commit()
+    warned = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert warned == ["a job of zed with a damaged start time left out of the usage"]
+    with sessions() as db:  # every ended job marked summed, the never-run ones too
+        ended = db.scalar(select(func.count()).where(JobRecord.state != "running"))
+    assert summed(sessions) == ended
