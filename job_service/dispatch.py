@@ -469,6 +469,7 @@ class Dispatcher:
         await backend.reconcile(set(wanted))
         active = await ctx.in_db(_active_jobs, ctx)
         lost: list[str] = []
+        retired: dict[str, str] = {}
         again: list[str] = []
         found: dict[str, tuple[str, list[str]]] = {}
         for job_id, ref, gpus, flavor_name, job_dir in active:
@@ -490,11 +491,17 @@ class Dispatcher:
                 # Gone while we were away: the status file says how it ended, if it did.
                 found.pop(job_id, None)
                 lost.append(job_id)
+                if ref and flavor is None:  # nothing here knows what it may hold now
+                    retired[job_id] = flavor_name
                 backend.lost(job_id)
-        await ctx.in_db(self._record_recovery, lost, again, found)
+        await ctx.in_db(self._record_recovery, lost, again, found, retired)
 
     def _record_recovery(
-        self, lost: list[str], again: list[str], found: dict[str, tuple[str, list[str]]]
+        self,
+        lost: list[str],
+        again: list[str],
+        found: dict[str, tuple[str, list[str]]],
+        retired: dict[str, str],
     ) -> None:
         with self.ctx.sessions() as db:
             for job_id, (ref, gpus) in found.items():
@@ -504,7 +511,14 @@ class Dispatcher:
                     record.started_at = record.started_at or utcnow()
             for job_id in lost:
                 record = db.get(JobRecord, job_id)
-                if record is not None:
+                if record is not None and job_id in retired:
+                    note = (
+                        f"its flavor {retired[job_id]!r} was taken out of nbjobs.yaml while "
+                        "the job service was stopped, so the job was stopped when it "
+                        "started again; re-run it on another flavor"
+                    )
+                    self.follower.finish(record, None, note, backend_state=JobState.FAILED.value)
+                elif record is not None:
                     self.follower.finish(record, None, None, lost=True)
             for job_id in again:
                 record = db.get(JobRecord, job_id)

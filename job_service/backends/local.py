@@ -726,7 +726,8 @@ class LocalBackend(Backend):
 
     def lost(self, job_id: str) -> None:
         """Each rank's control group, with what is left in it (a kernel still starting
-        as its runner died, say: one left running makes its folder again), then its
+        as its runner died, say: one left running makes its folder again; a runner whose
+        flavor is gone, which saves its output on SIGTERM, as for a cancel), then its
         temporary folder; ranks are counted until one has neither."""
         for rank in itertools.count():
             group = self._job_group(job_id, rank)
@@ -735,7 +736,7 @@ class LocalBackend(Backend):
             if tmp is None and not held:
                 return
             if group is not None:
-                group.kill_all()
+                group.kill_all(grace=self.cancel_grace)
                 group.remove()
             remove_job_tmp(tmp)
 

@@ -15,12 +15,13 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 
+import nbformat
 import psutil
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
 from tests.machine import job_tmp
 
-from .conftest import needs_cgroups, stop_service
+from .conftest import BASE_CONFIG, needs_cgroups, stop_service
 
 
 def running(job):
@@ -162,7 +163,11 @@ async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_nex
     await first.wait("ada", job["id"], lambda j: j["id"] in first.service.backend.running)
     runner = first.service.backend.running[job["id"]]
     assert runner.group is not None
+    # held until the service has stopped, however long a stop takes on a busy machine
+    # (the job ran to its end during one, at load 11)
+    psutil.Process(runner.pid).suspend()
     await stop_service(first)
+    psutil.Process(runner.pid).resume()
     kernels = kill_as_its_kernel_starts(runner)
     for kernel in kernels:
         kernel.suspend()
@@ -429,3 +434,34 @@ def lookalike_of(status_file: str) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         process.kill()
         process.wait()
+
+
+@needs_cgroups
+async def test_a_job_whose_flavor_was_taken_out_while_away_is_stopped_saying_why(start):
+    """An admin took a flavor out of nbjobs.yaml while the service was stopped, with a
+    job running on it: nothing could account for what that job holds. It was failed as
+    "gone" while its runner ran on, unwatched (its GPUs given to the next job). Now it
+    is stopped as a cancel is (its finished cells kept) and says why."""
+    retired = {"name": "retired", "gpus": 0}
+    first = await start({"flavors": [*BASE_CONFIG["flavors"], retired]})
+    first.write("ada", "r.ipynb", "print('kept', flush=True)", "import time; time.sleep(120)")
+    job = await first.submit("ada", "r.ipynb", "retired")
+    await first.wait("ada", job["id"], lambda j: j["progress"]["cells_done"] == 1)
+    runner = psutil.Process(first.service.backend.running[job["id"]].pid)
+    await stop_service(first)
+
+    second = await start()
+    try:
+        done = await second.job("ada", job["id"])
+    finally:
+        await stop_service(second)
+    assert done["state"] == "failed", done
+    assert done["message"] == (
+        "its flavor 'retired' was taken out of nbjobs.yaml while the job service was "
+        "stopped, so the job was stopped when it started again; re-run it on another flavor"
+    )
+    assert not runner.is_running() or runner.status() == psutil.STATUS_ZOMBIE
+    assert not job_tmp(job["id"]).exists()
+    output = nbformat.read(second.home("ada") / done["output_path"], as_version=4)
+    code = [c for c in output.cells if c.cell_type == "code"]
+    assert code[0].outputs[0]["text"] == "kept\n"  # saved as it was stopped
