@@ -14,9 +14,12 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import nbformat
 import psutil
+import pytest
+from nbjobs.job_service.backends import local
 from nbjobs.job_service.db import SCHEMA_VERSION, connect
 
 from tests.machine import job_tmp
@@ -111,10 +114,27 @@ async def test_a_job_that_ends_as_the_service_stops_leaves_no_temporary_folder(s
     assert alive == []  # its kernel did not outlive it either
 
 
+@pytest.fixture
+def held_runners(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every runner the local backend starts is stopped (SIGSTOP) the moment it is
+    started, before it can start a kernel: :func:`kill_as_its_kernel_starts` lets it go
+    on, whatever the machine's speed (at load 31 a runner's kernel once started while
+    the test still waited for the job to be running, and the service saw it)."""
+    real = local.start_runner
+
+    def start_held(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        process = real(*args, **kwargs)
+        os.kill(process.pid, signal.SIGSTOP)
+        return process
+
+    monkeypatch.setattr(local, "start_runner", start_held)
+
+
 def kill_as_its_kernel_starts(runner) -> list[psutil.Process]:
-    """SIGKILL a job's runner the moment its kernel's process exists (the kernel still
-    starting); the kernel. It blocks the event loop on purpose: the service looks at
-    nothing meanwhile."""
+    """Let a held runner go on (:func:`held_runners`), and SIGKILL it the moment its
+    kernel's process exists (the kernel still starting); the kernel. It blocks the event
+    loop on purpose: the service looks at nothing meanwhile."""
+    os.kill(runner.pid, signal.SIGCONT)
     deadline = time.monotonic() + 120
     while not (kernels := psutil.Process(runner.pid).children()):
         assert time.monotonic() < deadline, "the runner started no kernel in 120 s"
@@ -125,7 +145,7 @@ def kill_as_its_kernel_starts(runner) -> list[psutil.Process]:
 
 
 @needs_cgroups
-async def test_a_kernel_left_starting_by_a_killed_runner_brings_no_folder_back(start):
+async def test_a_kernel_left_starting_by_a_killed_runner_brings_no_folder_back(start, held_runners):
     """A runner killed as its kernel starts (a cancel's kill after the grace, a stop's
     race): the kernel, not yet seen by the service, finds its connection file gone with
     the job's TMPDIR and, as ipykernel does, makes the folder again and writes one there.
@@ -151,7 +171,9 @@ async def test_a_kernel_left_starting_by_a_killed_runner_brings_no_folder_back(s
 
 
 @needs_cgroups
-async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_next(start):
+async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_next(
+    start, held_runners
+):
     """The same kernel, left by a runner killed while no service watched: the next
     service finds the job lost, stops what is left in its control group, then removes
     its TMPDIR and its group. (It removed the folder only, under the kernel, which made
@@ -163,11 +185,8 @@ async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_nex
     await first.wait("ada", job["id"], lambda j: j["id"] in first.service.backend.running)
     runner = first.service.backend.running[job["id"]]
     assert runner.group is not None
-    # held until the service has stopped, however long a stop takes on a busy machine
-    # (the job ran to its end during one, at load 11)
-    psutil.Process(runner.pid).suspend()
+    # its runner held meanwhile: at load 11 the job once ran to its end during the stop
     await stop_service(first)
-    psutil.Process(runner.pid).resume()
     kernels = kill_as_its_kernel_starts(runner)
     for kernel in kernels:
         kernel.suspend()
