@@ -376,6 +376,16 @@ async def test_a_job_started_but_never_recorded_is_found_running_after_a_crash(s
         await stop_service(second)
 
 
+def never_recorded(svc) -> threading.Event:
+    """The service's next start is never recorded: it dies (its stop, soon after)
+    before the write, which waits for the event returned, set once it has stopped."""
+    dispatcher = svc.service.dispatcher
+    dispatcher.stop_grace = 0.5
+    unblock = threading.Event()
+    dispatcher._record_start = lambda job_id, token, launched: unblock.wait(60) and None
+    return unblock
+
+
 async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start):
     """The same crash, and the runner ends before a service starts again (seen in the
     two-services test: the first service killed a moment after a start): the next
@@ -385,12 +395,9 @@ async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start
     first = await start()
     hold, release = first.gate("ada")
     first.write("ada", "e.ipynb", hold)
-    dispatcher = first.service.dispatcher
-    dispatcher.stop_grace = 0.5
-    unblock = threading.Event()
-    dispatcher._record_start = lambda job_id, token, launched: unblock.wait(60) and None
+    unblock = never_recorded(first)
     job = await first.submit("ada", "e.ipynb")
-    await first.wait("ada", job["id"], lambda j: job["id"] in first.service.backend.running)
+    await first.wait("ada", job["id"], lambda j: j["progress"]["current_cell"] is not None)
     runner = psutil.Process(first.service.backend.running[job["id"]].pid)
     assert job_tmp(job["id"]).is_dir()
     await stop_service(first)
@@ -417,10 +424,7 @@ async def test_a_process_of_the_users_own_is_not_taken_for_an_unrecorded_runner(
     first = await start()
     hold, _ = first.gate("ada")
     first.write("ada", "f.ipynb", hold)
-    dispatcher = first.service.dispatcher
-    dispatcher.stop_grace = 0.5
-    unblock = threading.Event()
-    dispatcher._record_start = lambda job_id, token, launched: unblock.wait(60) and None
+    unblock = never_recorded(first)
     job = await first.submit("ada", "f.ipynb")
     await first.wait("ada", job["id"], lambda j: j["progress"]["current_cell"] is not None)
     runner = psutil.Process(first.service.backend.running[job["id"]].pid)
