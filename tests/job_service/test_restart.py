@@ -130,6 +130,17 @@ def held_runners(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local, "start_runner", start_held)
 
 
+async def held_job(svc) -> tuple[dict, Any]:
+    """Ada's one-cell job, its runner held (:func:`held_runners`), in its control group:
+    the job and the backend's record of its runner."""
+    svc.write("ada", "k.ipynb", "1")
+    job = await svc.submit("ada", "k.ipynb")
+    await svc.wait("ada", job["id"], lambda j: j["id"] in svc.service.backend.running)
+    runner = svc.service.backend.running[job["id"]]
+    assert runner.group is not None
+    return job, runner
+
+
 def kill_as_its_kernel_starts(runner) -> list[psutil.Process]:
     """Let a held runner go on (:func:`held_runners`), and SIGKILL it the moment its
     kernel's process exists (the kernel still starting); the kernel. It blocks the event
@@ -153,11 +164,7 @@ async def test_a_kernel_left_starting_by_a_killed_runner_brings_no_folder_back(s
     the folder stayed for good. Every process left in the job's control group is stopped
     before its TMPDIR goes."""
     svc = await start()
-    svc.write("ada", "k.ipynb", "1")
-    job = await svc.submit("ada", "k.ipynb")
-    await svc.wait("ada", job["id"], lambda j: j["id"] in svc.service.backend.running)
-    runner = svc.service.backend.running[job["id"]]
-    assert runner.group is not None
+    job, runner = await held_job(svc)
     kernels = kill_as_its_kernel_starts(runner)
     assert runner.tree == set()  # the service never saw that kernel
     await svc.service.follower.stop()
@@ -180,11 +187,7 @@ async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_nex
     it again.) The kernel is held stopped until the next service has started, so that
     it is still starting then, whatever the machine's speed."""
     first = await start()
-    first.write("ada", "k.ipynb", "1")
-    job = await first.submit("ada", "k.ipynb")
-    await first.wait("ada", job["id"], lambda j: j["id"] in first.service.backend.running)
-    runner = first.service.backend.running[job["id"]]
-    assert runner.group is not None
+    job, runner = await held_job(first)
     # its runner held meanwhile: at load 11 the job once ran to its end during the stop
     await stop_service(first)
     kernels = kill_as_its_kernel_starts(runner)
@@ -376,14 +379,20 @@ async def test_a_job_started_but_never_recorded_is_found_running_after_a_crash(s
         await stop_service(second)
 
 
-def never_recorded(svc) -> threading.Event:
-    """The service's next start is never recorded: it dies (its stop, soon after)
-    before the write, which waits for the event returned, set once it has stopped."""
+async def unrecorded_job(svc, name: str) -> tuple[dict, psutil.Process, Any, threading.Event]:
+    """Ada's job, held in its first cell, whose start the service never records: it
+    dies (its stop, soon after) before the write, which waits for the event returned
+    (set it once the service has stopped). The job, its runner, what lets the cell end."""
+    hold, release = svc.gate("ada")
+    svc.write("ada", name, hold)
     dispatcher = svc.service.dispatcher
     dispatcher.stop_grace = 0.5
     unblock = threading.Event()
     dispatcher._record_start = lambda job_id, token, launched: unblock.wait(60) and None
-    return unblock
+    job = await svc.submit("ada", name)
+    await svc.wait("ada", job["id"], lambda j: j["progress"]["current_cell"] is not None)
+    runner = psutil.Process(svc.service.backend.running[job["id"]].pid)
+    return job, runner, release, unblock
 
 
 async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start):
@@ -393,12 +402,7 @@ async def test_a_job_never_recorded_that_ended_while_away_leaves_no_folder(start
     start: the job's time counted for nothing), and removes its TMPDIR, which nobody
     else ever would."""
     first = await start()
-    hold, release = first.gate("ada")
-    first.write("ada", "e.ipynb", hold)
-    unblock = never_recorded(first)
-    job = await first.submit("ada", "e.ipynb")
-    await first.wait("ada", job["id"], lambda j: j["progress"]["current_cell"] is not None)
-    runner = psutil.Process(first.service.backend.running[job["id"]].pid)
+    job, runner, release, unblock = await unrecorded_job(first, "e.ipynb")
     assert job_tmp(job["id"]).is_dir()
     await stop_service(first)
     unblock.set()
@@ -422,12 +426,7 @@ async def test_a_process_of_the_users_own_is_not_taken_for_an_unrecorded_runner(
     (as a runner's command line does) is not adopted as the job: it is not in the job's
     control group, which only the service can put a process in."""
     first = await start()
-    hold, _ = first.gate("ada")
-    first.write("ada", "f.ipynb", hold)
-    unblock = never_recorded(first)
-    job = await first.submit("ada", "f.ipynb")
-    await first.wait("ada", job["id"], lambda j: j["progress"]["current_cell"] is not None)
-    runner = psutil.Process(first.service.backend.running[job["id"]].pid)
+    job, runner, _, unblock = await unrecorded_job(first, "f.ipynb")
     args = runner.cmdline()
     status_file = args[args.index("--status-file") + 1]
     await stop_service(first)
