@@ -32,7 +32,6 @@ from .conftest import start_service, stop_all
 HELD = {"name": "held", "gpus": 0, "approval": {"groups": ["students", "staff"]}}
 FLAVORS = [{"name": "cpu", "gpus": 0, "time_limit": "10m"}, HELD]
 WORKER = b"nbjobs.job_service.notebooks"
-_WORKER = WORKER.decode()
 
 
 def write_cells(
@@ -408,7 +407,7 @@ def test_a_service_process_stopped_during_a_check_answers_503_and_ends_the_check
                 assert not answer.done(), answer.result().text
                 for child in psutil.Process(service.proc.pid).children():
                     with contextlib.suppress(psutil.Error):
-                        if _WORKER in child.cmdline():
+                        if WORKER.decode() in child.cmdline():
                             child.suspend()
                             worker = child
                 time.sleep(0.05)
