@@ -51,55 +51,54 @@ async def test_slow_creates_overlap_and_the_api_keeps_answering(
     fake, kubeconfig, tmp_path, database
 ):
     fake.add_node("gpu-0", {"gpu": "a100"}, {"nvidia.com/gpu": "8", "memory": "256Gi"})
-    fake.create_delay = 1.0  # each Job create held a second by a webhook
+    # Every Job create is held by a webhook until the test lets them all answer: the
+    # starts overlap when all six are held at once, which a dispatcher that started one
+    # job after the other could never reach, however quick or loaded the machine.
+    fake.create_gate = asyncio.Event()
     svc = await start(tmp_path, kubeconfig, config(tmp_path, database))
     try:
         svc.write("ada", "w.ipynb", "1")
-        latencies: list[float] = []
+        answered = 0  # GET /jobs answers so far
         stop = asyncio.Event()
 
         async def poll() -> None:
+            nonlocal answered
             async with svc.client("ada") as client:
                 while not stop.is_set():
-                    began = time.monotonic()
                     response = await client.get("jobs")
-                    latencies.append(time.monotonic() - began)
                     assert response.status_code == 200
+                    answered += 1
                     await asyncio.sleep(0.02)
 
         poller = asyncio.ensure_future(poll())
-        began = time.monotonic()
         async with svc.client("ada") as client:
             answers = await asyncio.gather(
                 *(client.post("jobs", json={"path": "w.ipynb", "flavor": "a100"}) for _ in range(6))
             )
         assert [a.status_code for a in answers] == [201] * 6
         jobs = [a.json() for a in answers]
-        await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 6, timeout=20)
-        created_in = time.monotonic() - began
-        # every job handed over, the later ones while earlier creates were held
-        for job in jobs:
-            await svc.wait("ada", job["id"], lambda j: j["state"] == "starting", timeout=10)
+        # all six creates held at once: the dispatcher hands the later ones over while
+        # the earlier ones wait
+        await eventually(lambda: fake.creates_in_flight == 6, timeout=60)
+        # and the API answers all along: a request that waited for a create would wait
+        # until the gate opens (how fast it answers is bench/dispatch_bench.py's to
+        # measure, not a test's on a busy CI machine)
+        before = answered
+        await eventually(lambda: answered >= before + 5, timeout=60)
+        assert fake.list("jobs", NAMESPACE) == []  # nothing was stored meanwhile
+        fake.create_gate.set()
+
+        await eventually(lambda: len(fake.list("jobs", NAMESPACE)) == 6, timeout=60)
+        for job in jobs:  # every job handed over
+            await svc.wait("ada", job["id"], lambda j: j["state"] == "starting", timeout=60)
         stop.set()
         await poller
-
-        # six one-second creates at once: about a second, not six
         assert fake.most_creates_in_flight == 6
-        assert created_in < 4.0, f"6 creates of 1 s took {created_in:.1f} s"
-        # the API answered all along: no request waited for a create
-        assert len(latencies) > 10
-        # A request that waited for a create would take its whole second: nine in ten
-        # answer within half of that (20-35 ms here, alone; how fast they are is
-        # bench/dispatch_bench.py's to measure, not a test's on a busy CI machine), and
-        # none is held for anything like the six creates one after another.
-        ordered = sorted(latencies)
-        assert ordered[len(ordered) * 9 // 10] < 0.5, f"slowest GET /jobs: {ordered[-5:]} s"
-        assert ordered[-1] < 2.0, f"slowest GET /jobs: {ordered[-5:]} s"
 
         for job in jobs:
             await finish(fake, svc, "ada", job["id"])
         for job in jobs:
-            done = await svc.wait("ada", job["id"], timeout=20)
+            done = await svc.wait("ada", job["id"], timeout=60)
             assert done["state"] == "succeeded"
         assert len(fake.list("jobs", NAMESPACE)) <= 6  # nothing created twice
     finally:
