@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from .conftest import NAMESPACE
+from .conftest import NAMESPACE, eventually
 from .fake_apiserver import FakeApiServer
 
 JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
@@ -134,7 +134,14 @@ async def test_creates_take_the_create_delay_each_and_overlap(fake: FakeApiServe
             async with session.post(JOBS, json=job(name)) as response:
                 return response.status, loop.time() - began
 
-        answers = await asyncio.gather(*(create(f"j{i}") for i in range(4)))
+        # the gate keeps them all held until the four are in flight together, which
+        # one create waiting for another would never reach (a one-shot window of 0.3 s
+        # can be missed by a loaded machine)
+        fake.create_gate = asyncio.Event()
+        sent = asyncio.gather(*(create(f"j{i}") for i in range(4)))
+        await eventually(lambda: fake.creates_in_flight == 4, timeout=60)
+        fake.create_gate.set()
+        answers = await sent
 
     assert [status for status, _ in answers] == [201] * 4
     assert all(seconds >= 0.3 for _, seconds in answers)  # each one waited
