@@ -240,11 +240,11 @@ def test_the_queue_view_shows_a_job_queued_elsewhere_without_a_reload(
 
     waiting = submit_by_api(lab, "slow.ipynb", "cpu", "dash-pushed", seconds=0.1)
     # no reload, and the Queue view reads nothing on a timer: the service said so
-    expect(rows).to_have_count(1, timeout=15_000)
+    expect(rows).to_have_count(1)
     expect(rows.nth(0)).to_contain_text(waiting["id"])
     for job in (waiting, hold):
         api(lab, "POST", API + f"jobs/{job['id']}/cancel")
-    expect(rows).to_have_count(0, timeout=5000)
+    expect(rows).to_have_count(0)
 
 
 def test_the_admin_drains_the_machine_and_students_are_told(lab: Page, admin: Page, hub: Hub):
@@ -348,7 +348,7 @@ def test_the_admin_approves_one_request_and_rejects_another_saying_why(
         f"Approved ada's job {yes['id']}: it is queued."
     )
     # ada hears of it in her Lab, in the service's words
-    expect(lab.get_by_text('Job "dash-please": approved by admin.')).to_be_visible(timeout=20_000)
+    expect(lab.get_by_text('Job "dash-please": approved by admin.')).to_be_visible()
     assert wait_for(lab, yes["id"], "succeeded")["state"] == "succeeded"
     rejecting = rows.filter(has_text=no["id"])
     rejecting.locator("button[data-action='reject']").click()

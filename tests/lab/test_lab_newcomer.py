@@ -167,7 +167,7 @@ def test_a_newcomer_queues_reruns_and_opens_the_result_on_simulated_gpus(lab: Pa
         again["output_path"].rsplit("/", 1)[-1]
     )
     # a result is read, not run: it opens with no kernel, and no session is made for it
-    expect(opened.locator(".jp-KernelName")).to_have_text("No Kernel", timeout=30_000)
+    expect(opened.locator(".jp-KernelName")).to_have_text("No Kernel")
     status, sessions = api(lab, "GET", "/user/ada/api/sessions")
     assert status == 200, sessions
     assert isinstance(sessions, list)

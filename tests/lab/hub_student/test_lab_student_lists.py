@@ -88,7 +88,7 @@ def test_search_and_filter_find_a_job_among_many(lab: Page):
     search.fill("clean data")
     # until the service answers, the rows already loaded are filtered here (none match):
     # its answer can take seconds on a loaded machine
-    expect(rows).to_have_count(1, timeout=15000)
+    expect(rows).to_have_count(1)
     expect(rows.first.locator(".nbjobs-Job-name")).to_have_text("clean data")
     search.fill("no such job anywhere")
     expect(rows).to_have_count(0)

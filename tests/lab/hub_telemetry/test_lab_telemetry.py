@@ -83,7 +83,7 @@ def test_a_running_job_shows_live_readings_and_an_ended_one_its_summary_and_hint
 
     # A running job's readings open on their own: four sparklines with numbers.
     expect(usage(gpu_row)).to_be_visible()
-    expect(usage(gpu_row).locator(".nbjobs-Spark")).to_have_count(4, timeout=30_000)
+    expect(usage(gpu_row).locator(".nbjobs-Spark")).to_have_count(4)
     gpu = spark(gpu_row, "gpu")
     expect(gpu.locator(".nbjobs-Spark-label")).to_have_text("GPU")
     expect(gpu.locator(".nbjobs-Spark-value")).to_have_text(words(r"^(\d+|< 1) %$"))
@@ -97,7 +97,7 @@ def test_a_running_job_shows_live_readings_and_an_ended_one_its_summary_and_hint
         words(r"^\d+(\.\d)? (MiB|GiB)$")
     )
     # The CPU-only job: CPU and memory, no GPU.
-    expect(usage(cpu_row).locator(".nbjobs-Spark")).to_have_count(2, timeout=30_000)
+    expect(usage(cpu_row).locator(".nbjobs-Spark")).to_have_count(2)
     assert usage(cpu_row).locator(".nbjobs-Spark").evaluate_all(
         "items => items.map(i => i.dataset.series)"
     ) == ["cpu", "memory"]
@@ -130,7 +130,7 @@ def test_a_running_job_shows_live_readings_and_an_ended_one_its_summary_and_hint
     idle = "its GPUs have been idle (below 5 %) for 30 min; if it does not need them, cancel it"
     warn(hub, gpu_job["id"], idle)
     warning = gpu_row.locator(".nbjobs-Job-warning")
-    expect(warning).to_have_text(idle, timeout=20_000)
+    expect(warning).to_have_text(idle)
     assert warning.get_attribute("role") == "status"
 
     lab.on("request", count)
