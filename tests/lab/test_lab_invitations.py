@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.hub.test_first_login import Hub, invitation_hub, try_login
 
-from .conftest import ARTIFACTS, PAGE_LIMIT_MS, start_limit
+from .conftest import ARTIFACTS, start_limit, user_context
 from .steps import DASHBOARD, at_path
 
 
@@ -26,8 +26,7 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
 def choose_password(browser: Browser, link: str, user: str, password: str, then: str) -> Page:
     """A new browser of ``user``'s opens their invitation ``link`` and chooses the
     password; the page, logged in, at ``then``."""
-    page = browser.new_context(viewport={"width": 1360, "height": 1000}).new_page()
-    page.set_default_timeout(PAGE_LIMIT_MS)
+    page = user_context(browser, height=1000).new_page()
     page.goto(f"{link}?next={then}")
     expect(page.locator("#invited-user")).to_have_text(user)
     page.fill("#password", password)
