@@ -492,6 +492,11 @@ class LocalBackend(Backend):
             command = job_command(account, command, tmp=JOB_TMP)
         try:
             process = start_runner([*prefix, *command], log, spec.cwd, env, group, become)
+        except CgroupError as exc:  # it could not be put in its group: it ran nothing
+            remove_job_tmp(tmp)
+            if group is not None:
+                group.remove()
+            raise JobRefused(str(exc)) from None
         except (PermissionError, subprocess.SubprocessError) as exc:
             remove_job_tmp(tmp)
             if group is not None:

@@ -7,6 +7,7 @@ what each rank's status file says of its end."""
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import shutil
@@ -14,7 +15,7 @@ import socket
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import psutil
@@ -325,6 +326,15 @@ def group_prefix(
     )
 
 
+#: what a runner's command starts with when the service puts it in its control group: a
+#: shell that waits for "go" on its standard input (the service says it once the shell is
+#: in the group; the end of the pipe without it: exit 125), then becomes the runner, its
+#: standard input /dev/null
+GATE = ["/bin/sh", "-c", 'IFS= read -r go && [ "$go" = go ] || exit 125; exec "$@" </dev/null']
+#: variables a shell reads a file of commands from: not in a gated runner's environment
+GATE_UNSAFE_ENV = ("ENV", "BASH_ENV")
+
+
 def start_runner(
     command: list[str],
     log: int,
@@ -337,23 +347,67 @@ def start_runner(
     control group and the job's account when given.
 
     A plain Popen, polled: the job must be able to outlive this service (a restart
-    adopts it), which an asyncio subprocess transport does not allow."""
+    adopts it), which an asyncio subprocess transport does not allow.
 
-    def enter() -> None:
-        # in the child, before exec: into the job's group while still root, then the
-        # user's account for good (systemd-run does both itself under cgroup v2)
-        if group is not None:
-            group.join()
-        if become is not None:
+    Without an account to become, nothing runs in the child between ``fork`` and
+    ``exec``, so Python starts it with ``vfork``: a ``fork`` copies the service's page
+    tables (35 ms of a single job's start on a service of a few hundred MB, measured
+    with ``bench/overhead_bench.py``). The runner is put in its group from here, before
+    it runs: it starts as :data:`GATE`, which waits until it is in the group."""
+    if become is not None:
+        # a root service whose jobs have no namespace of their own (rare): in the child,
+        # before exec, into the job's group while still root, then the account for good
+
+        def enter() -> None:
+            if group is not None:
+                group.join()
             drop_privileges(become)
 
+        return _popen(command, log, cwd, env, subprocess.DEVNULL, preexec_fn=enter)
+    if group is None or group.cgroups.uses_systemd:  # systemd-run puts it there
+        return _popen(command, log, cwd, env, subprocess.DEVNULL)
+    if shutil.which(command[0], path=env.get("PATH")) is None:
+        # as Popen would say: not left to a shell, which would say it only in the log
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command[0])
+    held, go = os.pipe()
+    try:
+        gated = {name: value for name, value in env.items() if name not in GATE_UNSAFE_ENV}
+        process = _popen([*GATE, "nbjobs-runner", *command], log, cwd, gated, held)
+    except BaseException:
+        os.close(go)
+        raise
+    finally:
+        os.close(held)
+    try:
+        group.join(process.pid)
+        os.write(go, b"go\n")
+    except OSError as exc:
+        # the shell reads the pipe's end, not "go": it ends without running anything
+        os.close(go)
+        process.wait()
+        raise CgroupError(
+            f"the runner could not be put in its control group ({exc.strerror or exc}); "
+            "tell your admin: the job service's control groups may have been removed"
+        ) from None
+    os.close(go)
+    return process
+
+
+def _popen(
+    command: list[str],
+    log: int,
+    cwd: Path,
+    env: dict[str, str],
+    stdin: int,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         command,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=cwd,
         env=env,
         start_new_session=True,
-        preexec_fn=enter if (group is not None or become is not None) else None,
+        preexec_fn=preexec_fn,
     )

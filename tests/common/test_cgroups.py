@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nbjobs.job_service.backends.local_job_setup import start_runner
 
 from nbjobs.cgroups import CgroupError, Cgroups, Limits, gpu_minors, human_bytes
 from tests.loops import FORK_LOOP
@@ -247,3 +248,58 @@ def test_v1_a_fork_or_thread_loop_stops_at_the_groups_tasks(loop, cgroups):
         [sys.executable, "-c", loop, "60"], capture_output=True, text=True, check=True
     )
     assert outside.stdout.split()[:2] in (["forked", "60"], ["started", "60"]), outside.stdout
+
+
+FIRST_LOOK = """
+import os, sys
+print(os.getpid(), sys.stdin.read() == "", os.environ.get("BASH_ENV"), os.environ.get("KEPT"))
+print(open("/proc/self/cgroup").read())
+"""
+
+
+@as_root
+def test_a_runner_is_in_its_group_from_its_first_line_and_reads_nothing_of_the_gate(
+    tmp_path, cgroups
+):
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    group = cgroups.group(f"job-first-{os.getpid()}")
+    group.create(Limits(memory=2**30))
+    log = os.open(tmp_path / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
+    env = {"PATH": os.environ["PATH"], "BASH_ENV": str(tmp_path / "rc"), "KEPT": "yes"}
+    try:
+        process = start_runner([sys.executable, "-c", FIRST_LOOK], log, tmp_path, env, group, None)
+        assert process.wait(timeout=60) == 0
+    finally:
+        os.close(log)
+        group.remove()
+    said, *lines = (tmp_path / "log.txt").read_text().splitlines()
+    # the runner is the process the service started (the gate became it), its stdin
+    # empty (not the gate's pipe), no shell's startup file passed on, the rest kept
+    assert said.split() == [str(process.pid), "True", "None", "yes"]
+    memory = next(line for line in lines if ":memory:" in line)
+    assert memory.endswith(f"/{cgroups.parent}/{group.name}"), lines
+
+
+@as_root
+def test_a_runner_that_cannot_be_put_in_its_group_runs_nothing_and_says_so(tmp_path, cgroups):
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    group = cgroups.group(f"job-gone-{os.getpid()}")
+    group.create(Limits(memory=2**30))
+    group.remove()  # as if swept away between its making and the start
+    ran = tmp_path / "ran"
+    log = os.open(tmp_path / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
+    command = [sys.executable, "-c", f"open({str(ran)!r}, 'w')"]
+    env = {"PATH": os.environ["PATH"]}
+    try:
+        with pytest.raises(CgroupError, match="could not be put in its control group"):
+            start_runner(command, log, tmp_path, env, group, None)
+        group.create(Limits(memory=2**30))
+        with pytest.raises(FileNotFoundError):
+            start_runner([str(tmp_path / "no-python"), "-V"], log, tmp_path, env, group, None)
+    finally:
+        os.close(log)
+        group.remove()
+    assert not ran.exists()
+    assert (tmp_path / "log.txt").read_text() == ""
