@@ -345,15 +345,19 @@ async def fake_child(where: str, jobs: int, create_delay: float) -> None:
     await fake.stop()
 
 
-async def service_child(where: str, argv: list[str]) -> None:
+async def service_child(where: str, argv: list[str], watched: bool = True) -> None:
     """``nbjobs service`` as JobServiceApp.run serves it, its loop watched (its lags,
-    garbage collections and long callbacks written at the end: bench/loop_watch.py)."""
+    garbage collections and long callbacks written at the end: bench/loop_watch.py)
+    unless not ``watched``: the watch wraps every step of the loop, a cost of its own."""
     folder = Path(where)
     app = JobServiceApp()
     app.initialize(argv)
     (folder / "service-traits.json").write_text(
         json.dumps({"concurrent_starts": app.concurrent_starts})
     )
+    if not watched:
+        await app.run()
+        return
     watch = LoopWatch()
     watch.start()
     try:

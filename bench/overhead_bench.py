@@ -147,7 +147,9 @@ class Service:
             "--JobServiceApp.log_level=WARN",
             f"--StaticTokenAuth.tokens={TOKENS!r}",
         ]
-        self.child = Child("service", self.where, {"argv": argv})
+        # unwatched (bench/loop_watch.py): what it adds to every step of the loop is the
+        # bench's, not the service's
+        self.child = Child("service", self.where, {"argv": argv, "watched": False})
         await self.child.ready(lambda: answers(self.url))
         return self
 

@@ -274,6 +274,8 @@ class JobServiceApp(Application):
         level = logging.DEBUG if status < 400 else logging.WARNING
         if status >= 500 and status != 503:  # a 503 says to come back (busy, stopping)
             level = logging.ERROR
+        if not self.log.isEnabledFor(level):
+            return  # every answered request passes here: nothing formatted for nobody
         self.log.log(
             level,
             "%d %s %s %.1fms",
