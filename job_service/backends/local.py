@@ -492,15 +492,12 @@ class LocalBackend(Backend):
             command = job_command(account, command, tmp=JOB_TMP)
         try:
             process = start_runner([*prefix, *command], log, spec.cwd, env, group, become)
-        except CgroupError as exc:  # it could not be put in its group: it ran nothing
+        except (PermissionError, subprocess.SubprocessError, CgroupError) as exc:
             remove_job_tmp(tmp)
             if group is not None:
                 group.remove()
-            raise JobRefused(str(exc)) from None
-        except (PermissionError, subprocess.SubprocessError) as exc:
-            remove_job_tmp(tmp)
-            if group is not None:
-                group.remove()
+            if isinstance(exc, CgroupError):  # not put in its group: it ran nothing
+                raise JobRefused(str(exc)) from None
             if account is None and isinstance(exc, PermissionError):
                 raise
             raise JobRefused(
@@ -511,7 +508,6 @@ class LocalBackend(Backend):
             ) from None
         finally:
             os.close(log)
-        created = psutil.Process(process.pid).create_time()
         self.log.info(
             "job %s: runner%s pid %s on GPUs [%s] as %s (%s)",
             spec.job_id,
@@ -524,7 +520,7 @@ class LocalBackend(Backend):
         return Running(
             spec.job_id,
             process.pid,
-            created,
+            psutil.Process(process.pid).create_time(),
             gpus,
             spec.flavor.shares_a_gpu,
             process,

@@ -329,8 +329,13 @@ def group_prefix(
 #: what a runner's command starts with when the service puts it in its control group: a
 #: shell that waits for "go" on its standard input (the service says it once the shell is
 #: in the group; the end of the pipe without it: exit 125), then becomes the runner, its
-#: standard input /dev/null
-GATE = ["/bin/sh", "-c", 'IFS= read -r go && [ "$go" = go ] || exit 125; exec "$@" </dev/null']
+#: standard input /dev/null, without the variables a shell adds (dash PWD, bash SHLVL)
+GATE = [
+    "/bin/sh",
+    "-c",
+    'IFS= read -r go && [ "$go" = go ] || exit 125; '
+    'exec /usr/bin/env -u PWD -u OLDPWD -u SHLVL -- "$@" </dev/null',
+]
 #: variables a shell reads a file of commands from: not in a gated runner's environment
 GATE_UNSAFE_ENV = ("ENV", "BASH_ENV")
 
