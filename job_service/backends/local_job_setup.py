@@ -385,7 +385,6 @@ def start_runner(
         os.close(held)
     try:
         group.join(process.pid)
-        os.write(go, b"go\n")
     except OSError as exc:
         # the shell reads the pipe's end, not "go": it ends without running anything
         os.close(go)
@@ -394,7 +393,15 @@ def start_runner(
             f"the runner could not be put in its control group ({exc.strerror or exc}); "
             "tell your admin: the job service's control groups may have been removed"
         ) from None
-    os.close(go)
+    try:
+        os.write(go, b"go\n")
+    except BrokenPipeError:  # the shell was killed as it waited
+        process.wait()
+        raise subprocess.SubprocessError(
+            f"its first process ended before it began (code {process.returncode})"
+        ) from None
+    finally:
+        os.close(go)
     return process
 
 

@@ -10,6 +10,7 @@ check the values; the names and values are what is tested); under systemd the
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -306,3 +307,29 @@ def test_a_runner_that_cannot_be_put_in_its_group_runs_nothing_and_says_so(tmp_p
         group.remove()
     assert not ran.exists()
     assert (tmp_path / "log.txt").read_text() == ""
+
+
+@as_root
+def test_a_gate_killed_as_it_waits_is_a_start_that_failed(tmp_path, cgroups):
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    group = cgroups.group(f"job-killed-{os.getpid()}")
+    group.create(Limits(memory=2**30))
+    join = group.join
+
+    def join_then_killed(pid=None):  # killed by someone between its join and its "go"
+        join(pid)
+        os.kill(pid, signal.SIGKILL)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
+
+    group.join = join_then_killed
+    ran = tmp_path / "ran"
+    log = os.open(tmp_path / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
+    command = [sys.executable, "-c", f"open({str(ran)!r}, 'w')"]
+    try:
+        with pytest.raises(subprocess.SubprocessError, match="ended before it began"):
+            start_runner(command, log, tmp_path, {"PATH": os.environ["PATH"]}, group, None)
+    finally:
+        os.close(log)
+        group.remove()
+    assert not ran.exists()
