@@ -251,6 +251,28 @@ def test_v1_a_fork_or_thread_loop_stops_at_the_groups_tasks(loop, cgroups):
     assert outside.stdout.split()[:2] in (["forked", "60"], ["started", "60"]), outside.stdout
 
 
+@pytest.fixture
+def job_group(cgroups):
+    """A job's control group under this test's parent (cgroup v1, as CI has), removed after."""
+    if cgroups.version != "v1":
+        pytest.skip("this machine has no cgroup v1 (CI has)")
+    group = cgroups.group(f"job-{uuid.uuid4().hex[:8]}")
+    group.create(Limits(memory=2**30))
+    yield group
+    group.remove()
+
+
+def start_in(group, folder, command=None, env=None):
+    """start_runner as the local backend calls it, the log ``folder/log.txt``; by default
+    of a command that leaves ``folder/ran`` behind if it runs at all."""
+    command = command or [sys.executable, "-c", f"open({str(folder / 'ran')!r}, 'w')"]
+    log = os.open(folder / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        return start_runner(command, log, folder, env or {"PATH": os.environ["PATH"]}, group, None)
+    finally:
+        os.close(log)
+
+
 FIRST_LOOK = """
 import os, sys
 print(os.getpid(), sys.stdin.read() == "", sorted(os.environ))
@@ -260,76 +282,44 @@ print(open("/proc/self/cgroup").read())
 
 @as_root
 def test_a_runner_is_in_its_group_from_its_first_line_and_reads_nothing_of_the_gate(
-    tmp_path, cgroups
+    tmp_path, cgroups, job_group
 ):
-    if cgroups.version != "v1":
-        pytest.skip("this machine has no cgroup v1 (CI has)")
-    group = cgroups.group(f"job-first-{os.getpid()}")
-    group.create(Limits(memory=2**30))
-    log = os.open(tmp_path / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
     # a locale given: Python would otherwise add LC_CTYPE itself (PEP 538)
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "BASH_ENV": str(tmp_path / "rc")}
     env["KEPT"] = "yes"
-    try:
-        process = start_runner([sys.executable, "-c", FIRST_LOOK], log, tmp_path, env, group, None)
-        assert process.wait(timeout=60) == 0
-    finally:
-        os.close(log)
-        group.remove()
+    process = start_in(job_group, tmp_path, [sys.executable, "-c", FIRST_LOOK], env)
+    assert process.wait(timeout=60) == 0
     said, *lines = (tmp_path / "log.txt").read_text().splitlines()
     # the runner is the process the service started (the gate became it), its stdin
     # empty (not the gate's pipe), its environment what was given, less a shell's startup
     # file and with nothing a shell adds
     assert said == f"{process.pid} True ['KEPT', 'LANG', 'PATH']"
     memory = next(line for line in lines if ":memory:" in line)
-    assert memory.endswith(f"/{cgroups.parent}/{group.name}"), lines
+    assert memory.endswith(f"/{cgroups.parent}/{job_group.name}"), lines
 
 
 @as_root
-def test_a_runner_that_cannot_be_put_in_its_group_runs_nothing_and_says_so(tmp_path, cgroups):
-    if cgroups.version != "v1":
-        pytest.skip("this machine has no cgroup v1 (CI has)")
-    group = cgroups.group(f"job-gone-{os.getpid()}")
-    group.create(Limits(memory=2**30))
-    group.remove()  # as if swept away between its making and the start
-    ran = tmp_path / "ran"
-    log = os.open(tmp_path / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
-    command = [sys.executable, "-c", f"open({str(ran)!r}, 'w')"]
-    env = {"PATH": os.environ["PATH"]}
-    try:
-        with pytest.raises(CgroupError, match="could not be put in its control group"):
-            start_runner(command, log, tmp_path, env, group, None)
-        group.create(Limits(memory=2**30))
-        with pytest.raises(FileNotFoundError):
-            start_runner([str(tmp_path / "no-python"), "-V"], log, tmp_path, env, group, None)
-    finally:
-        os.close(log)
-        group.remove()
-    assert not ran.exists()
+def test_a_runner_that_cannot_be_put_in_its_group_runs_nothing_and_says_so(tmp_path, job_group):
+    job_group.remove()  # as if swept away between its making and the start
+    with pytest.raises(CgroupError, match="could not be put in its control group"):
+        start_in(job_group, tmp_path)
+    job_group.create(Limits(memory=2**30))
+    with pytest.raises(FileNotFoundError):
+        start_in(job_group, tmp_path, [str(tmp_path / "no-python"), "-V"])
+    assert not (tmp_path / "ran").exists()
     assert (tmp_path / "log.txt").read_text() == ""
 
 
 @as_root
-def test_a_gate_killed_as_it_waits_is_a_start_that_failed(tmp_path, cgroups):
-    if cgroups.version != "v1":
-        pytest.skip("this machine has no cgroup v1 (CI has)")
-    group = cgroups.group(f"job-killed-{os.getpid()}")
-    group.create(Limits(memory=2**30))
-    join = group.join
+def test_a_gate_killed_as_it_waits_is_a_start_that_failed(tmp_path, job_group):
+    join = job_group.join
 
     def join_then_killed(pid=None):  # killed by someone between its join and its "go"
         join(pid)
         os.kill(pid, signal.SIGKILL)
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
 
-    group.join = join_then_killed
-    ran = tmp_path / "ran"
-    log = os.open(tmp_path / "log.txt", os.O_WRONLY | os.O_CREAT, 0o600)
-    command = [sys.executable, "-c", f"open({str(ran)!r}, 'w')"]
-    try:
-        with pytest.raises(subprocess.SubprocessError, match="ended before it began"):
-            start_runner(command, log, tmp_path, {"PATH": os.environ["PATH"]}, group, None)
-    finally:
-        os.close(log)
-        group.remove()
-    assert not ran.exists()
+    job_group.join = join_then_killed
+    with pytest.raises(subprocess.SubprocessError, match="ended before it began"):
+        start_in(job_group, tmp_path)
+    assert not (tmp_path / "ran").exists()
