@@ -493,7 +493,10 @@ class Dispatcher:
                 lost.append(job_id)
                 if ref and flavor is None:  # nothing here knows what it may hold now
                     retired[job_id] = flavor_name
-                backend.lost(job_id)
+        # What the lost jobs left (processes given the cancel's grace, folders) is cleared
+        # off the loop and side by side: one after the other on the loop, each job whose
+        # leftovers ignored SIGTERM held the service's start for a whole grace.
+        await asyncio.gather(*(asyncio.to_thread(backend.lost, job_id) for job_id in lost))
         await ctx.in_db(self._record_recovery, lost, again, found, retired)
 
     def _record_recovery(

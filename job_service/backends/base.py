@@ -412,8 +412,10 @@ class Backend(LoggingConfigurable):
     def lost(self, job_id: str) -> None:
         """After a restart: a job found ended (or gone) while no service watched, or one
         :meth:`adopt` refused: remove what it left where it ran (processes left over,
-        temporary folders), which nobody else ever would. Default: nothing (a cluster
-        removes a pod's leftovers with it)."""
+        temporary folders), which nobody else ever would. Called on a worker thread, for
+        several lost jobs at once (it may wait, as a cancel's grace does): it touches no
+        state of the event loop's. Default: nothing (a cluster removes a pod's leftovers
+        with it)."""
 
     def unrecorded_start(self, job_id: str, status_file: Path) -> tuple[str, list[str]] | None:
         """After a restart, for a backend without :attr:`idempotent_starts`: the ref and GPUs

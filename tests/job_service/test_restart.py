@@ -211,6 +211,54 @@ async def test_a_kernel_left_starting_while_no_service_ran_is_stopped_by_the_nex
     assert not [p for p in runner.group.paths().values() if p.exists()]  # nor its group
 
 
+#: a process that notes each SIGTERM it gets (the time, in the file it is given) and
+#: lives on: what a job may leave in its control group
+STUBBORN = """
+import signal, sys, time
+out = open(sys.argv[1], "a", buffering=1)
+signal.signal(signal.SIGTERM, lambda *_: out.write(f"{time.time()}\\n"))
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+@needs_cgroups
+async def test_what_lost_jobs_left_gets_its_grace_side_by_side(start, held_runners, tmp_path):
+    """Two jobs whose runners died while no service ran, each leaving a process that
+    ignores SIGTERM in its control group: the next service gives both their grace (5 s)
+    at once, off its loop. One after the other, each such job held the service's start,
+    and the clean-up of every job after it, for a whole grace."""
+    first = await start()
+    jobs = [await held_job(first) for _ in range(2)]
+    marks = [tmp_path / f"stubborn-{job['id']}" for job, _ in jobs]
+    stubborn = []
+    for (_, runner), mark in zip(jobs, marks, strict=True):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", STUBBORN, str(mark), stdout=asyncio.subprocess.PIPE
+        )
+        assert process.stdout is not None
+        assert await process.stdout.readline() == b"ready\n"  # its SIGTERM handler is set
+        runner.group.join(process.pid)
+        stubborn.append(process)
+    await stop_service(first)
+    for _, runner in jobs:
+        runner.process.kill()
+        runner.process.wait(timeout=30)
+
+    second = await start()
+    try:
+        for job, _ in jobs:
+            assert (await second.job("ada", job["id"]))["state"] == "failed"
+    finally:
+        await stop_service(second)
+    for process in stubborn:
+        assert await asyncio.wait_for(process.wait(), 60) == -signal.SIGKILL  # after its grace
+    terms = [float(mark.read_text().split()[0]) for mark in marks]
+    # one after the other, the second SIGTERM came a grace (5 s) after the first
+    assert abs(terms[0] - terms[1]) < 2.5, terms
+
+
 async def test_a_job_killed_while_the_service_was_down_is_failed_with_the_reason(start):
     first = await start()
     job, runner, kernels = await sleeping_job(first)
