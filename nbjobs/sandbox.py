@@ -71,6 +71,10 @@ def remove_server_runtime(folder: str | Path | None, root: Path = SERVERS_RUNTIM
 
 
 def _root_folder(path: Path, mode: int) -> None:
+    """``path``, a folder of root's with exactly ``mode``, whatever the umask of the
+    process that makes it. Made by a service started with ``umask 077`` (the installed
+    one, the demo), /run/nbjobs was 0700 after each boot, and no account's notebook
+    server could enter its own folder below it: one left so is given ``mode`` again."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, mode)
     st = os.lstat(path)
@@ -79,6 +83,9 @@ def _root_folder(path: Path, mode: int) -> None:
             f"{path} is not a folder that only root may change (owner uid {st.st_uid}, mode "
             f"{stat.S_IMODE(st.st_mode):o}); remove it and start again"
         )
+    if stat.S_IMODE(st.st_mode) != mode:
+        # root's own folder (checked above) in one only root may change: not a link now
+        os.chmod(path, mode)
 
 
 def job_command(

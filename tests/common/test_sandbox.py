@@ -6,6 +6,7 @@ started with it, and never gets a folder of the user's choosing mounted over."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -143,3 +144,39 @@ def test_a_servers_runtime_folder_is_its_accounts_alone(tmp_path):
     os.chmod(other, 0o777)
     with pytest.raises(sandbox.SandboxUnavailable, match="only root may change"):
         sandbox.server_runtime_folder(NOBODY, other)
+
+
+def test_the_runtime_folders_keep_their_modes_whatever_the_umask():
+    """A root service started with ``umask 077`` (the installed one, the demo) made
+    /run/nbjobs 0700 on a fresh machine: no account's notebook server could enter its
+    own runtime folder below it, and none started. The folders get their modes exactly
+    (made in a process with that umask), and one left without them gets them again."""
+    base = Path(f"/run/nbjobs-test-{uuid.uuid4().hex[:8]}")
+    root = base / "servers"
+    make = (
+        "import os, sys\n"
+        "os.umask(0o077)\n"
+        "from nbjobs import sandbox\n"
+        "from nbjobs.accounts import Account\n"
+        "nobody = Account('nobody', 65534, 65534, '/nonexistent', (65534,))\n"
+        f"print(sandbox.server_runtime_folder(nobody, sandbox.Path({str(root)!r})))\n"
+    )
+    try:
+        made = subprocess.run([sys.executable, "-c", make], capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        folder = Path(made.stdout.strip())
+        assert stat.S_IMODE(base.lstat().st_mode) == 0o755
+        assert stat.S_IMODE(root.lstat().st_mode) == 0o711
+        # the account reaches its own folder through them
+        write = ["/bin/sh", "-c", f"echo in > {folder / 'token'} && cat {folder / 'token'}"]
+        entered = subprocess.run(
+            write, user=65534, group=65534, extra_groups=[], capture_output=True, text=True
+        )
+        assert entered.stdout.strip() == "in", entered.stderr
+
+        os.chmod(base, 0o700)  # as a start under umask 077 left it before
+        again = sandbox.server_runtime_folder(NOBODY, root)
+        assert stat.S_IMODE(base.lstat().st_mode) == 0o755
+        assert again.parent == root
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
