@@ -5,6 +5,7 @@ started with it, and never gets a folder of the user's choosing mounted over."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -154,12 +155,13 @@ def test_the_runtime_folders_keep_their_modes_whatever_the_umask():
     base = Path(f"/run/nbjobs-test-{uuid.uuid4().hex[:8]}")
     root = base / "servers"
     make = (
-        "import os, sys\n"
+        "import os\n"
+        "from pathlib import Path\n"
         "os.umask(0o077)\n"
         "from nbjobs import sandbox\n"
         "from nbjobs.accounts import Account\n"
-        "nobody = Account('nobody', 65534, 65534, '/nonexistent', (65534,))\n"
-        f"print(sandbox.server_runtime_folder(nobody, sandbox.Path({str(root)!r})))\n"
+        f"nobody = Account(*{dataclasses.astuple(NOBODY)!r})\n"
+        f"print(sandbox.server_runtime_folder(nobody, Path({str(root)!r})))\n"
     )
     try:
         made = subprocess.run([sys.executable, "-c", make], capture_output=True, text=True)

@@ -232,28 +232,34 @@ async def test_what_lost_jobs_left_gets_its_grace_side_by_side(start, held_runne
     first = await start()
     jobs = [await held_job(first) for _ in range(2)]
     marks = [tmp_path / f"stubborn-{job['id']}" for job, _ in jobs]
-    stubborn = []
-    for (_, runner), mark in zip(jobs, marks, strict=True):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", STUBBORN, str(mark), stdout=asyncio.subprocess.PIPE
-        )
-        assert process.stdout is not None
-        assert await process.stdout.readline() == b"ready\n"  # its SIGTERM handler is set
-        runner.group.join(process.pid)
-        stubborn.append(process)
-    await stop_service(first)
-    for _, runner in jobs:
-        runner.process.kill()
-        runner.process.wait(timeout=30)
-
-    second = await start()
+    stubborn: list[asyncio.subprocess.Process] = []
     try:
-        for job, _ in jobs:
-            assert (await second.job("ada", job["id"]))["state"] == "failed"
-    finally:
-        await stop_service(second)
-    for process in stubborn:
-        assert await asyncio.wait_for(process.wait(), 60) == -signal.SIGKILL  # after its grace
+        for (_, runner), mark in zip(jobs, marks, strict=True):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", STUBBORN, str(mark), stdout=asyncio.subprocess.PIPE
+            )
+            stubborn.append(process)
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"ready\n"  # its SIGTERM handler is set
+            runner.group.join(process.pid)
+        await stop_service(first)
+        for _, runner in jobs:
+            runner.process.kill()
+            runner.process.wait(timeout=30)
+
+        second = await start()
+        try:
+            for job, _ in jobs:
+                assert (await second.job("ada", job["id"]))["state"] == "failed"
+        finally:
+            await stop_service(second)
+        for process in stubborn:
+            assert await asyncio.wait_for(process.wait(), 60) == -signal.SIGKILL  # its grace over
+    finally:  # a test that failed early leaves none of them running for good
+        for process in stubborn:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
     terms = [float(mark.read_text().split()[0]) for mark in marks]
     # one after the other, the second SIGTERM came a grace (5 s) after the first
     assert abs(terms[0] - terms[1]) < 2.5, terms
