@@ -41,6 +41,12 @@ import nbformat
 import psutil
 import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # tests/ (the stream's reader)
+
+from tests.sse import EventLines  # noqa: E402
+
 GOAL_CPU_PERCENT = 5.0
 GOAL_SECONDS = 2.0
 
@@ -77,18 +83,16 @@ class Panel:
         headers = {"Authorization": f"token {token}"}
         async with client.stream("GET", "events", headers=headers, timeout=None) as r:
             r.raise_for_status()
-            event = ""
+            lines = EventLines()
             async for line in r.aiter_lines():
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:"):
-                    now = time.perf_counter()
-                    data = json.loads(line[5:])
-                    if event == "hello":
-                        self.hello.set()
-                    elif event == "job" and data["id"] not in self.seen:
-                        self.seen[data["id"]] = now
-                        self.arrived.set()
+                if (said := lines.feed(line)) is None:
+                    continue
+                event, data = said
+                if event == "hello":
+                    self.hello.set()
+                elif event == "job" and data["id"] not in self.seen:
+                    self.seen[data["id"]] = time.perf_counter()
+                    self.arrived.set()
 
 
 async def submit(client: httpx.AsyncClient, token: str) -> tuple[str, float]:

@@ -1,7 +1,8 @@
 """What the job service adds to a job: submit -> done through the API, against the runner alone.
 
     python bench/overhead_bench.py [--quick] [--rounds N] [--bursts N] [--cases 3,300]
-                                   [--cgroups auto|off] [--peer-python PYTHON]
+                                   [--cgroups auto|off] [--client watch|poll]
+                                   [--peer-python PYTHON]
 
 The same notebooks (3 tiny cells; 300 tiny cells) run two ways, in alternating rounds
 so that a busy machine slows both alike:
@@ -12,17 +13,21 @@ so that a busy machine slows both alike:
   service  a real job service (``nbjobs service`` in a process of its own: tornado,
            SQLite, the local backend, control groups as nbjobs ships them) called over
            HTTP on loopback: from ``POST api/jobs`` until the API answers the job
-           ``succeeded`` (``GET api/jobs/ID`` every 50 ms, as a client that polls)
+           ``succeeded``. The client learns of the end as the Jobs panel does: it
+           watches ``GET api/events`` and asks for the job (``GET api/jobs/ID``) once an
+           event says it ended; with ``--client poll`` it asks every 50 ms instead
 
 One job at a time (medians of N rounds), and eight submitted at once (the makespan:
-the first submit until the last job is seen done, one list of the caller's jobs asked
-for every 50 ms, against eight runners started at once). Printed per case: both, the
+the first submit until the last job is seen done, the list of the caller's jobs asked
+for once the events said all ended, or every 50 ms, against eight runners started at
+once). Printed per case: both, the
 difference (service - direct: what the service adds; goal < 0.15 s for one job) and
 the ratio (goal for eight at once: <= 1.1), with the load average while measured;
 and for one job where the difference goes, from the times the service records: submit
 -> ``started_at`` (dispatch and the runner's start), ``started_at`` -> ``finished_at``
 against the runner alone (the runner under the service, and the end being noticed),
-``finished_at`` -> seen through the API (the client's polling).
+``finished_at`` -> seen through the API (the event and the question that follows it, or
+the client's polling).
 
 With ``--peer-python`` (a Python that has jupyter-scheduler installed, in a venv of its
 own), jupyter-scheduler's submit -> done for the same notebooks is measured beside
@@ -70,6 +75,7 @@ from runner_bench import notebook  # noqa: E402
 from nbjobs.cgroups import Cgroups  # noqa: E402
 from nbjobs.config import parse_config  # noqa: E402
 from tests.job_service.conftest import TOKENS, free_port  # noqa: E402
+from tests.sse import EventLines  # noqa: E402
 
 USER = "ada"
 #: how often a client asks whether its job is done (nbjobs and the peer alike): a
@@ -213,6 +219,90 @@ async def nbjobs_jobs(c: httpx.AsyncClient, path: str, count: int) -> float:
         if sum(1 for job in page if job["id"] in ids and nbjobs_done(job)) == count:
             return time.time() - t0
         await asyncio.sleep(POLL_EVERY)
+
+
+class Watcher:
+    """A client that watches ``GET api/events`` as the Jobs panel does: told of a job's end
+    by the stream, it asks the API for the job once, rather than polling it."""
+
+    def __init__(self, service: Service) -> None:
+        self.client = service.client(1)
+        #: the final state of each job an event said ended
+        self.ended: dict[str, str] = {}
+        #: set when the stream was opened again (it ends every 5 minutes): what ended
+        #: meanwhile was not said, so the waiters ask for their jobs once
+        self.reopened = 0
+        self.news = asyncio.Condition()
+        self._said_hello = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Watcher:
+        self._task = asyncio.ensure_future(self._read())
+        await asyncio.wait_for(self._said_hello.wait(), 60)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self.client.aclose()
+
+    async def _read(self) -> None:
+        while True:
+            async with self.client.stream("GET", "events", timeout=None) as r:
+                r.raise_for_status()
+                lines = EventLines()
+                async for line in r.aiter_lines():
+                    if (said := lines.feed(line)) is not None:
+                        await self._heard(*said)
+
+    async def _heard(self, event: str, data: dict[str, Any]) -> None:
+        async with self.news:
+            if event in ("hello", "resync"):
+                if self._said_hello.is_set():
+                    self.reopened += 1
+                self._said_hello.set()
+            elif event == "job" and data.get("state") in FINAL:
+                self.ended[data["id"]] = data["state"]
+            self.news.notify_all()
+
+    async def until_ended(self, c: httpx.AsyncClient, ids: set[str]) -> None:
+        """Until an event said each of ``ids`` ended (or, after the stream was opened
+        again, the API did)."""
+        async with self.news:
+            reopened = self.reopened
+            while not ids <= self.ended.keys():
+                await self.news.wait()
+                if self.reopened != reopened:
+                    reopened = self.reopened
+                    for job_id in ids - self.ended.keys():
+                        job = (await c.get(f"jobs/{job_id}")).json()
+                        if job["state"] in FINAL:
+                            self.ended[job_id] = job["state"]
+
+
+async def watched_job(w: Watcher, c: httpx.AsyncClient, path: str) -> tuple[float, float, float]:
+    """:func:`nbjobs_job` for a client that watches the events (:class:`Watcher`)."""
+    t0 = time.time()
+    job_id = await nbjobs_submit(c, path)
+    await w.until_ended(c, {job_id})
+    nbjobs_done(job := (await c.get(f"jobs/{job_id}")).json())
+    seen = time.time() - t0
+    started, finished = (datetime.fromisoformat(job[k]).timestamp() - t0 for k in FIELDS)
+    return seen, started, finished
+
+
+async def watched_jobs(w: Watcher, c: httpx.AsyncClient, path: str, count: int) -> float:
+    """:func:`nbjobs_jobs` for a client that watches the events: the list asked for once,
+    when the events said the last job ended."""
+    t0 = time.time()
+    ids = set(await asyncio.gather(*(nbjobs_submit(c, path) for _ in range(count))))
+    await w.until_ended(c, ids)
+    page = (await c.get("jobs", params={"limit": 4 * count})).json()["jobs"]
+    if sum(1 for job in page if job["id"] in ids and nbjobs_done(job)) != count:
+        raise SystemExit("the events said the jobs ended; the list did not")
+    return time.time() - t0
 
 
 # -- the runner alone, as the local backend starts it -----------------------------------
@@ -415,30 +505,40 @@ async def measure(args: argparse.Namespace, work: Path) -> None:
     cases = args.cases.split(",")
     results: dict[str, dict[str, list[Any]]] = {}
     # each case's rows as soon as it is measured: a run cut short keeps what it measured
-    print(
-        f"== submit -> done through the API (asked every {POLL_EVERY * 1000:.0f} ms) "
-        "vs the runner alone"
+    how = (
+        "watched through api/events, as the Jobs panel"
+        if args.client == "watch"
+        else f"asked every {POLL_EVERY * 1000:.0f} ms"
     )
+    print(f"== submit -> done through the API ({how}) vs the runner alone")
     print(f"  {'case':<22}{'direct s':>9}{'service s':>10}{'difference':>11}{'ratio':>7}  load")
-    async with Service(work / "service", args.cgroups) as service, service.client(4) as c:
+    async with (
+        Service(work / "service", args.cgroups) as service,
+        service.client(4) as c,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        one_job, jobs_at_once = partial(nbjobs_job, c), partial(nbjobs_jobs, c)
+        if args.client == "watch":
+            w = await stack.enter_async_context(Watcher(service))
+            one_job, jobs_at_once = partial(watched_job, w, c), partial(watched_jobs, w, c)
         for case in cases:
             source = service.home / f"nb{case}.ipynb"
             nbformat.write(CASES[case](), source)
             name = source.name
             progress(f"{case} cells: {rounds} rounds of one job, {bursts} of {at_once} at once")
-            await nbjobs_job(c, name)  # the first job of a service: imports, caches
+            await one_job(name)  # the first job of a service: imports, caches
             one = await alternate(
                 rounds,
                 {
                     "direct": partial(direct_jobs, service, source, 1),
-                    "service": partial(nbjobs_job, c, name),
+                    "service": partial(one_job, name),
                 },
             )
             many = await alternate(
                 bursts,
                 {
                     "direct": partial(direct_jobs, service, source, at_once),
-                    "service": partial(nbjobs_jobs, c, name, at_once),
+                    "service": partial(jobs_at_once, name, at_once),
                 },
             )
             results[case] = r = {
@@ -543,6 +643,13 @@ def main() -> int:
         choices=["auto", "off"],
         default="auto",
         help="the service's backend.local.cgroups (auto: as nbjobs ships it)",
+    )
+    parser.add_argument(
+        "--client",
+        choices=["watch", "poll"],
+        default="watch",
+        help="how nbjobs' client learns a job ended: the events stream, as the Jobs panel "
+        f"(watch, the default), or asking every {POLL_EVERY * 1000:.0f} ms (poll)",
     )
     parser.add_argument("--peer-python", help="a Python with jupyter-scheduler installed")
     args = parser.parse_args()

@@ -8,9 +8,9 @@ API again when something changed, rather than polling on a timer.
 
 One :class:`ChangeFeed` per service watches the database for everyone: while at least
 one stream is open it takes a small snapshot, right after each commit of this service's
-(coalesced over :data:`COALESCE` s) and at least every ``interval`` (1 s, for what other
-services and the command line write), of the jobs not
-yet ended and those ended since the last look (only of users someone watches: the
+(two looks at least :data:`COALESCE` s apart) and at least every ``interval`` (1 s, for
+what other services and the command line write), of the jobs not yet ended and those
+ended since the last look (only of users someone watches: the
 stream's callers, their students for teachers, everyone for an admin), with each started
 job's progress from its runner (:class:`~.live.RunnerStatuses`), and compares it with
 the one before. Each difference becomes an event, sent to the streams whose caller may
@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -66,8 +67,9 @@ EventName = Literal["hello", "resync", "job", "job_removed", "definitions"]
 EVENTS: tuple[EventName, ...] = get_args(EventName)
 #: seconds between two looks at the database while a stream is open
 INTERVAL = 1.0
-#: after a commit of this service's, the look waits this long for the commits that follow
-#: (a burst of submissions is looked at once)
+#: the least time between two looks at the database after commits of this service's: the
+#: first commit after a quiet spell is looked at at once, those that follow it within
+#: this time together (a burst of submissions is looked at once)
 COALESCE = 0.05
 #: events a stream may fall behind by before it is told to start again (``resync``)
 QUEUE_LIMIT = 256
@@ -154,8 +156,9 @@ class ChangeFeed:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         sa_event.listen(ctx.sessions, "after_commit", self._committed)
-        #: looks taken (for tests and benchmarks)
+        #: looks taken (for tests and benchmarks), and when the last one read the database
         self.looks = 0
+        self._looked = 0.0
 
     @property
     def log(self) -> logging.Logger:
@@ -218,13 +221,19 @@ class ChangeFeed:
         self._definitions.clear()
 
     async def _until_next_look(self) -> None:
-        """Wait for a commit of this service's (then a little more, for those that follow
-        it) or the interval, whichever comes first."""
+        """Wait for a commit of this service's or the interval, whichever comes first.
+
+        Two looks are at least :data:`COALESCE` apart: a commit after a quiet spell is
+        looked at at once (a job's end reaches its watchers in a few ms, not 50), those
+        that follow it within that time are looked at together (a burst of submissions
+        is one look, not one each)."""
         wake = self._wake
         assert wake is not None
         try:
             await asyncio.wait_for(wake.wait(), self.interval)
-            await asyncio.sleep(COALESCE)
+            rest = self._looked + COALESCE - time.monotonic()
+            if rest > 0:
+                await asyncio.sleep(rest)
         except asyncio.TimeoutError:
             pass
         wake.clear()
@@ -244,6 +253,7 @@ class ChangeFeed:
         """Compare the database with the last look; send each difference to its streams."""
         self.looks += 1
         jobs, definitions = await self.ctx.in_db(self._snapshot, self._watched)
+        self._looked = time.monotonic()
         changes = list(self._differences(jobs, definitions))
         self._jobs, self._definitions = jobs, definitions
         if publish:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,6 +21,7 @@ from nbjobs.job_service.events import QUEUE_LIMIT, Stream, frame_of
 
 from nbjobs.models import JobEvent
 
+from ..sse import EventLines
 from .conftest import start_service, stop_all
 from .telemetry_helpers import insert_job, write_status
 
@@ -88,15 +88,10 @@ async def stream(svc, user: str | None) -> AsyncIterator[Events]:
                 events.body = r.text  # type: ignore[attr-defined]
                 events.ended.set()
                 return
-            event, data = "message", ""
+            lines = EventLines()
             async for line in r.aiter_lines():
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:"):
-                    data = line[5:].strip()
-                elif line == "" and data:
-                    events.received.put_nowait((event, json.loads(data), time.monotonic()))
-                    event, data = "message", ""
+                if (said := lines.feed(line)) is not None:
+                    events.received.put_nowait((*said, time.monotonic()))
         events.ended.set()
 
     task = asyncio.ensure_future(read())
@@ -219,6 +214,27 @@ async def test_the_feed_looks_only_while_a_stream_is_open_and_stops_with_the_ser
         await svc.service.feed.close()  # as the service stopping does
         await asyncio.wait_for(ada.ended.wait(), 5)
     assert not svc.service.feed.streams
+
+
+async def test_a_commit_after_a_quiet_spell_is_looked_at_at_once_a_burst_together(svc, monkeypatch):
+    """A job's end reaches whoever watches as soon as it is written (not a coalescing
+    wait later), and a burst of commits is still one look, not one each."""
+    monkeypatch.setattr("nbjobs.job_service.events.COALESCE", 2.0)
+    feed = svc.service.feed
+    feed._wake = asyncio.Event()
+    # nothing looked at for a while: the first commit's look comes at once
+    feed._looked = time.monotonic() - 10
+    feed._wake.set()
+    began = time.monotonic()
+    await feed._until_next_look()
+    assert time.monotonic() - began < 1.0
+    # just looked: the commits that follow wait out the rest of the 2 s, together
+    feed._looked = time.monotonic()
+    feed._wake.set()
+    began = time.monotonic()
+    await feed._until_next_look()
+    assert time.monotonic() - began >= 1.9
+    assert not feed._wake.is_set()  # the burst's commits are behind this one look
 
 
 def test_a_stream_that_falls_behind_is_told_to_start_again():

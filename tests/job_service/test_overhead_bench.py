@@ -12,13 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "overhead_bench.py"
 FIGURE = r"[+-]?\d+\.\d+"
 
 
-def test_the_bench_runs_a_notebook_both_ways_and_prints_difference_and_ratio():
+@pytest.mark.parametrize(
+    ("client", "said"), [("watch", "watched through api/events"), ("poll", "asked every 50 ms")]
+)
+def test_the_bench_runs_a_notebook_both_ways_and_prints_difference_and_ratio(client, said):
+    small = ["--quick", "--cases", "3", "--rounds", "1", "--at-once", "2"]
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--cases", "3", "--rounds", "1", "--at-once", "2"],
+        [sys.executable, str(BENCH), *small, "--client", client],
         capture_output=True,
         text=True,
         timeout=600,
@@ -26,6 +32,7 @@ def test_the_bench_runs_a_notebook_both_ways_and_prints_difference_and_ratio():
 
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
+    assert f"submit -> done through the API ({said}" in done.stdout
     header = next(line for line in lines if line.lstrip().startswith("case"))
     assert header.split() == ["case", "direct", "s", "service", "s", "difference", "ratio", "load"]
     for label, goal in (("3 cells, one", "goal < 0.15 s"), ("3 cells, 2 at once", "goal <= 1.1x")):

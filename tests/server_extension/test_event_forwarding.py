@@ -8,29 +8,24 @@ through the API while the stream is open, as the command line would.
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import threading
 import time
 
 import requests
 
+from ..sse import EventLines
 from .test_jobs import notebook, wait_done, wait_ready
 
 
 def read_events(response, into: queue.Queue) -> None:
     """Each event of a server-sent event stream, with when it arrived."""
-    event, data = "message", ""
+    lines = EventLines()
     # the test closes the response when done: reading it then fails, and that is the end
     with contextlib.suppress(requests.RequestException, AttributeError, ValueError):
         for line in response.iter_lines(decode_unicode=True):
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data = line[5:].strip()
-            elif line == "" and data:
-                into.put((event, json.loads(data), time.monotonic()))
-                event, data = "message", ""
+            if (said := lines.feed(line)) is not None:
+                into.put((*said, time.monotonic()))
 
 
 def past_the_baseline(server, received: queue.Queue) -> None:
