@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+import nbformat
 from playwright.sync_api import Page, expect
 
-from ..conftest import api, shot
+from ..conftest import Hub, api, notebook, shot
 from ..steps import (
     API,
     JOB_TIMEOUT,
@@ -145,7 +146,7 @@ def use_theme(page: Page, theme: str) -> None:
     expect(page.locator("#jupyterlab-splash")).to_have_count(0)  # Lab's veil while it switches
 
 
-def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(lab: Page):
+def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(lab: Page, hub: Hub):
     """The full-width page: opened from the panel, its columns sort, a selection is
     cancelled or deleted at once, and a job's details carry every action."""
     running = submit_by_api(lab, "slow.ipynb", "cpu", "page-running", seconds=60)
@@ -222,8 +223,17 @@ def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(la
     close_current_tab(lab)
 
     # a press on a running job's Cancel while it moves on (each cell done draws its
-    # details again), released after two cells: a click all the same, asked and done
-    ticking = submit_by_api(lab, "ticks.ipynb", "cpu", "page-ticking", pause=1.5)
+    # details again), released after two cells: a click all the same, asked and done.
+    # Its cells tick for minutes (it is cancelled long before): the 8 of ticks.ipynb
+    # were all done before the press was over on a machine at load 31.
+    nbformat.write(
+        notebook(
+            *[f"print('tick {i}', flush=True); time.sleep(pause)" for i in range(1, 121)],
+            parameters="import time\npause = 1.5",
+        ),
+        hub.home("ada") / "ticks-long.ipynb",
+    )
+    ticking = submit_by_api(lab, "ticks-long.ipynb", "cpu", "page-ticking", pause=1.5)
     wait_for(lab, ticking["id"], "running")
     expect(row(ticking)).to_contain_text("Running")
     row(ticking).locator(".nbjobs-JobsPage-name").click()
@@ -234,7 +244,7 @@ def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(la
     _, now = api(lab, "GET", API + f"jobs/{ticking['id']}")
     assert isinstance(now, dict)
     # its row in the table shows two more cells done: the same change drew the details
-    # (the row names the running cell, "code cell 4 of 9": three are done)
+    # (the row names the running cell, "code cell 4 of 121": three are done)
     lab.wait_for_function(
         """([id, done]) => {
             const row = document.querySelector(`#nbjobs-jobs-page tr[data-job-id='${id}']`);
