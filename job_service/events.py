@@ -252,8 +252,11 @@ class ChangeFeed:
     async def look(self, *, publish: bool = True) -> list[Change]:
         """Compare the database with the last look; send each difference to its streams."""
         self.looks += 1
-        jobs, definitions = await self.ctx.in_db(self._snapshot, self._watched)
-        self._looked = time.monotonic()
+        try:
+            jobs, definitions = await self.ctx.in_db(self._snapshot, self._watched)
+        finally:
+            # a look that failed counts too: the next is no sooner for it
+            self._looked = time.monotonic()
         changes = list(self._differences(jobs, definitions))
         self._jobs, self._definitions = jobs, definitions
         if publish:

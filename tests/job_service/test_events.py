@@ -235,6 +235,20 @@ async def test_a_commit_after_a_quiet_spell_is_looked_at_at_once_a_burst_togethe
     await feed._until_next_look()
     assert time.monotonic() - began >= 1.9
     assert not feed._wake.is_set()  # the burst's commits are behind this one look
+    # a look that failed (the database away) spaces the next one all the same: commits
+    # meanwhile do not make it look again at once, over and over
+    feed._looked = time.monotonic() - 10
+
+    def away(*_args: object) -> None:
+        raise OSError("the database is away")
+
+    monkeypatch.setattr(feed, "_snapshot", away)
+    with pytest.raises(OSError, match="the database is away"):
+        await feed.look()
+    feed._wake.set()
+    began = time.monotonic()
+    await feed._until_next_look()
+    assert time.monotonic() - began >= 1.9
 
 
 def test_a_stream_that_falls_behind_is_told_to_start_again():
