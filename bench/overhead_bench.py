@@ -229,8 +229,9 @@ class Watcher:
         self.client = service.client(1)
         #: the final state of each job an event said ended
         self.ended: dict[str, str] = {}
-        #: set when the stream was opened again (it ends every 5 minutes): what ended
-        #: meanwhile was not said, so the waiters ask for their jobs once
+        #: how often the stream was opened again (it ends every 5 minutes) or told to
+        #: start again (``resync``): what ended meanwhile may not have been said, so at
+        #: each the waiters ask the API for their jobs once
         self.reopened = 0
         self.news = asyncio.Condition()
         self._said_hello = asyncio.Event()

@@ -123,6 +123,14 @@ def notebook(*cells: str, parameters: str | None = None) -> nbformat.NotebookNod
     return nb
 
 
+def ticks(cells: int) -> nbformat.NotebookNode:
+    """A notebook whose cells each print "tick N" and sleep ``pause`` (1.5 s, a parameter)."""
+    return notebook(
+        *[f"print('tick {i}', flush=True); time.sleep(pause)" for i in range(1, cells + 1)],
+        parameters="import time\npause = 1.5",
+    )
+
+
 @dataclass
 class Hub:
     url: str
@@ -165,13 +173,7 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
         notebook("print('loading')", "raise ValueError('bad input: no rows')", "print('never')"),
         home / "fail.ipynb",
     )
-    nbformat.write(
-        notebook(
-            *[f"print('tick {i}', flush=True); time.sleep(pause)" for i in range(1, 9)],
-            parameters="import time\npause = 1.5",
-        ),
-        home / "ticks.ipynb",
-    )
+    nbformat.write(ticks(8), home / "ticks.ipynb")
     nbformat.write(
         notebook("for i in range(60_000):\n    print(f'chatty line {i:05d}', 'x' * 10)"),
         home / "chatty.ipynb",

@@ -13,7 +13,7 @@ import re
 import nbformat
 from playwright.sync_api import Page, expect
 
-from ..conftest import Hub, api, notebook, shot
+from ..conftest import Hub, api, shot, ticks
 from ..steps import (
     API,
     JOB_TIMEOUT,
@@ -226,13 +226,7 @@ def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(la
     # details again), released after two cells: a click all the same, asked and done.
     # Its cells tick for minutes (it is cancelled long before): the 8 of ticks.ipynb
     # were all done before the press was over on a machine at load 31.
-    nbformat.write(
-        notebook(
-            *[f"print('tick {i}', flush=True); time.sleep(pause)" for i in range(1, 121)],
-            parameters="import time\npause = 1.5",
-        ),
-        hub.home("ada") / "ticks-long.ipynb",
-    )
+    nbformat.write(ticks(120), hub.home("ada") / "ticks-long.ipynb")
     ticking = submit_by_api(lab, "ticks-long.ipynb", "cpu", "page-ticking", pause=1.5)
     wait_for(lab, ticking["id"], "running")
     expect(row(ticking)).to_contain_text("Running")
