@@ -173,7 +173,6 @@ def run_hub(workdir: Path, jobs_config: dict) -> Iterator[Hub]:
         notebook("print('loading')", "raise ValueError('bad input: no rows')", "print('never')"),
         home / "fail.ipynb",
     )
-    nbformat.write(ticks(8), home / "ticks.ipynb")
     nbformat.write(
         notebook("for i in range(60_000):\n    print(f'chatty line {i:05d}', 'x' * 10)"),
         home / "chatty.ipynb",

@@ -194,22 +194,36 @@ def test_a_failed_job_opens_at_the_failing_cell(lab: Page):
     shot(lab, "05-failed-output-at-failing-cell")
 
 
-def test_the_log_viewer_follows_a_running_job(lab: Page):
-    ticks = open_notebook(lab, "ticks.ipynb")
-    submit(lab, ticks, "ticking")
-    row = job_row(lab, "ticking")
-    expect(row.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
+def test_the_log_viewer_follows_a_running_job(lab: Page, hub: Hub):
+    # After "tick 2" the job waits for a file the test makes once it has seen the log
+    # follow a running job: on a loaded machine the browser's steps took most of the
+    # seconds a job of ticks had left (its end would be a race, not an event).
+    gate = hub.home("ada") / f"log-gate-{time.monotonic_ns()}"
+    ticking = [f"print('tick {i}', flush=True); time.sleep(0.3)" for i in range(1, 9)]
+    ticking.insert(2, "while not os.path.exists(gate):\n    time.sleep(0.2)")
+    nbformat.write(
+        notebook("import os, time", *ticking, parameters=f"gate = {str(gate)!r}"),
+        hub.home("ada") / "ticks-held.ipynb",
+    )
+    try:
+        ticks = open_notebook(lab, "ticks-held.ipynb")
+        submit(lab, ticks, "ticking")
+        row = job_row(lab, "ticking")
+        expect(row.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
 
-    row.locator("button[aria-label='View log']").click()
+        row.locator("button[aria-label='View log']").click()
 
-    log = lab.locator(".nbjobs-LogView:visible")
-    text, status = log.locator(".nbjobs-LogView-text"), log.locator(".nbjobs-LogView-status")
-    expect(text).to_contain_text("tick 2", timeout=JOB_TIMEOUT)
-    # Lines arrive while the job runs: the last ones are still to come.
-    assert "tick 8" not in text.inner_text()
-    expect(status).to_have_text("Following the log…")
-    expect(row.locator(".nbjobs-Job-state")).to_have_text("Running")
-    shot(lab, "06-log-viewer-following")
+        log = lab.locator(".nbjobs-LogView:visible")
+        text, status = log.locator(".nbjobs-LogView-text"), log.locator(".nbjobs-LogView-status")
+        expect(text).to_contain_text("tick 2", timeout=JOB_TIMEOUT)
+        # Lines arrive while the job runs: the last ones are still to come.
+        assert "tick 3" not in text.inner_text()
+        expect(status).to_have_text("Following the log…")
+        expect(row.locator(".nbjobs-Job-state")).to_have_text("Running")
+        shot(lab, "06-log-viewer-following")
+    finally:
+        gate.touch()  # never left holding the slot the next tests need
+
     expect(text).to_contain_text("tick 5", timeout=JOB_TIMEOUT)
     expect(text).to_contain_text("tick 8", timeout=JOB_TIMEOUT)
     expect(status).to_have_text("The job has ended; this is its whole log.", timeout=JOB_TIMEOUT)

@@ -224,8 +224,8 @@ def test_the_notebook_jobs_page_sorts_selects_and_acts_in_bulk_and_on_details(la
 
     # a press on a running job's Cancel while it moves on (each cell done draws its
     # details again), released after two cells: a click all the same, asked and done.
-    # Its cells tick for minutes (it is cancelled long before): the 8 of ticks.ipynb
-    # were all done before the press was over on a machine at load 31.
+    # Its cells tick for minutes (it is cancelled long before): a job of 8 cells of 1.5 s
+    # was done before the press was over on a machine at load 31.
     nbformat.write(ticks(120), hub.home("ada") / "ticks-long.ipynb")
     ticking = submit_by_api(lab, "ticks-long.ipynb", "cpu", "page-ticking", pause=1.5)
     wait_for(lab, ticking["id"], "running")
