@@ -41,5 +41,14 @@ def test_the_bench_runs_a_notebook_both_ways_and_prints_difference_and_ratio(cli
         assert re.search(rf"{FIGURE}\s+{FIGURE}\s+{FIGURE}\s+{FIGURE}\s+\d+\.\d-\d+\.\d", row), row
         assert re.search(rf"{re.escape(goal)}: (met|NOT met)$", row), row
     assert any(line.lstrip().startswith("where: submit -> started_at") for line in lines)
+    # the runners' own runs (their status files) both ways, and the difference around them
+    own = next(line for line in lines if "the runner's own run" in line)
+    assert re.search(rf"alone {FIGURE} s, under the service {FIGURE} s \({FIGURE} x\)$", own)
+    around = next(line for line in lines if line.lstrip().startswith("around it:"))
+    assert re.search(
+        rf"alone {FIGURE} s .* through the service {FIGURE} s: the service adds {FIGURE} s"
+        r"  goal < 0.15 s: (met|NOT met)$",
+        around,
+    ), around
     # without a peer's Python, it says how to get jupyter-scheduler's figures
     assert "--peer-python" in done.stdout
