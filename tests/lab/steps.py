@@ -47,6 +47,12 @@ def open_notebook(page: Page, name: str) -> Locator:
     return panel
 
 
+def view_log(page: Page, row: Locator) -> Locator:
+    """Open a job's log from its row in the Jobs panel (its Log button); the log's tab."""
+    row.locator("button[aria-label='View log']").click()
+    return page.locator(".nbjobs-LogView:visible")
+
+
 def jobs_panel(page: Page) -> Locator:
     panel = page.locator("#nbjobs-jobs-panel")
     if not panel.is_visible():

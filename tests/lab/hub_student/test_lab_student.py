@@ -39,6 +39,7 @@ from ..steps import (
     submit,
     submit_by_api,
     submit_dialog,
+    view_log,
     wait_for,
 )
 
@@ -211,9 +212,7 @@ def test_the_log_viewer_follows_a_running_job(lab: Page, hub: Hub):
         row = job_row(lab, "ticking")
         expect(row.locator(".nbjobs-Job-state")).to_have_text("Running", timeout=JOB_TIMEOUT)
 
-        row.locator("button[aria-label='View log']").click()
-
-        log = lab.locator(".nbjobs-LogView:visible")
+        log = view_log(lab, row)
         text, status = log.locator(".nbjobs-LogView-text"), log.locator(".nbjobs-LogView-status")
         expect(text).to_contain_text("tick 2", timeout=JOB_TIMEOUT)
         # Lines arrive while the job runs: the last ones are still to come.
@@ -239,9 +238,7 @@ def test_a_long_log_opens_at_its_end_and_says_what_is_not_shown(lab: Page):
     row = job_row(lab, "chatty")
     expect(row.locator(".nbjobs-Job-state")).to_have_text("Succeeded", timeout=JOB_TIMEOUT)
 
-    row.locator("button[aria-label='View log']").click()
-
-    log = lab.locator(".nbjobs-LogView:visible")
+    log = view_log(lab, row)
     text, notice = log.locator(".nbjobs-LogView-text"), log.locator(".nbjobs-LogView-notice")
     expect(text).to_contain_text("chatty line 59999", timeout=JOB_TIMEOUT)
     expect(notice).to_be_visible()
