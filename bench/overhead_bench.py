@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -74,6 +73,7 @@ for _path in (str(ROOT), str(BENCH)):
         sys.path.insert(0, _path)  # tests/ and bench/, and this checkout's nbjobs first
 
 from dispatch_bench import Child, answers, auth_header  # noqa: E402
+from nbjobs.job_runner import read_status  # noqa: E402
 from nbjobs.job_service.backends.base import LaunchSpec  # noqa: E402
 from nbjobs.job_service.backends.local_job_setup import job_environment, own_account  # noqa: E402
 from nbjobs.job_service.live import STATUS_FILE  # noqa: E402
@@ -354,11 +354,11 @@ def runner_own_run(status_file: Path) -> float:
     kernel about to start) to its ``finished_at`` (the output written). The same code and
     work either way; what a machine's speed moves from one run to the next (by a tenth
     on a 2-core VM), which the bench takes out of the difference to see the rest."""
-    status = json.loads(status_file.read_text())
-    return float(
-        datetime.fromisoformat(status["finished_at"]).timestamp()
-        - datetime.fromisoformat(status["started_at"]).timestamp()
-    )
+    status = read_status(status_file)
+    if status is None or status.started_at is None or status.finished_at is None:
+        raise SystemExit(f"{status_file} says no whole run of its runner")
+    ended, began = (datetime.fromisoformat(t) for t in (status.finished_at, status.started_at))
+    return (ended - began).total_seconds()
 
 
 async def direct_job(service: Service, source: Path) -> tuple[float, float]:
@@ -631,9 +631,9 @@ def where_it_goes(r: dict[str, list[Any]], direct: float) -> str:
     )
 
 
-def outside_the_run(r: dict[str, list[Any]]) -> tuple[str, bool]:
-    """The difference without the runners' own runs (paired by round), and the own runs
-    against each other: the lines, and whether the service adds under the goal there."""
+def outside_the_run(r: dict[str, list[Any]]) -> str:
+    """The difference without the runners' own runs (paired by round), held to the goal,
+    and the own runs against each other."""
     med = statistics.median
     own_d, own_s = med(r["direct_own"]), med(r["service_own"])
     rest_d = med([t - o for t, o in zip(r["direct"], r["direct_own"], strict=True)])
@@ -645,7 +645,7 @@ def outside_the_run(r: dict[str, list[Any]]) -> tuple[str, bool]:
         f"    around it: alone {rest_d:.3f} s (start-up, exit), through the service "
         f"{rest_s:.3f} s: the service adds {rest_s - rest_d:+.3f} s  goal < {GOAL_SINGLE} s: "
         f"{'met' if met else 'NOT met'}"
-    ), met
+    )
 
 
 def print_case(case: str, r: dict[str, list[Any]], at_once: int) -> None:
@@ -669,7 +669,7 @@ def print_case(case: str, r: dict[str, list[Any]], at_once: int) -> None:
         print(line + f"  {goal}: {'met' if met else 'NOT met'}", flush=True)
         if label.endswith("one"):
             print(where_it_goes(r, d), flush=True)
-            print(outside_the_run(r)[0], flush=True)
+            print(outside_the_run(r), flush=True)
 
 
 def print_peer_case(
