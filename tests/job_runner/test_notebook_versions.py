@@ -197,6 +197,11 @@ def test_defects_jupyter_tolerates_are_repaired_and_said(tmp_path):
         (json.dumps({"nbformat": 2, "worksheets": []}), "nbformat 2"),
         (json.dumps({"nbformat": 4, "nbformat_minor": 4, "metadata": {}}), "no list of cells"),
         (json.dumps([1, 2]), "is not an object"),
+        # an nbformat 3 worksheet without its cells: nbformat cannot make it a notebook
+        (
+            json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{}]}),
+            "a key the notebook needs is missing (cells)",
+        ),
     ],
 )
 def test_what_cannot_be_read_is_refused_with_a_sentence(tmp_path, text, says):
